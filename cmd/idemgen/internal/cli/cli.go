@@ -1,0 +1,229 @@
+// Package cli is the idemgen command line. main calls Run; tests call it
+// too, in-process, with their own arguments and streams.
+//
+// Exit codes: 0 when all is well, 1 when the spec has errors or --check
+// finds a difference, 2 for a usage error.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
+
+// failure is an error whose message has already been printed, or that
+// says exactly what to print, and that exits 1.
+type failure struct{ msg string }
+
+func (f failure) Error() string { return f.msg }
+
+// usageError exits 2.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// Run executes the idemgen command line with args (without the program
+// name) and returns the process exit code.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	cmd, err := root.ExecuteContextC(context.Background())
+	if err == nil {
+		return exitOK
+	}
+	var f failure
+	if errors.As(err, &f) {
+		if f.msg != "" {
+			fmt.Fprintln(stderr, "idemgen: "+f.msg)
+		}
+		return exitFail
+	}
+	// Everything else comes from parsing the command line: a bad flag, a
+	// missing one, an unknown command or option value.
+	fmt.Fprintln(stderr, "idemgen: "+err.Error())
+	if cmd == nil {
+		cmd = root
+	}
+	fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+	return exitUsage
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "idemgen",
+		Short: "Generate idempotency-key handling from an OpenAPI spec",
+		Long: `idemgen reads the x-idempotency policies of an OpenAPI spec and generates
+Go code that protects those operations with idempotency keys, the SQL
+migrations its stores need, and documentation for API clients.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Without subcommand arguments cobra prints help; that is fine.
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newGenerate(stdout, stderr), newValidate(stderr), newVersion(stdout))
+	return root
+}
+
+// noArgs rejects positional arguments as a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args)}
+	}
+	return nil
+}
+
+func newGenerate(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		flags      settings
+		configPath string
+		check      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "generate",
+		Short: "Generate Go code, SQL migrations and docs from a spec",
+		Long: `generate validates the spec and writes the generated files. Nothing is
+written when the spec has errors; warnings are printed and do not stop it.
+
+Settings come from the config file (idemgen.yaml in the current directory
+when present, or --config), and flags override them. Paths in the config
+file are relative to the file's directory.
+
+With --check nothing is written: the command exits 1 and prints a unified
+diff when the files on disk differ from what it would generate, are
+missing, or are stale idemgen files.`,
+		Example: `  idemgen generate --spec api/openapi.yaml --out api --package api --migrations migrations
+  idemgen generate --check`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := resolveSettings(cmd, configPath, flags)
+			if err != nil {
+				return err
+			}
+			files, diags, err := generator.Generate(cmd.Context(), opts)
+			printDiagnostics(stderr, diags)
+			if errors.Is(err, generator.ErrUsage) {
+				return usageError{err}
+			}
+			if err != nil {
+				return failure{err.Error()}
+			}
+			if model.HasErrors(diags) {
+				return failure{}
+			}
+			if check {
+				if diff, ok := generator.Check(files); !ok {
+					fmt.Fprint(stdout, diff)
+					return failure{"generated files are out of date; run idemgen generate"}
+				}
+				return nil
+			}
+			if err := generator.Write(files); err != nil {
+				return failure{err.Error()}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&flags.Spec, "spec", "", "OpenAPI spec `file` (YAML or JSON)")
+	f.StringVar(&flags.Out, "out", "", "`directory` of the generated Go code")
+	f.StringVar(&flags.Package, "package", "", "Go package `name` of the generated code")
+	f.StringVar(&flags.Migrations, "migrations", "", "`directory` of the SQL migrations (none when empty)")
+	f.StringSliceVar((*[]string)(&flags.Dialects), "dialect", nil, "SQL `dialects`: postgres, sqlite or both (default postgres)")
+	f.StringVar(&flags.Layout, "layout", "", "migration `layout`: golang-migrate, goose or dbmate (default golang-migrate)")
+	f.StringVar(&flags.Docs, "docs", "", "Markdown `file` documenting each operation's idempotency (none when empty)")
+	f.BoolVar(&check, "check", false, "write nothing; exit 1 with a diff when the files on disk are not up to date")
+	f.StringVar(&configPath, "config", "", "config `file` (default idemgen.yaml when present)")
+	return cmd
+}
+
+func newValidate(stderr io.Writer) *cobra.Command {
+	var spec string
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Check a spec's x-idempotency policies without generating anything",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if spec == "" {
+				return usageError{errors.New("--spec is required")}
+			}
+			diags, err := generator.Validate(cmd.Context(), spec)
+			printDiagnostics(stderr, diags)
+			if err != nil {
+				return failure{err.Error()}
+			}
+			if model.HasErrors(diags) {
+				return failure{}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&spec, "spec", "", "OpenAPI spec `file` (YAML or JSON)")
+	return cmd
+}
+
+func newVersion(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print idemgen's version",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintln(stdout, "idemgen "+version())
+			return nil
+		},
+	}
+}
+
+// version is the module version the binary was built from; a build from a
+// source tree has none and says "(devel)".
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok || info.Main.Version == "" {
+		return "(devel)"
+	}
+	return info.Main.Version
+}
+
+// printDiagnostics prints diags one per line, then a count.
+func printDiagnostics(w io.Writer, diags []model.Diagnostic) {
+	if len(diags) == 0 {
+		return
+	}
+	for _, d := range diags {
+		fmt.Fprintln(w, d.String())
+	}
+	errs, warns := model.CountErrors(diags)
+	var parts []string
+	if errs > 0 {
+		parts = append(parts, plural(errs, "error"))
+	}
+	if warns > 0 {
+		parts = append(parts, plural(warns, "warning"))
+	}
+	fmt.Fprintln(w, strings.Join(parts, ", "))
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

@@ -1,0 +1,224 @@
+// Package app wires the payments service together: flags, database,
+// schema, the idempotency engine, the HTTP server and its shutdown.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/api"
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/database"
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// ProblemBase prefixes the type URI of every problem the service answers,
+// its own and the idempotency layer's.
+const ProblemBase = "https://petstore-payments.example/problems/"
+
+// demoKeys authenticate two demo tenants when no keys are configured.
+const demoKeys = "demo-key-acme=acme,demo-key-globex=globex"
+
+// shutdownGrace is how long in-flight requests get after SIGTERM.
+const shutdownGrace = 10 * time.Second
+
+// options are the command-line settings.
+type options struct {
+	addr        string
+	databaseURL string
+	apiKeys     string
+	rateLimit   float64
+	idempotency string
+	chaosDelay  time.Duration
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	var o options
+	fl := flag.NewFlagSet("petstore-payments", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	fl.StringVar(&o.addr, "addr", envOr(getenv, "ADDR", "127.0.0.1:8080"), "listen address (env ADDR)")
+	fl.StringVar(&o.databaseURL, "database-url", getenv("DATABASE_URL"),
+		"postgres://…, sqlite:PATH or file:PATH (env DATABASE_URL); default: the SQLite file "+database.DefaultSQLiteFile+" in the working directory")
+	fl.StringVar(&o.apiKeys, "api-keys", getenv("API_KEYS"), "bearer keys as key=tenant,key=tenant (env API_KEYS); default: two demo keys")
+	fl.Float64Var(&o.rateLimit, "rate-limit", 0, "requests per second allowed per tenant; 0 is unlimited")
+	fl.StringVar(&o.idempotency, "idempotency", "on", "on, or off to serve the API with no idempotency layer at all")
+	fl.DurationVar(&o.chaosDelay, "chaos-delay", 0, "random pause up to this long in write handlers, after the writes and before the response")
+	if err := fl.Parse(args); err != nil {
+		return o, err
+	}
+	if fl.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fl.Args(), " "))
+	}
+	if o.idempotency != "on" && o.idempotency != "off" {
+		return o, fmt.Errorf("--idempotency must be on or off, not %q", o.idempotency)
+	}
+	if o.rateLimit < 0 || o.chaosDelay < 0 {
+		return o, errors.New("--rate-limit and --chaos-delay must not be negative")
+	}
+	return o, nil
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseKeys reads key=tenant,key=tenant.
+func parseKeys(s string) (map[string]string, error) {
+	keys := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		k, t, ok := strings.Cut(pair, "=")
+		if !ok || k == "" || t == "" {
+			return nil, fmt.Errorf("API key %q: want key=tenant", pair)
+		}
+		keys[k] = t
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no API keys")
+	}
+	return keys, nil
+}
+
+// Main runs the service until SIGINT or SIGTERM and returns the exit code.
+// migrations holds the generated idempotency migrations, one directory per
+// dialect.
+func Main(args []string, migrations fs.FS, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	o, err := parseFlags(args, os.Getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		log.Error("bad arguments", "err", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, migrations, log); err != nil {
+		log.Error("petstore-payments stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) error {
+	keySpec := o.apiKeys
+	if keySpec == "" {
+		keySpec = demoKeys
+	}
+	keys, err := parseKeys(keySpec)
+	if err != nil {
+		return err
+	}
+	if o.apiKeys == "" {
+		log.Warn("no --api-keys given; using demo keys", "keys", demoKeys)
+	}
+
+	db, err := database.Open(ctx, o.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.Migrate(ctx, migrations); err != nil {
+		return err
+	}
+	log.Info("database ready", "database", db.Name, "dialect", db.Dialect.String())
+
+	cfg := server.Config{
+		Ledger:       ledger.New(db.Dialect),
+		Conn:         db.Conn(),
+		Ready:        db.Ping,
+		Keys:         keys,
+		RateLimit:    o.rateLimit,
+		ChaosDelay:   o.chaosDelay,
+		ProblemBase:  ProblemBase,
+		MaxBodyBytes: 1 << 20,
+		Logger:       log,
+	}
+	var sweeper idem.Sweeper
+	if o.idempotency == "on" {
+		store, mount, err := idempotencyStore(db, log)
+		if err != nil {
+			return err
+		}
+		engine, err := api.NewEngine(idem.Config{
+			Store:           store,
+			Tenant:          server.TenantFromRequest,
+			Logger:          log,
+			ProblemBase:     ProblemBase,
+			MaxRequestBytes: cfg.MaxBodyBytes,
+		})
+		if err != nil {
+			return err
+		}
+		cfg.Idempotency = engine.Middleware
+		cfg.Tx = mount
+		sweeper, _ = store.(idem.Sweeper)
+	} else {
+		log.Warn("idempotency is off: retried POSTs run again")
+		cfg.Begin = db.Begin
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	names := make([]string, 0, len(keys))
+	for _, t := range keys {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	log.Info("listening on "+ln.Addr().String(), "addr", ln.Addr().String(), "idempotency", o.idempotency,
+		"tenants", strings.Join(names, ","), "rate_limit", o.rateLimit, "chaos_delay", o.chaosDelay)
+
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSweep()
+	if sweeper != nil {
+		go func() { _ = idem.Sweep(sweepCtx, sweeper, idem.SweepConfig{Logger: log}) }()
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down; finishing in-flight requests", "grace", shutdownGrace)
+	shutCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(shutCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,346 @@
+package dayreplay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+)
+
+// replayer plays the clients of every tenant.
+type replayer struct {
+	base     string
+	keys     []string // API key per tenant
+	o        options
+	http     *http.Client
+	requests atomic.Int64
+	retries  atomic.Int64
+	gaveUp   atomic.Int64
+
+	mu        sync.Mutex
+	accountID [][]string          // per tenant, per planned account
+	acked     map[string][]string // transfer key → transfer IDs answered with 201
+	changes   int                 // amount changes sent
+}
+
+func newReplayer(base string, keys []string, o options) *replayer {
+	return &replayer{
+		base: base,
+		keys: keys,
+		o:    o,
+		// The timeout is per request: a slow answer is abandoned and retried,
+		// as a real client with a short deadline does.
+		http:  &http.Client{Timeout: o.timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		acked: map[string][]string{},
+	}
+}
+
+type answer struct {
+	status int
+	body   []byte
+}
+
+// post sends one request as the tenant's client.
+func (r *replayer) post(ctx context.Context, tenant int, path, key, body string) (answer, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, strings.NewReader(body))
+	if err != nil {
+		return answer{}, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.keys[tenant])
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	res, err := r.http.Do(req)
+	if err != nil {
+		return answer{}, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return answer{status: res.StatusCode, body: b}, res.Header, err
+}
+
+// send retries one logical request until it gets a final answer: anything
+// but a transport error, a timeout, 409 in progress, 429, or a 5xx. It
+// backs off exponentially with jitter and honours Retry-After. ok is false
+// when the client gave up (attempts, request budget or the day's end).
+func (r *replayer) send(ctx context.Context, tenant int, path, key, body string) (answer, bool) {
+	for attempt := 1; attempt <= r.o.attempts; attempt++ {
+		if ctx.Err() != nil || r.requests.Add(1) > r.o.maxRequests {
+			break
+		}
+		if attempt > 1 {
+			r.retries.Add(1)
+		}
+		a, h, err := r.post(ctx, tenant, path, key, body)
+		if err == nil && a.status < 500 && a.status != http.StatusConflict && a.status != http.StatusTooManyRequests {
+			return a, true
+		}
+		if err == nil && a.status == http.StatusConflict && !strings.Contains(string(a.body), "request-in-progress") {
+			// outcome-unknown or response-not-replayable: final.
+			return a, true
+		}
+		wait := min(50*time.Millisecond<<(attempt-1), time.Second)
+		wait = wait/2 + rand.N(wait/2+1)
+		if h != nil {
+			if s, _ := strconv.Atoi(h.Get("Retry-After")); s > 0 {
+				wait = min(time.Duration(s)*time.Second, 2*time.Second)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	r.gaveUp.Add(1)
+	return answer{}, false
+}
+
+// openAccounts opens every planned account, each under its own key.
+func (r *replayer) openAccounts(ctx context.Context, p plan) error {
+	r.accountID = make([][]string, len(p.accounts))
+	for t, accts := range p.accounts {
+		for _, a := range accts {
+			body := fmt.Sprintf(`{"owner":%q,"currency":"EUR","initial_balance":%d}`, a.owner, a.initial)
+			ans, ok := r.send(ctx, t, "/accounts", a.key, body)
+			if !ok || ans.status != http.StatusCreated {
+				return fmt.Errorf("open account %s: %d %s", a.owner, ans.status, bytes.TrimSpace(ans.body))
+			}
+			var acct struct{ ID string }
+			if err := json.Unmarshal(ans.body, &acct); err != nil {
+				return fmt.Errorf("open account %s: %w", a.owner, err)
+			}
+			r.accountID[t] = append(r.accountID[t], acct.ID)
+		}
+	}
+	return nil
+}
+
+func transferBody(from, to string, amount int64, memo string) string {
+	return fmt.Sprintf(`{"from_account":%q,"to_account":%q,"amount":%d,"currency":"EUR","memo":%q}`, from, to, amount, memo)
+}
+
+// replay runs the planned transfers with o.concurrency clients.
+func (r *replayer) replay(ctx context.Context, p plan) {
+	work := make(chan plannedTransfer)
+	var wg sync.WaitGroup
+	for range r.o.concurrency {
+		wg.Go(func() {
+			for tr := range work {
+				r.transfer(ctx, tr)
+			}
+		})
+	}
+	for _, tr := range p.transfers {
+		select {
+		case work <- tr:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
+func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
+	from, to := r.accountID[tr.tenant][tr.from], r.accountID[tr.tenant][tr.to]
+	body := transferBody(from, to, tr.amount, tr.key)
+	copies := 1
+	if tr.twin {
+		copies = 2
+	}
+	var wg sync.WaitGroup
+	for range copies {
+		wg.Go(func() {
+			if ans, ok := r.send(ctx, tr.tenant, "/transfers", tr.key, body); ok {
+				r.ack(tr.key, ans)
+			}
+		})
+	}
+	wg.Wait()
+	if tr.change && ctx.Err() == nil {
+		r.mu.Lock()
+		r.changes++
+		r.mu.Unlock()
+		// The same key, another amount: the server must refuse it. Its memo
+		// marks it, so the audit can find it if it was accepted.
+		changed := transferBody(from, to, tr.amount+1, tr.key+"#changed")
+		if ans, ok := r.send(ctx, tr.tenant, "/transfers", tr.key, changed); ok {
+			r.ack(tr.key+"#changed", ans)
+		}
+	}
+}
+
+func (r *replayer) ack(key string, a answer) {
+	if a.status != http.StatusCreated {
+		return
+	}
+	var t struct{ ID string }
+	if json.Unmarshal(a.body, &t) != nil || t.ID == "" {
+		return
+	}
+	r.mu.Lock()
+	r.acked[key] = append(r.acked[key], t.ID)
+	r.mu.Unlock()
+}
+
+// auditResult is what the state read back says.
+type auditResult struct {
+	acknowledged    int
+	duplicates      int
+	lost            int
+	wronglyAccepted int
+	conserved       bool
+	detail          []string
+}
+
+type apiTransfer struct {
+	ID          string `json:"id"`
+	FromAccount string `json:"from_account"`
+	ToAccount   string `json:"to_account"`
+	Amount      int64  `json:"amount"`
+	Memo        string `json:"memo"`
+}
+
+func (r *replayer) get(ctx context.Context, tenant int, path string, v any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.keys[tenant])
+	client := &http.Client{Timeout: 30 * time.Second}
+	res, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return res.StatusCode, nil
+	}
+	return res.StatusCode, json.NewDecoder(res.Body).Decode(v)
+}
+
+// audit reads every account and transfer of the day back over the API.
+func (r *replayer) audit(ctx context.Context, p plan) (auditResult, error) {
+	var a auditResult
+	a.conserved = true
+	transfers := map[string]apiTransfer{}
+	for t := range p.accounts {
+		initial := map[string]int64{}
+		for _, pa := range p.accounts[t] {
+			initial[pa.owner] = pa.initial
+		}
+		var list struct {
+			Accounts []struct {
+				ID      string `json:"id"`
+				Owner   string `json:"owner"`
+				Balance int64  `json:"balance"`
+			} `json:"accounts"`
+		}
+		if _, err := r.get(ctx, t, "/accounts", &list); err != nil {
+			return a, fmt.Errorf("audit: list accounts: %w", err)
+		}
+		var sumBalance, sumInitial int64
+		for _, acct := range list.Accounts {
+			init, ours := initial[acct.Owner]
+			if !ours {
+				continue
+			}
+			sumBalance += acct.Balance
+			sumInitial += init
+			var tl struct {
+				Transfers []apiTransfer `json:"transfers"`
+			}
+			if _, err := r.get(ctx, t, "/accounts/"+url.PathEscape(acct.ID)+"/transfers", &tl); err != nil {
+				return a, fmt.Errorf("audit: list transfers: %w", err)
+			}
+			want := init
+			for _, tr := range tl.Transfers {
+				transfers[tr.ID] = tr
+				if tr.FromAccount == acct.ID {
+					want -= tr.Amount
+				}
+				if tr.ToAccount == acct.ID {
+					want += tr.Amount
+				}
+			}
+			if want != acct.Balance {
+				a.conserved = false
+				a.detail = append(a.detail, fmt.Sprintf("account %s holds %d, its transfers say %d", acct.ID, acct.Balance, want))
+			}
+		}
+		if sumBalance != sumInitial {
+			a.conserved = false
+			a.detail = append(a.detail, fmt.Sprintf("tenant %d holds %d in total, opened with %d", t, sumBalance, sumInitial))
+		}
+	}
+	byMemo := map[string]int{}
+	for _, tr := range transfers {
+		byMemo[tr.Memo]++
+	}
+	for _, tr := range p.transfers {
+		if n := byMemo[tr.key]; n > 1 {
+			a.duplicates += n - 1
+		}
+		if byMemo[tr.key+"#changed"] > 0 {
+			a.wronglyAccepted++
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	for _, ids := range r.acked {
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			a.acknowledged++
+			if _, ok := transfers[id]; !ok {
+				a.lost++
+				a.detail = append(a.detail, "acknowledged transfer "+id+" is missing")
+			}
+		}
+	}
+	return a, nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// printTable writes the day's results as a Markdown table.
+func printTable(w io.Writer, r *replayer, a auditResult, planned, kills int, elapsed time.Duration) {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+	row := func(k string, v any) { fmt.Fprintf(tw, "| %s\t %v\t\n", k, v) }
+	row("metric", "value")
+	fmt.Fprintf(tw, "|---\t---\t\n")
+	row("transfers planned", planned)
+	row("requests", r.requests.Load())
+	row("retries", r.retries.Load())
+	row("requests given up", r.gaveUp.Load())
+	row("server kills", kills)
+	row("transfers acknowledged (201)", a.acknowledged)
+	row("duplicate transfers", a.duplicates)
+	row("lost transfers (201 but missing)", a.lost)
+	row("wrongly-accepted amount changes", fmt.Sprintf("%d of %d", a.wronglyAccepted, r.changes))
+	row("money conserved", yesNo(a.conserved))
+	row("elapsed", elapsed.Round(100*time.Millisecond))
+	_ = tw.Flush()
+	for _, d := range a.detail {
+		fmt.Fprintln(w, "  ", d)
+	}
+}

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
+)
+
+const (
+	maxNameLen = 200
+	maxMemoLen = 500
+	maxIDLen   = 100
+)
+
+func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) {
+	body, err := readObject(w, r, s.maxBody, "owner", "currency", "initial_balance")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var in ledger.NewAccount
+	if in.Owner, err = body.str("owner", true, maxNameLen); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.Currency, err = body.currency("currency"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.InitialBalance, err = body.money("initial_balance", 0, ledger.MaxMoney); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	a, err := s.ledger.CreateAccount(r.Context(), s.conn, tenant(r), in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.pause()
+	w.Header().Set("Location", "/accounts/"+a.ID)
+	writeJSON(w, http.StatusCreated, a)
+}
+
+func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) {
+	a, err := s.ledger.GetAccount(r.Context(), s.conn, tenant(r), r.PathValue("account_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+func (s *Server) listAccounts(w http.ResponseWriter, r *http.Request) {
+	accounts, err := s.ledger.ListAccounts(r.Context(), s.conn, tenant(r))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]ledger.Account{"accounts": accounts})
+}
+
+func (s *Server) listTransfers(w http.ResponseWriter, r *http.Request) {
+	transfers, err := s.ledger.ListTransfers(r.Context(), s.conn, tenant(r), r.PathValue("account_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]ledger.Transfer{"transfers": transfers})
+}
+
+func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request, db ledger.DB) {
+	body, err := readObject(w, r, s.maxBody, "from_account", "to_account", "amount", "currency", "memo")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var in ledger.NewTransfer
+	if in.FromAccount, err = body.str("from_account", true, maxIDLen); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.ToAccount, err = body.str("to_account", true, maxIDLen); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.Amount, err = body.money("amount", 1, ledger.MaxMoney); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.Currency, err = body.currency("currency"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.Memo, err = body.str("memo", false, maxMemoLen); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.ledger.CreateTransfer(r.Context(), db, tenant(r), in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.pause()
+	w.Header().Set("Location", "/transfers/"+t.ID)
+	writeJSON(w, http.StatusCreated, t)
+}
+
+func (s *Server) getTransfer(w http.ResponseWriter, r *http.Request) {
+	t, err := s.ledger.GetTransfer(r.Context(), s.conn, tenant(r), r.PathValue("transfer_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (s *Server) createPet(w http.ResponseWriter, r *http.Request) {
+	body, err := readObject(w, r, s.maxBody, "name", "species")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var in ledger.NewPet
+	if in.Name, err = body.str("name", true, maxNameLen); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.Species, err = body.str("species", true, maxNameLen); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, err := s.ledger.CreatePet(r.Context(), s.conn, tenant(r), in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.pause()
+	w.Header().Set("Location", "/pets/"+p.ID)
+	writeJSON(w, http.StatusCreated, p)
+}
+
+func (s *Server) getPet(w http.ResponseWriter, r *http.Request) {
+	p, err := s.ledger.GetPet(r.Context(), s.conn, tenant(r), r.PathValue("pet_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) createAdoption(w http.ResponseWriter, r *http.Request, db ledger.DB) {
+	body, err := readObject(w, r, s.maxBody, "account_id", "fee")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	in := ledger.NewAdoption{PetID: r.PathValue("pet_id")}
+	if in.AccountID, err = body.str("account_id", true, maxIDLen); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if in.Fee, err = body.money("fee", 0, ledger.MaxMoney); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	a, err := s.ledger.Adopt(r.Context(), db, tenant(r), in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.pause()
+	writeJSON(w, http.StatusCreated, a)
+}

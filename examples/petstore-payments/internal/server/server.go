@@ -1,0 +1,206 @@
+// Package server is the payments service's HTTP layer: authentication, rate
+// limiting, the idempotency layer's place in the chain, routing, request
+// validation and the mapping of business failures to problem details.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/database"
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
+)
+
+// TxHandlerFunc is a handler that writes inside a transaction.
+type TxHandlerFunc func(w http.ResponseWriter, r *http.Request, db ledger.DB)
+
+// TxMount turns a transactional handler into an http.Handler: with the
+// idempotency layer it is the generated adapter (the key's completion and
+// the handler's writes commit together); without it, PlainTx.
+type TxMount func(operationID string, h TxHandlerFunc) http.Handler
+
+// Config configures a Server.
+type Config struct {
+	// Ledger runs the business rules; Conn is the database outside
+	// transactions, for the non-transactional operations and reads.
+	Ledger *ledger.Ledger
+	Conn   ledger.DB
+	// Ready reports whether the database answers; /healthz calls it.
+	Ready func(ctx context.Context) error
+	// Keys maps each bearer API key to its tenant.
+	Keys map[string]string
+	// RateLimit is the per-tenant request rate per second; 0 is unlimited.
+	RateLimit float64
+	// Idempotency is the idempotency middleware; nil runs without one.
+	Idempotency func(http.Handler) http.Handler
+	// Tx mounts the transactional operations. When it is nil they run in
+	// plain transactions from Begin, with no idempotency.
+	Tx TxMount
+	// Begin starts a plain transaction; used only when Tx is nil.
+	Begin func(ctx context.Context) (*database.Tx, error)
+	// ChaosDelay, when positive, pauses each write handler for a random
+	// time up to it, after its writes and before its response.
+	ChaosDelay time.Duration
+	// ProblemBase prefixes every problem type name.
+	ProblemBase string
+	// MaxBodyBytes bounds request bodies.
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+}
+
+// Server is the service's HTTP handler.
+type Server struct {
+	ledger      *ledger.Ledger
+	conn        ledger.DB
+	ready       func(ctx context.Context) error
+	keys        map[string]string
+	limits      *limiters
+	chaos       time.Duration
+	problemBase string
+	maxBody     int64
+	log         *slog.Logger
+	handler     http.Handler
+}
+
+// The operation IDs of the spec's transactional operations.
+const (
+	OpCreateTransfer = "createTransfer"
+	OpCreateAdoption = "createAdoption"
+)
+
+// New builds the server. The chain is authentication → rate limit →
+// idempotency → router: the idempotency layer needs the tenant, and a 401 or
+// 429 must never be recorded against a key.
+func New(cfg Config) (*Server, error) {
+	if cfg.Ledger == nil || cfg.Conn == nil || (cfg.Tx == nil && cfg.Begin == nil) {
+		return nil, errors.New("server: Ledger, Conn, and Tx or Begin are required")
+	}
+	s := &Server{
+		ledger:      cfg.Ledger,
+		conn:        cfg.Conn,
+		ready:       cfg.Ready,
+		keys:        cfg.Keys,
+		chaos:       cfg.ChaosDelay,
+		problemBase: cfg.ProblemBase,
+		maxBody:     cfg.MaxBodyBytes,
+		log:         cfg.Logger,
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = 1 << 20
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RateLimit > 0 {
+		s.limits = &limiters{perSec: cfg.RateLimit, tenants: map[string]*rate.Limiter{}}
+	}
+
+	mount := cfg.Tx
+	if mount == nil {
+		mount = s.plainTx(cfg.Begin)
+	}
+
+	api := http.NewServeMux()
+	api.HandleFunc("POST /accounts", s.createAccount)
+	api.HandleFunc("GET /accounts", s.listAccounts)
+	api.HandleFunc("GET /accounts/{account_id}", s.getAccount)
+	api.HandleFunc("GET /accounts/{account_id}/transfers", s.listTransfers)
+	api.Handle("POST /transfers", mount(OpCreateTransfer, s.createTransfer))
+	api.HandleFunc("GET /transfers/{transfer_id}", s.getTransfer)
+	api.HandleFunc("POST /pets", s.createPet)
+	api.HandleFunc("GET /pets/{pet_id}", s.getPet)
+	api.Handle("POST /pets/{pet_id}/adoptions", mount(OpCreateAdoption, s.createAdoption))
+	api.HandleFunc("/", s.noRoute(api))
+
+	var chain http.Handler = api
+	if cfg.Idempotency != nil {
+		chain = cfg.Idempotency(chain)
+	}
+	chain = s.authenticate(s.rateLimit(chain))
+
+	root := http.NewServeMux()
+	root.HandleFunc("GET /healthz", s.healthz)
+	root.Handle("/", chain)
+	s.handler = root
+	return s, nil
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.ready(ctx); err != nil {
+			s.writeProblem(w, http.StatusServiceUnavailable, ProblemDatabaseUnavailable, "the database does not answer", 1)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// noRoute answers problem details where ServeMux would answer plain text:
+// 405 for a known path with another method, else 404.
+func (s *Server) noRoute(mux *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			if m == r.Method {
+				continue
+			}
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+				w.Header().Set("Allow", m)
+				s.writeProblem(w, http.StatusMethodNotAllowed, ProblemMethodNotAllowed, r.Method+" is not served on "+r.URL.Path, 0)
+				return
+			}
+		}
+		s.writeProblem(w, http.StatusNotFound, ProblemNotFound, "no such route: "+r.URL.Path, 0)
+	}
+}
+
+// pause is the chaos delay: after a handler's writes, before its answer, so
+// that client timeouts and crashes land where they hurt most.
+func (s *Server) pause() {
+	if s.chaos > 0 {
+		time.Sleep(rand.N(s.chaos))
+	}
+}
+
+// fail answers err: a business failure with its problem type, a validation
+// failure with 400, and anything else with a logged 500.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var v *errValidation
+	var b *ledger.Error
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &v):
+		s.writeProblem(w, http.StatusBadRequest, ProblemValidation, v.msg, 0)
+	case errors.As(err, &tooBig):
+		s.writeProblem(w, http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "the request body is larger than the service accepts", 0)
+	case errors.As(err, &b):
+		status := http.StatusBadRequest
+		switch b.Kind {
+		case ledger.KindNotFound:
+			status = http.StatusNotFound
+		case ledger.KindInsufficientFunds:
+			status = http.StatusPaymentRequired
+		}
+		s.writeProblem(w, status, string(b.Kind), b.Detail, 0)
+	default:
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.writeProblem(w, http.StatusInternalServerError, ProblemInternal, "the service failed; retrying with the same Idempotency-Key is safe", 0)
+	}
+}
+
+func tenant(r *http.Request) string {
+	t, _ := TenantFromRequest(r)
+	return t
+}

@@ -1,0 +1,189 @@
+// Package docgen writes the API documentation page that tells clients,
+// per operation, where the idempotency key goes, how long it is remembered
+// and what a retry meets (SEMANTICS §4: the TTL and scope of every
+// operation are documented).
+package docgen
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/idemgen/idemgen/generator/internal/describe"
+	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/templates"
+)
+
+// Options says how the page is rendered.
+type Options struct {
+	// Source is the spec path relative to the page's directory,
+	// slash-separated; it is written into the header.
+	Source string
+}
+
+// page is what the template reads.
+type page struct {
+	Source     string
+	Title      string
+	Version    string
+	Operations []operation
+}
+
+// operation holds one operation's policy as finished phrases, so the
+// template stays free of logic.
+type operation struct {
+	ID, Method, Path, Anchor, Summary string
+	Key, KeyShort                     string
+	KeyMaxLength                      int
+	Required, TenantScope             bool
+	Scope, TTL, Lease, LeaseExpiry    string
+	Fingerprint                       string
+	Stored, ReplayHeaders             string
+	MaxSnapshot                       string
+}
+
+// Emit renders the documentation page of spec.
+func Emit(spec *model.Spec, opts Options) ([]byte, error) {
+	text, err := templates.DocsTemplate()
+	if err != nil {
+		return nil, fmt.Errorf("docgen: %w", err)
+	}
+	tmpl, err := template.New("api.md").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("docgen: parse template: %w", err)
+	}
+	p := page{Source: opts.Source, Title: oneLine(spec.Title), Version: oneLine(spec.Version)}
+	for _, op := range spec.Operations {
+		p.Operations = append(p.Operations, describeOp(op))
+	}
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, p); err != nil {
+		return nil, fmt.Errorf("docgen: execute template: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func describeOp(op model.Operation) operation {
+	p := op.Policy
+	o := operation{
+		ID:           op.ID,
+		Method:       op.Method,
+		Path:         op.Path,
+		Anchor:       anchor(op.Method + " " + op.Path),
+		Summary:      oneLine(op.Summary),
+		Key:          describe.KeySource(p),
+		KeyMaxLength: p.KeyMaxLength,
+		Required:     p.Required,
+		TenantScope:  p.Scope == "tenant",
+		Scope:        describe.Scope(p),
+		TTL:          describe.Duration(p.TTL),
+		Lease:        describe.Duration(p.Lease),
+		Fingerprint:  fingerprint(op),
+		MaxSnapshot:  describe.Size(p.MaxSnapshotBytes),
+	}
+	switch p.KeyIn {
+	case model.KeyInBody:
+		o.KeyShort = "body field `" + p.KeyName + "`"
+		o.Key = "the body field `" + p.KeyName + "`"
+	case model.KeyInQuery:
+		o.KeyShort = "query parameter `" + p.KeyName + "`"
+		o.Key = "the query parameter `" + p.KeyName + "`"
+	default:
+		o.KeyShort = "header `" + p.KeyName + "`"
+		o.Key = "the `" + p.KeyName + "` header"
+	}
+	if p.OnLeaseExpiry == "takeover" {
+		o.LeaseExpiry = "the next retry takes the key over and runs the operation again."
+		if p.Transactional {
+			o.LeaseExpiry = "the next retry takes the key over and runs the operation again; the operation's effects and the key are committed together, so nothing is applied twice."
+		}
+	} else {
+		o.LeaseExpiry = "its outcome counts as unknown: retries get 409 `outcome-unknown` until an operator resolves the key."
+	}
+	stored := "Every 2xx, 3xx and 4xx response is kept and replayed, except 401, 403, 408, 425 and 429, which a retry runs again."
+	if p.CacheServerErrors {
+		o.Stored = stored + " A 500 is kept and replayed too; 502, 503 and 504 are not."
+	} else {
+		o.Stored = stored + " 5xx responses are not kept, so a retry runs the operation again."
+	}
+	headers := append([]string{"Content-Type", "Content-Language", "Content-Location", "Location"}, p.ReplayHeaders...)
+	o.ReplayHeaders = "(" + list(quoteAll(headers)) + ")"
+	return o
+}
+
+// fingerprint says which parts of the request make it "the same request".
+func fingerprint(op model.Operation) string {
+	p := op.Policy
+	var parts []string
+	switch {
+	case len(p.Fingerprint) > 0:
+		ptrs := make([]string, len(p.Fingerprint))
+		for i, f := range p.Fingerprint {
+			ptrs[i] = f.Pointer
+		}
+		parts = append(parts, plural("the body field ", "the body fields ", quoteAll(ptrs)))
+	case op.BodyMediaType == "":
+		// No body: only path and query parameters remain.
+	case p.KeyIn == model.KeyInBody:
+		parts = append(parts, "the whole request body except `"+p.KeyName+"`")
+	default:
+		parts = append(parts, "the whole request body")
+	}
+	if len(op.PathParams) > 0 {
+		parts = append(parts, plural("the path parameter ", "the path parameters ", quoteAll(op.PathParams)))
+	}
+	if len(p.Query) > 0 {
+		parts = append(parts, plural("the query parameter ", "the query parameters ", quoteAll(p.Query)))
+	}
+	if len(parts) == 0 {
+		return "every request with the key counts as the same request."
+	}
+	s := list(parts)
+	return strings.ToUpper(s[:1]) + s[1:] + " decide whether a retry is the same request."
+}
+
+func plural(one, many string, items []string) string {
+	if len(items) == 1 {
+		return one + items[0]
+	}
+	return many + list(items)
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = "`" + s + "`"
+	}
+	return out
+}
+
+// list joins items as English does: "a", "a and b", "a, b and c".
+func list(items []string) string {
+	switch len(items) {
+	case 0:
+		return ""
+	case 1:
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// anchor is the fragment GitHub and most Markdown renderers give a heading.
+func anchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9'):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// oneLine keeps free text from the spec from breaking the page's layout.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,219 @@
+// Package generator turns an OpenAPI spec with x-idempotency policies into
+// idemgen's output files.
+//
+// Generate returns every output file in memory, keyed by path. One map
+// serves three uses: Write puts it on disk, Check compares it with the
+// disk (for --check in CI), and the golden tests compare it with the
+// committed expectations. Nothing is written before the whole spec has
+// been validated.
+//
+// Migrations are the exception to "regenerate freely": a migration tool
+// records the versions it applied and never reads those files again, so
+// an edited migration would leave every database that ran the old one
+// silently behind. Generate therefore refuses, with an error diagnostic,
+// when a migration it would write already exists with other content, and
+// when another migration in the same directory already uses its version
+// number. The fix is the user's call: delete the file if it was never
+// applied anywhere, or keep it and write an upgrade migration.
+package generator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"go/token"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/idemgen/idemgen/generator/docgen"
+	"github.com/idemgen/idemgen/generator/gocode"
+	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/sqlgen"
+	"github.com/idemgen/idemgen/templates"
+)
+
+// Options says what to generate and where. Paths are taken as given and
+// resolved against Dir; the keys of Generate's map keep them as given,
+// slash-separated.
+type Options struct {
+	// Spec is the path of the OpenAPI document.
+	Spec string
+	// Out is the directory of the generated Go code.
+	Out string
+	// Package is the Go package name of the generated code.
+	Package string
+	// Migrations is the directory of the SQL migrations; "" writes none.
+	Migrations string
+	// Dialects are the SQL dialects, "postgres" and/or "sqlite"; empty
+	// means postgres.
+	Dialects []string
+	// Layout is the migration layout: "golang-migrate" (the default),
+	// "goose" or "dbmate".
+	Layout string
+	// Docs is the path of the generated API documentation page (Markdown);
+	// "" writes none.
+	Docs string
+	// Dir is the directory relative paths are resolved against; "" is the
+	// current directory.
+	Dir string
+}
+
+// ErrUsage marks errors caused by the options rather than by the spec.
+var ErrUsage = errors.New("invalid options")
+
+// Generate loads and validates the spec and renders every output file.
+// Diagnostics are sorted; when any is an error, files is nil. err reports
+// what stops generation outright: bad options, an unreadable spec, an I/O
+// failure.
+func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Diagnostic, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec, diags, err := loadSpec(ctx, opts.resolve(opts.Spec), opts.Spec, false)
+	if err != nil {
+		return nil, diags, err
+	}
+	model.SortDiagnostics(diags)
+	if model.HasErrors(diags) {
+		return nil, diags, nil
+	}
+
+	files := make(map[string][]byte)
+	goSrc, goDiags, err := gocode.Emit(spec, gocode.Options{
+		Package: opts.Package,
+		Source:  opts.specFrom(opts.Out),
+	})
+	if err != nil {
+		return nil, diags, fmt.Errorf("generate Go code: %w", err)
+	}
+	diags = append(diags, goDiags...)
+	files[path.Join(filepath.ToSlash(opts.Out), gocode.FileName)] = goSrc
+
+	if opts.Migrations != "" {
+		migrations, err := sqlgen.Emit(sqlgen.Options{
+			Dir:      filepath.ToSlash(opts.Migrations),
+			Dialects: opts.Dialects,
+			Layout:   opts.Layout,
+			Schema:   templates.Schema,
+		})
+		if err != nil {
+			return nil, diags, fmt.Errorf("generate migrations: %w", err)
+		}
+		migDiags, err := checkMigrations(opts.Dir, migrations)
+		if err != nil {
+			return nil, diags, err
+		}
+		diags = append(diags, migDiags...)
+		for p, b := range migrations {
+			files[p] = b
+		}
+	}
+
+	if opts.Docs != "" {
+		page, err := docgen.Emit(spec, docgen.Options{Source: opts.specFrom(filepath.Dir(opts.Docs))})
+		if err != nil {
+			return nil, diags, fmt.Errorf("generate docs: %w", err)
+		}
+		files[filepath.ToSlash(opts.Docs)] = page
+	}
+
+	model.SortDiagnostics(diags)
+	if model.HasErrors(diags) {
+		return nil, diags, nil
+	}
+	return files, diags, nil
+}
+
+// withDefaults fills in defaults and rejects options no spec can fix.
+func (o Options) withDefaults() (Options, error) {
+	if o.Spec == "" {
+		return o, fmt.Errorf("%w: no spec given", ErrUsage)
+	}
+	if o.Out == "" {
+		return o, fmt.Errorf("%w: no output directory given", ErrUsage)
+	}
+	if !token.IsIdentifier(o.Package) || o.Package == "_" {
+		return o, fmt.Errorf("%w: package name %q is not a Go identifier", ErrUsage, o.Package)
+	}
+	if o.Layout == "" {
+		o.Layout = sqlgen.LayoutGolangMigrate
+	}
+	if !slices.Contains(sqlgen.Layouts, o.Layout) {
+		return o, fmt.Errorf("%w: unknown migration layout %q (use %s)", ErrUsage, o.Layout, strings.Join(sqlgen.Layouts, ", "))
+	}
+	if len(o.Dialects) == 0 {
+		o.Dialects = []string{"postgres"}
+	}
+	seen := make(map[string]bool)
+	for _, d := range o.Dialects {
+		if !slices.Contains(sqlgen.Dialects, d) {
+			return o, fmt.Errorf("%w: unknown SQL dialect %q (use %s)", ErrUsage, d, strings.Join(sqlgen.Dialects, ", "))
+		}
+		if seen[d] {
+			return o, fmt.Errorf("%w: dialect %q given twice", ErrUsage, d)
+		}
+		seen[d] = true
+	}
+	// Output order follows sqlgen.Dialects, whatever order the user chose,
+	// so "sqlite,postgres" and "postgres,sqlite" give the same files.
+	var ordered []string
+	for _, d := range sqlgen.Dialects {
+		if seen[d] {
+			ordered = append(ordered, d)
+		}
+	}
+	o.Dialects = ordered
+	return o, nil
+}
+
+// resolve returns p relative to the options' base directory.
+func (o Options) resolve(p string) string {
+	return resolveIn(o.Dir, p)
+}
+
+func resolveIn(dir, p string) string {
+	if dir == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+// specFrom returns the spec's path relative to the output directory dir,
+// for the "source:" headers.
+func (o Options) specFrom(dir string) string {
+	if filepath.IsAbs(dir) != filepath.IsAbs(o.Spec) {
+		return relSlash(o.resolve(dir), o.resolve(o.Spec))
+	}
+	return relSlash(dir, o.Spec)
+}
+
+// relSlash returns target relative to the directory from, slash-separated,
+// for the "source:" headers. Both are relative to the same base; when one
+// is absolute and the other is not, the base of the working directory is
+// used so that the header still names the spec without a machine's path.
+func relSlash(from, target string) string {
+	if filepath.IsAbs(from) != filepath.IsAbs(target) {
+		if abs, err := filepath.Abs(from); err == nil {
+			from = abs
+		}
+		if abs, err := filepath.Abs(target); err == nil {
+			target = abs
+		}
+	}
+	rel, err := filepath.Rel(from, target)
+	if err != nil {
+		return filepath.ToSlash(filepath.Base(target))
+	}
+	return filepath.ToSlash(rel)
+}
+
+// Validate loads and validates the spec at file and returns its sorted
+// diagnostics, generating nothing.
+func Validate(ctx context.Context, file string) ([]model.Diagnostic, error) {
+	_, diags, err := loadSpec(ctx, file, file, true)
+	model.SortDiagnostics(diags)
+	return diags, err
+}

@@ -1,0 +1,82 @@
+// Package describe turns policy values into the short phrases that
+// generated comments and the generated API documentation share, so that
+// both always say the same thing.
+package describe
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// Duration spells d in the largest unit that states it exactly, in the
+// notation x-idempotency accepts: 7d, 24h, 90m, 15s. A single day reads
+// as 24h, the way people say it. Sub-second values fall back to Go's
+// notation.
+func Duration(d time.Duration) string {
+	day := 24 * time.Hour
+	switch {
+	case d == 0:
+		return "0s"
+	case d%day == 0 && d > day:
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	default:
+		return d.String()
+	}
+}
+
+// Size spells n bytes in the largest binary unit that states it exactly:
+// 1 MiB, 64 KiB, 1000 bytes.
+func Size(n int64) string {
+	units := []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}}
+	for _, u := range units {
+		if n > 0 && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// KeySource says where a policy's key is carried: "the Idempotency-Key
+// header".
+func KeySource(p model.Policy) string {
+	switch p.KeyIn {
+	case model.KeyInBody:
+		return "the body field " + p.KeyName
+	case model.KeyInQuery:
+		return "the " + p.KeyName + " query parameter"
+	default:
+		return "the " + p.KeyName + " header"
+	}
+}
+
+// Scope says across which operations a key is unique.
+func Scope(p model.Policy) string {
+	if p.Scope == "tenant" {
+		return "unique per tenant across operations"
+	}
+	return "unique per tenant and operation"
+}
+
+// Summary is a one-phrase account of a policy: its key, scope and TTL.
+func Summary(p model.Policy) string {
+	need := "an optional"
+	if p.Required {
+		need = "a required"
+	}
+	return fmt.Sprintf("%s key in %s, %s, remembered for %s", need, KeySource(p), Scope(p), Duration(p.TTL))
+}

@@ -1,0 +1,77 @@
+// Package load reads an OpenAPI 3.0 or 3.1 document (YAML or JSON), checks
+// every x-idempotency policy in it, and returns the policy model the
+// emitters work from. kin-openapi types stop here.
+//
+// # One parse
+//
+// The file is parsed once into a YAML node tree (JSON is YAML, so JSON
+// specs get lines and columns too). kin-openapi decodes its document from
+// that tree, and the loader reads the tree for the position of every policy
+// field and list item, which kin does not record. Asking kin to record
+// positions itself (IncludeOrigin) roughly doubles its load time and still
+// gives only the extension's own key, so it is left off.
+//
+// # What is an error and what is a warning
+//
+// Everything about the extension is decoded strictly: unknown fields (with
+// a "did you mean"), wrong types, bad values and conflicts are errors that
+// name the file, line, column, operation and field. What the generator
+// relies on is judged strictly too: a fingerprint pointer or body key the
+// request-body schema does not have, or a $ref the check has to follow and
+// cannot. Faults the generated code does not depend on are warnings: a
+// $ref elsewhere that does not resolve or points at another file (only
+// local references are read; such a ref is set aside so the rest loads),
+// and kin-openapi's complaints about the annotated operations' parameters
+// and request bodies, validated with examples, defaults, patterns and
+// formats left unchecked. Whole-document validation is optional
+// (Options.ValidateDocument): on a spec the size of Stripe's it takes
+// several times as long as loading.
+//
+// # Choices the extension leaves open
+//
+//   - Durations are whole numbers of d, h, m and s, largest unit first,
+//     optionally combined (90s, 15m, 24h, 7d, 1h30m); they must be
+//     positive. Fractions and sub-second units are refused.
+//   - Sizes are a plain byte count or a whole number of KiB, MiB or GiB
+//     (powers of 1024), at most 1GiB (PostgreSQL's limit for one value).
+//     KB, MB and GB are refused as ambiguous, with the KiB spelling offered.
+//   - A header key's name and replayHeaders are canonicalized
+//     (idempotency-key → Idempotency-Key). replayHeaders refuses headers
+//     that must never be stored: Set-Cookie, rate-limit state, trace and
+//     request ids, Date, framing and hop-by-hop headers, credentials; the
+//     four headers that are always replayed draw a warning.
+//   - Fingerprint pointers (RFC 6901, ~0 and ~1 escapes) follow $ref and
+//     nested properties. allOf members add to a schema's properties. Under
+//     oneOf/anyOf a pointer is accepted when at least one branch has it (a
+//     body of another branch lacks the field, and a missing field is part
+//     of the fingerprint); branches that disagree on its type make it
+//     "any". An undeclared property is accepted only where
+//     additionalProperties allows it. An array is one value: a pointer into
+//     its items is refused with a hint to point at the array.
+//   - The body media type is application/json (or any +json type), else
+//     application/x-www-form-urlencoded. An operation whose body has only
+//     other media types is an error when the policy names body fields or a
+//     body key; with a whole-body fingerprint it is a warning, since real
+//     specs annotate such operations (Stripe's file upload) and a request
+//     without a body still works, while one with a body fails
+//     fingerprinting at run time.
+//   - A header or query key the spec also declares as a parameter must be a
+//     string; a mismatch between the policy's required and the parameter's
+//     is a warning. A body key must be a string property and is never a
+//     fingerprint pointer. Query names in the fingerprint must be declared
+//     query parameters.
+//   - x-idempotency on GET, HEAD, OPTIONS, TRACE, PUT or DELETE is an
+//     error, unless it is false. On a path item it is an error (it would be
+//     silently ignored). The document-level object must be an object; a
+//     warning says when no operation opts in to it, and when it sets
+//     fingerprint or query, which are per-operation by nature.
+//   - A conflict among the document-level defaults (lease not shorter than
+//     ttl, ttl shorter than clientRetryBudget) is reported once, at the
+//     document level; an operation is checked for the conflicts its own
+//     fields take part in. onLeaseExpiry: takeover without transactional
+//     draws a warning (the handler may run twice).
+//   - An operation without operationId gets one from method and path
+//     (POST /v1/customers/{customer}/sources → post_v1_customers_customer_sources);
+//     Go names split IDs at non-alphanumerics and capitalize each part, and
+//     two operations with the same Go name are an error.
+package load

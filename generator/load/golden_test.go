@@ -1,0 +1,61 @@
+package load
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the stderr.txt of the failing golden cases")
+
+// TestGoldenFailures loads every testdata/golden/fail-* spec and compares
+// the diagnostics with the case's stderr.txt.
+func TestGoldenFailures(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "testdata", "golden", "fail-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) == 0 {
+		t.Fatal("no testdata/golden/fail-* cases")
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			name := "spec.yaml"
+			if _, err := os.Stat(filepath.Join(dir, "spec.json")); err == nil {
+				name = "spec.json"
+			}
+			spec, diags, err := Load(context.Background(), filepath.Join(dir, name), Options{DisplayName: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spec != nil {
+				t.Error("a failing case returned a spec")
+			}
+			var b strings.Builder
+			for _, d := range diags {
+				b.WriteString(d.String())
+				b.WriteByte('\n')
+			}
+			got := b.String()
+			golden := filepath.Join(dir, "stderr.txt")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("diagnostics (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

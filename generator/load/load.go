@@ -1,0 +1,375 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"mime"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	yaml "go.yaml.in/yaml/v4"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// Options tune Load.
+type Options struct {
+	// DisplayName is the spec path shown in diagnostics and recorded as
+	// model.Spec.Source; empty means the path given to Load, as given.
+	DisplayName string
+	// ValidateDocument runs kin-openapi's validation over the whole document
+	// and reports its complaints as warnings. Without it only the
+	// parameters and request bodies of annotated operations are validated:
+	// on a spec the size of Stripe's, whole-document validation takes
+	// several times as long as loading it.
+	ValidateDocument bool
+}
+
+// ErrNotOpenAPI3 is wrapped by Load's error when the file is YAML or JSON
+// but not an OpenAPI 3.x document.
+var ErrNotOpenAPI3 = errors.New("not an OpenAPI 3.x document")
+
+// The methods of an OpenAPI path item, lower case as the spec writes them.
+var methods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace", "query"}
+
+// Load reads the spec at path, validates every x-idempotency policy and
+// returns the policy model. err is for problems that stop reading at all
+// (the file is missing, is not YAML or JSON, is not OpenAPI 3.x); everything
+// about the spec's content is a Diagnostic, errors and warnings sorted by
+// file, line, column and message. spec is nil when any Diagnostic is an
+// Error.
+func Load(ctx context.Context, path string, opts Options) (*model.Spec, []model.Diagnostic, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("spec %s: %w", path, err)
+		}
+		return nil, nil, fmt.Errorf("read spec: %w", err)
+	}
+	display := opts.DisplayName
+	if display == "" {
+		display = path
+	}
+	return LoadData(ctx, data, display, opts)
+}
+
+// LoadData is Load for a document already in memory; file is the name shown
+// in diagnostics. Only local $refs are followed.
+func LoadData(ctx context.Context, data []byte, file string, opts Options) (*model.Spec, []model.Diagnostic, error) {
+	t, err := parseTree(data, file)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkVersion(t); err != nil {
+		return nil, nil, err
+	}
+	t.neutralizeRefs()
+
+	doc := &openapi3.T{}
+	if err := doc.UnmarshalYAML(t.root); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w: %w", file, ErrNotOpenAPI3, err)
+	}
+	l := &loader{t: t, doc: doc, opts: opts}
+	loader := openapi3.NewLoader()
+	loader.Context = ctx
+	loader.IsExternalRefsAllowed = false
+	if err := loader.ResolveRefsIn(doc, nil); err != nil {
+		// neutralizeRefs removed what does not resolve, so this is a
+		// reference of the wrong kind or a shape kin refuses.
+		l.report("").errorf(t.refPos(err.Error()), "", "cannot resolve the document's references: %s", oneLine(err.Error()))
+		return l.finish(nil)
+	}
+	l.validationCtx = openapi3.WithValidationOptions(ctx, validationOptions(doc)...)
+	spec := l.run()
+	if opts.ValidateDocument {
+		if err := doc.Validate(l.validationCtx); err != nil {
+			l.report("").warnf(model.Pos{File: file}, "", "the document does not validate: %s", oneLine(err.Error()))
+		}
+	}
+	return l.finish(spec)
+}
+
+func validationOptions(doc *openapi3.T) []openapi3.ValidationOption {
+	opts := []openapi3.ValidationOption{
+		openapi3.DisableExamplesValidation(),
+		openapi3.DisableSchemaDefaultsValidation(),
+		openapi3.DisableSchemaPatternValidation(),
+		openapi3.DisableSchemaFormatValidation(),
+		openapi3.AllowExtensionsWithRef(),
+	}
+	if doc.IsOpenAPI31OrLater() {
+		opts = append(opts, openapi3.IsOpenAPI31OrLater())
+	}
+	return opts
+}
+
+func checkVersion(t *tree) error {
+	if _, v := get(t.root, "swagger"); v != nil {
+		return fmt.Errorf("%s: %w: it is Swagger %s; convert it to OpenAPI 3 first", t.file, ErrNotOpenAPI3, v.Value)
+	}
+	_, v := get(t.root, "openapi")
+	if v == nil || v.Kind != yaml.ScalarNode {
+		return fmt.Errorf("%s: %w: it has no openapi version field", t.file, ErrNotOpenAPI3)
+	}
+	if !strings.HasPrefix(v.Value, "3.") {
+		return fmt.Errorf("%s:%d:%d: %w: openapi is %q", t.file, v.Line, v.Column, ErrNotOpenAPI3, v.Value)
+	}
+	return nil
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// loader holds one Load's state.
+type loader struct {
+	t             *tree
+	doc           *openapi3.T
+	opts          Options
+	validationCtx context.Context
+	diags         []model.Diagnostic
+}
+
+func (l *loader) report(op string) reporter {
+	return reporter{op: op, diags: &l.diags}
+}
+
+func (l *loader) finish(spec *model.Spec) (*model.Spec, []model.Diagnostic, error) {
+	for _, r := range l.t.refs {
+		if !r.used {
+			l.diags = append(l.diags, model.Diagnostic{
+				Severity: model.Warning,
+				Pos:      r.pos,
+				Message:  fmt.Sprintf("$ref %q %s; ignored, since nothing idemgen generates depends on it", r.ref, r.reason),
+			})
+		}
+	}
+	model.SortDiagnostics(l.diags)
+	if model.HasErrors(l.diags) {
+		return nil, l.diags, nil
+	}
+	return spec, l.diags, nil
+}
+
+// run walks the annotated operations and builds the model.
+func (l *loader) run() *model.Spec {
+	spec := &model.Spec{Source: l.t.file}
+	if l.doc.Info != nil {
+		spec.Title = l.doc.Info.Title
+		spec.Version = l.doc.Info.Version
+	}
+
+	var defaults *layer
+	docKey, docVal := get(l.t.root, extension)
+	if docKey != nil {
+		if docVal.Kind != yaml.MappingNode {
+			l.report("").errorf(l.t.pos(docKey), "", "the document-level %s must be an object of defaults, not %s; operations opt in with %s: true",
+				extension, describe(docVal), extension)
+		} else {
+			defaults = decodeLayer(l.t, docKey, docVal, l.report(""))
+			l.checkDefaults(defaults)
+		}
+	}
+	if defaults == nil {
+		defaults = &layer{}
+	}
+
+	optedIn := 0
+	_, paths := get(l.t.root, "paths")
+	for _, p := range pairs(paths) {
+		path := p.key.Value
+		item := deref(p.val)
+		if _, ref := get(item, "$ref"); ref != nil && ref.Kind == yaml.ScalarNode {
+			if target, err := l.t.resolveLocal(ref.Value); err == nil {
+				item = target
+			}
+		}
+		if k, _ := get(item, extension); k != nil {
+			l.report("").errorf(l.t.pos(k), "", "%s on the path item %s has no effect; put it on the operation (post: or patch:)", extension, path)
+		}
+		for _, m := range methods {
+			mKey, opNode := get(item, m)
+			if mKey == nil {
+				continue
+			}
+			extKey, extVal := get(opNode, extension)
+			if extKey == nil {
+				continue
+			}
+			if extVal.Kind == yaml.ScalarNode && extVal.Tag == tagBool && isFalse(extVal.Value) {
+				continue
+			}
+			optedIn++
+			if op, ok := l.operation(path, strings.ToUpper(m), opNode, extKey, extVal, defaults); ok {
+				spec.Operations = append(spec.Operations, op)
+			}
+		}
+	}
+	if docKey != nil && docVal.Kind == yaml.MappingNode && optedIn == 0 {
+		l.report("").warnf(l.t.pos(docKey), "", "the document-level %s sets defaults, but no operation opts in with %s: true or an object, so they apply to nothing",
+			extension, extension)
+	}
+
+	slices.SortFunc(spec.Operations, func(a, b model.Operation) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Method, b.Method)
+	})
+	seen := map[string]model.Operation{}
+	for _, op := range spec.Operations {
+		if first, dup := seen[op.GoName]; dup {
+			l.report(opLabel(op)).errorf(op.Pos, "", "its Go name %s is already taken by %s; give one of them a different operationId",
+				op.GoName, opLabel(first))
+			continue
+		}
+		seen[op.GoName] = op
+	}
+	return spec
+}
+
+func isFalse(s string) bool {
+	switch strings.ToLower(s) {
+	case "false", "no", "off":
+		return true
+	}
+	return false
+}
+
+func opLabel(op model.Operation) string {
+	return fmt.Sprintf("%s %s (%s)", op.Method, op.Path, op.ID)
+}
+
+// checkDefaults checks the document-level defaults on their own, so that a
+// conflict among them is reported once, at the document level, rather than
+// for every operation that inherits it.
+func (l *loader) checkDefaults(d *layer) {
+	r := l.report("")
+	ttl, ttlPos := pick(d.ttl, setting[time.Duration]{}, defaultTTL, d.pos)
+	lease, leasePos := pick(d.lease, setting[time.Duration]{}, defaultLease, d.pos)
+	if (d.ttl.ok || d.lease.ok) && lease >= ttl {
+		pos, field := leasePos, "lease"
+		if !d.lease.ok {
+			pos, field = ttlPos, "ttl"
+		}
+		r.errorf(pos, field, "lease %s must be shorter than ttl %s", fmtDuration(lease), fmtDuration(ttl))
+	}
+	if d.clientRetryBudget.ok && ttl < d.clientRetryBudget.v {
+		r.errorf(ttlPos, "ttl", "ttl %s is shorter than clientRetryBudget %s: a client still retrying would meet a forgotten key and run the request again",
+			fmtDuration(ttl), fmtDuration(d.clientRetryBudget.v))
+	}
+	if d.fingerprint.ok {
+		r.warnf(d.fingerprint.pos, "fingerprint", "a document-level fingerprint applies to the request body of every annotated operation; it is usually set per operation")
+	}
+	if d.query.ok {
+		r.warnf(d.query.pos, "query", "a document-level query list applies to every annotated operation; it is usually set per operation")
+	}
+}
+
+// pick returns the operation's setting, else the document's, else def,
+// with the position it came from (fallback when it is the built-in default).
+func pick[T any](op, doc setting[T], def T, fallback model.Pos) (T, model.Pos) {
+	if op.ok {
+		return op.v, op.pos
+	}
+	if doc.ok {
+		return doc.v, doc.pos
+	}
+	return def, fallback
+}
+
+// operation builds one annotated operation and checks its policy.
+func (l *loader) operation(path, method string, opNode, extKey, extVal *yaml.Node, defaults *layer) (model.Operation, bool) {
+	kinItem := l.doc.Paths.Value(path)
+	var kinOp *openapi3.Operation
+	if kinItem != nil {
+		kinOp = kinItem.GetOperation(method)
+	}
+	op := model.Operation{Method: method, Path: path, Pos: l.t.pos(extKey)}
+	if kinOp != nil {
+		op.ID = kinOp.OperationID
+		op.Summary = kinOp.Summary
+	}
+	if op.ID == "" {
+		op.ID = deriveID(method, path)
+		op.DerivedID = true
+	}
+	op.GoName = goName(op.ID)
+	r := l.report(opLabel(op))
+
+	if method != "POST" && method != "PATCH" {
+		r.errorf(op.Pos, "", "%s is not allowed on %s: %s is idempotent by definition (RFC 9110 §9.2.2), so repeating it is already safe; remove the extension",
+			extension, method, method)
+		return op, false
+	}
+	var own *layer
+	switch {
+	case extVal.Kind == yaml.ScalarNode && extVal.Tag == tagBool:
+		own = &layer{pos: op.Pos}
+	case extVal.Kind == yaml.MappingNode:
+		own = decodeLayer(l.t, extKey, extVal, r)
+	default:
+		r.errorf(op.Pos, "", "%s must be true, false or an object, not %s", extension, describe(extVal))
+		return op, false
+	}
+
+	params, ok := pathParams(path)
+	if !ok {
+		r.warnf(op.Pos, "", "the path template %q has unbalanced braces; path parameters read from it may be wrong", path)
+	}
+	op.PathParams = params
+
+	c := &opCheck{l: l, r: r, op: &op, kinOp: kinOp, opNode: opNode, own: own, def: defaults}
+	if kinItem != nil {
+		c.itemNode = l.pathItemNode(path)
+	}
+	c.resolve()
+	return op, true
+}
+
+// pathItemNode returns the node of a path item, following a $ref.
+func (l *loader) pathItemNode(path string) *yaml.Node {
+	_, paths := get(l.t.root, "paths")
+	_, item := get(paths, path)
+	if _, ref := get(item, "$ref"); ref != nil && ref.Kind == yaml.ScalarNode {
+		if target, err := l.t.resolveLocal(ref.Value); err == nil {
+			return target
+		}
+	}
+	return item
+}
+
+// mediaTypes returns the media types of a content map, without parameters.
+func mediaTypes(c openapi3.Content) map[string]*openapi3.MediaType {
+	out := make(map[string]*openapi3.MediaType, len(c))
+	for raw, mt := range c {
+		name, _, err := mime.ParseMediaType(raw)
+		if err != nil {
+			name = strings.ToLower(strings.TrimSpace(raw))
+		}
+		if _, dup := out[name]; !dup {
+			out[name] = mt
+		}
+	}
+	return out
+}
+
+func isJSONMediaType(mt string) bool {
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+const formMediaType = "application/x-www-form-urlencoded"
+
+func isStreaming(mt string) bool {
+	switch mt {
+	case "text/event-stream", "application/x-ndjson", "application/jsonl", "application/json-seq",
+		"application/stream+json", "application/x-json-stream":
+		return true
+	}
+	return strings.HasPrefix(mt, "multipart/")
+}

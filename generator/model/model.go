@@ -1,0 +1,130 @@
+// Package model is the policy model between the generator's loader and its
+// emitters: plain, sorted Go values with source positions. Nothing here
+// refers to kin-openapi or jennifer, so every emitter depends on this
+// package alone.
+package model
+
+import "time"
+
+// Pos is a position in a spec file, 1-based.
+type Pos struct {
+	// File is the spec path as the user gave it (relative where possible).
+	File string
+	Line int
+	Col  int
+}
+
+// Spec is everything the emitters need from one OpenAPI document.
+type Spec struct {
+	// Source is the spec path as the user gave it, used in headers.
+	Source string
+	// Title and Version come from the document's info object.
+	Title   string
+	Version string
+	// Operations are the operations that carry a policy, sorted by Path then
+	// Method.
+	Operations []Operation
+}
+
+// Operation is one annotated operation with its effective policy.
+type Operation struct {
+	// ID is the operationId, or a stable name derived from method and path
+	// when the spec has none.
+	ID string
+	// DerivedID is true when ID was derived.
+	DerivedID bool
+	// GoName is ID as an exported Go identifier ("createTransfer" →
+	// "CreateTransfer"), unique within the spec.
+	GoName  string
+	Method  string // POST or PATCH
+	Path    string // the path template
+	Summary string
+	Pos     Pos // the operation's x-idempotency (or its method key)
+
+	Policy Policy
+	// PathParams are the path template's parameter names in template order.
+	PathParams []string
+	// BodyMediaType is "application/json", "application/x-www-form-urlencoded"
+	// or "" when the operation declares no request body.
+	BodyMediaType string
+}
+
+// KeyIn says where the key is carried.
+type KeyIn string
+
+// The places a key can come from.
+const (
+	KeyInHeader KeyIn = "header"
+	KeyInBody   KeyIn = "body"
+	KeyInQuery  KeyIn = "query"
+)
+
+// Policy is the effective policy: document defaults merged with the
+// operation's overrides, every default resolved.
+type Policy struct {
+	Scope        string // "operation" or "tenant"
+	KeyIn        KeyIn
+	KeyName      string // header/query name, or JSON Pointer for a body key
+	KeyMaxLength int
+	Required     bool
+
+	TTL               time.Duration
+	Lease             time.Duration
+	ClientRetryBudget time.Duration // zero when not set
+
+	MaxSnapshotBytes  int64
+	ReplayHeaders     []string // canonical header names, sorted
+	CacheServerErrors bool
+	OnLeaseExpiry     string // "takeover" or "fail-closed"
+	Transactional     bool
+
+	// Fingerprint lists the fingerprinted body fields, sorted by pointer;
+	// empty means the whole body.
+	Fingerprint []Field
+	// Query lists the fingerprinted query parameters, sorted.
+	Query []string
+}
+
+// FieldType is a fingerprinted field's schema type.
+type FieldType string
+
+// Schema types, mirroring runtime/fingerprint.Type.
+const (
+	TypeAny     FieldType = "any"
+	TypeString  FieldType = "string"
+	TypeNumber  FieldType = "number"
+	TypeInteger FieldType = "integer"
+	TypeBoolean FieldType = "boolean"
+	TypeObject  FieldType = "object"
+	TypeArray   FieldType = "array"
+)
+
+// Field is one fingerprinted body field.
+type Field struct {
+	Pointer string
+	Type    FieldType
+	Pos     Pos
+}
+
+// Severity says whether a diagnostic stops generation.
+type Severity int
+
+// Diagnostic severities.
+const (
+	Error Severity = iota
+	Warning
+)
+
+// Diagnostic is one problem found in a spec.
+type Diagnostic struct {
+	Severity Severity
+	Pos      Pos
+	// Operation is "POST /transfers (createTransfer)", or "" for document
+	// level problems.
+	Operation string
+	// Field is the extension field, such as "x-idempotency.ttl"; "" when the
+	// problem is not about one field.
+	Field string
+	// Message says what is wrong and how to fix it.
+	Message string
+}

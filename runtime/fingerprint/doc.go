@@ -1,0 +1,82 @@
+// Package fingerprint computes the fingerprint of a request: the SHA-256 of
+// a canonical form of the parts of the request that decide whether a retry
+// is "the same request" as the one that first used an idempotency key.
+//
+// Generated code declares a [Spec] per operation; the engine compiles it
+// once with [Compile] and calls [Compiled.Sum] per request.
+//
+// # What belongs to a fingerprint
+//
+// The declared body fields (or the whole body, minus Spec.Exclude, when
+// none are declared), every path parameter named in Spec.Path and the query
+// parameters named in Spec.Query. A missing field, parameter or body is
+// recorded as missing, which differs from JSON null and from an empty
+// string. An empty body counts as no body at all: every declared field is
+// missing.
+//
+// # Canonical JSON
+//
+// A body is first brought into one canonical JSON spelling, in the spirit of
+// RFC 8785 but with exact numbers:
+//
+//   - no insignificant whitespace; object members sorted by key (byte order
+//     of the key's canonical spelling), array elements in their order;
+//   - strings with every escape decoded and written as raw UTF-8, except
+//     '"', '\\' and control characters, which are escaped (\n, \t, ... or
+//     \u00XX); so "\u00e9" equals "é" and "\/" equals "/";
+//   - numbers compared by exact decimal value, never through float64:
+//     1, 1.0, 1e0, 10E-1 and 0.1e1 are all written 1, -0 is 0, and
+//     9007199254740993 stays distinct from 9007199254740992. The spelling
+//     follows ECMAScript's number formatting applied to the exact digits
+//     (1000, 1.5, 0.001, 1e+21, 1.5e-7).
+//
+// Stricter than encoding/json, a body is malformed ([ErrBody]) when it has a
+// duplicate object key (including "a" and "\u0061"), invalid UTF-8, a lone
+// UTF-16 surrogate escape, nesting deeper than 10000 levels, or an exponent
+// beyond 2^40. A body is validated whole even when only some fields are
+// fingerprinted, so an unparseable body never gets past the idempotency
+// layer.
+//
+// Media types: application/json and any type with a +json suffix, and
+// application/x-www-form-urlencoded. Any other type with a non-empty body is
+// [ErrMediaType].
+//
+// # Forms
+//
+// A form body is turned into the same JSON tree and canonicalized likewise:
+// '+' and percent escapes are decoded (a=%41 equals a=A), a[b][c]=v nests
+// objects, a[]=x&a[]=y and a[0]=x&a[1]=y are arrays (indexed arrays are
+// ordered by index, gaps closed), a repeated plain name is an array of its
+// values in order, and every value is a string. The order of distinct
+// fields does not matter. Names that would make the tree depend on the order
+// of the pairs, or give one name two shapes (a=1&a[b]=2, a=1&a[]=2,
+// a[][b]=1), are [ErrBody].
+//
+// Form values carry no type, so a selected field's [Type] decides: a Number
+// or Integer value that is a JSON number is canonicalized as one (amount=1e3
+// equals amount=1000), a Boolean "true" or "false" becomes the literal, and
+// anything else stays a string for the handler to reject. A whole-body
+// fingerprint of a form keeps every value a string.
+//
+// # Field selection
+//
+// With Spec.Body set, each field's pointer (RFC 6901) selects one value. A
+// pointer that runs into an array takes the whole array: arrays are
+// fingerprinted as one value. A pointer that runs into a scalar or null, or
+// names an absent member, finds the field missing.
+//
+// # The hashed bytes
+//
+// [Compiled.Canonical] returns exactly what is hashed. Every variable part
+// is length-prefixed, so no two requests share a form by accident:
+//
+//	idemgen-fingerprint/1
+//	body <len>:<canonical JSON>          (or "body -" for no body)
+//	field <len>:<pointer> <len>:<value>  (or "-" when missing), per field
+//	path <len>:<name> <len>:<value>      (or "-"), per path parameter
+//	query <len>:<name> <n> <len>:<v>...  (or "-" when absent), per parameter
+//
+// Fields, path and query parameters are listed in sorted order, so the order
+// in which a Spec names them does not matter. The first line names the
+// version of this form; any change to it gets a new version.
+package fingerprint

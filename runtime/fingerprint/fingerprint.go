@@ -1,0 +1,338 @@
+package fingerprint
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Version names the canonical form. It is the first thing hashed, so that a
+// future change of the form yields different fingerprints instead of
+// silently equal ones.
+const Version = "idemgen-fingerprint/1"
+
+var (
+	// ErrBody reports a request body that is not well-formed for its media
+	// type: the request is answered 400 and claims nothing.
+	ErrBody = errors.New("fingerprint: malformed request body")
+	// ErrMediaType reports a non-empty body of a media type that cannot be
+	// fingerprinted.
+	ErrMediaType = errors.New("fingerprint: unsupported media type")
+	// ErrSpec reports a Spec that cannot be compiled.
+	ErrSpec = errors.New("fingerprint: invalid spec")
+)
+
+// Input is the part of a request that a fingerprint reads.
+type Input struct {
+	// MediaType is the body's media type without parameters, such as
+	// "application/json".
+	MediaType string
+	// Body is the whole request body.
+	Body []byte
+	// Path holds the operation's path parameters, already percent-decoded.
+	Path map[string]string
+	// Query holds the request's query parameters.
+	Query url.Values
+}
+
+// Compiled is a Spec prepared for use on many requests: pointers are parsed
+// into one tree, names sorted, buffers pooled. It is safe for concurrent use.
+type Compiled struct {
+	fields  []Field
+	root    *node    // nil for a whole-body fingerprint
+	exclude []string // tokens of Spec.Exclude, whole-body only
+	path    []string
+	query   []string
+	pool    sync.Pool // of *state
+}
+
+// state is the scratch memory of one computation.
+type state struct {
+	sc     scanner
+	form   []byte
+	stream []byte
+	slots  []slot
+}
+
+// Compile checks spec and prepares it. It is meant to run once per
+// operation, when the engine starts.
+func Compile(spec Spec) (*Compiled, error) {
+	c := &Compiled{
+		fields: slices.Clone(spec.Body),
+		path:   slices.Clone(spec.Path),
+		query:  slices.Clone(spec.Query),
+	}
+	slices.SortFunc(c.fields, func(a, b Field) int { return strings.Compare(a.Pointer, b.Pointer) })
+	slices.Sort(c.path)
+	slices.Sort(c.query)
+	for i := 1; i < len(c.fields); i++ {
+		if c.fields[i].Pointer == c.fields[i-1].Pointer {
+			return nil, fmt.Errorf("%w: body field %q listed twice", ErrSpec, c.fields[i].Pointer)
+		}
+	}
+	if i := dup(c.path); i >= 0 {
+		return nil, fmt.Errorf("%w: path parameter %q listed twice", ErrSpec, c.path[i])
+	}
+	if i := dup(c.query); i >= 0 {
+		return nil, fmt.Errorf("%w: query parameter %q listed twice", ErrSpec, c.query[i])
+	}
+	if len(c.fields) > 0 {
+		c.root = &node{field: -1}
+		for i, f := range c.fields {
+			tokens, err := parsePointer(f.Pointer)
+			if err != nil {
+				return nil, err
+			}
+			c.root.add(tokens, i)
+		}
+	} else if spec.Exclude != "" {
+		tokens, err := parsePointer(spec.Exclude)
+		if err != nil {
+			return nil, err
+		}
+		if len(tokens) == 0 {
+			return nil, fmt.Errorf("%w: Exclude cannot be the whole body", ErrSpec)
+		}
+		c.exclude = tokens
+	}
+	c.pool.New = func() any { return &state{slots: make([]slot, len(c.fields))} }
+	return c, nil
+}
+
+func dup(sorted []string) int {
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return i
+		}
+	}
+	return -1
+}
+
+// Sum compiles spec and fingerprints one request. An engine that serves
+// many requests compiles once and calls Compiled.Sum instead.
+func Sum(spec *Spec, in Input) ([32]byte, error) {
+	c, err := Compile(*spec)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return c.Sum(in)
+}
+
+// Sum returns the SHA-256 of the request's canonical form. The error wraps
+// ErrBody for a malformed body and ErrMediaType for a body that is neither
+// JSON nor a form.
+func (c *Compiled) Sum(in Input) ([32]byte, error) {
+	st := c.pool.Get().(*state)
+	defer c.pool.Put(st)
+	var err error
+	st.stream, err = c.appendCanonical(st, st.stream[:0], in)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(st.stream), nil
+}
+
+// Canonical appends to dst the bytes that Sum hashes. It is meant for tests
+// and debugging: the format is described in the package documentation.
+func (c *Compiled) Canonical(dst []byte, in Input) ([]byte, error) {
+	st := c.pool.Get().(*state)
+	defer c.pool.Put(st)
+	return c.appendCanonical(st, dst, in)
+}
+
+func (c *Compiled) appendCanonical(st *state, dst []byte, in Input) ([]byte, error) {
+	dst = append(dst, Version...)
+	dst = append(dst, '\n')
+
+	doc, err := st.document(in.MediaType, in.Body)
+	if err != nil {
+		return dst, err
+	}
+	switch {
+	case c.root == nil && doc == nil:
+		dst = append(dst, "body -\n"...)
+	case c.root == nil:
+		if c.exclude != nil {
+			doc = removeMember(doc, c.exclude)
+		}
+		dst = append(dst, "body "...)
+		dst = appendBytes(dst, doc)
+		dst = append(dst, '\n')
+	default:
+		clear(st.slots)
+		if doc != nil {
+			extract(doc, 0, len(doc), c.root, st.slots)
+			if isForm(in.MediaType) {
+				doc = c.typeFormValues(doc, st.slots)
+				st.sc.out = doc
+			}
+		}
+		for i, f := range c.fields {
+			dst = append(dst, "field "...)
+			dst = appendLen(dst, f.Pointer)
+			dst = append(dst, ' ')
+			if s := st.slots[i]; s.found {
+				dst = appendBytes(dst, doc[s.start:s.end])
+			} else {
+				dst = append(dst, '-')
+			}
+			dst = append(dst, '\n')
+		}
+	}
+
+	for _, name := range c.path {
+		dst = append(dst, "path "...)
+		dst = appendLen(dst, name)
+		dst = append(dst, ' ')
+		if v, ok := in.Path[name]; ok {
+			dst = appendLen(dst, v)
+		} else {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, '\n')
+	}
+	for _, name := range c.query {
+		dst = append(dst, "query "...)
+		dst = appendLen(dst, name)
+		dst = append(dst, ' ')
+		if vs, ok := in.Query[name]; ok {
+			dst = strconv.AppendInt(dst, int64(len(vs)), 10)
+			for _, v := range vs {
+				dst = append(dst, ' ')
+				dst = appendLen(dst, v)
+			}
+		} else {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, '\n')
+	}
+	return dst, nil
+}
+
+// document returns the canonical JSON form of the body, in scratch memory,
+// or nil for an empty body.
+func (st *state) document(mediaType string, body []byte) ([]byte, error) {
+	if len(body) == 0 {
+		return nil, nil
+	}
+	st.sc.out = st.sc.out[:0]
+	switch {
+	case isJSON(mediaType):
+		if err := st.sc.canonicalize(body); err != nil {
+			return nil, err
+		}
+	case isForm(mediaType):
+		var err error
+		st.form, err = formJSON(st.form[:0], body)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.sc.canonicalize(st.form); err != nil {
+			return nil, err
+		}
+	default:
+		if mediaType == "" {
+			return nil, fmt.Errorf("%w: a body without Content-Type", ErrMediaType)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrMediaType, strconv.Quote(mediaType))
+	}
+	return st.sc.out, nil
+}
+
+// typeFormValues applies the fields' schema types to selected form values,
+// which arrive as strings: a Number or Integer that parses as a JSON number
+// becomes that number, a Boolean "true" or "false" becomes the literal.
+// Anything else stays a string for the handler to reject.
+func (c *Compiled) typeFormValues(doc []byte, slots []slot) []byte {
+	for i, f := range c.fields {
+		s := slots[i]
+		if !s.found || doc[s.start] != '"' {
+			continue
+		}
+		v := doc[s.start+1 : s.end-1]
+		switch f.Type {
+		case Number, Integer:
+			if d, ok := parseDecimal(v); ok {
+				start := len(doc)
+				doc = d.appendCanonical(doc)
+				slots[i] = slot{start, len(doc), true}
+			}
+		case Boolean:
+			if string(v) == "true" || string(v) == "false" {
+				start := len(doc)
+				doc = append(doc, v...)
+				slots[i] = slot{start, len(doc), true}
+			}
+		}
+	}
+	return doc
+}
+
+func isJSON(mt string) bool {
+	mt = cleanMediaType(mt)
+	if strings.EqualFold(mt, "application/json") {
+		return true
+	}
+	slash := strings.IndexByte(mt, '/')
+	return slash > 0 && len(mt) > len("+json") && strings.EqualFold(mt[len(mt)-len("+json"):], "+json") && slash < len(mt)-len("+json")
+}
+
+func isForm(mt string) bool {
+	return strings.EqualFold(cleanMediaType(mt), "application/x-www-form-urlencoded")
+}
+
+// cleanMediaType drops parameters a caller may have left on.
+func cleanMediaType(mt string) string {
+	if i := strings.IndexByte(mt, ';'); i >= 0 {
+		mt = mt[:i]
+	}
+	return strings.TrimSpace(mt)
+}
+
+func appendLen(dst []byte, s string) []byte {
+	dst = strconv.AppendInt(dst, int64(len(s)), 10)
+	dst = append(dst, ':')
+	return append(dst, s...)
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = strconv.AppendInt(dst, int64(len(b)), 10)
+	dst = append(dst, ':')
+	return append(dst, b...)
+}
+
+// CanonicalJSON appends the canonical form of the JSON text body to dst:
+// keys sorted, no insignificant whitespace, strings and numbers in one
+// spelling each. The error wraps ErrBody when body is not a single valid
+// JSON value or has duplicate keys.
+func CanonicalJSON(dst, body []byte) ([]byte, error) {
+	sc := scanner{out: dst}
+	err := sc.canonicalize(body)
+	return sc.out, err
+}
+
+// Lookup returns the canonical JSON form of the value that pointer selects
+// in a JSON or form body, and whether it is there. Form values are strings.
+// An empty body has nothing in it. It is how a body-carried idempotency key
+// is read with the same parser that fingerprints the body.
+func Lookup(mediaType string, body []byte, pointer string) ([]byte, bool, error) {
+	tokens, err := parsePointer(pointer)
+	if err != nil {
+		return nil, false, err
+	}
+	var st state
+	doc, err := st.document(mediaType, body)
+	if err != nil || doc == nil {
+		return nil, false, err
+	}
+	_, start, end, ok := member(doc, tokens)
+	if !ok {
+		return nil, false, nil
+	}
+	return doc[start:end], true, nil
+}

@@ -1,0 +1,220 @@
+package fingerprint
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// formNode is one name in a form's nesting tree. A name holds plain values
+// (a=1&a=2), appended values (a[]=1&a[]=2) or named children (a[b]=1), never
+// a mix of them.
+type formNode struct {
+	values   []string
+	appended []string
+	names    []string // children in order of first appearance
+	children map[string]*formNode
+}
+
+// formJSON appends to dst a JSON document with the same content as the
+// application/x-www-form-urlencoded body: the nesting a[b][c]=v becomes
+// objects, a[]=x and a[0]=x become arrays, a repeated name becomes an array
+// of its values in their order, and every value is a string. The caller
+// canonicalizes the result, which sorts the keys.
+func formJSON(dst, body []byte) ([]byte, error) {
+	root := &formNode{}
+	rest := string(body)
+	for rest != "" {
+		var pair string
+		pair, rest, _ = strings.Cut(rest, "&")
+		if pair == "" {
+			continue
+		}
+		rawName, rawValue, _ := strings.Cut(pair, "=")
+		name, err := formUnescape(rawName)
+		if err != nil {
+			return dst, err
+		}
+		value, err := formUnescape(rawValue)
+		if err != nil {
+			return dst, err
+		}
+		if err := root.insert(name, value); err != nil {
+			return dst, err
+		}
+	}
+	return root.appendJSON(dst, true), nil
+}
+
+// formUnescape decodes '+' and percent escapes. A bad escape or a result
+// that is not UTF-8 makes the body unparseable, as it would for JSON.
+func formUnescape(s string) (string, error) {
+	if !strings.ContainsAny(s, "%+") {
+		if !utf8.ValidString(s) {
+			return "", fmt.Errorf("%w: form field is not valid UTF-8", ErrBody)
+		}
+		return s, nil
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '+':
+			b = append(b, ' ')
+		case '%':
+			if i+2 >= len(s) || unhex(s[i+1]) < 0 || unhex(s[i+2]) < 0 {
+				return "", fmt.Errorf("%w: form has a bad percent escape", ErrBody)
+			}
+			b = append(b, byte(unhex(s[i+1])<<4|unhex(s[i+2])))
+			i += 2
+		default:
+			b = append(b, c)
+		}
+	}
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("%w: form field is not valid UTF-8", ErrBody)
+	}
+	return string(b), nil
+}
+
+func unhex(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c - 'a' + 10)
+	case c >= 'A' && c <= 'F':
+		return int(c - 'A' + 10)
+	}
+	return -1
+}
+
+// splitFormName splits "a[b][c]" into a, b, c and reports a final "[]".
+// A name that does not have that exact shape ("a[b", "a]", "[a]") is one
+// literal name, brackets and all.
+func splitFormName(name string) (segs []string, appendTo bool) {
+	open := strings.IndexByte(name, '[')
+	if open <= 0 || !strings.HasSuffix(name, "]") {
+		return []string{name}, false
+	}
+	segs = []string{name[:open]}
+	rest := name[open:]
+	for rest != "" {
+		end := strings.IndexByte(rest, ']')
+		if rest[0] != '[' || end < 0 || strings.IndexByte(rest[1:end], '[') >= 0 {
+			return []string{name}, false
+		}
+		segs = append(segs, rest[1:end])
+		rest = rest[end+1:]
+	}
+	if segs[len(segs)-1] == "" {
+		return segs[:len(segs)-1], true
+	}
+	return segs, false
+}
+
+func (n *formNode) insert(name, value string) error {
+	segs, appendTo := splitFormName(name)
+	cur := n
+	for i, s := range segs {
+		if s == "" && i > 0 {
+			// a[][b]=1: which element b belongs to depends on the order of
+			// the pairs, and a fingerprint must not.
+			return fmt.Errorf("%w: form field name uses [] before its last part; use indices such as a[0][b]", ErrBody)
+		}
+		if len(cur.values) > 0 || len(cur.appended) > 0 {
+			return fmt.Errorf("%w: form field is used both as a value and as an object", ErrBody)
+		}
+		next := cur.children[s]
+		if next == nil {
+			if cur.children == nil {
+				cur.children = make(map[string]*formNode)
+			}
+			next = &formNode{}
+			cur.children[s] = next
+			cur.names = append(cur.names, s)
+		}
+		cur = next
+	}
+	switch {
+	case len(cur.children) > 0:
+		return fmt.Errorf("%w: form field is used both as a value and as an object", ErrBody)
+	case appendTo && len(cur.values) > 0, !appendTo && len(cur.appended) > 0:
+		return fmt.Errorf("%w: form field is sent both with and without []", ErrBody)
+	case appendTo:
+		cur.appended = append(cur.appended, value)
+	default:
+		cur.values = append(cur.values, value)
+	}
+	return nil
+}
+
+// index reports whether s is an array index as Stripe-style forms write
+// them: 0 or a decimal without leading zeros.
+func index(s string) (int, bool) {
+	if s == "" || len(s) > 9 || (s[0] == '0' && len(s) > 1) {
+		return 0, false
+	}
+	i, err := strconv.Atoi(s)
+	return i, err == nil && i >= 0
+}
+
+func (n *formNode) appendJSON(dst []byte, root bool) []byte {
+	switch {
+	case len(n.values) == 1:
+		return appendString(dst, n.values[0])
+	case len(n.values) > 1:
+		return appendStrings(dst, n.values)
+	case len(n.appended) > 0:
+		return appendStrings(dst, n.appended)
+	}
+	if !root && len(n.names) > 0 && allIndices(n.names) {
+		// a[0]=x&a[1]=y is the array [x, y], ordered by index whatever the
+		// order of the pairs; gaps in the indices close up.
+		names := slices.Clone(n.names)
+		slices.SortFunc(names, func(a, b string) int {
+			ia, _ := index(a)
+			ib, _ := index(b)
+			return ia - ib
+		})
+		dst = append(dst, '[')
+		for i, name := range names {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = n.children[name].appendJSON(dst, false)
+		}
+		return append(dst, ']')
+	}
+	dst = append(dst, '{')
+	for i, name := range n.names {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, name)
+		dst = append(dst, ':')
+		dst = n.children[name].appendJSON(dst, false)
+	}
+	return append(dst, '}')
+}
+
+func allIndices(names []string) bool {
+	for _, s := range names {
+		if _, ok := index(s); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func appendStrings(dst []byte, vs []string) []byte {
+	dst = append(dst, '[')
+	for i, v := range vs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, v)
+	}
+	return append(dst, ']')
+}

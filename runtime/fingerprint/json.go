@@ -1,0 +1,419 @@
+package fingerprint
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+)
+
+// maxDepth bounds the nesting of arrays and objects. The scanner recurses
+// once per level, so a hostile body of a million "[" must not turn into a
+// million stack frames; encoding/json draws the same line.
+const maxDepth = 10000
+
+// scanner validates one JSON text and writes its canonical form to out in a
+// single pass over the input. Objects are the only place that needs
+// buffering: their members are written as they come, then reordered in place
+// once the closing brace shows whether they were already sorted.
+type scanner struct {
+	in    []byte
+	pos   int
+	out   []byte
+	tmp   []byte // scratch for reordering the members of one object
+	spans []span // members of the objects being scanned, innermost last
+	depth int
+}
+
+// span locates one object member in out: the key's opening quote, the byte
+// after its closing quote, and the byte after the value.
+type span struct{ start, keyEnd, end int }
+
+// canonicalize appends the canonical form of the JSON text in to out.
+func (s *scanner) canonicalize(in []byte) error {
+	s.in, s.pos, s.depth = in, 0, 0
+	s.spans = s.spans[:0]
+	s.skipWS()
+	if err := s.value(); err != nil {
+		return err
+	}
+	s.skipWS()
+	if s.pos != len(s.in) {
+		return s.fail("unexpected data after the top-level value")
+	}
+	return nil
+}
+
+func (s *scanner) fail(msg string) error {
+	return fmt.Errorf("%w: JSON at byte %d: %s", ErrBody, s.pos, msg)
+}
+
+func (s *scanner) unexpected() error {
+	if s.pos >= len(s.in) {
+		return s.fail("unexpected end of input")
+	}
+	c := s.in[s.pos]
+	if c >= 0x21 && c < 0x7f {
+		return s.fail(fmt.Sprintf("unexpected character %q", c))
+	}
+	return s.fail(fmt.Sprintf("unexpected byte 0x%02x", c))
+}
+
+func (s *scanner) skipWS() {
+	for s.pos < len(s.in) {
+		switch s.in[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) value() error {
+	if s.pos >= len(s.in) {
+		return s.unexpected()
+	}
+	switch c := s.in[s.pos]; {
+	case c == '{':
+		return s.object()
+	case c == '[':
+		return s.array()
+	case c == '"':
+		return s.str()
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	default:
+		return s.unexpected()
+	}
+}
+
+func (s *scanner) literal(word string) error {
+	if len(s.in)-s.pos < len(word) || string(s.in[s.pos:s.pos+len(word)]) != word {
+		return s.unexpected()
+	}
+	s.pos += len(word)
+	s.out = append(s.out, word...)
+	return nil
+}
+
+func (s *scanner) number() error {
+	d, end, ok := scanNumber(s.in, s.pos)
+	if !ok {
+		s.pos = end
+		return s.unexpected()
+	}
+	if d.expOverflow {
+		return s.fail("number exponent out of range")
+	}
+	s.pos = end
+	s.out = d.appendCanonical(s.out)
+	return nil
+}
+
+func (s *scanner) enter() error {
+	s.depth++
+	if s.depth > maxDepth {
+		return s.fail("nesting too deep")
+	}
+	return nil
+}
+
+func (s *scanner) array() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	s.pos++
+	s.out = append(s.out, '[')
+	s.skipWS()
+	if s.pos < len(s.in) && s.in[s.pos] == ']' {
+		s.pos++
+		s.out = append(s.out, ']')
+		s.depth--
+		return nil
+	}
+	for {
+		s.skipWS()
+		if err := s.value(); err != nil {
+			return err
+		}
+		s.skipWS()
+		if s.pos >= len(s.in) {
+			return s.unexpected()
+		}
+		switch s.in[s.pos] {
+		case ',':
+			s.pos++
+			s.out = append(s.out, ',')
+		case ']':
+			s.pos++
+			s.out = append(s.out, ']')
+			s.depth--
+			return nil
+		default:
+			return s.unexpected()
+		}
+	}
+}
+
+func (s *scanner) object() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	s.pos++
+	s.out = append(s.out, '{')
+	first := len(s.out)
+	base := len(s.spans)
+	s.skipWS()
+	if s.pos < len(s.in) && s.in[s.pos] == '}' {
+		s.pos++
+		s.out = append(s.out, '}')
+		s.depth--
+		return nil
+	}
+	for {
+		s.skipWS()
+		if s.pos >= len(s.in) || s.in[s.pos] != '"' {
+			return s.unexpected()
+		}
+		if len(s.spans) > base {
+			s.out = append(s.out, ',')
+		}
+		start := len(s.out)
+		if err := s.str(); err != nil {
+			return err
+		}
+		keyEnd := len(s.out)
+		s.skipWS()
+		if s.pos >= len(s.in) || s.in[s.pos] != ':' {
+			return s.unexpected()
+		}
+		s.pos++
+		s.out = append(s.out, ':')
+		s.skipWS()
+		if err := s.value(); err != nil {
+			return err
+		}
+		s.spans = append(s.spans, span{start, keyEnd, len(s.out)})
+		s.skipWS()
+		if s.pos >= len(s.in) {
+			return s.unexpected()
+		}
+		if c := s.in[s.pos]; c == ',' {
+			s.pos++
+			continue
+		} else if c != '}' {
+			return s.unexpected()
+		}
+		s.pos++
+		break
+	}
+	if err := s.sortMembers(first, s.spans[base:]); err != nil {
+		return err
+	}
+	s.spans = s.spans[:base]
+	s.out = append(s.out, '}')
+	s.depth--
+	return nil
+}
+
+func (s *scanner) key(m span) []byte { return s.out[m.start+1 : m.keyEnd-1] }
+
+// sortMembers puts the members of the object whose first member starts at
+// first into key order and rejects duplicate keys. Keys are compared in their
+// canonical spelling, which is one-to-one with their decoded value, so
+// "\u0061" and "a" collide as they should. Bodies produced by programs are
+// usually sorted already or small; only an out-of-order object pays for the
+// copy.
+func (s *scanner) sortMembers(first int, ms []span) error {
+	sorted := true
+	for i := 1; i < len(ms); i++ {
+		switch bytes.Compare(s.key(ms[i-1]), s.key(ms[i])) {
+		case 0:
+			return s.duplicate(ms[i])
+		case 1:
+			sorted = false
+		}
+	}
+	if sorted {
+		return nil
+	}
+	slices.SortFunc(ms, func(a, b span) int { return bytes.Compare(s.key(a), s.key(b)) })
+	for i := 1; i < len(ms); i++ {
+		if bytes.Equal(s.key(ms[i-1]), s.key(ms[i])) {
+			return s.duplicate(ms[i])
+		}
+	}
+	s.tmp = append(s.tmp[:0], s.out[first:]...)
+	s.out = s.out[:first]
+	for i, m := range ms {
+		if i > 0 {
+			s.out = append(s.out, ',')
+		}
+		s.out = append(s.out, s.tmp[m.start-first:m.end-first]...)
+	}
+	return nil
+}
+
+func (s *scanner) duplicate(span) error {
+	return fmt.Errorf("%w: JSON object ending at byte %d has a duplicate key", ErrBody, s.pos)
+}
+
+// str copies the string at s.pos to out in canonical spelling: decoded
+// escapes, raw UTF-8, and only '"', '\\' and control characters escaped.
+func (s *scanner) str() error {
+	s.pos++
+	s.out = append(s.out, '"')
+	for {
+		i := s.pos
+		for i < len(s.in) {
+			c := s.in[i]
+			if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+				break
+			}
+			i++
+		}
+		s.out = append(s.out, s.in[s.pos:i]...)
+		s.pos = i
+		if i >= len(s.in) {
+			return s.fail("unterminated string")
+		}
+		switch c := s.in[i]; {
+		case c == '"':
+			s.pos++
+			s.out = append(s.out, '"')
+			return nil
+		case c == '\\':
+			if err := s.escape(); err != nil {
+				return err
+			}
+		case c < 0x20:
+			return s.fail(fmt.Sprintf("control character 0x%02x in string", c))
+		default:
+			r, size := utf8.DecodeRune(s.in[i:])
+			if r == utf8.RuneError && size == 1 {
+				return s.fail("invalid UTF-8 in string")
+			}
+			s.out = append(s.out, s.in[i:i+size]...)
+			s.pos += size
+		}
+	}
+}
+
+func (s *scanner) escape() error {
+	s.pos++ // the backslash
+	if s.pos >= len(s.in) {
+		return s.fail("unterminated string")
+	}
+	c := s.in[s.pos]
+	s.pos++
+	switch c {
+	case '"', '\\':
+		s.out = append(s.out, '\\', c)
+	case '/':
+		s.out = append(s.out, '/')
+	case 'b', 'f', 'n', 'r', 't':
+		s.out = append(s.out, '\\', c)
+	case 'u':
+		r, ok := s.hex4()
+		if !ok {
+			return s.fail("bad \\u escape")
+		}
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return s.fail("lone low surrogate in \\u escape")
+		case r >= 0xd800 && r <= 0xdbff:
+			if len(s.in)-s.pos < 2 || s.in[s.pos] != '\\' || s.in[s.pos+1] != 'u' {
+				return s.fail("lone high surrogate in \\u escape")
+			}
+			s.pos += 2
+			lo, ok := s.hex4()
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return s.fail("high surrogate not followed by a low surrogate")
+			}
+			r = 0x10000 + (r-0xd800)<<10 + (lo - 0xdc00)
+		}
+		s.out = appendRune(s.out, r)
+	default:
+		s.pos--
+		return s.fail(fmt.Sprintf("bad escape \\%c", c))
+	}
+	return nil
+}
+
+func (s *scanner) hex4() (rune, bool) {
+	if len(s.in)-s.pos < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s.in[s.pos : s.pos+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	s.pos += 4
+	return r, true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendRune writes one decoded character in canonical string spelling.
+func appendRune(dst []byte, r rune) []byte {
+	switch {
+	case r == '"' || r == '\\':
+		return append(dst, '\\', byte(r))
+	case r == '\b':
+		return append(dst, '\\', 'b')
+	case r == '\f':
+		return append(dst, '\\', 'f')
+	case r == '\n':
+		return append(dst, '\\', 'n')
+	case r == '\r':
+		return append(dst, '\\', 'r')
+	case r == '\t':
+		return append(dst, '\\', 't')
+	case r < 0x20:
+		return append(dst, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
+	default:
+		return utf8.AppendRune(dst, r)
+	}
+}
+
+// appendString writes s, which must be valid UTF-8, as a canonical JSON
+// string.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = appendStringContent(dst, s)
+	return append(dst, '"')
+}
+
+func appendStringContent(dst []byte, s string) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			j := i + 1
+			for j < len(s) && s[j] >= 0x20 && s[j] != '"' && s[j] != '\\' {
+				j++
+			}
+			dst = append(dst, s[i:j]...)
+			i = j
+			continue
+		}
+		dst = appendRune(dst, rune(c))
+		i++
+	}
+	return dst
+}

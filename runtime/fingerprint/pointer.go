@@ -1,0 +1,210 @@
+package fingerprint
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// parsePointer splits an RFC 6901 JSON Pointer into its reference tokens,
+// each in canonical JSON string spelling (without quotes) so that it can be
+// compared byte for byte with the keys of a canonical document.
+func parsePointer(p string) ([]string, error) {
+	if p == "" {
+		return nil, nil
+	}
+	if p[0] != '/' {
+		return nil, fmt.Errorf("%w: JSON Pointer %q does not start with /", ErrSpec, p)
+	}
+	if !utf8.ValidString(p) {
+		return nil, fmt.Errorf("%w: JSON Pointer %q is not valid UTF-8", ErrSpec, p)
+	}
+	parts := strings.Split(p[1:], "/")
+	for i, t := range parts {
+		if strings.Contains(t, "~") {
+			var b strings.Builder
+			for j := 0; j < len(t); j++ {
+				if t[j] != '~' {
+					b.WriteByte(t[j])
+					continue
+				}
+				if j+1 < len(t) && t[j+1] == '0' {
+					b.WriteByte('~')
+				} else if j+1 < len(t) && t[j+1] == '1' {
+					b.WriteByte('/')
+				} else {
+					return nil, fmt.Errorf("%w: JSON Pointer %q has a ~ not followed by 0 or 1", ErrSpec, p)
+				}
+				j++
+			}
+			t = b.String()
+		}
+		parts[i] = string(appendStringContent(nil, t))
+	}
+	return parts, nil
+}
+
+// node is one step of the compiled pointer tree. Pointers that share a
+// prefix share nodes, so one walk over a document finds every field.
+type node struct {
+	name     string  // reference token, canonical spelling
+	field    int     // index of the field ending here, or -1
+	children []*node // sorted by name
+	// below lists the fields strictly under this node: they all take the
+	// node's value whole when it turns out to be an array.
+	below []int
+}
+
+func (n *node) child(name []byte) *node {
+	for _, c := range n.children {
+		if string(name) == c.name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (n *node) add(tokens []string, field int) {
+	cur := n
+	for _, t := range tokens {
+		cur.below = append(cur.below, field)
+		next := cur.child([]byte(t))
+		if next == nil {
+			next = &node{name: t, field: -1}
+			cur.children = append(cur.children, next)
+		}
+		cur = next
+	}
+	cur.field = field
+}
+
+// slot is where a selected field's canonical value sits in a buffer.
+type slot struct {
+	start, end int
+	found      bool
+}
+
+// extract walks the canonical value b[start:end] along the pointer tree n
+// and records where each field's value is. A field missing from the
+// document keeps found=false.
+func extract(b []byte, start, end int, n *node, slots []slot) {
+	if n.field >= 0 {
+		slots[n.field] = slot{start, end, true}
+	}
+	if len(n.children) == 0 {
+		return
+	}
+	switch b[start] {
+	case '{':
+		for i := start + 1; b[i] != '}'; {
+			keyEnd := skipString(b, i)
+			valEnd := skipValue(b, keyEnd+1)
+			if c := n.child(b[i+1 : keyEnd-1]); c != nil {
+				extract(b, keyEnd+1, valEnd, c, slots)
+			}
+			i = valEnd
+			if b[i] == ',' {
+				i++
+			}
+		}
+	case '[':
+		// The generator emits pointers to object members only and
+		// fingerprints an array as one value: a pointer that runs into an
+		// array takes the whole array.
+		for _, f := range n.below {
+			slots[f] = slot{start, end, true}
+		}
+	}
+}
+
+// member finds the object member that tokens point to in the canonical
+// document b, walking through objects only. keyStart is the member's first
+// byte; the value is b[valStart:valEnd]. With no tokens it finds the whole
+// document and keyStart is -1.
+func member(b []byte, tokens []string) (keyStart, valStart, valEnd int, ok bool) {
+	keyStart, valStart, valEnd = -1, 0, len(b)
+	for _, t := range tokens {
+		if b[valStart] != '{' {
+			return 0, 0, 0, false
+		}
+		found := false
+		for i := valStart + 1; b[i] != '}'; {
+			keyEnd := skipString(b, i)
+			end := skipValue(b, keyEnd+1)
+			if string(b[i+1:keyEnd-1]) == t {
+				keyStart, valStart, valEnd, found = i, keyEnd+1, end, true
+				break
+			}
+			i = end
+			if b[i] == ',' {
+				i++
+			}
+		}
+		if !found {
+			return 0, 0, 0, false
+		}
+	}
+	return keyStart, valStart, valEnd, true
+}
+
+// removeMember deletes the object member that tokens point to from the
+// canonical document b, if it is there, with the comma that separated it.
+func removeMember(b []byte, tokens []string) []byte {
+	i, _, end, ok := member(b, tokens)
+	switch {
+	case !ok || i < 0:
+		return b
+	case b[i-1] == ',':
+		return append(b[:i-1], b[end:]...)
+	case b[end] == ',':
+		return append(b[:i], b[end+1:]...)
+	default:
+		return append(b[:i], b[end:]...)
+	}
+}
+
+// skipString returns the end of the canonical string starting at b[i]. A
+// quote ends the string unless an odd run of backslashes escapes it.
+func skipString(b []byte, i int) int {
+	for i++; ; {
+		q := i + bytes.IndexByte(b[i:], '"')
+		n := 0
+		for q-n-1 >= i && b[q-n-1] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
+	}
+}
+
+// skipValue returns the end of the canonical value starting at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	default:
+		j := bytes.IndexAny(b[i:], ",}]")
+		if j < 0 {
+			return len(b)
+		}
+		return i + j
+	}
+}

@@ -1,0 +1,101 @@
+package idem
+
+import (
+	"bytes"
+	"net/http"
+)
+
+// recorder captures a handler's response so that it can be stored before the
+// client sees it. A response is held back until the engine has decided what
+// to do with it: stored, released or discarded. Only a body that outgrows
+// the snapshot limit is streamed on (non-transactional operations only),
+// because it will never be replayed anyway.
+type recorder struct {
+	w      http.ResponseWriter
+	header http.Header
+	status int
+	body   bytes.Buffer
+	// limit is the largest body kept; -1 buffers everything (transactional
+	// operations must not send a byte before their commit).
+	limit int64
+	// overflowed is set once the body exceeded limit.
+	overflowed bool
+	// streaming is set once the response went to the client directly.
+	streaming bool
+}
+
+func newRecorder(w http.ResponseWriter, limit int64) *recorder {
+	return &recorder{w: w, header: make(http.Header), limit: limit}
+}
+
+func (r *recorder) Header() http.Header {
+	if r.streaming {
+		return r.w.Header()
+	}
+	return r.header
+}
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status != 0 || status < 200 {
+		// Informational responses (1xx) are not captured, like the
+		// second call of WriteHeader they do not change the final status.
+		return
+	}
+	r.status = status
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.WriteHeader(http.StatusOK)
+	}
+	if r.streaming {
+		return r.w.Write(p)
+	}
+	if r.limit >= 0 && int64(r.body.Len()+len(p)) > r.limit {
+		r.overflowed = true
+		r.startStreaming()
+		return r.w.Write(p)
+	}
+	return r.body.Write(p)
+}
+
+// startStreaming sends what was captured and lets the rest pass through.
+func (r *recorder) startStreaming() {
+	r.streaming = true
+	copyHeader(r.w.Header(), r.header)
+	r.w.WriteHeader(r.status)
+	_, _ = r.w.Write(r.body.Bytes())
+	r.body = bytes.Buffer{}
+}
+
+// Flush keeps the response buffered: a protected operation's response is
+// stored whole before it is sent. It exists so that handlers that call
+// http.Flusher do not fail.
+func (r *recorder) Flush() {
+	if r.streaming {
+		_ = http.NewResponseController(r.w).Flush()
+	}
+}
+
+func (r *recorder) statusCode() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+// send writes the captured response to the client, unless it already went.
+func (r *recorder) send() {
+	if r.streaming {
+		return
+	}
+	copyHeader(r.w.Header(), r.header)
+	r.w.WriteHeader(r.statusCode())
+	_, _ = r.w.Write(r.body.Bytes())
+}
+
+func copyHeader(dst, src http.Header) {
+	for k, v := range src {
+		dst[k] = v
+	}
+}

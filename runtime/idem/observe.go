@@ -1,0 +1,71 @@
+package idem
+
+import (
+	"context"
+	"time"
+)
+
+// Outcome names what the engine did with one protected request.
+type Outcome string
+
+// The outcomes an Observer sees.
+const (
+	// OutcomeExecuted: the claim was won and the handler ran; its response
+	// was stored.
+	OutcomeExecuted Outcome = "executed"
+	// OutcomeReleased: the handler ran but its status is never stored (401,
+	// 429, 503, …), so the claim was released for a retry.
+	OutcomeReleased Outcome = "released"
+	// OutcomeTakeover: an abandoned claim was taken over and the handler ran.
+	OutcomeTakeover Outcome = "takeover"
+	// OutcomeReplayed: a stored response was replayed.
+	OutcomeReplayed Outcome = "replayed"
+	// OutcomeNotReplayable: the stored response had no body to replay.
+	OutcomeNotReplayable Outcome = "not-replayable"
+	// OutcomeInFlight: another request holds the key; 409.
+	OutcomeInFlight Outcome = "in-flight"
+	// OutcomeMismatch: the key was reused for a different request; 422.
+	OutcomeMismatch Outcome = "mismatch"
+	// OutcomeIndeterminate: the key's outcome is unknown; 409.
+	OutcomeIndeterminate Outcome = "indeterminate"
+	// OutcomeFenced: the handler ran but another request took the key over
+	// meanwhile; its response was discarded.
+	OutcomeFenced Outcome = "fenced"
+	// OutcomePanicked: the handler panicked; the claim was abandoned.
+	OutcomePanicked Outcome = "panicked"
+	// OutcomeStoreError: the store failed; 503, or the completion was lost.
+	OutcomeStoreError Outcome = "store-error"
+	// OutcomeRejected: the request was refused before any claim (missing or
+	// invalid key, unparseable body, unresolved tenant).
+	OutcomeRejected Outcome = "rejected"
+	// OutcomeNoKey: no key and none required; the handler ran unprotected.
+	OutcomeNoKey Outcome = "no-key"
+)
+
+// Event describes one protected request after the engine has answered it.
+type Event struct {
+	Operation string
+	Tenant    string
+	Outcome   Outcome
+	// Status is the HTTP status sent to the client.
+	Status int
+	// Duration is the whole time spent in the engine, handler included.
+	Duration time.Duration
+	// StoreDuration is the time spent waiting on the store.
+	StoreDuration time.Duration
+	// Err is the store or handler error behind OutcomeStoreError,
+	// OutcomeFenced or OutcomePanicked.
+	Err error
+}
+
+// Observer sees every outcome, for metrics and tracing. Observe is called
+// synchronously after the response is written; keep it fast.
+type Observer interface {
+	Observe(ctx context.Context, ev Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, ev Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ctx context.Context, ev Event) { f(ctx, ev) }

@@ -1,0 +1,91 @@
+package idem
+
+import (
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+)
+
+// Scope says across which operations a key is unique.
+type Scope string
+
+// The scopes of SEMANTICS §1.
+const (
+	// ScopeOperation makes a key unique per (tenant, operation).
+	ScopeOperation Scope = "operation"
+	// ScopeTenant makes a key unique per tenant across operations; reusing a
+	// key on another operation is a 422.
+	ScopeTenant Scope = "tenant"
+)
+
+// KeyIn says where a request carries its idempotency key.
+type KeyIn string
+
+// The places a key can come from.
+const (
+	KeyInHeader KeyIn = "header"
+	KeyInBody   KeyIn = "body"
+	KeyInQuery  KeyIn = "query"
+)
+
+// KeySource names where the key is read from.
+type KeySource struct {
+	In KeyIn
+	// Name is the header or query-parameter name, or for a body key the JSON
+	// Pointer of the property ("/idempotency_key").
+	Name string
+}
+
+// LeaseExpiry says what a retry meets when it finds an abandoned claim.
+type LeaseExpiry string
+
+// The two answers to an abandoned claim.
+const (
+	// Takeover re-claims the key with a new lease token and runs the handler
+	// again. Safe when the handler's effects are transactional.
+	Takeover LeaseExpiry = "takeover"
+	// FailClosed marks the key indeterminate; an operator resolves it.
+	FailClosed LeaseExpiry = "fail-closed"
+)
+
+// Policy is the x-idempotency policy of one operation, as the generator
+// writes it. Every field is set explicitly: defaults are resolved at
+// generate time so that a reviewer reads the effective policy.
+type Policy struct {
+	// OperationID names the operation (the spec's operationId, or a stable
+	// name derived from method and path).
+	OperationID string
+	// Method is the HTTP method, POST or PATCH.
+	Method string
+	// Path is the OpenAPI path template, such as "/pets/{pet_id}/adoptions".
+	Path string
+
+	Scope        Scope
+	Key          KeySource
+	KeyMaxLength int
+	// Required makes a request without a key a 400; otherwise such a request
+	// runs without idempotency.
+	Required bool
+
+	// TTL is how long a key is remembered after its first use.
+	TTL time.Duration
+	// Lease is how long an in-flight claim is held before it counts as
+	// abandoned.
+	Lease time.Duration
+
+	// MaxSnapshotBytes is the largest response body kept for replay.
+	MaxSnapshotBytes int64
+	// ReplayHeaders are stored and replayed on top of Content-Type,
+	// Content-Language, Content-Location and Location.
+	ReplayHeaders []string
+	// CacheServerErrors stores and replays a 500 produced by the handler.
+	CacheServerErrors bool
+
+	OnLeaseExpiry LeaseExpiry
+	// Transactional runs the handler inside the store's transaction, which
+	// also writes the key's completion.
+	Transactional bool
+
+	// Fingerprint says which parts of the request define the same request.
+	Fingerprint fingerprint.Spec
+}

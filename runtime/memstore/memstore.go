@@ -1,0 +1,250 @@
+// Package memstore is an in-memory idem.Store for tests, demos and
+// single-process tools. Keys live only as long as the process: a restart
+// forgets every claim and every stored response, so it is no substitute for
+// a database in production.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes the store read the time from now instead of time.Now, so
+// that tests can move time forward without sleeping.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
+
+// Store keeps idempotency keys in a map guarded by one mutex. Every method
+// decides and writes under that mutex, which is what makes a claim atomic.
+// It implements idem.Store and idem.Sweeper.
+type Store struct {
+	now func() time.Time
+
+	mu   sync.Mutex
+	rows map[idem.Identity]*row
+}
+
+// row is one stored key. Times are absolute instants of the store's clock.
+type row struct {
+	operation   string
+	fingerprint []byte
+	state       idem.State
+	token       string
+	leaseUntil  time.Time
+	expiresAt   time.Time
+	response    *idem.Response
+}
+
+var (
+	_ idem.Store   = (*Store)(nil)
+	_ idem.Sweeper = (*Store)(nil)
+)
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{now: time.Now, rows: make(map[idem.Identity]*row)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Claim implements idem.Store. The whole read-decide-write happens under the
+// store's mutex, so two claims of one key can never both win.
+func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return idem.Result{}, err
+	}
+	if err := validateClaim(c); err != nil {
+		return idem.Result{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+
+	r, ok := s.rows[c.Identity]
+	if !ok || !r.expiresAt.After(now) {
+		// Absent, or expired and therefore as good as absent: after its TTL
+		// the same key is a new request, whatever it carried before.
+		s.rows[c.Identity] = &row{
+			operation:   c.Operation,
+			fingerprint: bytes.Clone(c.Fingerprint),
+			state:       idem.StateInFlight,
+			token:       c.Token,
+			leaseUntil:  now.Add(c.Lease),
+			expiresAt:   now.Add(c.TTL),
+		}
+		return idem.Result{Won: true}, nil
+	}
+
+	sameRequest := r.operation == c.Operation && bytes.Equal(r.fingerprint, c.Fingerprint)
+	if sameRequest && r.state == idem.StateInFlight && !r.leaseUntil.After(now) {
+		switch c.OnLeaseExpiry {
+		case idem.Takeover:
+			// expires_at stays: a key lives ttl from its first claim, not
+			// from the latest takeover.
+			r.token = c.Token
+			r.leaseUntil = now.Add(c.Lease)
+			return idem.Result{Won: true, TookOver: true}, nil
+		case idem.FailClosed:
+			r.state = idem.StateIndeterminate
+		}
+	}
+	return idem.Result{Existing: r.record(now)}, nil
+}
+
+// Complete implements idem.Store.
+func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.held(id, token)
+	if err != nil {
+		return err
+	}
+	r.state = idem.StateCompleted
+	r.response = copyResponse(&resp)
+	if resp.Omitted {
+		// An omitted body is never replayed, so none is kept.
+		r.response.Body = nil
+	}
+	return nil
+}
+
+// Release implements idem.Store.
+func (s *Store) Release(ctx context.Context, id idem.Identity, token string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.held(id, token); err != nil {
+		return err
+	}
+	delete(s.rows, id)
+	return nil
+}
+
+// Abandon implements idem.Store.
+func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mode idem.LeaseExpiry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if mode != idem.Takeover && mode != idem.FailClosed {
+		return fmt.Errorf("memstore: abandon: unknown lease-expiry mode %q", mode)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.held(id, token)
+	if err != nil {
+		return err
+	}
+	if mode == idem.Takeover {
+		r.leaseUntil = s.now()
+	} else {
+		r.state = idem.StateIndeterminate
+	}
+	return nil
+}
+
+// Sweep implements idem.Sweeper.
+func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if limit <= 0 {
+		return 0, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	n := 0
+	for id, r := range s.rows {
+		if n == limit {
+			break
+		}
+		if !r.expiresAt.After(now) {
+			delete(s.rows, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Len reports how many rows the store holds, expired ones included. It
+// serves tests and metrics.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.rows)
+}
+
+// held returns the in-flight row that token currently holds. The caller
+// holds s.mu.
+func (s *Store) held(id idem.Identity, token string) (*row, error) {
+	r, ok := s.rows[id]
+	if !ok || r.token != token || r.state != idem.StateInFlight {
+		return nil, idem.ErrFenced
+	}
+	return r, nil
+}
+
+// record copies r for a caller, who must never alias the store's slices.
+func (r *row) record(now time.Time) idem.Record {
+	rec := idem.Record{
+		State:       r.state,
+		Operation:   r.operation,
+		Fingerprint: bytes.Clone(r.fingerprint),
+		Response:    copyResponse(r.response),
+	}
+	if r.state == idem.StateInFlight && r.leaseUntil.After(now) {
+		rec.LeaseRemaining = r.leaseUntil.Sub(now)
+	}
+	return rec
+}
+
+func copyResponse(resp *idem.Response) *idem.Response {
+	if resp == nil {
+		return nil
+	}
+	c := *resp
+	c.Body = bytes.Clone(resp.Body)
+	if resp.Header != nil {
+		c.Header = make(http.Header, len(resp.Header))
+		for k, v := range resp.Header {
+			c.Header[k] = append([]string(nil), v...)
+		}
+	}
+	return &c
+}
+
+var errInvalidClaim = errors.New("memstore: invalid claim")
+
+func validateClaim(c idem.Claim) error {
+	switch {
+	case c.Token == "":
+		return fmt.Errorf("%w: empty lease token", errInvalidClaim)
+	case c.Lease <= 0 || c.TTL <= 0:
+		return fmt.Errorf("%w: lease %v and ttl %v must be positive", errInvalidClaim, c.Lease, c.TTL)
+	case c.OnLeaseExpiry != idem.Takeover && c.OnLeaseExpiry != idem.FailClosed:
+		return fmt.Errorf("%w: unknown lease-expiry mode %q", errInvalidClaim, c.OnLeaseExpiry)
+	}
+	return nil
+}

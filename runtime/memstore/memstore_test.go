@@ -1,0 +1,112 @@
+package memstore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) idem.Store { return memstore.New() })
+}
+
+// fakeClock is a clock that moves only when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func claim(key, token string) idem.Claim {
+	return idem.Claim{
+		Identity:      idem.Identity{Tenant: "t", Scope: "op", Key: key},
+		Operation:     "op",
+		Fingerprint:   []byte{1, 2, 3},
+		Token:         token,
+		Lease:         10 * time.Second,
+		TTL:           time.Hour,
+		OnLeaseExpiry: idem.Takeover,
+	}
+}
+
+// With an injected clock the boundaries are exact: a lease or TTL that ends
+// at now has run out.
+func TestClockBoundaries(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := memstore.New(memstore.WithClock(clk.Now))
+
+	if res, err := s.Claim(ctx, claim("k", "a")); err != nil || !res.Won {
+		t.Fatalf("first claim = %+v, %v; want won", res, err)
+	}
+	clk.Advance(10*time.Second - time.Nanosecond)
+	res, err := s.Claim(ctx, claim("k", "b"))
+	if err != nil || res.Won {
+		t.Fatalf("claim 1ns before the lease ends = %+v, %v; want lost", res, err)
+	}
+	if res.Existing.LeaseRemaining != time.Nanosecond {
+		t.Errorf("LeaseRemaining = %v, want 1ns", res.Existing.LeaseRemaining)
+	}
+	clk.Advance(time.Nanosecond)
+	if res, err := s.Claim(ctx, claim("k", "c")); err != nil || !res.Won || !res.TookOver {
+		t.Fatalf("claim as the lease ends = %+v, %v; want a takeover", res, err)
+	}
+
+	// The key expires one hour after the first claim, not the takeover.
+	clk.Advance(time.Hour - 10*time.Second - time.Nanosecond)
+	if n, err := s.Sweep(ctx, 10); err != nil || n != 0 {
+		t.Fatalf("Sweep 1ns before expiry = %d, %v; want 0", n, err)
+	}
+	clk.Advance(time.Nanosecond)
+	if n, err := s.Sweep(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("Sweep at expiry = %d, %v; want 1", n, err)
+	}
+	if s.Len() != 0 {
+		t.Errorf("Len after sweep = %d, want 0", s.Len())
+	}
+}
+
+func TestInvalidClaims(t *testing.T) {
+	s := memstore.New()
+	for name, mutate := range map[string]func(*idem.Claim){
+		"empty token": func(c *idem.Claim) { c.Token = "" },
+		"zero lease":  func(c *idem.Claim) { c.Lease = 0 },
+		"zero ttl":    func(c *idem.Claim) { c.TTL = 0 },
+		"no mode":     func(c *idem.Claim) { c.OnLeaseExpiry = "" },
+	} {
+		c := claim("k", "a")
+		mutate(&c)
+		if _, err := s.Claim(context.Background(), c); err == nil {
+			t.Errorf("%s: Claim accepted it", name)
+		}
+	}
+	if s.Len() != 0 {
+		t.Errorf("invalid claims left %d rows", s.Len())
+	}
+}
+
+func TestCanceledContext(t *testing.T) {
+	s := memstore.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Claim(ctx, claim("k", "a")); !errors.Is(err, context.Canceled) {
+		t.Errorf("Claim with a canceled context: %v, want context.Canceled", err)
+	}
+}

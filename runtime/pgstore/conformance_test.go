@@ -1,0 +1,52 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	testURL(t)
+	storetest.Run(t, func(t *testing.T) idem.Store {
+		s, _ := newStore(t)
+		return s
+	})
+}
+
+func TestConformanceTx(t *testing.T) {
+	testURL(t)
+	storetest.RunTx(t, func(t *testing.T) storetest.TxStore {
+		s, pool := newStore(t)
+		return storetest.TxStore{
+			Store: s,
+			Write: writeEffect,
+			Count: func(ctx context.Context, marker string) (int, error) {
+				return countEffects(ctx, pool, marker)
+			},
+		}
+	})
+}
+
+// writeEffect is a handler's business write through the transaction the
+// store hands it.
+func writeEffect(ctx context.Context, driver any, marker string) error {
+	tx, ok := driver.(pgx.Tx)
+	if !ok {
+		return fmt.Errorf("Driver() is a %T, want pgx.Tx", driver)
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO effects (marker) VALUES ($1)", marker)
+	return err
+}
+
+func countEffects(ctx context.Context, pool *pgxpool.Pool, marker string) (int, error) {
+	var n int
+	err := pool.QueryRow(ctx, "SELECT count(*) FROM effects WHERE marker = $1", marker).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,155 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/pgstore"
+)
+
+const urlEnv = "IDEMGEN_TEST_DATABASE_URL"
+
+func testURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv(urlEnv)
+	if u == "" {
+		t.Skip(urlEnv + " is unset; set it to a PostgreSQL URL (postgres://user@host:port/db) to run the pgstore tests")
+	}
+	return u
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newSchema creates an empty schema with the pgstore objects in it and drops
+// it, with everything in it, when the test ends.
+func newSchema(t testing.TB) string {
+	t.Helper()
+	url := testURL(t)
+	ctx := context.Background()
+	schema := "idemtest_" + randomHex(6)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	pool := openPool(t, schema)
+	if err := pgstore.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	// The business table of the transactional tests.
+	if _, err := pool.Exec(ctx, "CREATE TABLE effects (marker text NOT NULL)"); err != nil {
+		t.Fatalf("create effects: %v", err)
+	}
+	return schema
+}
+
+// openPool opens a pool whose connections use schema; tweak adjusts its
+// configuration. The pool closes when the test ends.
+func openPool(t testing.TB, schema string, tweak ...func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testURL(t))
+	if err != nil {
+		t.Fatalf("parse %s: %v", urlEnv, err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	for _, f := range tweak {
+		f(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// newStore returns a store on a fresh schema.
+func newStore(t testing.TB, tweak ...func(*pgxpool.Config)) (*pgstore.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := openPool(t, newSchema(t), tweak...)
+	return pgstore.New(pool), pool
+}
+
+// roundTrips counts what a pool sends: pgx queries and batches through a
+// tracer, and writes on the socket, which is where a round trip starts
+// (pgx writes a query or a whole pipelined batch at once, then waits).
+type roundTrips struct {
+	queries, batches, writes atomic.Int64
+}
+
+func (r *roundTrips) install(cfg *pgxpool.Config) {
+	cfg.ConnConfig.Tracer = r
+	dialer := &net.Dialer{}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: c, writes: &r.writes}, nil
+	}
+	// The pool pings a connection that sat idle for a second before handing
+	// it out; that round trip belongs to the pool, not to the store.
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+}
+
+type snapshot struct{ queries, batches, writes int64 }
+
+func (r *roundTrips) snap() snapshot {
+	return snapshot{r.queries.Load(), r.batches.Load(), r.writes.Load()}
+}
+
+func (s snapshot) sub(o snapshot) snapshot {
+	return snapshot{s.queries - o.queries, s.batches - o.batches, s.writes - o.writes}
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.queries.Add(1)
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.batches.Add(1)
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}

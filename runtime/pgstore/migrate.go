@@ -1,0 +1,37 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/templates"
+)
+
+// Migrate creates the table, index and functions pgstore needs in the first
+// schema of the pool's search_path, in one transaction. It is safe to run
+// on every start and from several processes at once. Applications that
+// manage migrations with a tool apply the files idemgen generates instead.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	up, _, err := templates.Schema("postgres")
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	defer conn.Release()
+	// Without arguments pgx sends the text as one simple-protocol query, so
+	// the whole file runs as one script; BEGIN/COMMIT around it make the
+	// advisory lock last until the schema is complete.
+	script := "BEGIN;\n" + migrateLockSQL + ";\n" + up + "\nCOMMIT;"
+	if _, err := conn.Exec(ctx, script); err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), rollbackSQL)
+		}
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+)
+
+// SEMANTICS §6: claim, replay and conflict cost one round trip each, a
+// completion one more, and transactional mode adds none: ClaimTx is one
+// pipelined batch when it wins and Commit sends the completion with COMMIT.
+// Counted twice: pgx queries and batches through a tracer, and writes on
+// the socket.
+func TestRoundTrips(t *testing.T) {
+	var rt roundTrips
+	s, _ := newStore(t, func(c *pgxpool.Config) {
+		// One connection, so the warm-up below prepares the statements on
+		// the connection that is measured.
+		c.MaxConns = 1
+		rt.install(c)
+	})
+	ctx := context.Background()
+	resp := idem.Response{Status: 201, Header: map[string][]string{"Location": {"/x"}}, Body: []byte("{}")}
+
+	claim := func(c idem.Claim) idem.Result {
+		t.Helper()
+		res, err := s.Claim(ctx, c)
+		if err != nil {
+			t.Fatalf("Claim: %v", err)
+		}
+		return res
+	}
+
+	// Warm up: pgx prepares each statement on its first use per connection,
+	// which is one more round trip once.
+	warm := func(key string) {
+		c := claimFor(key, "warm", time.Minute)
+		claim(c)
+		if err := s.Complete(ctx, c.Identity, c.Token, resp); err != nil {
+			t.Fatal(err)
+		}
+		res, tx, err := s.ClaimTx(ctx, claimFor(key+"-tx", "warm", time.Minute))
+		if err != nil || !res.Won {
+			t.Fatalf("warm ClaimTx: %+v %v", res, err)
+		}
+		if err := tx.Commit(ctx, resp); err != nil {
+			t.Fatal(err)
+		}
+		if _, tx, err := s.ClaimTx(ctx, claimFor(key+"-tx", "warm2", time.Minute)); err != nil || tx != nil {
+			t.Fatalf("warm lost ClaimTx: %v", err)
+		}
+	}
+	warm("warm")
+
+	type step struct {
+		name             string
+		do               func()
+		queries, batches int64
+		writes           int64
+	}
+	mismatch := claimFor("k1", "tok-m", time.Minute)
+	mismatch.Fingerprint = []byte("another request")
+	var tx idem.Tx
+	steps := []step{
+		{"claim (new key)", func() { mustWon(t, claim(claimFor("k1", "tok1", time.Minute))) }, 1, 0, 1},
+		{"claim (in flight)", func() { mustLost(t, claim(claimFor("k1", "tok2", time.Minute))) }, 1, 0, 1},
+		{"completion", func() {
+			if err := s.Complete(ctx, claimFor("k1", "", 0).Identity, "tok1", resp); err != nil {
+				t.Fatal(err)
+			}
+		}, 1, 0, 1},
+		{"replay", func() { mustLost(t, claim(claimFor("k1", "tok3", time.Minute))) }, 1, 0, 1},
+		{"conflict (fingerprint mismatch)", func() { mustLost(t, claim(mismatch)) }, 1, 0, 1},
+		{"ClaimTx (won)", func() {
+			var res idem.Result
+			var err error
+			res, tx, err = s.ClaimTx(ctx, claimFor("k2", "tok1", time.Minute))
+			if err != nil || !res.Won {
+				t.Fatalf("ClaimTx = %+v, %v", res, err)
+			}
+		}, 0, 1, 1},
+		{"Tx.Commit (completion + COMMIT)", func() {
+			if err := tx.Commit(ctx, resp); err != nil {
+				t.Fatal(err)
+			}
+		}, 0, 1, 1},
+		{"ClaimTx (lost: claim, then ROLLBACK)", func() {
+			res, tx, err := s.ClaimTx(ctx, claimFor("k2", "tok2", time.Minute))
+			if err != nil || res.Won || tx != nil {
+				t.Fatalf("ClaimTx = %+v, %v", res, err)
+			}
+		}, 1, 1, 2},
+	}
+	for _, st := range steps {
+		before := rt.snap()
+		st.do()
+		got := rt.snap().sub(before)
+		t.Logf("%-38s queries %d, batches %d, socket writes %d", st.name, got.queries, got.batches, got.writes)
+		if got.queries != st.queries || got.batches != st.batches || got.writes != st.writes {
+			t.Errorf("%s: queries %d, batches %d, socket writes %d; want %d, %d, %d",
+				st.name, got.queries, got.batches, got.writes, st.queries, st.batches, st.writes)
+		}
+	}
+}
+
+func mustWon(t *testing.T, res idem.Result) {
+	t.Helper()
+	if !res.Won {
+		t.Fatalf("lost against %+v, want won", res.Existing)
+	}
+}
+
+func mustLost(t *testing.T, res idem.Result) {
+	t.Helper()
+	if res.Won {
+		t.Fatal("won, want lost")
+	}
+}
+
+var _ idem.Transactor = (*pgstore.Store)(nil)

@@ -1,0 +1,239 @@
+package sqlitestore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// lockSlice is how long one attempt at the write lock waits before the
+// claim reads the key again. Between attempts a competing claim may have
+// committed the row this claim would lose to; re-reading lets it lose at
+// once instead of queueing behind a transactional handler that holds the
+// lock for its whole run.
+const lockSlice = 50 * time.Millisecond
+
+// errLockBusy reports that an attempt at the write lock ran out its slice.
+var errLockBusy = errors.New("sqlitestore: write lock busy")
+
+// stored is one row as the claim reads it.
+type stored struct {
+	operation   string
+	fingerprint []byte
+	state       idem.State
+	token       sql.NullString
+	leaseUntil  sql.NullInt64
+	expiresAt   int64
+	status      sql.NullInt64
+	headers     sql.NullString
+	body        []byte
+	omitted     bool
+}
+
+// action is what a claim does about the row it read.
+type action int
+
+const (
+	lose       action = iota // a live row stands; report it
+	insert                   // no row, or an expired one: claim it
+	takeover                 // the same request's lease ran out: take it over
+	markFailed               // the same request's lease ran out: mark it indeterminate
+)
+
+// decide is the claim's rule (SEMANTICS §3.3 and §3.5). row is nil when the
+// key is absent.
+func decide(row *stored, c idem.Claim, now int64) action {
+	if row == nil || row.expiresAt <= now {
+		return insert
+	}
+	if row.operation != c.Operation || !bytes.Equal(row.fingerprint, c.Fingerprint) {
+		return lose
+	}
+	if row.state == idem.StateInFlight && row.leaseUntil.Valid && row.leaseUntil.Int64 <= now {
+		if c.OnLeaseExpiry == idem.Takeover {
+			return takeover
+		}
+		return markFailed
+	}
+	return lose
+}
+
+// Claim implements idem.Store.
+//
+// The claim is a read, then, only when the read says the claim may win or
+// must mark the key, a read-decide-write under SQLite's write lock:
+//
+//   - The read runs outside any transaction. In WAL mode it never waits, even
+//     while a transactional handler holds the write lock, so every claim that
+//     loses (replay, in flight, mismatch, indeterminate) answers at once.
+//   - The write path takes the lock with BEGIN IMMEDIATE, reads the key again
+//     and decides again. SQLite has a single writer, so nothing can change
+//     the row between that read and the write: the claim is atomic, never
+//     "select, then insert" racing another claimant.
+//
+// A single INSERT ... ON CONFLICT ... RETURNING could not do it: SQLite's
+// upsert cannot return the conflicting row that it did not change, which is
+// what a losing claim must report, and it would take the write lock even to
+// lose. The lock is taken in short slices with a re-read between them, so a
+// claim that meets a competitor's freshly committed row loses at once rather
+// than waiting for the lock (see lockSlice).
+func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+	if err := validateClaim(c); err != nil {
+		return idem.Result{}, err
+	}
+	give := time.Now().Add(s.lockWait)
+	for {
+		now := millis(s.now())
+		row, err := readRow(ctx, s.db, c.Identity)
+		if err != nil {
+			return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+		}
+		if decide(row, c, now) == lose {
+			rec, err := row.record(now)
+			return idem.Result{Existing: rec}, err
+		}
+		res, err := s.claimLocked(ctx, c)
+		if !errors.Is(err, errLockBusy) {
+			return res, err
+		}
+		if time.Now().After(give) {
+			return idem.Result{}, fmt.Errorf("sqlitestore: claim: no write lock within %v: %w", s.lockWait, err)
+		}
+	}
+}
+
+// claimLocked is the claim's write path: under the write lock, read, decide
+// and write.
+func (s *Store) claimLocked(ctx context.Context, c idem.Claim) (res idem.Result, err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	defer conn.Close()
+	if err := beginImmediate(ctx, conn, lockSlice); err != nil {
+		return idem.Result{}, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			// The connection goes back to the pool: it must not stay inside
+			// a transaction, whatever went wrong.
+			_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		}
+	}()
+
+	now := s.now()
+	nowMs := millis(now)
+	row, err := readRow(ctx, conn, c.Identity)
+	if err != nil {
+		return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	id := c.Identity
+	switch decide(row, c, nowMs) {
+	case insert:
+		_, err = conn.ExecContext(ctx, upsertClaim,
+			id.Tenant, id.Scope, id.Key, c.Operation, c.Fingerprint,
+			c.Token, nowMs+durMillis(c.Lease), nowMs+durMillis(c.TTL), nowMs)
+		res = idem.Result{Won: true}
+	case takeover:
+		_, err = conn.ExecContext(ctx, takeOver, c.Token, nowMs+durMillis(c.Lease), id.Tenant, id.Scope, id.Key)
+		res = idem.Result{Won: true, TookOver: true}
+	case markFailed:
+		_, err = conn.ExecContext(ctx, failClosed, id.Tenant, id.Scope, id.Key)
+		row.state = idem.StateIndeterminate
+		row.leaseUntil = sql.NullInt64{}
+		res.Existing, err = row.record(nowMs)
+	case lose:
+		res.Existing, err = row.record(nowMs)
+	}
+	if err != nil {
+		return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return idem.Result{}, fmt.Errorf("sqlitestore: claim: commit: %w", err)
+	}
+	committed = true
+	return res, nil
+}
+
+// beginImmediate starts a write transaction on conn, waiting at most wait
+// for the lock. It reports errLockBusy when the lock stayed taken.
+func beginImmediate(ctx context.Context, conn *sql.Conn, wait time.Duration) error {
+	sliceCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	_, err := conn.ExecContext(sliceCtx, "BEGIN IMMEDIATE")
+	if err == nil {
+		return nil
+	}
+	// If the statement took effect before the deadline cut it short, the
+	// connection is inside a transaction; end it before the pool reuses it.
+	_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+	if ctx.Err() == nil && (isBusy(err) || errors.Is(err, context.DeadlineExceeded) || sliceCtx.Err() != nil) {
+		return errLockBusy
+	}
+	return fmt.Errorf("sqlitestore: begin: %w", err)
+}
+
+// isBusy reports whether err is SQLite's "database is locked".
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// querier is what readRow needs: a *sql.DB, *sql.Conn or *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// readRow reads the key, or returns nil when it is absent.
+func readRow(ctx context.Context, q querier, id idem.Identity) (*stored, error) {
+	var r stored
+	var state string
+	err := q.QueryRowContext(ctx, selectRow, id.Tenant, id.Scope, id.Key).Scan(
+		&r.operation, &r.fingerprint, &state, &r.token, &r.leaseUntil, &r.expiresAt,
+		&r.status, &r.headers, &r.body, &r.omitted)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.state = idem.State(state)
+	return &r, nil
+}
+
+// record is the row as a losing claim reports it. Scan gave the row its own
+// byte slices, so the record shares nothing with the store.
+func (r *stored) record(now int64) (idem.Record, error) {
+	rec := idem.Record{
+		State:       r.state,
+		Operation:   r.operation,
+		Fingerprint: r.fingerprint,
+	}
+	if r.state == idem.StateInFlight && r.leaseUntil.Valid && r.leaseUntil.Int64 > now {
+		rec.LeaseRemaining = time.Duration(r.leaseUntil.Int64-now) * time.Millisecond
+	}
+	if r.state == idem.StateCompleted {
+		resp := &idem.Response{
+			Status:  int(r.status.Int64),
+			Body:    r.body,
+			Omitted: r.omitted,
+		}
+		if r.headers.Valid {
+			if err := json.Unmarshal([]byte(r.headers.String), &resp.Header); err != nil {
+				return idem.Record{}, fmt.Errorf("sqlitestore: stored headers are not a JSON object of string arrays: %w", err)
+			}
+		}
+		rec.Response = resp
+	}
+	return rec, nil
+}

@@ -1,0 +1,99 @@
+package sqlitestore
+
+// The SQL of the store, in one place. Every statement names the row by its
+// primary key (tenant, scope, key); the ones that change a held claim also
+// carry the lease token and state, which is the fencing: a request that no
+// longer holds the current token matches no row and changes nothing.
+
+// selectRow reads a key for the claim's decision. Run outside a
+// transaction it reads the latest committed state without waiting for the
+// writer (WAL); run after BEGIN IMMEDIATE it reads a state no one else can
+// change until COMMIT.
+const selectRow = `
+SELECT operation, fingerprint, state, lease_token, lease_until, expires_at,
+       status, headers, body, body_omitted
+  FROM idempotency_keys
+ WHERE tenant = ? AND scope = ? AND key = ?`
+
+// upsertClaim inserts a new in-flight row or replaces an expired one. It
+// runs only under the write lock, after a read that found the key absent or
+// expired, so the conflict branch overwrites exactly that expired row.
+const upsertClaim = `
+INSERT INTO idempotency_keys
+       (tenant, scope, key, operation, fingerprint, state,
+        lease_token, lease_until, expires_at, created_at)
+VALUES (?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?)
+ON CONFLICT (tenant, scope, key) DO UPDATE
+   SET operation    = excluded.operation,
+       fingerprint  = excluded.fingerprint,
+       state        = 'in_flight',
+       lease_token  = excluded.lease_token,
+       lease_until  = excluded.lease_until,
+       expires_at   = excluded.expires_at,
+       created_at   = excluded.created_at,
+       completed_at = NULL,
+       status       = NULL,
+       headers      = NULL,
+       body         = NULL,
+       body_omitted = 0`
+
+// takeOver hands an abandoned claim to a new token. expires_at is left
+// alone: a key lives ttl from its first claim, not from its latest holder.
+const takeOver = `
+UPDATE idempotency_keys
+   SET lease_token = ?, lease_until = ?
+ WHERE tenant = ? AND scope = ? AND key = ?`
+
+// failClosed marks an abandoned claim indeterminate for an operator.
+const failClosed = `
+UPDATE idempotency_keys
+   SET state = 'indeterminate', lease_until = NULL
+ WHERE tenant = ? AND scope = ? AND key = ?`
+
+// complete stores the response of the claim held with the token. The same
+// statement serves Store.Complete and, inside the handler's transaction,
+// Tx.Commit.
+const complete = `
+UPDATE idempotency_keys
+   SET state = 'completed', status = ?, headers = ?, body = ?,
+       body_omitted = ?, completed_at = ?, lease_until = NULL
+ WHERE tenant = ? AND scope = ? AND key = ?
+   AND lease_token = ? AND state = 'in_flight'`
+
+// holdClaim changes nothing; run first in a handler's transaction, it takes
+// SQLite's write lock at once, whatever the database's default BEGIN mode,
+// and proves the claim is still held when the handler starts.
+const holdClaim = `
+UPDATE idempotency_keys
+   SET lease_token = lease_token
+ WHERE tenant = ? AND scope = ? AND key = ?
+   AND lease_token = ? AND state = 'in_flight'`
+
+// release deletes the claim held with the token.
+const release = `
+DELETE FROM idempotency_keys
+ WHERE tenant = ? AND scope = ? AND key = ?
+   AND lease_token = ? AND state = 'in_flight'`
+
+// abandonTakeover ends the lease of the claim held with the token, so that
+// the next claim of the same request takes it over.
+const abandonTakeover = `
+UPDATE idempotency_keys
+   SET lease_until = ?
+ WHERE tenant = ? AND scope = ? AND key = ?
+   AND lease_token = ? AND state = 'in_flight'`
+
+// abandonFailClosed marks the claim held with the token indeterminate.
+const abandonFailClosed = `
+UPDATE idempotency_keys
+   SET state = 'indeterminate', lease_until = NULL
+ WHERE tenant = ? AND scope = ? AND key = ?
+   AND lease_token = ? AND state = 'in_flight'`
+
+// sweep deletes a bounded batch of expired rows, found through the
+// expires_at index, so that the write lock is held only briefly.
+const sweep = `
+DELETE FROM idempotency_keys
+ WHERE rowid IN (SELECT rowid FROM idempotency_keys
+                  WHERE expires_at <= ?
+                  LIMIT ?)`

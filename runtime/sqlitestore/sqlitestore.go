@@ -1,0 +1,162 @@
+// Package sqlitestore keeps idempotency keys in SQLite through the pure-Go
+// driver modernc.org/sqlite (driver name "sqlite"), so that a service needs
+// no cgo and no database server. It implements idem.Store, idem.Sweeper and
+// idem.Transactor; a transaction's Driver is a *sql.Tx.
+//
+// SQLite lets one connection write at a time. The store is built around
+// that: readers never wait (the database runs in WAL mode), a claim that
+// loses decides from a plain read, and every write holds the write lock for
+// as short a time as it can. A transactional handler is the exception: its
+// transaction holds the write lock from its start to its commit, so that it
+// never fails half-way on a lock another writer took; keep such handlers
+// short, since new keys wait for them.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	// The pure-Go SQLite driver registers itself as "sqlite".
+	_ "modernc.org/sqlite"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/templates"
+)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes the store read the time from now instead of time.Now.
+// Leases and expiry are measured with it; the deadline that ends a
+// transactional handler's transaction when its lease runs out uses real
+// time.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
+
+// WithLockWait sets how long a claim, in total, may wait for SQLite's write
+// lock before it fails (default 5s). A claim that loses never waits for it.
+func WithLockWait(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.lockWait = d
+		}
+	}
+}
+
+// Store is an idem.Store, idem.Sweeper and idem.Transactor on one SQLite
+// database holding the idempotency_keys table.
+type Store struct {
+	db       *sql.DB
+	ownsDB   bool
+	now      func() time.Time
+	lockWait time.Duration
+}
+
+var (
+	_ idem.Store      = (*Store)(nil)
+	_ idem.Sweeper    = (*Store)(nil)
+	_ idem.Transactor = (*Store)(nil)
+)
+
+// DSN returns the data source name under which the store expects its
+// database to be opened: WAL journal (readers never wait for the writer), a
+// busy timeout (writers queue for the lock instead of failing at once),
+// foreign keys on, and BEGIN IMMEDIATE for transactions (a transaction that
+// will write takes the lock up front, instead of failing with SQLITE_BUSY
+// when it first writes after another writer committed). path is a file
+// name, or a DSN whose own query parameters are kept.
+func DSN(path string) string {
+	const params = "_txlock=immediate" +
+		"&_pragma=busy_timeout(5000)" +
+		"&_pragma=journal_mode(WAL)" +
+		"&_pragma=foreign_keys(1)"
+	if strings.Contains(path, "?") {
+		return path + "&" + params
+	}
+	return path + "?" + params
+}
+
+// Open opens the SQLite database at path with DSN(path) and returns a store
+// on it. The schema is not applied: call Migrate, or apply the generated
+// migration. Close closes the database.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	db, err := sql.Open("sqlite", DSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	s := New(db, opts...)
+	s.ownsDB = true
+	return s, nil
+}
+
+// New returns a store on db, which should have been opened with DSN: the
+// store relies on WAL mode and on transactions that begin IMMEDIATE. Close
+// leaves db open.
+func New(db *sql.DB, opts ...Option) *Store {
+	s := &Store{db: db, now: time.Now, lockWait: 5 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// DB returns the store's database, for the application's own queries.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the database if Open opened it.
+func (s *Store) Close() error {
+	if !s.ownsDB {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("sqlitestore: close: %w", err)
+	}
+	return nil
+}
+
+// Migrate applies the SQLite schema that idemgen generates as a migration.
+// It is idempotent, for tests and for services that manage no migrations.
+func (s *Store) Migrate(ctx context.Context) error {
+	up, _, err := templates.Schema("sqlite")
+	if err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, up); err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	return nil
+}
+
+// millis converts a time to the unix milliseconds stored in the table.
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+// durMillis converts a duration to whole milliseconds, rounding up so that a
+// positive lease never becomes zero.
+func durMillis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+func validateClaim(c idem.Claim) error {
+	switch {
+	case c.Token == "":
+		return errors.New("sqlitestore: invalid claim: empty lease token")
+	case c.Lease <= 0 || c.TTL <= 0:
+		return fmt.Errorf("sqlitestore: invalid claim: lease %v and ttl %v must be positive", c.Lease, c.TTL)
+	case c.OnLeaseExpiry != idem.Takeover && c.OnLeaseExpiry != idem.FailClosed:
+		return fmt.Errorf("sqlitestore: invalid claim: unknown lease-expiry mode %q", c.OnLeaseExpiry)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
+	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/templates"
+)
+
+// openStore opens a store on a new database file in the test's temporary
+// directory, with the schema applied from the generated migration.
+func openStore(t testing.TB, opts ...sqlitestore.Option) *sqlitestore.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	up, _, err := templates.Schema("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx, up); err != nil {
+		t.Fatalf("apply schema: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) idem.Store { return openStore(t) })
+}
+
+func TestConformanceTx(t *testing.T) {
+	storetest.RunTx(t, func(t *testing.T) storetest.TxStore {
+		s := openStore(t)
+		if _, err := s.DB().Exec(`CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		return storetest.TxStore{
+			Store: s,
+			Write: func(ctx context.Context, tx any, marker string) error {
+				sqlTx, ok := tx.(*sql.Tx)
+				if !ok {
+					return fmt.Errorf("Driver() is %T, want *sql.Tx", tx)
+				}
+				_, err := sqlTx.ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, marker)
+				return err
+			},
+			Count: func(ctx context.Context, marker string) (int, error) {
+				var n int
+				err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE marker = ?`, marker).Scan(&n)
+				return n, err
+			},
+		}
+	})
+}
+
+// The schema applies twice without harm, and the down migration removes it.
+func TestSchemaUpTwiceAndDown(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate over an applied schema: %v", err)
+	}
+	_, down, err := templates.Schema("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx, down); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx,
+		`SELECT count(*) FROM sqlite_schema WHERE name LIKE 'idempotency_keys%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d schema objects left after down", n)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate after down: %v", err)
+	}
+}
+
+func TestStoreErrorsAreReported(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	if _, err := s.DB().ExecContext(ctx, `DROP TABLE idempotency_keys`); err != nil {
+		t.Fatal(err)
+	}
+	c := idem.Claim{
+		Identity:      idem.Identity{Tenant: "t", Scope: "op", Key: "k"},
+		Operation:     "op",
+		Fingerprint:   []byte{1},
+		Token:         "tok",
+		Lease:         1e9,
+		TTL:           1e12,
+		OnLeaseExpiry: idem.Takeover,
+	}
+	if _, err := s.Claim(ctx, c); err == nil {
+		t.Error("Claim without a table succeeded")
+	}
+	if err := s.Complete(ctx, c.Identity, c.Token, idem.Response{Status: 200}); err == nil || errors.Is(err, idem.ErrFenced) {
+		t.Errorf("Complete without a table = %v, want a store error that is not ErrFenced", err)
+	}
+}

@@ -1,0 +1,127 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// ClaimTx implements idem.Transactor.
+//
+// The claim commits on its own first, in Claim's short write transaction, so
+// that every other request sees the key in flight without waiting. Then the
+// handler's transaction begins and, with its first statement, takes the
+// write lock and checks that the claim is still held. The completion is
+// written in that transaction by Commit: the handler's writes and the
+// completion commit together or not at all.
+//
+// The handler's transaction ends when the lease runs out: database/sql rolls
+// it back once its context is done. A hung handler therefore cannot hold
+// SQLite's only write lock past its lease, and a retry can take the key
+// over; the late handler's Commit then reports ErrFenced.
+func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx, error) {
+	res, err := s.Claim(ctx, c)
+	if err != nil || !res.Won {
+		return res, nil, err
+	}
+	t, err := s.beginHeld(ctx, c)
+	if err != nil {
+		// The claim is ours but the handler cannot run: free the key so
+		// that a retry is not turned away until the lease runs out.
+		if rerr := s.Release(context.WithoutCancel(ctx), c.Identity, c.Token); rerr != nil && !errors.Is(rerr, idem.ErrFenced) {
+			err = errors.Join(err, rerr)
+		}
+		return idem.Result{}, nil, err
+	}
+	return res, t, nil
+}
+
+func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*tx, error) {
+	txCtx, cancel := context.WithTimeout(ctx, c.Lease)
+	sqlTx, err := s.db.BeginTx(txCtx, nil)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("sqlitestore: begin handler transaction: %w", err)
+	}
+	id := c.Identity
+	if err := fenced(sqlTx.ExecContext(txCtx, holdClaim, id.Tenant, id.Scope, id.Key, c.Token)); err != nil {
+		_ = sqlTx.Rollback()
+		cancel()
+		return nil, fmt.Errorf("sqlitestore: begin handler transaction: %w", err)
+	}
+	return &tx{s: s, tx: sqlTx, ctx: txCtx, cancel: cancel, id: id, token: c.Token, held: true}, nil
+}
+
+// Begin implements idem.Transactor: a plain transaction for a keyless
+// request. With a database opened by DSN it begins IMMEDIATE.
+func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
+	sqlTx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: begin: %w", err)
+	}
+	return &tx{s: s, tx: sqlTx, ctx: ctx, cancel: func() {}}, nil
+}
+
+// tx is an idem.Tx on a *sql.Tx.
+type tx struct {
+	s      *Store
+	tx     *sql.Tx
+	ctx    context.Context // the transaction's own context; done when its lease ran out
+	cancel context.CancelFunc
+	// held is true when the transaction holds a claim (ClaimTx), false for
+	// a keyless one (Begin).
+	held  bool
+	id    idem.Identity
+	token string
+}
+
+// Driver implements idem.Tx; it returns the *sql.Tx.
+func (t *tx) Driver() any { return t.tx }
+
+// Commit implements idem.Tx.
+func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
+	defer t.cancel()
+	if t.held {
+		if err := t.s.complete(ctx, t.tx, t.id, t.token, resp); err != nil {
+			_ = t.tx.Rollback()
+			return t.ended("commit", err)
+		}
+	}
+	if err := t.tx.Commit(); err != nil {
+		return t.ended("commit", err)
+	}
+	return nil
+}
+
+// Release implements idem.Tx.
+func (t *tx) Release(ctx context.Context) error {
+	defer t.cancel()
+	rbErr := t.tx.Rollback()
+	if errors.Is(rbErr, sql.ErrTxDone) {
+		// Rolled back already, when the lease ran out.
+		rbErr = nil
+	}
+	if rbErr != nil {
+		rbErr = fmt.Errorf("sqlitestore: release: rollback: %w", rbErr)
+	}
+	if !t.held {
+		return rbErr
+	}
+	return errors.Join(rbErr, t.s.Release(ctx, t.id, t.token))
+}
+
+// ended explains an error from a transaction. One that failed because its
+// lease ran out has lost the claim as surely as a fenced one: a retry may
+// already have taken the key over.
+func (t *tx) ended(op string, err error) error {
+	if errors.Is(err, idem.ErrFenced) {
+		return fmt.Errorf("sqlitestore: %s: %w", op, err)
+	}
+	if t.held && errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("sqlitestore: %s: the lease ran out and the transaction was rolled back (%v): %w", op, err, idem.ErrFenced)
+	}
+	return fmt.Errorf("sqlitestore: %s: %w", op, err)
+}

@@ -1,0 +1,734 @@
+// Package storetest is the conformance suite every idem.Store passes. A
+// store's own tests call Run (and RunTx for an idem.Transactor) with a
+// function that opens a fresh, empty store; the suite then checks the claim,
+// completion, fencing and expiry rules that the engine relies on.
+//
+// The suite measures leases and TTLs in real time, because SQL stores read
+// their database's clock and cannot be handed a fake one. Durations are a few
+// hundred milliseconds with generous margins, and the subtests that sleep run
+// in parallel, so one store takes a few seconds.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// The timings of the suite. A short lease is one a test waits out; a long
+// one never runs out during a test.
+const (
+	shortLease = 300 * time.Millisecond
+	longLease  = time.Minute
+	longTTL    = time.Hour
+	// pastLease is how long a test sleeps to be sure a short lease ran out,
+	// with room for a slow, busy machine and a database clock that ticks in
+	// milliseconds.
+	pastLease = shortLease + 200*time.Millisecond
+)
+
+// Run runs the conformance suite against the store that open returns. open
+// is called once per subtest and must return a new, empty store; it should
+// register its own cleanup with t.Cleanup.
+func Run(t *testing.T, open func(t *testing.T) idem.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s idem.Store)
+	}{
+		{"FirstClaimWins", testFirstClaimWins},
+		{"SecondClaimSeesInFlight", testSecondClaimSeesInFlight},
+		{"FingerprintMismatch", testFingerprintMismatch},
+		{"TenantScopeOperationMismatch", testOperationMismatch},
+		{"CompletedReplay", testCompletedReplay},
+		{"ReturnedRecordsAreCopies", testReturnedRecordsAreCopies},
+		{"OmittedResponse", testOmittedResponse},
+		{"ExpiredRowIsReplaced", testExpiredRowIsReplaced},
+		{"TTLRunsFromFirstClaim", testTTLRunsFromFirstClaim},
+		{"LeaseExpiryTakeover", testLeaseExpiryTakeover},
+		{"LeaseExpiryFailClosed", testLeaseExpiryFailClosed},
+		{"ExpiredLeaseOfOtherRequestIsNotTakenOver", testExpiredLeaseOtherRequest},
+		{"Release", testRelease},
+		{"AbandonTakeover", testAbandonTakeover},
+		{"AbandonFailClosed", testAbandonFailClosed},
+		{"WrongTokenIsFenced", testWrongTokenIsFenced},
+		{"Isolation", testIsolation},
+		{"ConcurrentClaims", testConcurrentClaims},
+		{"Sweep", testSweep},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, open(t))
+		})
+	}
+}
+
+// request describes one client request for a key; claim turns it into an
+// idem.Claim with a fresh lease token.
+type request struct {
+	id        idem.Identity
+	operation string
+	body      string
+	lease     time.Duration
+	ttl       time.Duration
+	mode      idem.LeaseExpiry
+}
+
+func newRequest(key string) request {
+	return request{
+		id:        idem.Identity{Tenant: "tenant-a", Scope: "createTransfer", Key: key},
+		operation: "createTransfer",
+		body:      `{"amount":100}`,
+		lease:     longLease,
+		ttl:       longTTL,
+		mode:      idem.Takeover,
+	}
+}
+
+func (r request) claim() idem.Claim {
+	sum := sha256.Sum256([]byte(r.body))
+	return idem.Claim{
+		Identity:      r.id,
+		Operation:     r.operation,
+		Fingerprint:   sum[:],
+		Token:         newToken(),
+		Lease:         r.lease,
+		TTL:           r.ttl,
+		OnLeaseExpiry: r.mode,
+	}
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// mustClaim claims c and fails the test on a store error.
+func mustClaim(t *testing.T, s idem.Store, c idem.Claim) idem.Result {
+	t.Helper()
+	res, err := s.Claim(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Claim(%q): %v", c.Key, err)
+	}
+	return res
+}
+
+// mustWin claims c and fails the test unless the claim is won.
+func mustWin(t *testing.T, s idem.Store, c idem.Claim) idem.Result {
+	t.Helper()
+	res := mustClaim(t, s, c)
+	if !res.Won {
+		t.Fatalf("Claim(%q) lost against %+v, want won", c.Key, res.Existing)
+	}
+	return res
+}
+
+// mustLose claims c and fails the test unless the claim is lost to a row in
+// state want.
+func mustLose(t *testing.T, s idem.Store, c idem.Claim, want idem.State) idem.Record {
+	t.Helper()
+	res := mustClaim(t, s, c)
+	if res.Won {
+		t.Fatalf("Claim(%q) won (TookOver %v), want lost to a %s row", c.Key, res.TookOver, want)
+	}
+	if res.Existing.State != want {
+		t.Fatalf("Claim(%q) lost to a %q row, want %q", c.Key, res.Existing.State, want)
+	}
+	return res.Existing
+}
+
+func mustFence(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("%s: got error %v, want idem.ErrFenced", what, err)
+	}
+}
+
+func sampleResponse() idem.Response {
+	return idem.Response{
+		Status: http.StatusCreated,
+		Header: http.Header{
+			"Content-Type": {"application/json"},
+			"Location":     {"/transfers/tr_1"},
+			"X-Multi":      {"one", "two"},
+		},
+		// Bytes that are not valid UTF-8 and hold a NUL, so that a store that
+		// keeps the body as text is caught.
+		Body: []byte("{\"id\":\"tr_1\"}\n\x00\xff\xfe"),
+	}
+}
+
+func testFirstClaimWins(t *testing.T, s idem.Store) {
+	res := mustWin(t, s, newRequest("k1").claim())
+	if res.TookOver {
+		t.Errorf("first claim reports TookOver")
+	}
+}
+
+func testSecondClaimSeesInFlight(t *testing.T, s idem.Store) {
+	r := newRequest("k1")
+	r.lease = 10 * time.Second
+	first := r.claim()
+	mustWin(t, s, first)
+	rec := mustLose(t, s, r.claim(), idem.StateInFlight)
+	if rec.LeaseRemaining <= 0 || rec.LeaseRemaining > r.lease {
+		t.Errorf("LeaseRemaining = %v, want in (0, %v]", rec.LeaseRemaining, r.lease)
+	}
+	if rec.Operation != r.operation {
+		t.Errorf("Operation = %q, want %q", rec.Operation, r.operation)
+	}
+	if !bytes.Equal(rec.Fingerprint, first.Fingerprint) {
+		t.Errorf("Fingerprint = %x, want %x", rec.Fingerprint, first.Fingerprint)
+	}
+	if rec.Response != nil {
+		t.Errorf("in-flight record carries a response: %+v", rec.Response)
+	}
+}
+
+// A different request under a live key loses whatever the row's state, and
+// the record shows the stored fingerprint, so that the engine can tell a
+// mismatch (422) from a replay.
+func testFingerprintMismatch(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	setups := []struct {
+		state idem.State
+		setup func(t *testing.T, c idem.Claim)
+	}{
+		{idem.StateInFlight, func(*testing.T, idem.Claim) {}},
+		{idem.StateCompleted, func(t *testing.T, c idem.Claim) {
+			if err := s.Complete(ctx, c.Identity, c.Token, sampleResponse()); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+		}},
+		{idem.StateIndeterminate, func(t *testing.T, c idem.Claim) {
+			if err := s.Abandon(ctx, c.Identity, c.Token, idem.FailClosed); err != nil {
+				t.Fatalf("Abandon: %v", err)
+			}
+		}},
+	}
+	for _, tc := range setups {
+		t.Run(string(tc.state), func(t *testing.T) {
+			r := newRequest("mismatch-" + string(tc.state))
+			first := r.claim()
+			mustWin(t, s, first)
+			tc.setup(t, first)
+
+			other := r
+			other.body = `{"amount":200}`
+			oc := other.claim()
+			rec := mustLose(t, s, oc, tc.state)
+			if !bytes.Equal(rec.Fingerprint, first.Fingerprint) {
+				t.Errorf("record fingerprint = %x, want the stored %x", rec.Fingerprint, first.Fingerprint)
+			}
+			if bytes.Equal(rec.Fingerprint, oc.Fingerprint) {
+				t.Errorf("record fingerprint equals the losing claim's")
+			}
+			// The losing claim must not have changed the row: the first
+			// request still meets its own state.
+			mustLose(t, s, r.claim(), tc.state)
+		})
+	}
+}
+
+// With scope tenant the identity's Scope is "" and the same key on another
+// operation is a mismatch, even with the same body.
+func testOperationMismatch(t *testing.T, s idem.Store) {
+	r := newRequest("shared-key")
+	r.id.Scope = ""
+	r.operation = "createTransfer"
+	mustWin(t, s, r.claim())
+
+	other := r
+	other.operation = "createRefund"
+	rec := mustLose(t, s, other.claim(), idem.StateInFlight)
+	if rec.Operation != "createTransfer" {
+		t.Errorf("record operation = %q, want createTransfer", rec.Operation)
+	}
+
+	// Nor may the other operation take over the key once its lease ran out.
+	r2 := newRequest("shared-key-2")
+	r2.id.Scope = ""
+	r2.lease = shortLease
+	mustWin(t, s, r2.claim())
+	time.Sleep(pastLease)
+	other2 := r2
+	other2.operation = "createRefund"
+	for _, mode := range []idem.LeaseExpiry{idem.Takeover, idem.FailClosed} {
+		rec := mustLose(t, s, other2.claimWith(mode), idem.StateInFlight)
+		if rec.Operation != "createTransfer" {
+			t.Errorf("%s: record operation = %q, want createTransfer", mode, rec.Operation)
+		}
+	}
+}
+
+func testCompletedReplay(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	c := r.claim()
+	mustWin(t, s, c)
+	want := sampleResponse()
+	if err := s.Complete(ctx, c.Identity, c.Token, want); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	for i := range 2 {
+		rec := mustLose(t, s, r.claim(), idem.StateCompleted)
+		if rec.Response == nil {
+			t.Fatalf("replay %d: completed record has no response", i)
+		}
+		if diff := cmp.Diff(want, *rec.Response); diff != "" {
+			t.Errorf("replay %d: response differs (-want +got):\n%s", i, diff)
+		}
+		if rec.LeaseRemaining != 0 {
+			t.Errorf("replay %d: completed record has LeaseRemaining %v", i, rec.LeaseRemaining)
+		}
+	}
+	// The completion is final: the token that completed cannot complete,
+	// release or abandon again.
+	mustFence(t, "second Complete", s.Complete(ctx, c.Identity, c.Token, sampleResponse()))
+	mustFence(t, "Release after Complete", s.Release(ctx, c.Identity, c.Token))
+	mustFence(t, "Abandon after Complete", s.Abandon(ctx, c.Identity, c.Token, idem.FailClosed))
+	mustLose(t, s, r.claim(), idem.StateCompleted)
+}
+
+// Neither the caller's response nor a returned record may share memory with
+// what the store keeps.
+func testReturnedRecordsAreCopies(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	c := r.claim()
+	mustWin(t, s, c)
+	resp := sampleResponse()
+	if err := s.Complete(ctx, c.Identity, c.Token, resp); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	resp.Body[0] = 'X'
+	resp.Header.Set("Content-Type", "text/plain")
+	resp.Header["X-Multi"][0] = "changed"
+
+	rec := mustLose(t, s, r.claim(), idem.StateCompleted)
+	rec.Response.Body[1] = 'Y'
+	rec.Response.Header.Set("Location", "/elsewhere")
+	rec.Fingerprint[0] ^= 0xff
+
+	rec = mustLose(t, s, r.claim(), idem.StateCompleted)
+	if diff := cmp.Diff(sampleResponse(), *rec.Response); diff != "" {
+		t.Errorf("stored response changed through an alias (-want +got):\n%s", diff)
+	}
+	if !bytes.Equal(rec.Fingerprint, c.Fingerprint) {
+		t.Errorf("stored fingerprint changed through an alias")
+	}
+}
+
+func testOmittedResponse(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	c := r.claim()
+	mustWin(t, s, c)
+	resp := idem.Response{
+		Status: http.StatusOK,
+		Header: http.Header{"Content-Type": {"application/json"}},
+		// A store keeps no body for an omitted response, whatever it is given.
+		Body:    []byte("too large to keep"),
+		Omitted: true,
+	}
+	if err := s.Complete(ctx, c.Identity, c.Token, resp); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	rec := mustLose(t, s, r.claim(), idem.StateCompleted)
+	if rec.Response == nil {
+		t.Fatalf("completed record has no response")
+	}
+	if !rec.Response.Omitted || rec.Response.Status != http.StatusOK || len(rec.Response.Body) != 0 {
+		t.Errorf("omitted response replays as %+v, want status 200, Omitted, no body", rec.Response)
+	}
+	if got := rec.Response.Header.Get("Content-Type"); got != "application/json" {
+		t.Errorf("omitted response Content-Type = %q, want application/json", got)
+	}
+}
+
+// After its TTL a key is a new request, whatever it held and whatever the
+// new request carries.
+func testExpiredRowIsReplaced(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	const ttl = 400 * time.Millisecond
+	var olds []idem.Claim
+	for _, state := range []idem.State{idem.StateInFlight, idem.StateCompleted, idem.StateIndeterminate} {
+		r := newRequest("expired-" + string(state))
+		r.ttl = ttl
+		r.lease = 200 * time.Millisecond
+		c := r.claim()
+		mustWin(t, s, c)
+		switch state {
+		case idem.StateCompleted:
+			if err := s.Complete(ctx, c.Identity, c.Token, sampleResponse()); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+		case idem.StateIndeterminate:
+			if err := s.Abandon(ctx, c.Identity, c.Token, idem.FailClosed); err != nil {
+				t.Fatalf("Abandon: %v", err)
+			}
+		}
+		olds = append(olds, c)
+	}
+	time.Sleep(ttl + 200*time.Millisecond)
+	for _, old := range olds {
+		r := newRequest(old.Key)
+		r.body = `{"amount":999}` // a different request: expiry forgets the old one
+		r.mode = idem.FailClosed
+		nc := r.claim()
+		res := mustWin(t, s, nc)
+		if res.TookOver {
+			t.Errorf("%s: claim of an expired key reports TookOver", old.Key)
+		}
+		if old.Key == "expired-in_flight" {
+			mustFence(t, "old token's Complete after expiry", s.Complete(ctx, old.Identity, old.Token, sampleResponse()))
+		}
+		rec := mustLose(t, s, r.claim(), idem.StateInFlight)
+		if !bytes.Equal(rec.Fingerprint, nc.Fingerprint) {
+			t.Errorf("%s: row keeps fingerprint %x, want the new claim's %x", old.Key, rec.Fingerprint, nc.Fingerprint)
+		}
+	}
+}
+
+// A takeover does not extend the key's life: it still expires ttl after the
+// first claim.
+func testTTLRunsFromFirstClaim(t *testing.T, s idem.Store) {
+	const ttl = 1200 * time.Millisecond
+	const margin = 150 * time.Millisecond
+	r := newRequest("k1")
+	r.lease = 200 * time.Millisecond
+	r.ttl = ttl
+	start := time.Now()
+	mustWin(t, s, r.claim())
+	time.Sleep(400 * time.Millisecond)
+	takeoverAt := time.Now()
+	if takeoverAt.Sub(start) > ttl-margin {
+		t.Skipf("inconclusive: the machine slept %v of a %v TTL", takeoverAt.Sub(start), ttl)
+	}
+	if res := mustWin(t, s, r.claim()); !res.TookOver {
+		t.Fatalf("claim after the lease ran out did not take over")
+	}
+	// Just past the first claim's TTL, and well inside a TTL that the
+	// takeover would have restarted.
+	time.Sleep(time.Until(start.Add(ttl + margin)))
+	if time.Since(takeoverAt) > ttl-margin {
+		t.Skipf("inconclusive: %v passed since the takeover, a restarted TTL could be over too", time.Since(takeoverAt))
+	}
+	other := r
+	other.body = `{"amount":5}`
+	if res := mustWin(t, s, other.claim()); res.TookOver {
+		t.Errorf("claim of an expired key reports TookOver")
+	}
+}
+
+func testLeaseExpiryTakeover(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	r.lease = shortLease
+	old := r.claim()
+	mustWin(t, s, old)
+	time.Sleep(pastLease)
+
+	r.lease = longLease
+	nc := r.claim()
+	res := mustWin(t, s, nc)
+	if !res.TookOver {
+		t.Errorf("claim of an abandoned key: TookOver false, want true")
+	}
+	// The abandoned request can change nothing any more.
+	mustFence(t, "old token's Complete", s.Complete(ctx, old.Identity, old.Token, sampleResponse()))
+	mustFence(t, "old token's Release", s.Release(ctx, old.Identity, old.Token))
+	mustFence(t, "old token's Abandon(takeover)", s.Abandon(ctx, old.Identity, old.Token, idem.Takeover))
+	mustFence(t, "old token's Abandon(fail-closed)", s.Abandon(ctx, old.Identity, old.Token, idem.FailClosed))
+	rec := mustLose(t, s, r.claim(), idem.StateInFlight)
+	if rec.LeaseRemaining <= 0 {
+		t.Errorf("after takeover LeaseRemaining = %v, want the new lease", rec.LeaseRemaining)
+	}
+
+	// The new holder completes, and everyone meets its response.
+	want := sampleResponse()
+	want.Status = http.StatusAccepted
+	if err := s.Complete(ctx, nc.Identity, nc.Token, want); err != nil {
+		t.Fatalf("new holder's Complete: %v", err)
+	}
+	rec = mustLose(t, s, r.claim(), idem.StateCompleted)
+	if rec.Response == nil || rec.Response.Status != http.StatusAccepted {
+		t.Errorf("replay after takeover = %+v, want the new holder's 202", rec.Response)
+	}
+}
+
+func testLeaseExpiryFailClosed(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	r.lease = shortLease
+	r.mode = idem.FailClosed
+	old := r.claim()
+	mustWin(t, s, old)
+	time.Sleep(pastLease)
+
+	rec := mustLose(t, s, r.claim(), idem.StateIndeterminate)
+	if rec.LeaseRemaining != 0 {
+		t.Errorf("indeterminate record has LeaseRemaining %v", rec.LeaseRemaining)
+	}
+	// Indeterminate is sticky: not even a takeover claim gets past it, and
+	// the late original cannot resolve it either; an operator does.
+	r.mode = idem.Takeover
+	mustLose(t, s, r.claim(), idem.StateIndeterminate)
+	mustFence(t, "late Complete of an indeterminate key", s.Complete(ctx, old.Identity, old.Token, sampleResponse()))
+	mustFence(t, "late Release of an indeterminate key", s.Release(ctx, old.Identity, old.Token))
+	mustLose(t, s, r.claim(), idem.StateIndeterminate)
+}
+
+// Only the same request may take over an abandoned claim; another request
+// under the key is a mismatch and leaves the row alone.
+func testExpiredLeaseOtherRequest(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	r.lease = shortLease
+	old := r.claim()
+	mustWin(t, s, old)
+	time.Sleep(pastLease)
+
+	for _, mode := range []idem.LeaseExpiry{idem.Takeover, idem.FailClosed} {
+		other := r
+		other.body = `{"amount":1}`
+		other.mode = mode
+		rec := mustLose(t, s, other.claim(), idem.StateInFlight)
+		if !bytes.Equal(rec.Fingerprint, old.Fingerprint) {
+			t.Errorf("%s: record fingerprint = %x, want the stored %x", mode, rec.Fingerprint, old.Fingerprint)
+		}
+	}
+	// The row is untouched: its holder can still complete it.
+	if err := s.Complete(ctx, old.Identity, old.Token, sampleResponse()); err != nil {
+		t.Errorf("holder's Complete after mismatching claims: %v", err)
+	}
+}
+
+func testRelease(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	first := r.claim()
+	mustWin(t, s, first)
+	if err := s.Release(ctx, first.Identity, first.Token); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	mustFence(t, "second Release", s.Release(ctx, first.Identity, first.Token))
+	mustFence(t, "Complete after Release", s.Complete(ctx, first.Identity, first.Token, sampleResponse()))
+
+	// A released key is free: even another request may claim it.
+	r.body = `{"amount":7}`
+	if res := mustWin(t, s, r.claim()); res.TookOver {
+		t.Errorf("claim after Release reports TookOver")
+	}
+}
+
+func testAbandonTakeover(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	old := r.claim()
+	mustWin(t, s, old) // a long lease: only Abandon can end it
+	if err := s.Abandon(ctx, old.Identity, old.Token, idem.Takeover); err != nil {
+		t.Fatalf("Abandon(takeover): %v", err)
+	}
+	// A fail-closed request meets the ended lease and marks the key.
+	mustLose(t, s, r.claimWith(idem.FailClosed), idem.StateIndeterminate)
+
+	// Again on a fresh key, this time met by a takeover claim.
+	r2 := newRequest("k2")
+	old2 := r2.claim()
+	mustWin(t, s, old2)
+	if err := s.Abandon(ctx, old2.Identity, old2.Token, idem.Takeover); err != nil {
+		t.Fatalf("Abandon(takeover): %v", err)
+	}
+	nc := r2.claim()
+	if res := mustWin(t, s, nc); !res.TookOver {
+		t.Errorf("claim after Abandon(takeover): TookOver false, want true")
+	}
+	mustFence(t, "abandoned token's Complete", s.Complete(ctx, old2.Identity, old2.Token, sampleResponse()))
+	if err := s.Complete(ctx, nc.Identity, nc.Token, sampleResponse()); err != nil {
+		t.Errorf("new holder's Complete: %v", err)
+	}
+}
+
+func (r request) claimWith(mode idem.LeaseExpiry) idem.Claim {
+	r.mode = mode
+	return r.claim()
+}
+
+func testAbandonFailClosed(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	old := r.claim()
+	mustWin(t, s, old)
+	if err := s.Abandon(ctx, old.Identity, old.Token, idem.FailClosed); err != nil {
+		t.Fatalf("Abandon(fail-closed): %v", err)
+	}
+	mustLose(t, s, r.claimWith(idem.Takeover), idem.StateIndeterminate)
+	mustFence(t, "Complete after Abandon(fail-closed)", s.Complete(ctx, old.Identity, old.Token, sampleResponse()))
+	mustFence(t, "second Abandon", s.Abandon(ctx, old.Identity, old.Token, idem.FailClosed))
+}
+
+func testWrongTokenIsFenced(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	c := r.claim()
+	mustWin(t, s, c)
+	bad := newToken()
+	mustFence(t, "Complete with a wrong token", s.Complete(ctx, c.Identity, bad, sampleResponse()))
+	mustFence(t, "Release with a wrong token", s.Release(ctx, c.Identity, bad))
+	mustFence(t, "Abandon with a wrong token", s.Abandon(ctx, c.Identity, bad, idem.FailClosed))
+	// The right token under another identity is no better.
+	elsewhere := c.Identity
+	elsewhere.Tenant = "tenant-b"
+	mustFence(t, "Complete under another tenant", s.Complete(ctx, elsewhere, c.Token, sampleResponse()))
+	missing := idem.Identity{Tenant: "tenant-a", Scope: "createTransfer", Key: "never-claimed"}
+	mustFence(t, "Complete of a missing key", s.Complete(ctx, missing, c.Token, sampleResponse()))
+	mustFence(t, "Release of a missing key", s.Release(ctx, missing, c.Token))
+	mustFence(t, "Abandon of a missing key", s.Abandon(ctx, missing, c.Token, idem.Takeover))
+
+	// None of that touched the row.
+	rec := mustLose(t, s, r.claim(), idem.StateInFlight)
+	if rec.LeaseRemaining <= 0 {
+		t.Errorf("LeaseRemaining = %v after fenced calls, want the original lease", rec.LeaseRemaining)
+	}
+	if err := s.Complete(ctx, c.Identity, c.Token, sampleResponse()); err != nil {
+		t.Errorf("holder's Complete: %v", err)
+	}
+}
+
+func testIsolation(t *testing.T, s idem.Store) {
+	base := newRequest("same-key")
+	variants := []func(r *request){
+		func(*request) {},
+		func(r *request) { r.id.Tenant = "tenant-b" },
+		func(r *request) { r.id.Scope = "createRefund"; r.operation = "createRefund" },
+		func(r *request) { r.id.Scope = "" }, // scope tenant is its own namespace
+		func(r *request) { r.id.Key = "other-key" },
+	}
+	for i, v := range variants {
+		r := base
+		v(&r)
+		if res := mustClaim(t, s, r.claim()); !res.Won {
+			t.Errorf("variant %d (%+v) lost to %+v; identities must not collide", i, r.id, res.Existing)
+		}
+	}
+	// And each is now held.
+	for i, v := range variants {
+		r := base
+		v(&r)
+		if res := mustClaim(t, s, r.claim()); res.Won {
+			t.Errorf("variant %d (%+v) won twice", i, r.id)
+		}
+	}
+}
+
+// Many goroutines claim the same keys for the same request at once: exactly
+// one wins each key, every other sees it in flight, and none errs.
+func testConcurrentClaims(t *testing.T, s idem.Store) {
+	const goroutines, keys = 32, 20
+	var (
+		mu   sync.Mutex
+		wins = make(map[string]int)
+		errs []error
+		wg   sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for k := range keys {
+				// Goroutines walk the keys from different starting points so
+				// that every key sees contention from the first moment.
+				key := fmt.Sprintf("k%02d", (k+g)%keys)
+				res, err := s.Claim(context.Background(), newRequest(key).claim())
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs = append(errs, fmt.Errorf("%s: %w", key, err))
+				case res.Won:
+					wins[key]++
+				case res.Existing.State != idem.StateInFlight:
+					errs = append(errs, fmt.Errorf("%s: lost to a %q row, want in_flight", key, res.Existing.State))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if i == 5 {
+			t.Errorf("... and %d more errors", len(errs)-5)
+			break
+		}
+		t.Error(err)
+	}
+	for k := range keys {
+		key := fmt.Sprintf("k%02d", k)
+		if wins[key] != 1 {
+			t.Errorf("key %s won %d times, want exactly once", key, wins[key])
+		}
+	}
+}
+
+func testSweep(t *testing.T, s idem.Store) {
+	sw, ok := s.(idem.Sweeper)
+	if !ok {
+		t.Skipf("%T does not implement idem.Sweeper", s)
+	}
+	ctx := context.Background()
+	const ttl = 600 * time.Millisecond
+	start := time.Now()
+	for i := range 5 {
+		r := newRequest(fmt.Sprintf("short-%d", i))
+		r.ttl = ttl
+		r.lease = 100 * time.Millisecond
+		mustWin(t, s, r.claim())
+	}
+	var live []request
+	for i := range 3 {
+		r := newRequest(fmt.Sprintf("long-%d", i))
+		mustWin(t, s, r.claim())
+		live = append(live, r)
+	}
+	// Only a run fast enough to sweep before the short TTL ends can check
+	// that nothing live is swept; a slow one would see rows expire.
+	if time.Since(start) < ttl/2 {
+		if n, err := sw.Sweep(ctx, 100); err != nil || n != 0 {
+			t.Fatalf("Sweep before expiry = %d, %v; want 0, nil", n, err)
+		}
+	}
+	time.Sleep(time.Until(start.Add(ttl + 200*time.Millisecond)))
+
+	if n, err := sw.Sweep(ctx, 0); err != nil || n != 0 {
+		t.Errorf("Sweep(0) = %d, %v; want 0, nil", n, err)
+	}
+	if n, err := sw.Sweep(ctx, 3); err != nil || n != 3 {
+		t.Errorf("first Sweep(3) = %d, %v; want 3, nil", n, err)
+	}
+	if n, err := sw.Sweep(ctx, 3); err != nil || n != 2 {
+		t.Errorf("second Sweep(3) = %d, %v; want 2, nil", n, err)
+	}
+	if n, err := sw.Sweep(ctx, 3); err != nil || n != 0 {
+		t.Errorf("third Sweep(3) = %d, %v; want 0, nil", n, err)
+	}
+	for _, r := range live {
+		mustLose(t, s, r.claim(), idem.StateInFlight)
+	}
+}

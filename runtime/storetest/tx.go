@@ -1,0 +1,314 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// TxStore is what RunTx needs to test a transactional store: the store and
+// a way to make and observe a business write in the store's database.
+type TxStore struct {
+	Store idem.Transactor
+	// Write performs one business write recording marker, inside tx, the
+	// value that the store's Tx.Driver returned.
+	Write func(ctx context.Context, tx any, marker string) error
+	// Count reports how many committed business writes record marker.
+	Count func(ctx context.Context, marker string) (int, error)
+	// SkipLeaseFence, when not empty, skips the subtest in which a handler
+	// outlives its lease and another request takes its key over; it says
+	// why the store cannot let that happen.
+	SkipLeaseFence string
+}
+
+// loserDeadline bounds how long a losing claim may take while the winner
+// holds its transaction open: a loser answers at once, it never waits for
+// the winner's handler.
+const loserDeadline = time.Second
+
+// RunTx runs the transactional part of the conformance suite. open is called
+// once per subtest and must return a new, empty store whose database holds
+// the table that Write and Count use.
+func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s TxStore)
+	}{
+		{"CommitStoresWriteAndResponse", testTxCommit},
+		{"ReleaseRollsBackAndFreesKey", testTxRelease},
+		{"LostClaimHasNoTx", testTxLost},
+		{"PlainClaimMeetsOpenTx", testTxPlainClaimMeetsOpenTx},
+		{"HandlerOutlivesLease", testTxHandlerOutlivesLease},
+		{"ConcurrentClaimTx", testTxConcurrent},
+		{"Begin", testTxBegin},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, open(t))
+		})
+	}
+}
+
+func mustClaimTx(t *testing.T, s TxStore, c idem.Claim) idem.Tx {
+	t.Helper()
+	res, tx, err := s.Store.ClaimTx(context.Background(), c)
+	if err != nil {
+		t.Fatalf("ClaimTx(%q): %v", c.Key, err)
+	}
+	if !res.Won || tx == nil {
+		t.Fatalf("ClaimTx(%q) = won %v, tx %v, existing %+v; want won with a tx", c.Key, res.Won, tx, res.Existing)
+	}
+	if tx.Driver() == nil {
+		t.Fatalf("ClaimTx(%q): Driver() is nil", c.Key)
+	}
+	return tx
+}
+
+func mustWrite(t *testing.T, s TxStore, tx idem.Tx, marker string) {
+	t.Helper()
+	if err := s.Write(context.Background(), tx.Driver(), marker); err != nil {
+		t.Fatalf("business write %q: %v", marker, err)
+	}
+}
+
+func wantCount(t *testing.T, s TxStore, marker string, want int) {
+	t.Helper()
+	n, err := s.Count(context.Background(), marker)
+	if err != nil {
+		t.Fatalf("count %q: %v", marker, err)
+	}
+	if n != want {
+		t.Errorf("committed writes of %q = %d, want %d", marker, n, want)
+	}
+}
+
+func testTxCommit(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	tx := mustClaimTx(t, s, r.claim())
+	mustWrite(t, s, tx, "commit")
+	want := sampleResponse()
+	if err := tx.Commit(ctx, want); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	wantCount(t, s, "commit", 1)
+	rec := mustLose(t, s.Store, r.claim(), idem.StateCompleted)
+	if rec.Response == nil {
+		t.Fatalf("completed record has no response")
+	}
+	if diff := cmp.Diff(want, *rec.Response); diff != "" {
+		t.Errorf("replayed response differs (-want +got):\n%s", diff)
+	}
+}
+
+func testTxRelease(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	tx := mustClaimTx(t, s, r.claim())
+	mustWrite(t, s, tx, "released")
+	if err := tx.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	wantCount(t, s, "released", 0)
+
+	// The key is free again, for a plain claim and for a transactional one.
+	c := r.claim()
+	if res := mustWin(t, s.Store, c); res.TookOver {
+		t.Errorf("claim after Release reports TookOver")
+	}
+	if err := s.Store.Release(ctx, c.Identity, c.Token); err != nil {
+		t.Fatalf("plain Release: %v", err)
+	}
+	tx = mustClaimTx(t, s, r.claim())
+	mustWrite(t, s, tx, "released")
+	if err := tx.Commit(ctx, sampleResponse()); err != nil {
+		t.Fatalf("Commit after Release: %v", err)
+	}
+	wantCount(t, s, "released", 1)
+}
+
+func testTxLost(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	tx := mustClaimTx(t, s, r.claim())
+	if err := tx.Commit(ctx, sampleResponse()); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	res, tx2, err := s.Store.ClaimTx(ctx, r.claim())
+	if err != nil {
+		t.Fatalf("second ClaimTx: %v", err)
+	}
+	if res.Won || tx2 != nil {
+		t.Fatalf("second ClaimTx = won %v, tx %v; want lost without a tx", res.Won, tx2)
+	}
+	if res.Existing.State != idem.StateCompleted || res.Existing.Response == nil {
+		t.Errorf("second ClaimTx lost to %+v, want the completed record", res.Existing)
+	}
+
+	other := r
+	other.body = `{"amount":1}`
+	res, tx2, err = s.Store.ClaimTx(ctx, other.claim())
+	if err != nil {
+		t.Fatalf("mismatching ClaimTx: %v", err)
+	}
+	if res.Won || tx2 != nil {
+		t.Fatalf("mismatching ClaimTx won")
+	}
+}
+
+// A plain claim of a key whose transactional claim is open loses at once.
+func testTxPlainClaimMeetsOpenTx(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	tx := mustClaimTx(t, s, r.claim())
+	mustWrite(t, s, tx, "open")
+
+	start := time.Now()
+	mustLose(t, s.Store, r.claim(), idem.StateInFlight)
+	if d := time.Since(start); d > loserDeadline {
+		t.Errorf("losing claim took %v while the tx was open, want under %v", d, loserDeadline)
+	}
+	if err := tx.Commit(ctx, sampleResponse()); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	wantCount(t, s, "open", 1)
+}
+
+// A handler that outlives its lease must not commit once another request
+// took the key over: its Commit is fenced and its writes are rolled back.
+func testTxHandlerOutlivesLease(t *testing.T, s TxStore) {
+	if s.SkipLeaseFence != "" {
+		t.Skip(s.SkipLeaseFence)
+	}
+	ctx := context.Background()
+	r := newRequest("k1")
+	r.lease = shortLease
+	tx := mustClaimTx(t, s, r.claim())
+	mustWrite(t, s, tx, "late")
+	time.Sleep(pastLease)
+
+	// The retry takes over. A store may have ended the stale transaction
+	// already (then the row may be gone and this is a plain win); either way
+	// it must not wait for the stale handler.
+	r.lease = longLease
+	nc := r.claim()
+	start := time.Now()
+	mustWin(t, s.Store, nc)
+	if d := time.Since(start); d > loserDeadline {
+		t.Errorf("takeover took %v, want under %v", d, loserDeadline)
+	}
+
+	err := tx.Commit(ctx, sampleResponse())
+	mustFence(t, "stale handler's Commit", err)
+	wantCount(t, s, "late", 0)
+
+	want := sampleResponse()
+	want.Status = http.StatusAccepted
+	if err := s.Store.Complete(ctx, nc.Identity, nc.Token, want); err != nil {
+		t.Fatalf("new holder's Complete: %v", err)
+	}
+	rec := mustLose(t, s.Store, r.claim(), idem.StateCompleted)
+	if rec.Response == nil || rec.Response.Status != http.StatusAccepted {
+		t.Errorf("replay = %+v, want the new holder's 202", rec.Response)
+	}
+}
+
+// Several requests race for one key through ClaimTx. One wins and holds its
+// transaction for a while; every loser answers promptly, without waiting
+// for the winner's handler to finish.
+func testTxConcurrent(t *testing.T, s TxStore) {
+	const claimants = 8
+	const hold = 3 * time.Second
+	ctx := context.Background()
+	r := newRequest("k1")
+
+	type outcome struct {
+		won  bool
+		took time.Duration
+		err  error
+	}
+	var (
+		wg       sync.WaitGroup
+		outcomes = make([]outcome, claimants)
+	)
+	start := make(chan struct{})
+	for i := range claimants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			begin := time.Now()
+			res, tx, err := s.Store.ClaimTx(ctx, r.claim())
+			outcomes[i] = outcome{won: res.Won, took: time.Since(begin), err: err}
+			switch {
+			case err != nil:
+				return
+			case res.Won:
+				if err := s.Write(ctx, tx.Driver(), "race"); err != nil {
+					outcomes[i].err = fmt.Errorf("winner's write: %w", err)
+					_ = tx.Release(ctx)
+					return
+				}
+				time.Sleep(hold)
+				if err := tx.Commit(ctx, sampleResponse()); err != nil {
+					outcomes[i].err = fmt.Errorf("winner's Commit: %w", err)
+				}
+			case tx != nil:
+				outcomes[i].err = errors.New("lost ClaimTx returned a tx")
+			case res.Existing.State != idem.StateInFlight:
+				outcomes[i].err = fmt.Errorf("lost to a %q row, want in_flight", res.Existing.State)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	won := 0
+	for i, o := range outcomes {
+		if o.err != nil {
+			t.Errorf("claimant %d: %v", i, o.err)
+		}
+		if o.won {
+			won++
+		} else if o.took > loserDeadline {
+			t.Errorf("claimant %d lost after %v, want under %v", i, o.took, loserDeadline)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d claimants won, want exactly 1", won)
+	}
+	wantCount(t, s, "race", 1)
+}
+
+func testTxBegin(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	tx, err := s.Store.Begin(ctx)
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	mustWrite(t, s, tx, "keyless")
+	if err := tx.Commit(ctx, sampleResponse()); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	wantCount(t, s, "keyless", 1)
+
+	tx, err = s.Store.Begin(ctx)
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	mustWrite(t, s, tx, "keyless-rolled-back")
+	if err := tx.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	wantCount(t, s, "keyless-rolled-back", 0)
+}

@@ -1,0 +1,327 @@
+-- Idempotency keys for PostgreSQL (runtime/pgstore).
+--
+-- Applying this file twice is harmless: every object is created with
+-- IF NOT EXISTS or CREATE OR REPLACE. The functions refer to the table by
+-- its plain name, so create them in the schema that holds the table and call
+-- them with that schema on the search_path.
+
+-- One row per (tenant, scope, key): the primary key is the database UNIQUE
+-- constraint that makes a key mean one request. Times come from the
+-- database clock only; the application sends durations, never timestamps,
+-- so that replicas with drifting clocks agree on leases and expiry.
+--
+-- fillfactor leaves room on each page so that the completion UPDATE, which
+-- touches no indexed column, can stay a HOT update on the same page.
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    tenant       text        NOT NULL,
+    -- The operation ID for scope "operation", '' for scope "tenant".
+    scope        text        NOT NULL,
+    key          text        NOT NULL,
+    operation    text        NOT NULL,
+    -- SHA-256 of the request's canonical form.
+    fingerprint  bytea       NOT NULL,
+    state        text        NOT NULL
+                 CHECK (state IN ('in_flight', 'completed', 'indeterminate')),
+    -- Only the holder of lease_token may complete, release or abandon the
+    -- row (fencing); a takeover replaces it.
+    lease_token  text,
+    lease_until  timestamptz,
+    expires_at   timestamptz NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    completed_at timestamptz,
+    status       integer,
+    -- The replayable response headers as a JSON object of string arrays.
+    headers      jsonb,
+    body         bytea,
+    -- True when the body was larger than the policy's snapshot limit: the
+    -- record is completed without it and replays answer 409.
+    body_omitted boolean     NOT NULL DEFAULT false,
+    PRIMARY KEY (tenant, scope, key)
+) WITH (fillfactor = 80);
+
+-- The sweeper finds expired rows through this index.
+CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
+    ON idempotency_keys (expires_at);
+
+-- idempotency_key_lock takes the transaction-scoped advisory lock of a key
+-- without waiting and returns its id, or NULL when another session holds
+-- it. Only a claim that is about to write calls it, so that a replay pays
+-- for neither the hash nor the lock.
+--
+-- It also refuses to run outside READ COMMITTED, where every statement of
+-- idempotency_claim would share one snapshot and its retry loop could not
+-- see a row committed meanwhile.
+--
+-- The lock id is a 64-bit hash of the key. The lengths make the text
+-- unambiguous whatever the parts contain; the table's oid as the seed keeps
+-- two schemas of one database apart. A hash collision only makes a claim
+-- answer "busy" once.
+CREATE OR REPLACE FUNCTION idempotency_key_lock(p_tenant text, p_scope text, p_key text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_lock bigint;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'idempotency_claim must run in READ COMMITTED, not %',
+            current_setting('transaction_isolation')
+            USING ERRCODE = 'IK002';
+    END IF;
+    v_lock := hashtextextended(
+        length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope || p_key,
+        'idempotency_keys'::regclass::oid::bigint);
+    IF pg_try_advisory_xact_lock(v_lock) THEN
+        RETURN v_lock;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- idempotency_claim is the atomic claim: one call, one round trip, never a
+-- wait on another claim. It returns one row whose r_outcome is
+--   'won'       the caller holds the key with p_token (a new or expired row);
+--   'took_over' the caller holds it after an abandoned claim's lease ran out;
+--   'lost'      a live row stands; the r_* columns describe it (replay,
+--               in flight, or indeterminate, possibly just marked so here);
+--   'mismatch'  a live row of another request (fingerprint or operation);
+--   'busy'      another claimant holds the key's lock right now and its row
+--               is not visible yet: answer "in flight" and let the client
+--               retry shortly. The r_* columns are NULL.
+--
+-- Why a function and not one INSERT ... ON CONFLICT statement: a single
+-- statement runs on one snapshot. "INSERT ... ON CONFLICT DO NOTHING" plus a
+-- read of the row in the same statement (a CTE or a UNION) cannot see a row
+-- that another session committed after the statement began: the insert
+-- meets the conflict, does nothing, and the read finds nothing either, so
+-- the claim would report neither a win nor the row that beat it. In a
+-- VOLATILE plpgsql function under READ COMMITTED every statement takes a
+-- fresh snapshot, so after a lost insert the next SELECT sees the winner.
+--
+-- Why an advisory lock: every write a claim makes to a key (insert, replace
+-- an expired row, take over, fail closed) happens while it holds a
+-- transaction-scoped advisory lock on the key, taken with
+-- pg_try_advisory_xact_lock, which never waits. A claim made inside a
+-- handler's transaction (pgstore's transactional mode) keeps that lock, and
+-- its uncommitted in_flight row, until the transaction ends: other sessions
+-- cannot see the row, they meet the lock and answer "busy" instead of
+-- blocking on the row. If the process dies, PostgreSQL aborts the
+-- transaction and both vanish, so the client's next retry runs at once. For
+-- a claim outside a transaction the lock lasts only for this call.
+--
+-- The replay path (a completed row, the common retry) costs one primary-key
+-- SELECT and no lock.
+--
+-- Call it in READ COMMITTED (the default). Under REPEATABLE READ or
+-- SERIALIZABLE the statements share one snapshot and the retry loop below
+-- could not see a row committed meanwhile, so the function refuses.
+CREATE OR REPLACE FUNCTION idempotency_claim(
+    p_tenant      text,
+    p_scope       text,
+    p_key         text,
+    p_operation   text,
+    p_fingerprint bytea,
+    p_token       text,
+    p_lease_us    bigint,
+    p_ttl_us      bigint,
+    p_takeover    boolean,
+    OUT r_outcome            text,
+    OUT r_state              text,
+    OUT r_operation          text,
+    OUT r_fingerprint        bytea,
+    OUT r_lease_remaining_us bigint,
+    OUT r_status             integer,
+    OUT r_headers            jsonb,
+    OUT r_body               bytea,
+    OUT r_body_omitted       boolean
+)
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_now   timestamptz;
+    v_row   idempotency_keys%ROWTYPE;
+    v_lock  bigint;
+BEGIN
+    -- Each pass decides from a fresh snapshot. A pass ends without a
+    -- decision only when another session changed the row between our read
+    -- and our write, which cannot repeat often; after a few passes the
+    -- honest answer is "busy".
+    FOR attempt IN 1..4 LOOP
+        v_now := clock_timestamp();
+
+        SELECT * INTO v_row
+          FROM idempotency_keys k
+         WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key;
+
+        IF FOUND AND v_row.expires_at > v_now THEN
+            -- A live row: the claim is lost unless it is an abandoned claim
+            -- of this very request.
+            IF v_row.fingerprint <> p_fingerprint OR v_row.operation <> p_operation THEN
+                r_outcome := 'mismatch';
+                EXIT;
+            END IF;
+            IF v_row.state <> 'in_flight' OR v_row.lease_until > v_now THEN
+                r_outcome := 'lost';
+                EXIT;
+            END IF;
+
+            -- The lease ran out. The UPDATE is fenced on the token we read:
+            -- if another claim took the row over meanwhile, it changes
+            -- nothing and the next pass reads the new row.
+            v_lock := idempotency_key_lock(p_tenant, p_scope, p_key);
+            IF v_lock IS NULL THEN
+                r_outcome := 'busy';
+                RETURN;
+            END IF;
+            IF p_takeover THEN
+                UPDATE idempotency_keys k
+                   SET lease_token = p_token,
+                       lease_until = v_now + p_lease_us * interval '1 microsecond'
+                 WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
+                   AND k.state = 'in_flight'
+                   AND k.lease_token = v_row.lease_token
+                   AND k.lease_until <= v_now;
+                IF FOUND THEN
+                    r_outcome := 'took_over';
+                    RETURN;
+                END IF;
+            ELSE
+                UPDATE idempotency_keys k
+                   SET state = 'indeterminate'
+                 WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
+                   AND k.state = 'in_flight'
+                   AND k.lease_token = v_row.lease_token
+                   AND k.lease_until <= v_now
+                RETURNING * INTO v_row;
+                IF FOUND THEN
+                    r_outcome := 'lost';
+                    EXIT;
+                END IF;
+            END IF;
+            CONTINUE;
+        END IF;
+
+        -- No row, or an expired one, which counts as absent. Only the
+        -- holder of the key's lock may insert; without it another claimant
+        -- is at work right now.
+        v_lock := idempotency_key_lock(p_tenant, p_scope, p_key);
+        IF v_lock IS NULL THEN
+            r_outcome := 'busy';
+            RETURN;
+        END IF;
+
+        -- Insert, or replace an expired row in place. The WHERE of DO UPDATE
+        -- is checked against the latest committed version of the row, so a
+        -- live row committed after our SELECT is left alone: RETURNING then
+        -- yields nothing and the next pass reads that row.
+        INSERT INTO idempotency_keys AS k
+               (tenant, scope, key, operation, fingerprint, state,
+                lease_token, lease_until, expires_at, created_at)
+        VALUES (p_tenant, p_scope, p_key, p_operation, p_fingerprint, 'in_flight',
+                p_token, v_now + p_lease_us * interval '1 microsecond',
+                v_now + p_ttl_us * interval '1 microsecond', v_now)
+        ON CONFLICT (tenant, scope, key) DO UPDATE
+           SET operation    = excluded.operation,
+               fingerprint  = excluded.fingerprint,
+               state        = 'in_flight',
+               lease_token  = excluded.lease_token,
+               lease_until  = excluded.lease_until,
+               expires_at   = excluded.expires_at,
+               created_at   = excluded.created_at,
+               completed_at = NULL,
+               status       = NULL,
+               headers      = NULL,
+               body         = NULL,
+               body_omitted = false
+         WHERE k.expires_at <= v_now
+        RETURNING k.state INTO r_state;
+        IF FOUND THEN
+            r_outcome := 'won';
+            r_state := NULL;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    IF r_outcome IS NULL THEN
+        r_outcome := 'busy';
+        RETURN;
+    END IF;
+
+    r_state        := v_row.state;
+    r_operation    := v_row.operation;
+    r_fingerprint  := v_row.fingerprint;
+    r_status       := v_row.status;
+    r_headers      := v_row.headers;
+    r_body         := v_row.body;
+    r_body_omitted := v_row.body_omitted;
+    IF v_row.state = 'in_flight' THEN
+        r_lease_remaining_us := greatest(0,
+            (extract(epoch FROM v_row.lease_until - v_now) * 1000000)::bigint);
+    END IF;
+END;
+$$;
+
+-- idempotency_complete stores the response of the claim held with p_token.
+-- It raises SQLSTATE IK001 when the token is no longer current (another
+-- request took the key over, or the row is gone) and changes nothing. The
+-- error, rather than a row count, is what lets transactional mode send the
+-- completion and COMMIT in one round trip: a fenced completion aborts the
+-- transaction, so the handler's writes can never commit without it.
+CREATE OR REPLACE FUNCTION idempotency_complete(
+    p_tenant       text,
+    p_scope        text,
+    p_key          text,
+    p_token        text,
+    p_status       integer,
+    p_headers      jsonb,
+    p_body         bytea,
+    p_body_omitted boolean
+) RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    UPDATE idempotency_keys k
+       SET state        = 'completed',
+           completed_at = clock_timestamp(),
+           status       = p_status,
+           headers      = p_headers,
+           body         = p_body,
+           body_omitted = p_body_omitted,
+           lease_until  = NULL
+     WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
+       AND k.lease_token = p_token
+       AND k.state = 'in_flight';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'idempotency key lease token is no longer current'
+            USING ERRCODE = 'IK001';
+    END IF;
+END;
+$$;
+
+-- idempotency_sweep deletes at most p_limit expired rows and returns how
+-- many it deleted. SKIP LOCKED passes over rows that a claim is replacing
+-- right now (and rows another sweeper holds), so sweepers on every replica
+-- can run at once and a claim waits at most for one bounded DELETE.
+-- Operators who prefer to schedule it in the database can use pg_cron:
+--
+--   SELECT cron.schedule('idempotency-sweep', '* * * * *',
+--                        $$SELECT idempotency_sweep(10000)$$);
+CREATE OR REPLACE FUNCTION idempotency_sweep(p_limit integer)
+RETURNS bigint
+LANGUAGE sql VOLATILE
+AS $$
+    WITH doomed AS (
+        SELECT k.tenant, k.scope, k.key
+          FROM idempotency_keys k
+         WHERE k.expires_at <= clock_timestamp()
+         ORDER BY k.expires_at
+         LIMIT p_limit
+           FOR UPDATE SKIP LOCKED
+    ), deleted AS (
+        DELETE FROM idempotency_keys k
+         USING doomed d
+         WHERE k.tenant = d.tenant AND k.scope = d.scope AND k.key = d.key
+        RETURNING 1
+    )
+    SELECT count(*) FROM deleted;
+$$;

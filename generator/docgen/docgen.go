@@ -77,8 +77,8 @@ func describeOp(op model.Operation) operation {
 		Required:     p.Required,
 		TenantScope:  p.Scope == "tenant",
 		Scope:        describe.Scope(p),
-		TTL:          describe.Duration(p.TTL),
-		Lease:        describe.Duration(p.Lease),
+		TTL:          describe.Words(p.TTL),
+		Lease:        describe.Words(p.Lease),
 		Fingerprint:  fingerprint(op),
 		MaxSnapshot:  describe.Size(p.MaxSnapshotBytes),
 	}
@@ -139,8 +139,7 @@ func fingerprint(op model.Operation) string {
 	if len(parts) == 0 {
 		return "every request with the key counts as the same request."
 	}
-	s := list(parts)
-	return strings.ToUpper(s[:1]) + s[1:] + " decide whether a retry is the same request."
+	return "a retry must repeat " + list(parts) + " of the first request; one that differs is rejected with 422 `idempotency-key-reused`."
 }
 
 func plural(one, many string, items []string) string {

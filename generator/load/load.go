@@ -61,6 +61,9 @@ func Load(ctx context.Context, path string, opts Options) (*model.Spec, []model.
 // LoadData is Load for a document already in memory; file is the name shown
 // in diagnostics. Only local $refs are followed.
 func LoadData(ctx context.Context, data []byte, file string, opts Options) (*model.Spec, []model.Diagnostic, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("load %s: %w", file, err)
+	}
 	t, err := parseTree(data, file)
 	if err != nil {
 		return nil, nil, err

@@ -118,7 +118,7 @@ func (t *tree) prepare(n *yaml.Node, hasAlias *bool) error {
 				if k.Tag == tagNull {
 					return fmt.Errorf("line %d: a mapping key is null", k.Line)
 				}
-				_ = tagStr
+				k.Tag = tagStr
 			}
 			if err := t.prepare(n.Content[i+1], hasAlias); err != nil {
 				return err

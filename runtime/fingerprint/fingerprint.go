@@ -318,8 +318,10 @@ func CanonicalJSON(dst, body []byte) ([]byte, error) {
 
 // Lookup returns the canonical JSON form of the value that pointer selects
 // in a JSON or form body, and whether it is there. Form values are strings.
-// An empty body has nothing in it. It is how a body-carried idempotency key
-// is read with the same parser that fingerprints the body.
+// An empty body has nothing in it. Unlike a fingerprinted field, the pointer
+// is followed through objects only: a member inside an array is not found.
+// It is how a body-carried idempotency key is read with the same parser
+// that fingerprints the body, so both agree on what the body says.
 func Lookup(mediaType string, body []byte, pointer string) ([]byte, bool, error) {
 	tokens, err := parsePointer(pointer)
 	if err != nil {

@@ -98,7 +98,7 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 
 	// 3. The database is back at the same address: the same store works.
-	proxy = startProxy(t, addr, upstream)
+	startProxy(t, addr, upstream)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		err := claim()

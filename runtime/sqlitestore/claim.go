@@ -49,8 +49,10 @@ const (
 	markFailed               // the same request's lease ran out: mark it indeterminate
 )
 
-// decide is the claim's rule (SEMANTICS §3.3 and §3.5). row is nil when the
-// key is absent.
+// decide is the claim's rule: an absent or expired key is claimed; a live
+// key of another request (fingerprint or operation) stands; the same
+// request's abandoned claim is taken over or marked indeterminate as the
+// claim asks; anything else stands. row is nil when the key is absent.
 func decide(row *stored, c idem.Claim, now int64) action {
 	if row == nil || row.expiresAt <= now {
 		return insert

@@ -4,10 +4,11 @@
 package api
 
 import (
-	"github.com/idemgen/idemgen/runtime/fingerprint"
-	"github.com/idemgen/idemgen/runtime/idem"
 	"net/http"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -28,7 +29,7 @@ const (
 
 // CreateAccountPolicy returns the x-idempotency policy of POST /accounts
 // (createAccount): an optional key in the Idempotency-Key header, unique per
-// tenant and operation, remembered for 24h.
+// tenant and operation, remembered for 24 hours.
 func CreateAccountPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "createAccount",
@@ -49,7 +50,7 @@ func CreateAccountPolicy() idem.Policy {
 
 // CreatePetPolicy returns the x-idempotency policy of POST /pets (createPet):
 // an optional key in the Idempotency-Key header, unique per tenant and
-// operation, remembered for 24h.
+// operation, remembered for 24 hours.
 func CreatePetPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "createPet",
@@ -70,7 +71,8 @@ func CreatePetPolicy() idem.Policy {
 
 // CreateAdoptionPolicy returns the x-idempotency policy of POST
 // /pets/{pet_id}/adoptions (createAdoption): a required key in the
-// Idempotency-Key header, unique per tenant and operation, remembered for 24h.
+// Idempotency-Key header, unique per tenant and operation, remembered for 24
+// hours.
 func CreateAdoptionPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "createAdoption",
@@ -94,7 +96,7 @@ func CreateAdoptionPolicy() idem.Policy {
 
 // CreateTransferPolicy returns the x-idempotency policy of POST /transfers
 // (createTransfer): a required key in the Idempotency-Key header, unique per
-// tenant and operation, remembered for 7d.
+// tenant and operation, remembered for 7 days.
 func CreateTransferPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "createTransfer",

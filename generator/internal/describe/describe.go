@@ -5,32 +5,36 @@ package describe
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/idemgen/idemgen/generator/model"
 )
 
-// Duration spells d in the largest unit that states it exactly, in the
-// notation x-idempotency accepts: 7d, 24h, 90m, 15s. A single day reads
-// as 24h, the way people say it. Sub-second values fall back to Go's
-// notation.
-func Duration(d time.Duration) string {
+// Words spells d for people, in the largest unit that states it
+// exactly: "7 days", "24 hours", "90 seconds", "1 minute".
+func Words(d time.Duration) string {
 	day := 24 * time.Hour
-	switch {
-	case d == 0:
-		return "0s"
-	case d%day == 0 && d > day:
-		return strconv.FormatInt(int64(d/day), 10) + "d"
-	case d%time.Hour == 0:
-		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
-	case d%time.Minute == 0:
-		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
-	case d%time.Second == 0:
-		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
-	default:
-		return d.String()
+	units := []struct {
+		d          time.Duration
+		one, other string
+	}{
+		{day, "day", "days"},
+		{time.Hour, "hour", "hours"},
+		{time.Minute, "minute", "minutes"},
+		{time.Second, "second", "seconds"},
 	}
+	for _, u := range units {
+		// A single day reads as 24 hours, the way people say it.
+		if d <= 0 || d%u.d != 0 || (u.d == day && d == day) {
+			continue
+		}
+		n := int64(d / u.d)
+		if n == 1 {
+			return "1 " + u.one
+		}
+		return fmt.Sprintf("%d %s", n, u.other)
+	}
+	return d.String()
 }
 
 // Size spells n bytes in the largest binary unit that states it exactly:
@@ -78,5 +82,5 @@ func Summary(p model.Policy) string {
 	if p.Required {
 		need = "a required"
 	}
-	return fmt.Sprintf("%s key in %s, %s, remembered for %s", need, KeySource(p), Scope(p), Duration(p.TTL))
+	return fmt.Sprintf("%s key in %s, %s, remembered for %s", need, KeySource(p), Scope(p), Words(p.TTL))
 }

@@ -47,6 +47,41 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON idempotency_keys (expires_at);
 
+-- idempotency_key_lock takes the transaction-scoped advisory lock of a key
+-- without waiting and returns its id, or NULL when another session holds
+-- it. Only a claim that is about to write calls it, so that a replay pays
+-- for neither the hash nor the lock.
+--
+-- It also refuses to run outside READ COMMITTED, where every statement of
+-- idempotency_claim would share one snapshot and its retry loop could not
+-- see a row committed meanwhile.
+--
+-- The lock id is a 64-bit hash of the key. The lengths make the text
+-- unambiguous whatever the parts contain; the table's oid as the seed keeps
+-- two schemas of one database apart. A hash collision only makes a claim
+-- answer "busy" once.
+CREATE OR REPLACE FUNCTION idempotency_key_lock(p_tenant text, p_scope text, p_key text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    v_lock bigint;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'idempotency_claim must run in READ COMMITTED, not %',
+            current_setting('transaction_isolation')
+            USING ERRCODE = 'IK002';
+    END IF;
+    v_lock := hashtextextended(
+        length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope || p_key,
+        'idempotency_keys'::regclass::oid::bigint);
+    IF pg_try_advisory_xact_lock(v_lock) THEN
+        RETURN v_lock;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
 -- idempotency_claim is the atomic claim: one call, one round trip, never a
 -- wait on another claim. It returns one row whose r_outcome is
 --   'won'       the caller holds the key with p_token (a new or expired row);
@@ -79,7 +114,9 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
 -- a claim outside a transaction the lock lasts only for this call.
 --
 -- The replay path (a completed row, the common retry) costs one primary-key
--- SELECT and no lock.
+-- SELECT and no lock. pgstore puts a plain read of a deciding row in front
+-- of this call, in the same statement, so that replays and conflicts do not
+-- even pay for the plpgsql call; the function alone is complete.
 --
 -- Call it in READ COMMITTED (the default). Under REPEATABLE READ or
 -- SERIALIZABLE the statements share one snapshot and the retry loop below
@@ -109,20 +146,8 @@ AS $$
 DECLARE
     v_now   timestamptz;
     v_row   idempotency_keys%ROWTYPE;
-    -- 64-bit lock id for the key. The lengths make the text unambiguous
-    -- whatever the parts contain; the table's oid as the seed keeps two
-    -- schemas of one database apart. A hash collision only makes a claim
-    -- answer "busy" once.
-    v_lock  bigint := hashtextextended(
-                length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope || p_key,
-                'idempotency_keys'::regclass::oid::bigint);
+    v_lock  bigint;
 BEGIN
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'idempotency_claim must run in READ COMMITTED, not %',
-            current_setting('transaction_isolation')
-            USING ERRCODE = 'IK002';
-    END IF;
-
     -- Each pass decides from a fresh snapshot. A pass ends without a
     -- decision only when another session changed the row between our read
     -- and our write, which cannot repeat often; after a few passes the
@@ -149,7 +174,8 @@ BEGIN
             -- The lease ran out. The UPDATE is fenced on the token we read:
             -- if another claim took the row over meanwhile, it changes
             -- nothing and the next pass reads the new row.
-            IF NOT pg_try_advisory_xact_lock(v_lock) THEN
+            v_lock := idempotency_key_lock(p_tenant, p_scope, p_key);
+            IF v_lock IS NULL THEN
                 r_outcome := 'busy';
                 RETURN;
             END IF;
@@ -184,7 +210,8 @@ BEGIN
         -- No row, or an expired one, which counts as absent. Only the
         -- holder of the key's lock may insert; without it another claimant
         -- is at work right now.
-        IF NOT pg_try_advisory_xact_lock(v_lock) THEN
+        v_lock := idempotency_key_lock(p_tenant, p_scope, p_key);
+        IF v_lock IS NULL THEN
             r_outcome := 'busy';
             RETURN;
         END IF;

@@ -20,7 +20,7 @@ const (
 
 // RefundOrderPolicy returns the x-idempotency policy of POST
 // /orders/{order_id}/refunds (refundOrder): a required key in the X-Request-Key
-// header, unique per tenant across operations, remembered for 36h.
+// header, unique per tenant across operations, remembered for 36 hours.
 func RefundOrderPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "refundOrder",

@@ -20,7 +20,7 @@ const (
 
 // CreatePaymentPolicy returns the x-idempotency policy of POST /v2/payments
 // (CreatePayment): a required key in the body field /idempotency_key, unique
-// per tenant and operation, remembered for 24h.
+// per tenant and operation, remembered for 24 hours.
 func CreatePaymentPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "CreatePayment",

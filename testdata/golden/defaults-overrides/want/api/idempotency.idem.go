@@ -23,7 +23,7 @@ const (
 
 // CreateInvoicePolicy returns the x-idempotency policy of POST /invoices
 // (createInvoice): a required key in the Idempotency-Key header, unique per
-// tenant across operations, remembered for 2d.
+// tenant across operations, remembered for 2 days.
 func CreateInvoicePolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "createInvoice",
@@ -44,8 +44,8 @@ func CreateInvoicePolicy() idem.Policy {
 
 // UpdateInvoicePolicy returns the x-idempotency policy of PATCH
 // /invoices/{invoice_id} (updateInvoice): an optional key in the
-// Idempotency-Key header, unique per tenant across operations, remembered for
-// 1h.
+// Idempotency-Key header, unique per tenant across operations, remembered for 1
+// hour.
 func UpdateInvoicePolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "updateInvoice",

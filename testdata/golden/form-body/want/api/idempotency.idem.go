@@ -22,7 +22,7 @@ const (
 // CreateMessagePolicy returns the x-idempotency policy of POST
 // /Accounts/{AccountSid}/Messages (createMessage): an optional key in the
 // I-Idempotency-Token header, unique per tenant and operation, remembered for
-// 24h.
+// 24 hours.
 func CreateMessagePolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "createMessage",

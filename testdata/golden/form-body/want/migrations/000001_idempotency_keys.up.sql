@@ -114,7 +114,9 @@ $$;
 -- a claim outside a transaction the lock lasts only for this call.
 --
 -- The replay path (a completed row, the common retry) costs one primary-key
--- SELECT and no lock.
+-- SELECT and no lock. pgstore puts a plain read of a deciding row in front
+-- of this call, in the same statement, so that replays and conflicts do not
+-- even pay for the plpgsql call; the function alone is complete.
 --
 -- Call it in READ COMMITTED (the default). Under REPEATABLE READ or
 -- SERIALIZABLE the statements share one snapshot and the retry loop below

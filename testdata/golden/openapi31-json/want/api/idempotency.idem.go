@@ -20,7 +20,7 @@ const (
 
 // PostSessionsPolicy returns the x-idempotency policy of POST /sessions
 // (post-sessions): an optional key in the Idempotency-Key header, unique per
-// tenant and operation, remembered for 24h.
+// tenant and operation, remembered for 24 hours.
 func PostSessionsPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "post-sessions",

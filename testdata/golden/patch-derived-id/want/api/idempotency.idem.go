@@ -26,7 +26,8 @@ const (
 // PatchV1CustomersCustomerSourcesIdPolicy returns the x-idempotency policy of
 // PATCH /v1/customers/{customer}/sources/{id}
 // (patch_v1_customers_customer_sources_id): an optional key in the
-// Idempotency-Key header, unique per tenant and operation, remembered for 24h.
+// Idempotency-Key header, unique per tenant and operation, remembered for 24
+// hours.
 func PatchV1CustomersCustomerSourcesIdPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "patch_v1_customers_customer_sources_id",
@@ -54,7 +55,8 @@ func PatchV1CustomersCustomerSourcesIdPolicy() idem.Policy {
 // PostV1CustomersCustomerSourcesIdPolicy returns the x-idempotency policy of
 // POST /v1/customers/{customer}/sources/{id}
 // (post_v1_customers_customer_sources_id): an optional key in the
-// Idempotency-Key header, unique per tenant and operation, remembered for 24h.
+// Idempotency-Key header, unique per tenant and operation, remembered for 24
+// hours.
 func PostV1CustomersCustomerSourcesIdPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "post_v1_customers_customer_sources_id",

@@ -20,7 +20,7 @@ const (
 
 // StartJobPolicy returns the x-idempotency policy of POST /jobs (startJob): an
 // optional key in the request_id query parameter, unique per tenant and
-// operation, remembered for 24h.
+// operation, remembered for 24 hours.
 func StartJobPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "startJob",

@@ -20,7 +20,7 @@ const (
 
 // CreateChargePolicy returns the x-idempotency policy of POST /charges
 // (createCharge): an optional key in the Idempotency-Key header, unique per
-// tenant and operation, remembered for 24h.
+// tenant and operation, remembered for 24 hours.
 func CreateChargePolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "createCharge",

@@ -19,7 +19,7 @@ const (
 
 // StartExportPolicy returns the x-idempotency policy of POST /exports
 // (startExport): a required key in the Idempotency-Key header, unique per
-// tenant and operation, remembered for 24h.
+// tenant and operation, remembered for 24 hours.
 func StartExportPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "startExport",

@@ -19,7 +19,7 @@ const (
 
 // CreatePayoutPolicy returns the x-idempotency policy of POST /payouts
 // (createPayout): a required key in the Idempotency-Key header, unique per
-// tenant and operation, remembered for 24h.
+// tenant and operation, remembered for 24 hours.
 func CreatePayoutPolicy() idem.Policy {
 	return idem.Policy{
 		OperationID:       "createPayout",

@@ -210,10 +210,11 @@ func relSlash(from, target string) string {
 	return filepath.ToSlash(rel)
 }
 
-// Validate loads and validates the spec at file and returns its sorted
-// diagnostics, generating nothing.
-func Validate(ctx context.Context, file string) ([]model.Diagnostic, error) {
-	_, diags, err := loadSpec(ctx, file, file, true)
+// Validate loads and validates the spec at file and returns its policy
+// model (nil when it has errors) and its sorted diagnostics, generating
+// nothing.
+func Validate(ctx context.Context, file string) (*model.Spec, []model.Diagnostic, error) {
+	spec, diags, err := loadSpec(ctx, file, file, true)
 	model.SortDiagnostics(diags)
-	return diags, err
+	return spec, diags, err
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/app"
 )
 
-//go:generate go run github.com/idemgen/idemgen/cmd/idemgen generate --spec openapi.yaml --out api --package api --migrations migrations --dialect postgres,sqlite --docs api/IDEMPOTENCY.md
+//go:generate go run github.com/idemgen/idemgen/cmd/idemgen generate --config idemgen.yaml
 
 // migrations are the idempotency tables' migrations that idemgen generated,
 // applied at start after the business tables.

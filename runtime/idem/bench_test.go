@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
@@ -38,31 +39,36 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 	protected := engine.Middleware(handler)
 	const reqBody = `{"amount": 1000, "to": "acc_2", "from": "acc_1", "currency": "EUR", "memo": "rent"}`
 	var seq atomic.Int64
-	run := func(h http.Handler, key func() string) func(*testing.B) {
-		return func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(reqBody))
-				r.Header.Set("Content-Type", "application/json")
-				if k := key(); k != "" {
-					r.Header.Set("Idempotency-Key", k)
-				}
-				h.ServeHTTP(httptest.NewRecorder(), r)
-			}
+	serve := func(h http.Handler, key string) {
+		r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(reqBody))
+		r.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			r.Header.Set("Idempotency-Key", key)
 		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
-	bare := testing.Benchmark(run(handler, func() string { return "" }))
-	fresh := testing.Benchmark(run(protected, func() string { return fmt.Sprint("k", seq.Add(1)) }))
-	replay := testing.Benchmark(run(protected, func() string { return "k1" }))
+	fresh := func() { serve(protected, fmt.Sprint("k", seq.Add(1))) }
+	replay := func() { serve(protected, "k1") }
+	bare := func() { serve(handler, "") }
+	replay() // store k1 once
 
-	b.ReportMetric(float64(bare.NsPerOp()), "bare-ns/op")
-	b.ReportMetric(float64(fresh.NsPerOp()-bare.NsPerOp()), "new-key-overhead-ns/op")
-	b.ReportMetric(float64(replay.NsPerOp()-bare.NsPerOp()), "replay-overhead-ns/op")
-	b.ReportMetric(float64(fresh.AllocsPerOp()-bare.AllocsPerOp()), "new-key-extra-allocs/op")
-	b.ReportMetric(float64(fresh.NsPerOp())/float64(bare.NsPerOp()), "new-key-x-bare")
-	b.ReportMetric(float64(replay.NsPerOp())/float64(bare.NsPerOp()), "replay-x-bare")
+	// The three paths run interleaved, so that a change of machine load
+	// during the run affects them alike.
+	var tBare, tFresh, tReplay time.Duration
+	timed := func(f func()) time.Duration { t := time.Now(); f(); return time.Since(t) }
+	n := 0
 	for b.Loop() {
-		// The figures above are the result; the loop only satisfies the
-		// benchmark protocol.
+		tBare += timed(bare)
+		tFresh += timed(fresh)
+		tReplay += timed(replay)
+		n++
 	}
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(n) }
+	b.ReportMetric(per(tBare), "bare-ns/req")
+	b.ReportMetric(per(tFresh)-per(tBare), "new-key-overhead-ns/req")
+	b.ReportMetric(per(tReplay)-per(tBare), "replay-overhead-ns/req")
+	b.ReportMetric(per(tFresh)/per(tBare), "new-key-x-bare")
+	b.ReportMetric(per(tReplay)/per(tBare), "replay-x-bare")
+	b.ReportMetric(testing.AllocsPerRun(100, fresh)-testing.AllocsPerRun(100, bare), "new-key-extra-allocs/req")
+	b.ReportMetric(testing.AllocsPerRun(100, replay)-testing.AllocsPerRun(100, bare), "replay-extra-allocs/req")
 }

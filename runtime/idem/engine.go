@@ -243,6 +243,12 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 	}
 
 	k, present, err := e.key(r, op, body, mediaType)
+	if errors.Is(err, fingerprint.ErrBody) || errors.Is(err, fingerprint.ErrMediaType) {
+		// A body key in a body that cannot be read: the body is at fault.
+		e.reject(w, q, e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
+			err.Error()+". Fix the body and retry; the idempotency key was not used."))
+		return
+	}
 	if err != nil {
 		e.reject(w, q, e.problem(ProblemInvalidKey, http.StatusBadRequest, "Invalid idempotency key",
 			err.Error()+". Send a key of 1 to "+strconv.Itoa(op.KeyMaxLength)+" visible ASCII characters."))

@@ -529,3 +529,50 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 		t.Fatalf("runs %d, created %d, conflicts %d", f.runs.Load(), created.Load(), conflicts.Load())
 	}
 }
+
+func TestBodyAndQueryKeys(t *testing.T) {
+	bodyKey := transferPolicy()
+	bodyKey.Key = idem.KeySource{In: idem.KeyInBody, Name: "/idempotency_key"}
+	bodyKey.Fingerprint = fingerprint.Spec{Exclude: "/idempotency_key"}
+	f := newFixture(t, bodyKey)
+	expect(t, f.do(call{body: `{"idempotency_key": "k1", "amount": 5}`}), http.StatusCreated, "")
+	// The key is not part of the fingerprint: a new key on the same body is
+	// a new request, not a mismatch.
+	expect(t, f.do(call{body: `{"idempotency_key": "k2", "amount": 5}`}), http.StatusCreated, "")
+	if w := f.do(call{body: `{"amount": 5, "idempotency_key": "k1"}`}); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("body key did not replay: %d", w.Code)
+	}
+	expect(t, f.do(call{body: `{"idempotency_key": "k1", "amount": 6}`}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, f.do(call{body: `{"idempotency_key": 7}`}), http.StatusBadRequest, idem.ProblemInvalidKey)
+	expect(t, f.do(call{body: `{"idempotency_key": "k3"`}), http.StatusBadRequest, idem.ProblemInvalidBody)
+	expect(t, f.do(call{body: `{"amount": 5}`}), http.StatusBadRequest, idem.ProblemMissingKey)
+	if f.runs.Load() != 2 {
+		t.Fatalf("handler ran %d times, want 2", f.runs.Load())
+	}
+
+	queryKey := transferPolicy()
+	queryKey.Key = idem.KeySource{In: idem.KeyInQuery, Name: "idempotency_key"}
+	queryKey.Fingerprint = fingerprint.Spec{Query: []string{"dry_run"}}
+	g := newFixture(t, queryKey)
+	expect(t, g.do(call{path: "/transfers?idempotency_key=q1&dry_run=false", body: body}), http.StatusCreated, "")
+	expect(t, g.do(call{path: "/transfers?dry_run=true&idempotency_key=q1", body: body}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, g.do(call{path: "/transfers?idempotency_key=q1&idempotency_key=q2", body: body}), http.StatusBadRequest, idem.ProblemInvalidKey)
+	if w := g.do(call{path: "/transfers?dry_run=false&idempotency_key=q1", body: body}); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("query key did not replay: %d", w.Code)
+	}
+}
+
+func TestFormBodies(t *testing.T) {
+	p := transferPolicy()
+	p.Fingerprint = fingerprint.Spec{Body: []fingerprint.Field{
+		{Pointer: "/amount", Type: fingerprint.Integer},
+		{Pointer: "/metadata/order", Type: fingerprint.String},
+	}}
+	f := newFixture(t, p)
+	form := "application/x-www-form-urlencoded"
+	expect(t, f.do(call{key: "f", contentType: form, body: "amount=1000&metadata[order]=A1&memo=x"}), http.StatusCreated, "")
+	if w := f.do(call{key: "f", contentType: form, body: "metadata%5Border%5D=A1&amount=1e3"}); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("reordered form did not replay: %d %s", w.Code, w.Body)
+	}
+	expect(t, f.do(call{key: "f", contentType: form, body: "amount=1000&metadata[order]=A2"}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+}

@@ -79,7 +79,7 @@ migrations its stores need, and documentation for API clients.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newGenerate(stdout, stderr), newValidate(stderr), newVersion(stdout))
+	root.AddCommand(newGenerate(stdout, stderr), newValidate(stdout, stderr), newVersion(stdout))
 	return root
 }
 
@@ -155,7 +155,7 @@ missing, or are stale idemgen files.`,
 	return cmd
 }
 
-func newValidate(stderr io.Writer) *cobra.Command {
+func newValidate(stdout, stderr io.Writer) *cobra.Command {
 	var spec string
 	cmd := &cobra.Command{
 		Use:   "validate",
@@ -165,14 +165,15 @@ func newValidate(stderr io.Writer) *cobra.Command {
 			if spec == "" {
 				return usageError{errors.New("--spec is required")}
 			}
-			diags, err := generator.Validate(cmd.Context(), spec)
+			parsed, diags, err := generator.Validate(cmd.Context(), spec)
 			printDiagnostics(stderr, diags)
 			if err != nil {
 				return failure{err.Error()}
 			}
-			if model.HasErrors(diags) {
+			if parsed == nil {
 				return failure{}
 			}
+			fmt.Fprintf(stdout, "%s: %s with an x-idempotency policy, no errors\n", spec, plural(len(parsed.Operations), "operation"))
 			return nil
 		},
 	}

@@ -1,0 +1,173 @@
+package pgstore_test
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+)
+
+// Proof: the database goes away while requests flow through the engine.
+// Claims that cannot reach it answer 503 idempotency-store-unavailable with
+// Retry-After and never run the handler; once the database is back at the
+// same address the same engine and pool serve again. A completion lost
+// after the handler ran leaves the client with the handler's answer and the
+// key in flight: a retry meets 409 request-in-progress while the lease
+// runs, and, fail-closed, 409 outcome-unknown after it.
+func TestEngineDatabaseOutage(t *testing.T) {
+	schema := newSchema(t)
+	up, err := pgxpool.ParseConfig(testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := net.JoinHostPort(up.ConnConfig.Host, strconv.Itoa(int(up.ConnConfig.Port)))
+	var current atomic.Pointer[proxy]
+	current.Store(startProxy(t, "127.0.0.1:0", upstream))
+	addr := current.Load().addr
+	pool := openPool(t, schema, func(c *pgxpool.Config) {
+		host, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		c.ConnConfig.Host = host
+		c.ConnConfig.Port = uint16(p)
+		c.ConnConfig.Fallbacks = nil
+		c.ConnConfig.ConnectTimeout = 2 * time.Second
+	})
+
+	// The lease is short so that the fail-closed verdict comes within the
+	// test; it is long enough for a retry to meet the claim in flight.
+	const lease = 2 * time.Second
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Cut-Database") == "1" {
+			// The database goes away after the claim and before the
+			// completion.
+			current.Load().stop()
+		}
+		created(w, r.Header.Get("Idempotency-Key"))
+	})
+	es := serveEngine(t, pgstore.New(pool), handler,
+		enginePolicy("createTransfer", "/transfers", lease, idem.FailClosed, false))
+	const body = `{"amount":100,"to":"acc_1"}`
+	restart := func() { current.Store(startProxy(t, addr, upstream)) }
+	unavailable := 0 // 503s the clients saw
+
+	// Before the outage.
+	before := es.mustPost(t, "/transfers", "before", body)
+	if before.status != http.StatusCreated || before.replayed() {
+		t.Fatalf("before the outage: %v", before)
+	}
+
+	// During the outage: new keys and a replay alike are refused promptly,
+	// and nothing runs.
+	current.Load().stop()
+	for _, key := range []string{"during-1", "during-2", "during-3", "before"} {
+		start := time.Now()
+		a := es.mustPost(t, "/transfers", key, body)
+		if err := checkProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+			t.Errorf("%s during the outage: %v", key, err)
+		}
+		unavailable++
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s during the outage answered after %v, want a prompt 503", key, d)
+		}
+	}
+	for _, key := range []string{"during-1", "during-2", "during-3"} {
+		if n := es.runsOf(key); n != 0 {
+			t.Errorf("%s: handler ran %d times during the outage, want 0", key, n)
+		}
+	}
+	if n := es.runsOf("before"); n != 1 {
+		t.Errorf("before: handler ran %d times, want 1", n)
+	}
+
+	// The database is back at the same address: the same engine serves,
+	// without a restart, once the pool has dialled anew.
+	restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a := es.mustPost(t, "/transfers", "during-1", body)
+		if a.status == http.StatusCreated && !a.replayed() {
+			break
+		}
+		if err := checkProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+			t.Fatalf("during-1 after the outage: %v", err)
+		}
+		unavailable++
+		if time.Now().After(deadline) {
+			t.Fatalf("still %v 5s after the database came back", a)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, key := range []string{"during-2", "during-3"} {
+		if a := es.mustPost(t, "/transfers", key, body); a.status != http.StatusCreated || a.replayed() {
+			t.Errorf("%s after the outage: %v, want a fresh 201", key, a)
+		}
+	}
+	if err := checkReplay(es.mustPost(t, "/transfers", "before", body), before); err != nil {
+		t.Errorf("replay of a key stored before the outage: %v", err)
+	}
+	for _, key := range []string{"before", "during-1", "during-2", "during-3"} {
+		if n := es.runsOf(key); n != 1 {
+			t.Errorf("%s: handler ran %d times, want 1", key, n)
+		}
+	}
+
+	// The completion fails after the handler ran: the client still gets
+	// the handler's answer.
+	claimed := time.Now()
+	lost := es.mustPost(t, "/transfers", "lost", body, "X-Cut-Database", "1")
+	if lost.status != http.StatusCreated || lost.replayed() {
+		t.Fatalf("request whose completion failed: %v, want the handler's own 201", lost)
+	}
+	restart()
+	// The key stays in flight while its lease runs (503s while the pool
+	// reconnects are allowed; they run nothing).
+	var inFlight bool
+	for !inFlight && time.Since(claimed) < lease-500*time.Millisecond {
+		a := es.mustPost(t, "/transfers", "lost", body)
+		switch a.status {
+		case http.StatusServiceUnavailable:
+			if err := checkProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+				t.Fatal(err)
+			}
+			unavailable++
+			time.Sleep(50 * time.Millisecond)
+		default:
+			if err := checkProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+				t.Fatalf("retry during the lease: %v", err)
+			}
+			inFlight = true
+		}
+	}
+	if !inFlight {
+		t.Fatalf("no retry reached the database within the lease")
+	}
+	// Fail-closed: after the lease the outcome is unknown, for good.
+	time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond)))
+	for range 2 {
+		a := es.mustPost(t, "/transfers", "lost", body)
+		if err := checkProblem(a, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+			t.Errorf("retry after the lease: %v", err)
+		}
+	}
+	if n := es.runsOf("lost"); n != 1 {
+		t.Errorf("lost: handler ran %d times, want 1", n)
+	}
+
+	// The observer saw every 503, and the lost completion, as store errors.
+	es.close()
+	got := es.outcomeCounts()
+	t.Logf("observer: %v", got)
+	if got[idem.OutcomeStoreError] != unavailable+1 {
+		t.Errorf("observer counted %d store errors, want %d (503s) + 1 (lost completion)", got[idem.OutcomeStoreError], unavailable)
+	}
+	if got[idem.OutcomeIndeterminate] != 2 {
+		t.Errorf("observer counted %d indeterminate, want 2", got[idem.OutcomeIndeterminate])
+	}
+}

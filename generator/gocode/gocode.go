@@ -279,6 +279,9 @@ func stringSlice(ss []string) jen.Code {
 func fingerprintCode(op model.Operation) jen.Code {
 	p := op.Policy
 	var parts []jen.Code
+	if op.BodyMediaType != "" {
+		parts = append(parts, field("MediaType", jen.Lit(op.BodyMediaType)))
+	}
 	if len(p.Fingerprint) > 0 {
 		items := make([]jen.Code, len(p.Fingerprint))
 		for i, fl := range p.Fingerprint {

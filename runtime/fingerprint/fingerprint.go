@@ -43,6 +43,7 @@ type Input struct {
 // Compiled is a Spec prepared for use on many requests: pointers are parsed
 // into one tree, names sorted, buffers pooled. It is safe for concurrent use.
 type Compiled struct {
+	media   string // Spec.MediaType
 	fields  []Field
 	root    *node    // nil for a whole-body fingerprint
 	exclude []string // tokens of Spec.Exclude, whole-body only
@@ -62,7 +63,11 @@ type state struct {
 // Compile checks spec and prepares it. It is meant to run once per
 // operation, when the engine starts.
 func Compile(spec Spec) (*Compiled, error) {
+	if spec.MediaType != "" && !isJSON(spec.MediaType) && !isForm(spec.MediaType) {
+		return nil, fmt.Errorf("%w: media type %q is neither JSON nor a form", ErrSpec, spec.MediaType)
+	}
 	c := &Compiled{
+		media:  spec.MediaType,
 		fields: slices.Clone(spec.Body),
 		path:   slices.Clone(spec.Path),
 		query:  slices.Clone(spec.Query),
@@ -127,14 +132,36 @@ func Sum(spec *Spec, in Input) ([32]byte, error) {
 // ErrBody for a malformed body and ErrMediaType for a body that is neither
 // JSON nor a form.
 func (c *Compiled) Sum(in Input) ([32]byte, error) {
+	mt, err := c.BodyMediaType(in.MediaType, len(in.Body) > 0)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	in.MediaType = mt
 	st := c.pool.Get().(*state)
 	defer c.pool.Put(st)
-	var err error
 	st.stream, err = c.appendCanonical(st, st.stream[:0], in)
 	if err != nil {
 		return [32]byte{}, err
 	}
 	return sha256.Sum256(st.stream), nil
+}
+
+// BodyMediaType returns the media type a request body is read as: the
+// request's own, or the declared one when the request names none. It
+// refuses a body whose kind (JSON or form) differs from the declared kind
+// with ErrMediaType. hasBody says whether the request carries a body; one
+// without a body is never refused.
+func (c *Compiled) BodyMediaType(requested string, hasBody bool) (string, error) {
+	if c.media == "" || !hasBody {
+		return requested, nil
+	}
+	if requested == "" {
+		return c.media, nil
+	}
+	if isJSON(requested) != isJSON(c.media) || isForm(requested) != isForm(c.media) {
+		return "", fmt.Errorf("%w: the body is %s, but this operation takes %s", ErrMediaType, strconv.Quote(requested), c.media)
+	}
+	return requested, nil
 }
 
 // Canonical appends to dst the bytes that Sum hashes. It is meant for tests

@@ -30,6 +30,13 @@ type Field struct {
 // generator writes one per operation as a literal; it is never built from
 // reflection at run time.
 type Spec struct {
+	// MediaType is the request-body media type the operation declares and
+	// the fingerprint reads: "application/json" (or a +json type) or
+	// "application/x-www-form-urlencoded". A body of the other kind is
+	// refused with ErrMediaType, so a JSON body labelled as a form can never
+	// hide its fields from the fingerprint; a body without Content-Type is
+	// read as MediaType. Empty accepts either kind.
+	MediaType string
 	// Body lists the fingerprinted body fields, sorted by Pointer. When it is
 	// empty the whole body is fingerprinted.
 	Body []Field

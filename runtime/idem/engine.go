@@ -207,11 +207,11 @@ func (e *Engine) Handler(operationID string, next http.Handler) http.Handler {
 
 // request is one protected request on its way through the engine.
 type request struct {
-	op      *operation
-	start   time.Time
-	tenant  string
-	keyHash string
-	event   Event
+	op     *operation
+	start  time.Time
+	tenant string
+	key    string // logged through keyLabel only
+	event  Event
 }
 
 func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, params map[string]string, next http.Handler) {
@@ -241,12 +241,18 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mediaType, _, _ = mime.ParseMediaType(ct)
 	}
+	// The body is read as the media type the operation declares; a body
+	// of another kind is refused before the key is even looked for in it.
+	mediaType, err := op.fingerprint.BodyMediaType(mediaType, len(body) > 0)
+	if err != nil {
+		e.reject(w, q, e.bodyProblem(op, err))
+		return
+	}
 
 	k, present, err := e.key(r, op, body, mediaType)
 	if errors.Is(err, fingerprint.ErrBody) || errors.Is(err, fingerprint.ErrMediaType) {
 		// A body key in a body that cannot be read: the body is at fault.
-		e.reject(w, q, e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
-			err.Error()+". Fix the body and retry; the idempotency key was not used."))
+		e.reject(w, q, e.bodyProblem(op, err))
 		return
 	}
 	if err != nil {
@@ -264,12 +270,11 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		e.runUnprotected(w, r, q, next)
 		return
 	}
-	q.keyHash = e.keyLabel(k)
+	q.key = k
 
 	sum, err := op.fingerprint.Sum(fingerprint.Input{MediaType: mediaType, Body: body, Path: params, Query: r.URL.Query()})
 	if err != nil {
-		e.reject(w, q, e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
-			err.Error()+". Fix the body and retry; the idempotency key was not used."))
+		e.reject(w, q, e.bodyProblem(op, err))
 		return
 	}
 	claim := Claim{
@@ -286,6 +291,22 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		return
 	}
 	e.serveClaim(w, r, q, claim, next)
+}
+
+// bodyProblem answers a body the engine cannot read: 415 for a media type
+// it cannot fingerprint, 400 for a malformed body. Neither claims the key.
+func (e *Engine) bodyProblem(op *operation, err error) Problem {
+	if errors.Is(err, fingerprint.ErrMediaType) {
+		takes := "application/json or application/x-www-form-urlencoded"
+		if op.Fingerprint.MediaType != "" {
+			takes = op.Fingerprint.MediaType
+		}
+		return e.problem(ProblemUnsupportedMediaType, http.StatusUnsupportedMediaType, "Unsupported media type",
+			"This operation takes a body of type "+takes+"; send it with that Content-Type. The idempotency key was not used.")
+	}
+	why := strings.TrimPrefix(err.Error(), fingerprint.ErrBody.Error()+": ")
+	return e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
+		"The request body is not well-formed ("+why+"). Fix it and retry; the idempotency key was not used.")
 }
 
 func scopeOf(p Policy) string {
@@ -355,8 +376,7 @@ func (e *Engine) reject(w http.ResponseWriter, q *request, p Problem) {
 
 // serveClaim runs a non-transactional request: claim, handler, complete.
 func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
-	ctx := r.Context()
-	res, err := e.timed(q, func() (Result, error) { return e.store.Claim(ctx, c) })
+	res, err := e.timed(q, func() (Result, error) { return e.store.Claim(r.Context(), c) })
 	if err != nil {
 		e.storeUnavailable(w, q, "claim", err)
 		return
@@ -365,50 +385,15 @@ func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, 
 		e.answerExisting(w, q, c, res.Existing)
 		return
 	}
-	rec := newRecorder(w, q.op.MaxSnapshotBytes)
-	if panicked := e.runHandler(rec, r, next); panicked != nil {
-		err := e.storeErr(q, func() error {
-			return e.store.Abandon(context.WithoutCancel(ctx), c.Identity, c.Token, q.op.OnLeaseExpiry)
-		})
-		e.handlerPanicked(w, q, rec, panicked, err)
-		return
-	}
-	status := rec.statusCode()
-	if !e.storable(q.op, status) {
-		if err := e.storeErr(q, func() error { return e.store.Release(context.WithoutCancel(ctx), c.Identity, c.Token) }); err != nil {
-			e.log.WarnContext(ctx, "idempotency claim not released; it stays until its lease ends",
-				"operation", q.op.OperationID, "key", q.keyHash, "err", err)
-		}
-		q.event.Outcome, q.event.Status = OutcomeReleased, status
-		rec.send()
-		return
-	}
-	resp := e.snapshot(q.op, rec)
-	err = e.storeErr(q, func() error { return e.store.Complete(context.WithoutCancel(ctx), c.Identity, c.Token, resp) })
-	switch {
-	case errors.Is(err, ErrFenced):
-		e.fenced(w, q, rec, err)
-	case err != nil:
-		// The handler's effects happened; its answer is the truth. The claim
-		// stays in flight and is judged under onLeaseExpiry after its lease.
-		e.log.ErrorContext(ctx, "idempotency completion failed; the key stays in flight until its lease ends",
-			"operation", q.op.OperationID, "key", q.keyHash, "err", err)
-		q.event.Outcome, q.event.Status, q.event.Err = OutcomeStoreError, status, err
-		rec.send()
-	default:
-		q.event.Outcome, q.event.Status = executedOutcome(res), status
-		rec.send()
-	}
+	e.run(w, r, q, plainHold{e.store, c}, res, next)
 }
 
 // serveTx runs a transactional request: the claim, the handler's writes and
-// the completion share one database transaction (SEMANTICS §5). Nothing is
-// sent before the commit, so every acknowledged response is durable.
+// the completion share one database transaction (SEMANTICS §5).
 func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
-	ctx := r.Context()
 	var tx Tx
 	res, err := e.timed(q, func() (Result, error) {
-		res, t, err := e.tx.ClaimTx(ctx, c)
+		res, t, err := e.tx.ClaimTx(r.Context(), c)
 		tx = t
 		return res, err
 	})
@@ -420,47 +405,108 @@ func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c C
 		e.answerExisting(w, q, c, res.Existing)
 		return
 	}
-	e.runInTx(w, r, q, tx, res, next)
+	e.run(w, r, q, txHold{tx}, res, next)
 }
 
-// runInTx runs the handler with tx in its context and ends tx by the
-// response's class.
-func (e *Engine) runInTx(w http.ResponseWriter, r *http.Request, q *request, tx Tx, res Result, next http.Handler) {
-	ctx := r.Context()
-	rec := newRecorder(w, -1)
-	if panicked := e.runHandler(rec, r.WithContext(context.WithValue(ctx, txKey{}, tx.Driver())), next); panicked != nil {
-		err := e.storeErr(q, func() error { return tx.Release(context.WithoutCancel(ctx)) })
+// hold is a won claim; how it ends differs between a plain claim and one
+// held inside a transaction.
+type hold interface {
+	// abandon ends the claim after the handler panicked.
+	abandon(ctx context.Context) error
+	// release lets a retry run the handler again.
+	release(ctx context.Context) error
+	// complete stores the response; ErrFenced when the claim was taken over.
+	complete(ctx context.Context, resp Response) error
+	// tx is the transaction handed to the handler, or nil.
+	tx() Tx
+}
+
+// plainHold is a claim row committed on its own: the handler's effects are
+// outside the store's reach.
+type plainHold struct {
+	store Store
+	c     Claim
+}
+
+func (h plainHold) abandon(ctx context.Context) error {
+	return h.store.Abandon(ctx, h.c.Identity, h.c.Token, h.c.OnLeaseExpiry)
+}
+func (h plainHold) release(ctx context.Context) error {
+	return h.store.Release(ctx, h.c.Identity, h.c.Token)
+}
+func (h plainHold) complete(ctx context.Context, resp Response) error {
+	return h.store.Complete(ctx, h.c.Identity, h.c.Token, resp)
+}
+func (h plainHold) tx() Tx { return nil }
+
+// txHold is a claim inside the handler's transaction: a panic or an
+// unstored status rolls the handler's writes back with the claim.
+type txHold struct{ t Tx }
+
+func (h txHold) abandon(ctx context.Context) error { return h.t.Release(ctx) }
+func (h txHold) release(ctx context.Context) error { return h.t.Release(ctx) }
+func (h txHold) complete(ctx context.Context, resp Response) error {
+	return h.t.Commit(ctx, resp)
+}
+func (h txHold) tx() Tx { return h.t }
+
+// run runs the handler under a won claim and ends the claim by the
+// response's class. The response is held back until it is stored, so a
+// client never sees an answer that its retry would not see too; only a
+// non-transactional body that outgrows the snapshot limit streams on.
+func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold, res Result, next http.Handler) {
+	// The claim must end even when the client has gone away.
+	ctx := context.WithoutCancel(r.Context())
+	limit := q.op.MaxSnapshotBytes
+	if tx := h.tx(); tx != nil {
+		// Not a byte may leave before the commit.
+		limit = -1
+		r = r.WithContext(context.WithValue(r.Context(), txKey{}, tx.Driver()))
+	}
+	rec := newRecorder(w, limit)
+	if panicked := e.runHandler(rec, r, next); panicked != nil {
+		err := e.storeErr(q, func() error { return h.abandon(ctx) })
 		e.handlerPanicked(w, q, rec, panicked, err)
 		return
 	}
 	status := rec.statusCode()
+	q.event.Status = status
 	if !e.storable(q.op, status) {
-		if err := e.storeErr(q, func() error { return tx.Release(context.WithoutCancel(ctx)) }); err != nil {
-			e.log.WarnContext(ctx, "idempotency transaction not released cleanly",
-				"operation", q.op.OperationID, "key", q.keyHash, "err", err)
+		if err := e.storeErr(q, func() error { return h.release(ctx) }); err != nil {
+			e.log.WarnContext(ctx, "idempotency claim not released; it stays until its lease ends",
+				"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 		}
-		if q.event.Outcome == "" {
-			q.event.Outcome = OutcomeReleased
-		}
-		q.event.Status = status
+		e.outcome(q, OutcomeReleased)
 		rec.send()
 		return
 	}
 	resp := e.snapshot(q.op, rec)
-	err := e.storeErr(q, func() error { return tx.Commit(context.WithoutCancel(ctx), resp) })
+	err := e.storeErr(q, func() error { return h.complete(ctx, resp) })
 	switch {
 	case errors.Is(err, ErrFenced):
 		e.fenced(w, q, rec, err)
-	case err != nil:
+	case err != nil && h.tx() != nil:
 		// The commit failed, so the handler's writes are gone with it:
 		// sending its answer would acknowledge what does not exist.
 		e.storeUnavailable(w, q, "commit", err)
-	default:
-		if q.event.Outcome == "" {
-			q.event.Outcome = executedOutcome(res)
-		}
-		q.event.Status = status
+	case err != nil:
+		// The handler's effects happened; its answer is the truth. The claim
+		// stays in flight and is judged under onLeaseExpiry after its lease.
+		e.log.ErrorContext(ctx, "idempotency completion failed; the key stays in flight until its lease ends",
+			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
+		q.event.Outcome, q.event.Err = OutcomeStoreError, err
 		rec.send()
+	default:
+		e.outcome(q, executedOutcome(res))
+		rec.send()
+	}
+}
+
+// outcome records o unless the request already has one (a keyless run is
+// OutcomeNoKey whatever its status).
+func (e *Engine) outcome(q *request, o Outcome) {
+	if q.event.Outcome == "" {
+		q.event.Outcome = o
 	}
 }
 
@@ -483,7 +529,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		e.storeUnavailable(w, q, "begin", err)
 		return
 	}
-	e.runInTx(w, r, q, tx, Result{Won: true}, next)
+	e.run(w, r, q, txHold{tx}, Result{Won: true}, next)
 }
 
 // runHandler runs next and reports a panic instead of letting it unwind
@@ -502,7 +548,7 @@ func (e *Engine) runHandler(w http.ResponseWriter, r *http.Request, next http.Ha
 func (e *Engine) handlerPanicked(w http.ResponseWriter, q *request, rec *recorder, v any, storeErr error) {
 	q.event.Outcome, q.event.Err = OutcomePanicked, fmt.Errorf("handler panicked: %v", v)
 	e.log.Error("handler panicked; its idempotency claim was abandoned",
-		"operation", q.op.OperationID, "key", q.keyHash, "panic", v, "store_err", storeErr)
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "panic", v, "store_err", storeErr)
 	if v == http.ErrAbortHandler {
 		panic(v)
 	}
@@ -616,7 +662,7 @@ func (e *Engine) send(w http.ResponseWriter, q *request, p Problem) {
 func (e *Engine) fenced(w http.ResponseWriter, q *request, rec *recorder, err error) {
 	q.event.Outcome, q.event.Err = OutcomeFenced, err
 	e.log.Warn("idempotency claim was taken over while the handler ran; its response is discarded",
-		"operation", q.op.OperationID, "key", q.keyHash)
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key))
 	if rec.streaming {
 		q.event.Status = rec.statusCode()
 		return
@@ -630,7 +676,7 @@ func (e *Engine) fenced(w http.ResponseWriter, q *request, rec *recorder, err er
 func (e *Engine) storeUnavailable(w http.ResponseWriter, q *request, step string, err error) {
 	q.event.Outcome, q.event.Err = OutcomeStoreError, err
 	e.log.Error("idempotency store failed; the handler was not run or its writes were rolled back",
-		"operation", q.op.OperationID, "key", q.keyHash, "step", step, "err", err)
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "step", step, "err", err)
 	p := e.problem(ProblemStoreUnavailable, http.StatusServiceUnavailable, "Idempotency store unavailable",
 		"The server could not record the idempotency key, so it did not process the request. Retry later with the same key.")
 	p.RetryAfter = storeUnavailableRetryAfter

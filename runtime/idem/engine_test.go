@@ -576,3 +576,27 @@ func TestFormBodies(t *testing.T) {
 	}
 	expect(t, f.do(call{key: "f", contentType: form, body: "amount=1000&metadata[order]=A2"}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
 }
+
+func TestBodyOfAnotherMediaTypeIsRefused(t *testing.T) {
+	p := transferPolicy()
+	p.Fingerprint.MediaType = "application/json"
+	f := newFixture(t, p)
+	// curl -d labels a JSON body as a form. Read as a form, its fields
+	// would all be missing and every amount would look the same.
+	form := "application/x-www-form-urlencoded"
+	expect(t, f.do(call{key: "k", contentType: form, body: body}), http.StatusUnsupportedMediaType, idem.ProblemUnsupportedMediaType)
+	expect(t, f.do(call{key: "k", contentType: "text/plain", body: body}), http.StatusUnsupportedMediaType, idem.ProblemUnsupportedMediaType)
+	if f.runs.Load() != 0 || f.store.Len() != 0 {
+		t.Fatal("a refused media type ran the handler or claimed the key")
+	}
+	expect(t, f.do(call{key: "k", contentType: "application/json; charset=utf-8", body: body}), http.StatusCreated, "")
+	expect(t, f.do(call{key: "k", contentType: "application/merge-patch+json", body: `{"amount": 1001, "to": "acc_2"}`}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+
+	// A body without Content-Type is read as the declared type.
+	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(`{"amount": 1002, "to": "acc_2"}`))
+	r.Header.Set("X-Tenant", "acme")
+	r.Header.Set("Idempotency-Key", "k")
+	w := httptest.NewRecorder()
+	f.server.ServeHTTP(w, r)
+	expect(t, w, http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+}

@@ -10,23 +10,24 @@ import (
 // ProblemBase to form the RFC 9457 type URI; they are stable and documented
 // in docs/http.md, so clients may switch on them.
 const (
-	ProblemMissingKey          = "missing-idempotency-key"
-	ProblemInvalidKey          = "invalid-idempotency-key"
-	ProblemKeyReused           = "idempotency-key-reused"
-	ProblemInProgress          = "request-in-progress"
-	ProblemOutcomeUnknown      = "outcome-unknown"
-	ProblemNotReplayable       = "response-not-replayable"
-	ProblemStoreUnavailable    = "idempotency-store-unavailable"
-	ProblemInvalidBody         = "invalid-request-body"
-	ProblemBodyTooLarge        = "request-body-too-large"
-	ProblemTenantUnresolved    = "tenant-unresolved"
-	ProblemTransactionMissing  = "transaction-unavailable"
-	ProblemHandlerFailed       = "handler-failed"
-	defaultProblemBase         = "https://idemgen.dev/problems/"
-	problemContentType         = "application/problem+json"
-	headerIdempotentReplayed   = "Idempotent-Replayed"
-	headerRetryAfter           = "Retry-After"
-	storeUnavailableRetryAfter = 2
+	ProblemMissingKey           = "missing-idempotency-key"
+	ProblemInvalidKey           = "invalid-idempotency-key"
+	ProblemKeyReused            = "idempotency-key-reused"
+	ProblemInProgress           = "request-in-progress"
+	ProblemOutcomeUnknown       = "outcome-unknown"
+	ProblemNotReplayable        = "response-not-replayable"
+	ProblemStoreUnavailable     = "idempotency-store-unavailable"
+	ProblemInvalidBody          = "invalid-request-body"
+	ProblemBodyTooLarge         = "request-body-too-large"
+	ProblemUnsupportedMediaType = "unsupported-media-type"
+	ProblemTenantUnresolved     = "tenant-unresolved"
+	ProblemTransactionMissing   = "transaction-unavailable"
+	ProblemHandlerFailed        = "handler-failed"
+	defaultProblemBase          = "https://idemgen.dev/problems/"
+	problemContentType          = "application/problem+json"
+	headerIdempotentReplayed    = "Idempotent-Replayed"
+	headerRetryAfter            = "Retry-After"
+	storeUnavailableRetryAfter  = 2
 )
 
 // Problem is an RFC 9457 problem details object.

@@ -55,6 +55,7 @@ type engineServer struct {
 	mu       sync.Mutex
 	runs     map[string]int
 	outcomes map[idem.Outcome]int
+	errs     []error // the errors behind store-error, fenced and panicked outcomes
 }
 
 func serveEngine(t *testing.T, store idem.Store, handler http.Handler, policies ...idem.Policy) *engineServer {
@@ -67,6 +68,9 @@ func serveEngine(t *testing.T, store idem.Store, handler http.Handler, policies 
 		Observer: idem.ObserverFunc(func(_ context.Context, ev idem.Event) {
 			es.mu.Lock()
 			es.outcomes[ev.Outcome]++
+			if ev.Err != nil {
+				es.errs = append(es.errs, fmt.Errorf("%s (status %d): %w", ev.Outcome, ev.Status, ev.Err))
+			}
 			es.mu.Unlock()
 		}),
 	})
@@ -110,6 +114,12 @@ func (es *engineServer) outcomeCounts() map[idem.Outcome]int {
 		m[k] = v
 	}
 	return m
+}
+
+func (es *engineServer) errors() []error {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	return append([]error(nil), es.errs...)
 }
 
 // answer is one HTTP response as the client read it.
@@ -330,6 +340,9 @@ func duplicateStorm(t *testing.T, es *engineServer, goroutines, keys int) {
 
 	// The observer saw the same story as the clients.
 	got := es.outcomeCounts()
+	for _, err := range es.errors() {
+		t.Errorf("observer: %v", err)
+	}
 	want := map[idem.Outcome]int{idem.OutcomeExecuted: keys, idem.OutcomeReplayed: replays, idem.OutcomeInFlight: inFlight}
 	for o, n := range got {
 		if want[o] != n {

@@ -38,6 +38,7 @@ func RefundOrderPolicy() idem.Policy {
 		OnLeaseExpiry:     idem.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
+			MediaType: "application/json",
 			Body: []fingerprint.Field{
 				{Pointer: "/amount", Type: fingerprint.Number},
 				{Pointer: "/reason", Type: fingerprint.String},

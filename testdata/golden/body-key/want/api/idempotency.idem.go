@@ -37,7 +37,8 @@ func CreatePaymentPolicy() idem.Policy {
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
-			Exclude: "/idempotency_key",
+			MediaType: "application/json",
+			Exclude:   "/idempotency_key",
 		},
 	}
 }

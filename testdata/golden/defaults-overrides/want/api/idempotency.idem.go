@@ -39,6 +39,9 @@ func CreateInvoicePolicy() idem.Policy {
 		CacheServerErrors: false,
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
+		Fingerprint: fingerprint.Spec{
+			MediaType: "application/json",
+		},
 	}
 }
 
@@ -62,7 +65,8 @@ func UpdateInvoicePolicy() idem.Policy {
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
-			Path: []string{"invoice_id"},
+			MediaType: "application/json",
+			Path:      []string{"invoice_id"},
 		},
 	}
 }

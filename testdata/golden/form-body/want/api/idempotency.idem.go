@@ -39,6 +39,7 @@ func CreateMessagePolicy() idem.Policy {
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
+			MediaType: "application/x-www-form-urlencoded",
 			Body: []fingerprint.Field{
 				{Pointer: "/Body", Type: fingerprint.String},
 				{Pointer: "/MaxPrice", Type: fingerprint.Number},

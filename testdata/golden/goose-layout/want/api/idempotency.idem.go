@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -35,6 +36,9 @@ func CreatePayoutPolicy() idem.Policy {
 		CacheServerErrors: false,
 		OnLeaseExpiry:     idem.Takeover,
 		Transactional:     true,
+		Fingerprint: fingerprint.Spec{
+			MediaType: "application/json",
+		},
 	}
 }
 

@@ -37,6 +37,7 @@ func PostSessionsPolicy() idem.Policy {
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
+			MediaType: "application/json",
 			Body: []fingerprint.Field{
 				{Pointer: "/amount/currency", Type: fingerprint.String},
 				{Pointer: "/amount/value", Type: fingerprint.Integer},

@@ -44,6 +44,7 @@ func PatchV1CustomersCustomerSourcesIdPolicy() idem.Policy {
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
+			MediaType: "application/x-www-form-urlencoded",
 			Body: []fingerprint.Field{
 				{Pointer: "/name", Type: fingerprint.String},
 			},

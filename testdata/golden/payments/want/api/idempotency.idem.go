@@ -45,6 +45,9 @@ func CreateAccountPolicy() idem.Policy {
 		CacheServerErrors: false,
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
+		Fingerprint: fingerprint.Spec{
+			MediaType: "application/json",
+		},
 	}
 }
 
@@ -66,6 +69,9 @@ func CreatePetPolicy() idem.Policy {
 		CacheServerErrors: false,
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
+		Fingerprint: fingerprint.Spec{
+			MediaType: "application/json",
+		},
 	}
 }
 
@@ -89,7 +95,8 @@ func CreateAdoptionPolicy() idem.Policy {
 		OnLeaseExpiry:     idem.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
-			Path: []string{"pet_id"},
+			MediaType: "application/json",
+			Path:      []string{"pet_id"},
 		},
 	}
 }
@@ -113,6 +120,7 @@ func CreateTransferPolicy() idem.Policy {
 		OnLeaseExpiry:     idem.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
+			MediaType: "application/json",
 			Body: []fingerprint.Field{
 				{Pointer: "/amount", Type: fingerprint.Integer},
 				{Pointer: "/currency", Type: fingerprint.String},

@@ -37,7 +37,8 @@ func StartJobPolicy() idem.Policy {
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
-			Query: []string{"priority"},
+			MediaType: "application/json",
+			Query:     []string{"priority"},
 		},
 	}
 }

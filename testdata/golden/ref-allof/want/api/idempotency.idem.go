@@ -37,6 +37,7 @@ func CreateChargePolicy() idem.Policy {
 		OnLeaseExpiry:     idem.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
+			MediaType: "application/json",
 			Body: []fingerprint.Field{
 				{Pointer: "/amount", Type: fingerprint.Integer},
 				{Pointer: "/capture", Type: fingerprint.Boolean},

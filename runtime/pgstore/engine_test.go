@@ -69,7 +69,7 @@ func serveEngine(t *testing.T, store idem.Store, handler http.Handler, policies 
 			es.mu.Lock()
 			es.outcomes[ev.Outcome]++
 			if ev.Err != nil {
-				es.errs = append(es.errs, fmt.Errorf("%s (status %d): %w", ev.Outcome, ev.Status, ev.Err))
+				es.errs = append(es.errs, fmt.Errorf("%s (status %d, %v in the store): %w", ev.Outcome, ev.Status, ev.StoreDuration.Round(time.Millisecond), ev.Err))
 			}
 			es.mu.Unlock()
 		}),

@@ -8,6 +8,12 @@
 // answer "in flight" without waiting, a crashed request's claim vanishes
 // with its transaction, and the completion is written in the same round
 // trip as the COMMIT.
+//
+// The pool must use a query execution mode that describes statements: pgx's
+// default (QueryExecModeCacheStatement) or QueryExecModeCacheDescribe. The
+// claim's result carries a record that pgx decodes only in the binary
+// format, and the stored headers travel as jsonb parameters; the exec and
+// simple_protocol modes send and receive text without the types.
 package pgstore
 
 import (
@@ -21,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -166,23 +173,59 @@ const (
 	outcomeBusy     = "busy"
 )
 
+// claimRow receives the row of claimSQL. Its first nine columns describe a
+// stored row that decided the claim; the last one is then NULL. Otherwise
+// the first nine are NULL and the last is idempotency_claim's result, a
+// record of the same nine fields, which ScanIndex scans into the same
+// places. Value types with a validity flag rather than pointers keep the
+// scan from allocating a box per column.
+type claimRow struct {
+	outcome     pgtype.Text
+	state       pgtype.Text
+	operation   pgtype.Text
+	fingerprint []byte
+	remainingUS pgtype.Int8
+	status      pgtype.Int4
+	headers     []byte
+	body        []byte
+	omitted     pgtype.Bool
+}
+
+// ScanNull leaves what the first nine columns set.
+func (r *claimRow) ScanNull() error { return nil }
+
+// ScanIndex returns the target of the function result's field i.
+func (r *claimRow) ScanIndex(i int) any {
+	switch i {
+	case 0:
+		return &r.outcome
+	case 1:
+		return &r.state
+	case 2:
+		return &r.operation
+	case 3:
+		return &r.fingerprint
+	case 4:
+		return &r.remainingUS
+	case 5:
+		return &r.status
+	case 6:
+		return &r.headers
+	case 7:
+		return &r.body
+	case 8:
+		return &r.omitted
+	}
+	return nil
+}
+
 func scanClaim(row pgx.Row, c idem.Claim) (idem.Result, error) {
-	var (
-		outcome     string
-		state       *string
-		operation   *string
-		fingerprint []byte
-		remainingUS *int64
-		status      *int32
-		headers     []byte
-		body        []byte
-		omitted     *bool
-	)
-	if err := row.Scan(&outcome, &state, &operation, &fingerprint, &remainingUS,
-		&status, &headers, &body, &omitted); err != nil {
+	var r claimRow
+	if err := row.Scan(&r.outcome, &r.state, &r.operation, &r.fingerprint, &r.remainingUS,
+		&r.status, &r.headers, &r.body, &r.omitted, &r); err != nil {
 		return idem.Result{}, err
 	}
-	switch outcome {
+	switch r.outcome.String {
 	case outcomeWon:
 		return idem.Result{Won: true}, nil
 	case outcomeTookOver:
@@ -200,31 +243,28 @@ func scanClaim(row pgx.Row, c idem.Claim) (idem.Result, error) {
 		}}, nil
 	case outcomeLost, outcomeMismatch:
 	default:
-		return idem.Result{}, fmt.Errorf("unexpected claim outcome %q", outcome)
+		return idem.Result{}, fmt.Errorf("unexpected claim outcome %q", r.outcome.String)
 	}
-	if state == nil || operation == nil {
-		return idem.Result{}, fmt.Errorf("claim outcome %q without a row", outcome)
+	if !r.state.Valid || !r.operation.Valid {
+		return idem.Result{}, fmt.Errorf("claim outcome %q without a row", r.outcome.String)
 	}
 	rec := idem.Record{
-		State:       idem.State(*state),
-		Operation:   *operation,
-		Fingerprint: fingerprint,
+		State:       idem.State(r.state.String),
+		Operation:   r.operation.String,
+		Fingerprint: r.fingerprint,
 	}
-	if remainingUS != nil {
-		rec.LeaseRemaining = time.Duration(*remainingUS) * time.Microsecond
+	if r.remainingUS.Valid {
+		rec.LeaseRemaining = time.Duration(r.remainingUS.Int64) * time.Microsecond
 	}
 	if rec.State == idem.StateCompleted {
-		resp := &idem.Response{Body: body}
-		if status != nil {
-			resp.Status = int(*status)
-		}
-		if omitted != nil {
-			resp.Omitted = *omitted
-		}
-		if len(headers) > 0 {
-			if err := json.Unmarshal(headers, &resp.Header); err != nil {
+		// A NULL status or body_omitted reads as the zero value.
+		resp := &idem.Response{Body: r.body, Status: int(r.status.Int32), Omitted: r.omitted.Bool}
+		if len(r.headers) > 0 {
+			h, err := decodeHeaders(r.headers)
+			if err != nil {
 				return idem.Result{}, fmt.Errorf("stored headers: %w", err)
 			}
+			resp.Header = h
 		}
 		rec.Response = resp
 	}

@@ -116,6 +116,11 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 // claimLocked is the claim's write path: under the write lock, read, decide
 // and write.
 func (s *Store) claimLocked(ctx context.Context, c idem.Claim) (res idem.Result, err error) {
+	done, err := s.admit(ctx, lockSlice)
+	if err != nil {
+		return idem.Result{}, err
+	}
+	defer done()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
@@ -165,6 +170,22 @@ func (s *Store) claimLocked(ctx context.Context, c idem.Claim) (res idem.Result,
 	}
 	committed = true
 	return res, nil
+}
+
+// admit waits at most wait for this process's turn to write (see
+// Store.writers) and returns the function that ends it. It reports
+// errLockBusy when the turn did not come.
+func (s *Store) admit(ctx context.Context, wait time.Duration) (func(), error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case s.writers <- struct{}{}:
+		return func() { <-s.writers }, nil
+	case <-t.C:
+		return nil, errLockBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // beginImmediate starts a write transaction on conn, waiting at most wait

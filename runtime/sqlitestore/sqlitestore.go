@@ -59,6 +59,13 @@ type Store struct {
 	ownsDB   bool
 	now      func() time.Time
 	lockWait time.Duration
+	// writers admits one of this process's short writes (a claim's write
+	// path, a completion, a release) at a time, in arrival order. SQLite has
+	// a single writer anyway; queueing here instead of in SQLite's busy
+	// handler, whose retries back off to 100 ms apart, keeps a completion
+	// from losing the lock again and again to a storm of new claims. Other
+	// processes, and transactional handlers, still meet SQLite's own lock.
+	writers chan struct{}
 }
 
 var (
@@ -106,7 +113,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // store relies on WAL mode and on transactions that begin IMMEDIATE. Close
 // leaves db open.
 func New(db *sql.DB, opts ...Option) *Store {
-	s := &Store{db: db, now: time.Now, lockWait: 5 * time.Second}
+	s := &Store{db: db, now: time.Now, lockWait: 5 * time.Second, writers: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(s)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -16,8 +18,57 @@ type execer interface {
 
 // Complete implements idem.Store.
 func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
-	if err := s.complete(ctx, s.db, id, token, resp); err != nil {
+	err := s.write(ctx, func(e execer) error { return s.complete(ctx, e, id, token, resp) })
+	if err != nil {
 		return fmt.Errorf("sqlitestore: complete: %w", err)
+	}
+	return nil
+}
+
+// write runs one token-checked write under the write lock, taken the way a
+// claim takes it: this process's turn first, then SQLite's lock, in short
+// slices until the lock wait runs out. Left to SQLite's own busy handler, a
+// completion lost the lock again and again to a storm of new claims, and
+// could time out after its handler had answered, leaving a finished request
+// in flight.
+func (s *Store) write(ctx context.Context, f func(e execer) error) error {
+	give := time.Now().Add(s.lockWait)
+	// A completion waits its whole turn: unlike a claim it has nothing to
+	// re-read meanwhile, and its handler has already answered.
+	done, err := s.admit(ctx, s.lockWait)
+	if err != nil {
+		return fmt.Errorf("no write turn within %v: %w", s.lockWait, err)
+	}
+	defer done()
+	for {
+		err := s.writeLocked(ctx, f)
+		if !errors.Is(err, errLockBusy) {
+			return err
+		}
+		if time.Now().After(give) {
+			return fmt.Errorf("no write lock within %v: %w", s.lockWait, err)
+		}
+	}
+}
+
+// writeLocked makes one attempt at SQLite's write lock and, with it, runs f
+// and commits. The caller holds this process's write turn.
+func (s *Store) writeLocked(ctx context.Context, f func(e execer) error) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := beginImmediate(ctx, conn, lockSlice); err != nil {
+		return err
+	}
+	if err := f(conn); err != nil {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
@@ -46,7 +97,10 @@ func (s *Store) complete(ctx context.Context, e execer, id idem.Identity, token 
 
 // Release implements idem.Store.
 func (s *Store) Release(ctx context.Context, id idem.Identity, token string) error {
-	if err := fenced(s.db.ExecContext(ctx, release, id.Tenant, id.Scope, id.Key, token)); err != nil {
+	err := s.write(ctx, func(e execer) error {
+		return fenced(e.ExecContext(ctx, release, id.Tenant, id.Scope, id.Key, token))
+	})
+	if err != nil {
 		return fmt.Errorf("sqlitestore: release: %w", err)
 	}
 	return nil
@@ -57,9 +111,13 @@ func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mod
 	var err error
 	switch mode {
 	case idem.Takeover:
-		err = fenced(s.db.ExecContext(ctx, abandonTakeover, millis(s.now()), id.Tenant, id.Scope, id.Key, token))
+		err = s.write(ctx, func(e execer) error {
+			return fenced(e.ExecContext(ctx, abandonTakeover, millis(s.now()), id.Tenant, id.Scope, id.Key, token))
+		})
 	case idem.FailClosed:
-		err = fenced(s.db.ExecContext(ctx, abandonFailClosed, id.Tenant, id.Scope, id.Key, token))
+		err = s.write(ctx, func(e execer) error {
+			return fenced(e.ExecContext(ctx, abandonFailClosed, id.Tenant, id.Scope, id.Key, token))
+		})
 	default:
 		err = fmt.Errorf("unknown lease-expiry mode %q", mode)
 	}

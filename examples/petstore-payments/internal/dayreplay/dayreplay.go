@@ -13,64 +13,156 @@ import (
 	"time"
 )
 
-// options are the command-line settings.
-type options struct {
-	url         string
-	apiKeys     string
-	seed        uint64
-	accounts    int
-	transfers   int
-	concurrency int
-	timeout     time.Duration
-	maxRequests int64
-	duration    time.Duration
-	attempts    int
+// Config is one day's settings. DefaultConfig holds the command's defaults;
+// Run refuses a Config whose sizes are out of range.
+type Config struct {
+	// URL is the server to replay against, on a loopback address. Ignored
+	// with Crash, where Run starts the server itself.
+	URL string
+	// APIKeys are the server's API keys, "key=tenant,…"; each key is one
+	// tenant's population of clients.
+	APIKeys string
+	// Seed plans the day: the same seed and sizes plan the same day.
+	Seed uint64
+	// Accounts is the number of accounts each tenant opens (at least 2).
+	Accounts int
+	// Transfers is the number of transfers the clients mean to make.
+	Transfers int
+	// Concurrency is the number of clients sending at once.
+	Concurrency int
+	// Timeout is a client's deadline per request; a request that misses it
+	// is abandoned and retried.
+	Timeout time.Duration
+	// MaxRequests stops the clients after this many requests in total.
+	MaxRequests int64
+	// Duration stops the clients after this long.
+	Duration time.Duration
+	// Attempts is how often a client sends one request before giving up.
+	Attempts int
 
-	crash       bool
-	serverBin   string
-	serverArgs  string
-	databaseURL string
-	killEvery   time.Duration
+	// Crash makes Run start the server and SIGKILL and restart it at random
+	// moments of the day.
+	Crash bool
+	// ServerBin is the built server binary for Crash; empty builds it with
+	// the go command.
+	ServerBin string
+	// ServerArgs are extra server flags for Crash, such as "--chaos-delay=300ms".
+	ServerArgs []string
+	// DatabaseURL is the server's database for Crash; empty uses a fresh
+	// SQLite file that is removed afterwards.
+	DatabaseURL string
+	// KillEvery is the mean time between kills with Crash.
+	KillEvery time.Duration
+
+	// Log receives progress lines, restart failures and the server build's
+	// output; nil discards them.
+	Log io.Writer
+}
+
+// DefaultConfig returns the settings the command uses when given no flags.
+func DefaultConfig() Config {
+	return Config{
+		URL:         "http://127.0.0.1:8080",
+		APIKeys:     "demo-key-acme=acme,demo-key-globex=globex",
+		Seed:        1,
+		Accounts:    8,
+		Transfers:   400,
+		Concurrency: 16,
+		Timeout:     300 * time.Millisecond,
+		MaxRequests: 20000,
+		Duration:    2 * time.Minute,
+		Attempts:    12,
+		KillEvery:   3 * time.Second,
+	}
+}
+
+func (c Config) validate() error {
+	if c.Accounts < 2 || c.Transfers < 1 || c.Concurrency < 1 || c.Attempts < 1 {
+		return errors.New("accounts must be at least 2; transfers, concurrency and attempts at least 1")
+	}
+	if c.Timeout <= 0 || c.Duration <= 0 || c.MaxRequests < 1 {
+		return errors.New("timeout, duration and max-requests must be positive")
+	}
+	if c.Crash && c.KillEvery <= 0 {
+		return errors.New("kill-every must be positive")
+	}
+	_, err := parseKeys(c.APIKeys)
+	return err
+}
+
+// Report is what one day did, as audited from the state read back over the
+// API afterwards.
+type Report struct {
+	// Planned is the number of transfers of the plan; Started those a
+	// client began before the day's time or request budget ran out.
+	Planned, Started int
+	// Requests counts every request sent, Retries those after a first
+	// attempt, GaveUp the logical requests whose client ran out of attempts
+	// or of time.
+	Requests, Retries, GaveUp int64
+	// Kills counts the SIGKILLs of the server (Crash only).
+	Kills int
+	// Acknowledged counts the distinct transfers answered with a 201.
+	Acknowledged int
+	// Duplicates counts transfers beyond the first one found for a planned
+	// transfer.
+	Duplicates int
+	// Lost counts acknowledged transfers that do not exist afterwards.
+	Lost int
+	// WronglyAccepted counts the amount changes under a reused key that
+	// created a transfer, out of AmountChanges sent.
+	WronglyAccepted, AmountChanges int
+	// Conserved is true when every balance equals its initial balance plus
+	// its transfers, and each tenant's total equals its initial total.
+	Conserved bool
+	// Problems explains each missing transfer and each balance that does
+	// not add up.
+	Problems []string
+	// Elapsed is the time the clients spent, the audit excluded.
+	Elapsed time.Duration
 }
 
 // Main runs the replay and returns the exit code: 0 when the day ran, 1 when
 // it could not, 2 for bad arguments. The audit's verdict is in the table,
 // not in the exit code, so that a run without idempotency still reports.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var o options
+	c := DefaultConfig()
+	var serverArgs string
 	fl := flag.NewFlagSet("dayreplay", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	fl.StringVar(&o.url, "url", "http://127.0.0.1:8080", "the server to replay against (loopback only); ignored with --crash")
-	fl.StringVar(&o.apiKeys, "api-keys", "demo-key-acme=acme,demo-key-globex=globex", "the server's API keys, key=tenant,…; one client population per key")
-	fl.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic day; the same seed plans the same day")
-	fl.IntVar(&o.accounts, "accounts", 8, "accounts per tenant")
-	fl.IntVar(&o.transfers, "transfers", 400, "transfers the clients mean to make")
-	fl.IntVar(&o.concurrency, "concurrency", 16, "clients sending at once")
-	fl.DurationVar(&o.timeout, "timeout", 300*time.Millisecond, "client timeout per request; a timed-out request is retried")
-	fl.Int64Var(&o.maxRequests, "max-requests", 20000, "stop issuing requests after this many")
-	fl.DurationVar(&o.duration, "duration", 2*time.Minute, "stop issuing requests after this long")
-	fl.IntVar(&o.attempts, "attempts", 12, "attempts per request before a client gives up")
-	fl.BoolVar(&o.crash, "crash", false, "start the server here and SIGKILL and restart it at random moments")
-	fl.StringVar(&o.serverBin, "server-bin", "", "with --crash: the built server binary; empty builds it with go build")
-	fl.StringVar(&o.serverArgs, "server-args", "", "with --crash: extra server flags, space-separated, such as \"--idempotency=off --chaos-delay=300ms\"")
-	fl.StringVar(&o.databaseURL, "database-url", "", "with --crash: the server's database; empty uses a fresh SQLite file")
-	fl.DurationVar(&o.killEvery, "kill-every", 3*time.Second, "with --crash: mean time between kills")
+	fl.StringVar(&c.URL, "url", c.URL, "the server to replay against (loopback only); ignored with --crash")
+	fl.StringVar(&c.APIKeys, "api-keys", c.APIKeys, "the server's API keys, key=tenant,…; one client population per key")
+	fl.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the synthetic day; the same seed plans the same day")
+	fl.IntVar(&c.Accounts, "accounts", c.Accounts, "accounts per tenant")
+	fl.IntVar(&c.Transfers, "transfers", c.Transfers, "transfers the clients mean to make")
+	fl.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "clients sending at once")
+	fl.DurationVar(&c.Timeout, "timeout", c.Timeout, "client timeout per request; a timed-out request is retried")
+	fl.Int64Var(&c.MaxRequests, "max-requests", c.MaxRequests, "stop issuing requests after this many")
+	fl.DurationVar(&c.Duration, "duration", c.Duration, "stop issuing requests after this long")
+	fl.IntVar(&c.Attempts, "attempts", c.Attempts, "attempts per request before a client gives up")
+	fl.BoolVar(&c.Crash, "crash", false, "start the server here and SIGKILL and restart it at random moments")
+	fl.StringVar(&c.ServerBin, "server-bin", "", "with --crash: the built server binary; empty builds it with go build")
+	fl.StringVar(&serverArgs, "server-args", "", "with --crash: extra server flags, space-separated, such as \"--idempotency=off --chaos-delay=300ms\"")
+	fl.StringVar(&c.DatabaseURL, "database-url", "", "with --crash: the server's database; empty uses a fresh SQLite file")
+	fl.DurationVar(&c.KillEvery, "kill-every", c.KillEvery, "with --crash: mean time between kills")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if o.accounts < 2 || o.transfers < 1 || o.concurrency < 1 || o.attempts < 1 {
-		fmt.Fprintln(stderr, "dayreplay: --accounts must be at least 2; --transfers, --concurrency and --attempts at least 1")
-		return 2
-	}
-	keys, err := parseKeys(o.apiKeys)
-	if err != nil {
+	c.ServerArgs = strings.Fields(serverArgs)
+	c.Log = stderr
+	if err := c.validate(); err != nil {
 		fmt.Fprintln(stderr, "dayreplay:", err)
 		return 2
 	}
-	if err := run(ctx, o, keys, stdout, stderr); err != nil {
+	rep, err := Run(ctx, c)
+	if err != nil {
+		fmt.Fprintln(stderr, "dayreplay:", err)
+		return 1
+	}
+	if err := rep.WriteTable(stdout); err != nil {
 		fmt.Fprintln(stderr, "dayreplay:", err)
 		return 1
 	}
@@ -109,51 +201,79 @@ func checkLoopback(raw string) error {
 	return nil
 }
 
-func run(ctx context.Context, o options, keys []string, stdout, stderr io.Writer) error {
-	p := newPlan(o.seed, len(keys), o.accounts, o.transfers)
-	base := o.url
+// Run plays one day against c.URL, or against a server it starts, kills
+// and restarts when c.Crash is set, then audits the state over the API. An
+// error means the day could not be played or audited; what the day did to
+// the money, good or bad, is in the Report.
+func Run(ctx context.Context, c Config) (Report, error) {
+	if err := c.validate(); err != nil {
+		return Report{}, err
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	keys, err := parseKeys(c.APIKeys)
+	if err != nil {
+		return Report{}, err
+	}
+	p := newPlan(c.Seed, len(keys), c.Accounts, c.Transfers)
+	base := c.URL
 	var srv *managedServer
-	if o.crash {
-		var err error
-		srv, err = startManaged(ctx, o, stderr)
+	if c.Crash {
+		srv, err = startManaged(ctx, c)
 		if err != nil {
-			return err
+			return Report{}, err
 		}
 		defer srv.close()
 		base = srv.url
 	} else if err := checkLoopback(base); err != nil {
-		return err
+		return Report{}, err
 	}
-	r := newReplayer(base, keys, o)
-	fmt.Fprintf(stderr, "dayreplay: seed %d, %d tenants × %d accounts, %d transfers, %d clients, timeout %v, against %s\n",
-		o.seed, len(keys), o.accounts, o.transfers, o.concurrency, o.timeout, base)
+	r := newReplayer(base, keys, c)
+	fmt.Fprintf(c.Log, "dayreplay: seed %d, %d tenants × %d accounts, %d transfers, %d clients, timeout %v, against %s\n",
+		c.Seed, len(keys), c.Accounts, c.Transfers, c.Concurrency, c.Timeout, base)
 	start := time.Now()
-	dayCtx, cancel := context.WithTimeout(ctx, o.duration)
+	dayCtx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
-	if srv != nil {
-		go srv.chaos(dayCtx, o.seed, o.killEvery)
-	}
 	if err := r.openAccounts(dayCtx, p); err != nil {
-		return err
+		return Report{}, err
 	}
-	r.replay(dayCtx, p)
+	// The kills begin once the accounts are open. Opening an account is not
+	// transactional, so a kill in the middle of it leaves its key's outcome
+	// unknown for good (fail-closed), and the day would have no account to
+	// move money from; transfers are what the day is about.
+	chaosDone := make(chan struct{})
+	if srv != nil {
+		go func() {
+			defer close(chaosDone)
+			srv.chaos(dayCtx, c.Seed, c.KillEvery)
+		}()
+	} else {
+		close(chaosDone)
+	}
+	// Deferred after srv.close, so it runs first: no restart may follow
+	// the final stop.
+	defer func() { cancel(); <-chaosDone }()
+	started := r.replay(dayCtx, p)
 	elapsed := time.Since(start)
 	cancel()
+	// A restart still under way when the day ends must finish before
+	// ensureUp looks, or both would start a server on the same port.
+	<-chaosDone
 	if srv != nil {
 		if err := srv.ensureUp(ctx); err != nil {
-			return err
+			return Report{}, err
 		}
 	}
-	a, err := r.audit(ctx, p)
+	rep, err := r.audit(ctx, p)
 	if err != nil {
-		return err
+		return Report{}, err
 	}
-	kills := 0
+	rep.Planned, rep.Started, rep.Elapsed = len(p.transfers), started, elapsed
 	if srv != nil {
-		kills = srv.kills()
+		rep.Kills = srv.kills()
 	}
-	printTable(stdout, r, a, len(p.transfers), kills, elapsed)
-	return nil
+	return rep, nil
 }
 
 // tempDir is where --crash keeps its database and binary.

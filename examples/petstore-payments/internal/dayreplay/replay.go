@@ -21,7 +21,7 @@ import (
 type replayer struct {
 	base     string
 	keys     []string // API key per tenant
-	o        options
+	c        Config
 	http     *http.Client
 	requests atomic.Int64
 	retries  atomic.Int64
@@ -33,14 +33,14 @@ type replayer struct {
 	changes   int                 // amount changes sent
 }
 
-func newReplayer(base string, keys []string, o options) *replayer {
+func newReplayer(base string, keys []string, c Config) *replayer {
 	return &replayer{
 		base: base,
 		keys: keys,
-		o:    o,
+		c:    c,
 		// The timeout is per request: a slow answer is abandoned and retried,
 		// as a real client with a short deadline does.
-		http:  &http.Client{Timeout: o.timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		http:  &http.Client{Timeout: c.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		acked: map[string][]string{},
 	}
 }
@@ -73,8 +73,8 @@ func (r *replayer) post(ctx context.Context, tenant int, path, key, body string)
 // backs off exponentially with jitter and honours Retry-After. ok is false
 // when the client gave up (attempts, request budget or the day's end).
 func (r *replayer) send(ctx context.Context, tenant int, path, key, body string) (answer, bool) {
-	for attempt := 1; attempt <= r.o.attempts; attempt++ {
-		if ctx.Err() != nil || r.requests.Add(1) > r.o.maxRequests {
+	for attempt := 1; attempt <= r.c.Attempts; attempt++ {
+		if ctx.Err() != nil || r.requests.Add(1) > r.c.MaxRequests {
 			break
 		}
 		if attempt > 1 {
@@ -128,20 +128,23 @@ func transferBody(from, to string, amount int64, memo string) string {
 	return fmt.Sprintf(`{"from_account":%q,"to_account":%q,"amount":%d,"currency":"EUR","memo":%q}`, from, to, amount, memo)
 }
 
-// replay runs the planned transfers with o.concurrency clients.
-func (r *replayer) replay(ctx context.Context, p plan) {
+// replay runs the planned transfers with c.Concurrency clients and returns
+// how many it handed to a client before ctx ended.
+func (r *replayer) replay(ctx context.Context, p plan) int {
 	work := make(chan plannedTransfer)
 	var wg sync.WaitGroup
-	for range r.o.concurrency {
+	for range r.c.Concurrency {
 		wg.Go(func() {
 			for tr := range work {
 				r.transfer(ctx, tr)
 			}
 		})
 	}
+	started := 0
 	for _, tr := range p.transfers {
 		select {
 		case work <- tr:
+			started++
 		case <-ctx.Done():
 		}
 		if ctx.Err() != nil {
@@ -150,6 +153,7 @@ func (r *replayer) replay(ctx context.Context, p plan) {
 	}
 	close(work)
 	wg.Wait()
+	return started
 }
 
 func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
@@ -194,16 +198,6 @@ func (r *replayer) ack(key string, a answer) {
 	r.mu.Unlock()
 }
 
-// auditResult is what the state read back says.
-type auditResult struct {
-	acknowledged    int
-	duplicates      int
-	lost            int
-	wronglyAccepted int
-	conserved       bool
-	detail          []string
-}
-
 type apiTransfer struct {
 	ID          string `json:"id"`
 	FromAccount string `json:"from_account"`
@@ -212,28 +206,31 @@ type apiTransfer struct {
 	Memo        string `json:"memo"`
 }
 
-func (r *replayer) get(ctx context.Context, tenant int, path string, v any) (int, error) {
+// get reads one resource for the audit. Anything but a 200 is an error: an
+// audit of lists it could not read would find nothing wrong in them.
+func (r *replayer) get(ctx context.Context, tenant int, path string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+path, nil)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+r.keys[tenant])
 	client := &http.Client{Timeout: 30 * time.Second}
 	res, err := client.Do(req)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return res.StatusCode, nil
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return fmt.Errorf("GET %s: %d %s", path, res.StatusCode, bytes.TrimSpace(b))
 	}
-	return res.StatusCode, json.NewDecoder(res.Body).Decode(v)
+	return json.NewDecoder(res.Body).Decode(v)
 }
 
 // audit reads every account and transfer of the day back over the API.
-func (r *replayer) audit(ctx context.Context, p plan) (auditResult, error) {
-	var a auditResult
-	a.conserved = true
+func (r *replayer) audit(ctx context.Context, p plan) (Report, error) {
+	var a Report
+	a.Conserved = true
 	transfers := map[string]apiTransfer{}
 	for t := range p.accounts {
 		initial := map[string]int64{}
@@ -247,21 +244,23 @@ func (r *replayer) audit(ctx context.Context, p plan) (auditResult, error) {
 				Balance int64  `json:"balance"`
 			} `json:"accounts"`
 		}
-		if _, err := r.get(ctx, t, "/accounts", &list); err != nil {
+		if err := r.get(ctx, t, "/accounts", &list); err != nil {
 			return a, fmt.Errorf("audit: list accounts: %w", err)
 		}
 		var sumBalance, sumInitial int64
+		listed := map[string]bool{}
 		for _, acct := range list.Accounts {
 			init, ours := initial[acct.Owner]
 			if !ours {
 				continue
 			}
+			listed[acct.ID] = true
 			sumBalance += acct.Balance
 			sumInitial += init
 			var tl struct {
 				Transfers []apiTransfer `json:"transfers"`
 			}
-			if _, err := r.get(ctx, t, "/accounts/"+url.PathEscape(acct.ID)+"/transfers", &tl); err != nil {
+			if err := r.get(ctx, t, "/accounts/"+url.PathEscape(acct.ID)+"/transfers", &tl); err != nil {
 				return a, fmt.Errorf("audit: list transfers: %w", err)
 			}
 			want := init
@@ -275,13 +274,19 @@ func (r *replayer) audit(ctx context.Context, p plan) (auditResult, error) {
 				}
 			}
 			if want != acct.Balance {
-				a.conserved = false
-				a.detail = append(a.detail, fmt.Sprintf("account %s holds %d, its transfers say %d", acct.ID, acct.Balance, want))
+				a.Conserved = false
+				a.Problems = append(a.Problems, fmt.Sprintf("account %s holds %d, its transfers say %d", acct.ID, acct.Balance, want))
+			}
+		}
+		for _, id := range r.accountID[t] {
+			if !listed[id] {
+				a.Conserved = false
+				a.Problems = append(a.Problems, fmt.Sprintf("opened account %s is missing", id))
 			}
 		}
 		if sumBalance != sumInitial {
-			a.conserved = false
-			a.detail = append(a.detail, fmt.Sprintf("tenant %d holds %d in total, opened with %d", t, sumBalance, sumInitial))
+			a.Conserved = false
+			a.Problems = append(a.Problems, fmt.Sprintf("tenant %d holds %d in total, opened with %d", t, sumBalance, sumInitial))
 		}
 	}
 	byMemo := map[string]int{}
@@ -290,14 +295,16 @@ func (r *replayer) audit(ctx context.Context, p plan) (auditResult, error) {
 	}
 	for _, tr := range p.transfers {
 		if n := byMemo[tr.key]; n > 1 {
-			a.duplicates += n - 1
+			a.Duplicates += n - 1
 		}
 		if byMemo[tr.key+"#changed"] > 0 {
-			a.wronglyAccepted++
+			a.WronglyAccepted++
 		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	a.Requests, a.Retries, a.GaveUp = r.requests.Load(), r.retries.Load(), r.gaveUp.Load()
+	a.AmountChanges = r.changes
 	seen := map[string]bool{}
 	for _, ids := range r.acked {
 		for _, id := range ids {
@@ -305,10 +312,10 @@ func (r *replayer) audit(ctx context.Context, p plan) (auditResult, error) {
 				continue
 			}
 			seen[id] = true
-			a.acknowledged++
+			a.Acknowledged++
 			if _, ok := transfers[id]; !ok {
-				a.lost++
-				a.detail = append(a.detail, "acknowledged transfer "+id+" is missing")
+				a.Lost++
+				a.Problems = append(a.Problems, "acknowledged transfer "+id+" is missing")
 			}
 		}
 	}
@@ -322,25 +329,32 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-// printTable writes the day's results as a Markdown table.
-func printTable(w io.Writer, r *replayer, a auditResult, planned, kills int, elapsed time.Duration) {
+// WriteTable writes the report as a Markdown table, followed by its
+// problems, one a line.
+func (a Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
 	row := func(k string, v any) { fmt.Fprintf(tw, "| %s\t %v\t\n", k, v) }
 	row("metric", "value")
 	fmt.Fprintf(tw, "|---\t---\t\n")
-	row("transfers planned", planned)
-	row("requests", r.requests.Load())
-	row("retries", r.retries.Load())
-	row("requests given up", r.gaveUp.Load())
-	row("server kills", kills)
-	row("transfers acknowledged (201)", a.acknowledged)
-	row("duplicate transfers", a.duplicates)
-	row("lost transfers (201 but missing)", a.lost)
-	row("wrongly-accepted amount changes", fmt.Sprintf("%d of %d", a.wronglyAccepted, r.changes))
-	row("money conserved", yesNo(a.conserved))
-	row("elapsed", elapsed.Round(100*time.Millisecond))
-	_ = tw.Flush()
-	for _, d := range a.detail {
-		fmt.Fprintln(w, "  ", d)
+	row("transfers planned", a.Planned)
+	row("transfers started", a.Started)
+	row("requests", a.Requests)
+	row("retries", a.Retries)
+	row("requests given up", a.GaveUp)
+	row("server kills", a.Kills)
+	row("transfers acknowledged (201)", a.Acknowledged)
+	row("duplicate transfers", a.Duplicates)
+	row("lost transfers (201 but missing)", a.Lost)
+	row("wrongly-accepted amount changes", fmt.Sprintf("%d of %d", a.WronglyAccepted, a.AmountChanges))
+	row("money conserved", yesNo(a.Conserved))
+	row("elapsed", a.Elapsed.Round(100*time.Millisecond))
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the table: %w", err)
 	}
+	for _, d := range a.Problems {
+		if _, err := fmt.Fprintln(w, "  ", d); err != nil {
+			return fmt.Errorf("write the table: %w", err)
+		}
+	}
+	return nil
 }

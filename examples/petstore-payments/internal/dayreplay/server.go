@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 )
@@ -33,17 +32,18 @@ type managedServer struct {
 	nKills int
 }
 
-func startManaged(ctx context.Context, o options, stderr io.Writer) (*managedServer, error) {
+func startManaged(ctx context.Context, c Config) (*managedServer, error) {
 	dir, err := tempDir()
 	if err != nil {
 		return nil, err
 	}
-	bin := o.serverBin
+	bin := c.ServerBin
 	if bin == "" {
 		bin = filepath.Join(dir, "petstore-payments")
 		build := exec.CommandContext(ctx, "go", "build", "-o", bin, serverPackage)
-		build.Stdout, build.Stderr = stderr, stderr
+		build.Stdout, build.Stderr = c.Log, c.Log
 		if err := build.Run(); err != nil {
+			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("build the server: %w", err)
 		}
 	}
@@ -51,18 +51,18 @@ func startManaged(ctx context.Context, o options, stderr io.Writer) (*managedSer
 	// server at the same address.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("find a free port: %w", err)
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	dbURL := o.databaseURL
+	dbURL := c.DatabaseURL
 	if dbURL == "" {
 		dbURL = "sqlite:" + filepath.Join(dir, "day.db")
 	}
-	keys := o.apiKeys
-	args := []string{"--addr", addr, "--database-url", dbURL, "--api-keys", keys}
-	args = append(args, strings.Fields(o.serverArgs)...)
-	s := &managedServer{bin: bin, args: args, url: "http://" + addr, dir: dir, stderr: stderr}
+	args := []string{"--addr", addr, "--database-url", dbURL, "--api-keys", c.APIKeys}
+	args = append(args, c.ServerArgs...)
+	s := &managedServer{bin: bin, args: args, url: "http://" + addr, dir: dir, stderr: c.Log}
 	if err := s.start(ctx); err != nil {
 		s.close()
 		return nil, err

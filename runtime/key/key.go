@@ -41,6 +41,7 @@ type Error struct {
 	Detail string
 }
 
+// Error returns the detail, which is safe to show a client.
 func (e *Error) Error() string { return e.Detail }
 
 // Unwrap returns the kind, so errors.Is matches it and ErrInvalid.

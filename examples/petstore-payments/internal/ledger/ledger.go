@@ -34,6 +34,7 @@ type Error struct {
 	Detail string
 }
 
+// Error implements error.
 func (e *Error) Error() string { return string(e.Kind) + ": " + e.Detail }
 
 func fail(kind Kind, format string, args ...any) error {

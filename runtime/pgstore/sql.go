@@ -24,10 +24,11 @@ package pgstore
 //
 // The shape is the cheapest of those measured for a replay. The function is
 // a scalar call in the select list rather than a FROM item: a FROM item (a
-// UNION ALL branch behind LIMIT 1, or the earlier form with two
-// MATERIALIZED CTEs and a NOT EXISTS) sets up a function scan on every
-// execution, even when it never runs, and that set-up alone cost the
-// server about a fifth of a primary-key lookup. The price is that the
+// UNION ALL branch behind LIMIT 1, or MATERIALIZED CTEs with a NOT EXISTS
+// guard) sets up a function scan on every execution, even when it never
+// runs, and that set-up alone cost the server a tenth to a fifth of a
+// primary-key lookup. A single-row join also needs no CTE to materialize
+// and scan twice. The price is that the
 // function's result arrives as one anonymous record, which pgx decodes only
 // in the binary format: pgstore needs pgx's default query execution mode,
 // or another mode that describes statements (see the package comment).

@@ -38,7 +38,17 @@ import (
 type Store struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+	// unusable is set when the pool cannot run pgstore's statements; every
+	// claim then fails with it, so the engine refuses work (503) and logs
+	// why, instead of failing on each request in a confusing way.
+	unusable error
 }
+
+// ErrQueryExecMode reports a pool whose query execution mode sends and
+// receives text without types (exec, simple_protocol), which pgstore's
+// statements cannot work with. Use pgx's default, cache_statement, or
+// cache_describe (which also suits PgBouncer in transaction mode).
+var ErrQueryExecMode = errors.New("pgstore: the pool's default_query_exec_mode must be cache_statement or cache_describe")
 
 var (
 	_ idem.Store      = (*Store)(nil)
@@ -64,6 +74,10 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	switch mode := pool.Config().ConnConfig.DefaultQueryExecMode; mode {
+	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+		s.unusable = fmt.Errorf("%w, not %s", ErrQueryExecMode, mode)
+	}
 	return s
 }
 
@@ -71,6 +85,9 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 	if err := checkClaim(c); err != nil {
 		return idem.Result{}, err
+	}
+	if s.unusable != nil {
+		return idem.Result{}, s.unusable
 	}
 	row := s.pool.QueryRow(ctx, claimSQL, claimArgs(c)...)
 	res, err := scanClaim(row, c)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -205,5 +206,27 @@ func TestSweepSkipsLockedRows(t *testing.T) {
 	_ = locker.Rollback(ctx)
 	if n, err := s.Sweep(ctx, 10); err != nil || n != 1 {
 		t.Fatalf("second Sweep = %d, %v; want 1", n, err)
+	}
+}
+
+func TestQueryExecModeWithoutTypesIsRefused(t *testing.T) {
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		cfg, err := pgxpool.ParseConfig("postgres://nobody@127.0.0.1:1/none?default_query_exec_mode=" + mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := pgstore.New(pool)
+		_, err = s.Claim(context.Background(), claimFor("k", "tok", time.Minute))
+		if !errors.Is(err, pgstore.ErrQueryExecMode) {
+			t.Errorf("%s: Claim error %v, want ErrQueryExecMode", mode, err)
+		}
+		if _, _, err := s.ClaimTx(context.Background(), claimFor("k", "tok", time.Minute)); !errors.Is(err, pgstore.ErrQueryExecMode) {
+			t.Errorf("%s: ClaimTx error %v, want ErrQueryExecMode", mode, err)
+		}
+		pool.Close()
 	}
 }

@@ -42,6 +42,9 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	if err := checkClaim(c); err != nil {
 		return idem.Result{}, nil, err
 	}
+	if s.unusable != nil {
+		return idem.Result{}, nil, s.unusable
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
@@ -80,6 +83,9 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 // operation that runs without a key. Its Commit commits; its Release rolls
 // back.
 func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
+	if s.unusable != nil {
+		return nil, s.unusable
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)

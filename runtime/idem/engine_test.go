@@ -600,3 +600,52 @@ func TestBodyOfAnotherMediaTypeIsRefused(t *testing.T) {
 	f.server.ServeHTTP(w, r)
 	expect(t, w, http.StatusUnprocessableEntity, idem.ProblemKeyReused)
 }
+
+func TestReplayCarriesAFreshDate(t *testing.T) {
+	f := newFixture(t, transferPolicy())
+	inner := f.handler
+	f.handler = func(w http.ResponseWriter, r *http.Request) {
+		// A handler that sets Date itself: the stored one must not come back.
+		w.Header().Set("Date", "Mon, 02 Jan 2006 15:04:05 GMT")
+		inner(w, r)
+	}
+	srv := httptest.NewServer(f.server)
+	defer srv.Close()
+	send := func() *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/transfers", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Tenant", "acme")
+		req.Header.Set("Idempotency-Key", "dated")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
+	}
+	send()
+	replay := send()
+	if replay.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("second request was not a replay: %d", replay.StatusCode)
+	}
+	date, err := http.ParseTime(replay.Header.Get("Date"))
+	if err != nil {
+		t.Fatalf("replay Date %q: %v", replay.Header.Get("Date"), err)
+	}
+	if age := time.Since(date); age > time.Minute || age < -time.Minute {
+		t.Fatalf("replay Date %v is not the time of the replay", date)
+	}
+}
+
+func TestUnresolvedTenantNeverRuns(t *testing.T) {
+	f := newFixture(t, transferPolicy())
+	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "k")
+	w := httptest.NewRecorder()
+	f.server.ServeHTTP(w, r)
+	expect(t, w, http.StatusInternalServerError, idem.ProblemTenantUnresolved)
+	if f.runs.Load() != 0 || f.store.Len() != 0 {
+		t.Fatal("a request without a tenant ran the handler or claimed a key")
+	}
+}

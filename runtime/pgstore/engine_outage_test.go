@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // Proof: the database goes away while requests flow through the engine.
@@ -49,17 +50,17 @@ func TestEngineDatabaseOutage(t *testing.T) {
 			// completion.
 			current.Load().stop()
 		}
-		created(w, r.Header.Get("Idempotency-Key"))
+		storetest.Created(w, r.Header.Get("Idempotency-Key"))
 	})
-	es := serveEngine(t, pgstore.New(pool), handler,
-		enginePolicy("createTransfer", "/transfers", lease, idem.FailClosed, false))
+	es := storetest.ServeEngine(t, pgstore.New(pool), handler,
+		storetest.EnginePolicy("createTransfer", "/transfers", lease, idem.FailClosed, false))
 	const body = `{"amount":100,"to":"acc_1"}`
 	restart := func() { current.Store(startProxy(t, addr, upstream)) }
 	unavailable := 0 // 503s the clients saw
 
 	// Before the outage.
-	before := es.mustPost(t, "/transfers", "before", body)
-	if before.status != http.StatusCreated || before.replayed() {
+	before := es.MustPost(t, "/transfers", "before", body)
+	if before.Status != http.StatusCreated || before.Replayed() {
 		t.Fatalf("before the outage: %v", before)
 	}
 
@@ -68,8 +69,8 @@ func TestEngineDatabaseOutage(t *testing.T) {
 	current.Load().stop()
 	for _, key := range []string{"during-1", "during-2", "during-3", "before"} {
 		start := time.Now()
-		a := es.mustPost(t, "/transfers", key, body)
-		if err := checkProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+		a := es.MustPost(t, "/transfers", key, body)
+		if err := storetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
 			t.Errorf("%s during the outage: %v", key, err)
 		}
 		unavailable++
@@ -78,11 +79,11 @@ func TestEngineDatabaseOutage(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"during-1", "during-2", "during-3"} {
-		if n := es.runsOf(key); n != 0 {
+		if n := es.RunsOf(key); n != 0 {
 			t.Errorf("%s: handler ran %d times during the outage, want 0", key, n)
 		}
 	}
-	if n := es.runsOf("before"); n != 1 {
+	if n := es.RunsOf("before"); n != 1 {
 		t.Errorf("before: handler ran %d times, want 1", n)
 	}
 
@@ -91,11 +92,11 @@ func TestEngineDatabaseOutage(t *testing.T) {
 	restart()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		a := es.mustPost(t, "/transfers", "during-1", body)
-		if a.status == http.StatusCreated && !a.replayed() {
+		a := es.MustPost(t, "/transfers", "during-1", body)
+		if a.Status == http.StatusCreated && !a.Replayed() {
 			break
 		}
-		if err := checkProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+		if err := storetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
 			t.Fatalf("during-1 after the outage: %v", err)
 		}
 		unavailable++
@@ -105,15 +106,15 @@ func TestEngineDatabaseOutage(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for _, key := range []string{"during-2", "during-3"} {
-		if a := es.mustPost(t, "/transfers", key, body); a.status != http.StatusCreated || a.replayed() {
+		if a := es.MustPost(t, "/transfers", key, body); a.Status != http.StatusCreated || a.Replayed() {
 			t.Errorf("%s after the outage: %v, want a fresh 201", key, a)
 		}
 	}
-	if err := checkReplay(es.mustPost(t, "/transfers", "before", body), before); err != nil {
+	if err := storetest.CheckReplay(es.MustPost(t, "/transfers", "before", body), before); err != nil {
 		t.Errorf("replay of a key stored before the outage: %v", err)
 	}
 	for _, key := range []string{"before", "during-1", "during-2", "during-3"} {
-		if n := es.runsOf(key); n != 1 {
+		if n := es.RunsOf(key); n != 1 {
 			t.Errorf("%s: handler ran %d times, want 1", key, n)
 		}
 	}
@@ -121,8 +122,8 @@ func TestEngineDatabaseOutage(t *testing.T) {
 	// The completion fails after the handler ran: the client still gets
 	// the handler's answer.
 	claimed := time.Now()
-	lost := es.mustPost(t, "/transfers", "lost", body, "X-Cut-Database", "1")
-	if lost.status != http.StatusCreated || lost.replayed() {
+	lost := es.MustPost(t, "/transfers", "lost", body, "X-Cut-Database", "1")
+	if lost.Status != http.StatusCreated || lost.Replayed() {
 		t.Fatalf("request whose completion failed: %v, want the handler's own 201", lost)
 	}
 	restart()
@@ -130,16 +131,16 @@ func TestEngineDatabaseOutage(t *testing.T) {
 	// reconnects are allowed; they run nothing).
 	var inFlight bool
 	for !inFlight && time.Since(claimed) < lease-500*time.Millisecond {
-		a := es.mustPost(t, "/transfers", "lost", body)
-		switch a.status {
+		a := es.MustPost(t, "/transfers", "lost", body)
+		switch a.Status {
 		case http.StatusServiceUnavailable:
-			if err := checkProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+			if err := storetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
 				t.Fatal(err)
 			}
 			unavailable++
 			time.Sleep(50 * time.Millisecond)
 		default:
-			if err := checkProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+			if err := storetest.CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
 				t.Fatalf("retry during the lease: %v", err)
 			}
 			inFlight = true
@@ -151,18 +152,18 @@ func TestEngineDatabaseOutage(t *testing.T) {
 	// Fail-closed: after the lease the outcome is unknown, for good.
 	time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond)))
 	for range 2 {
-		a := es.mustPost(t, "/transfers", "lost", body)
-		if err := checkProblem(a, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+		a := es.MustPost(t, "/transfers", "lost", body)
+		if err := storetest.CheckProblem(a, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
 			t.Errorf("retry after the lease: %v", err)
 		}
 	}
-	if n := es.runsOf("lost"); n != 1 {
+	if n := es.RunsOf("lost"); n != 1 {
 		t.Errorf("lost: handler ran %d times, want 1", n)
 	}
 
 	// The observer saw every 503, and the lost completion, as store errors.
-	es.close()
-	got := es.outcomeCounts()
+	es.Close()
+	got := es.OutcomeCounts()
 	t.Logf("observer: %v", got)
 	if got[idem.OutcomeStoreError] != unavailable+1 {
 		t.Errorf("observer counted %d store errors, want %d (503s) + 1 (lost completion)", got[idem.OutcomeStoreError], unavailable)

@@ -232,6 +232,23 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 	}
 	q.tenant, q.event.Tenant = tenant, tenant
 
+	// A header or query key is looked at before the body is read, so that
+	// a keyless request on an operation whose key is optional passes
+	// through untouched, its body streamed to the handler.
+	var k string
+	if op.Key.In != KeyInBody {
+		key, present, err := e.key(r, op, nil, "")
+		if err != nil {
+			e.reject(w, q, e.keyProblem(op, err))
+			return
+		}
+		if !present {
+			e.noKey(w, r, q, next)
+			return
+		}
+		k = key
+	}
+
 	body, p, ok := e.readBody(r)
 	if !ok {
 		e.reject(w, q, p)
@@ -249,26 +266,21 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		return
 	}
 
-	k, present, err := e.key(r, op, body, mediaType)
-	if errors.Is(err, fingerprint.ErrBody) || errors.Is(err, fingerprint.ErrMediaType) {
-		// A body key in a body that cannot be read: the body is at fault.
-		e.reject(w, q, e.bodyProblem(op, err))
-		return
-	}
-	if err != nil {
-		e.reject(w, q, e.problem(ProblemInvalidKey, http.StatusBadRequest, "Invalid idempotency key",
-			err.Error()+". Send a key of 1 to "+strconv.Itoa(op.KeyMaxLength)+" visible ASCII characters."))
-		return
-	}
-	if !present {
-		if op.Required {
-			e.reject(w, q, e.problem(ProblemMissingKey, http.StatusBadRequest, "Idempotency key required",
-				"This operation requires an idempotency key in "+keyPlace(op.Key)+". Send a unique key per logical request and reuse it on retries."))
+	if op.Key.In == KeyInBody {
+		key, present, err := e.key(r, op, body, mediaType)
+		switch {
+		case errors.Is(err, fingerprint.ErrBody) || errors.Is(err, fingerprint.ErrMediaType):
+			// A body key in a body that cannot be read: the body is at fault.
+			e.reject(w, q, e.bodyProblem(op, err))
+			return
+		case err != nil:
+			e.reject(w, q, e.keyProblem(op, err))
+			return
+		case !present:
+			e.noKey(w, r, q, next)
 			return
 		}
-		q.event.Outcome = OutcomeNoKey
-		e.runUnprotected(w, r, q, next)
-		return
+		k = key
 	}
 	q.key = k
 
@@ -291,6 +303,24 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		return
 	}
 	e.serveClaim(w, r, q, claim, next)
+}
+
+// noKey answers a request without a key: a 400 when the policy requires
+// one, otherwise the handler runs with no idempotency.
+func (e *Engine) noKey(w http.ResponseWriter, r *http.Request, q *request, next http.Handler) {
+	if q.op.Required {
+		e.reject(w, q, e.problem(ProblemMissingKey, http.StatusBadRequest, "Idempotency key required",
+			"This operation requires an idempotency key in "+keyPlace(q.op.Key)+". Send a unique key per logical request and reuse it on retries."))
+		return
+	}
+	q.event.Outcome = OutcomeNoKey
+	e.runUnprotected(w, r, q, next)
+}
+
+// keyProblem answers a key that breaks the rules of SEMANTICS §2.
+func (e *Engine) keyProblem(op *operation, err error) Problem {
+	return e.problem(ProblemInvalidKey, http.StatusBadRequest, "Invalid idempotency key",
+		err.Error()+". Send a key of 1 to "+strconv.Itoa(op.KeyMaxLength)+" visible ASCII characters.")
 }
 
 // bodyProblem answers a body the engine cannot read: 415 for a media type

@@ -649,3 +649,35 @@ func TestUnresolvedTenantNeverRuns(t *testing.T) {
 		t.Fatal("a request without a tenant ran the handler or claimed a key")
 	}
 }
+
+func TestKeylessRequestStreamsUntouched(t *testing.T) {
+	p := transferPolicy()
+	p.Required = false
+	e, err := idem.New(idem.Config{
+		Store:           memstore.New(),
+		Policies:        []idem.Policy{p},
+		Tenant:          func(*http.Request) (string, bool) { return "acme", true },
+		MaxRequestBytes: 16,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	h := e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = len(b)
+	}))
+	big := strings.Repeat("x", 1000)
+	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(big))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK || got != len(big) {
+		t.Fatalf("keyless request: status %d, handler read %d bytes; want it untouched (200, %d bytes)", w.Code, got, len(big))
+	}
+	// With a key the body is read for the fingerprint, within the limit.
+	r = httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(big))
+	r.Header.Set("Idempotency-Key", "k")
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	expect(t, w, http.StatusRequestEntityTooLarge, idem.ProblemBodyTooLarge)
+}

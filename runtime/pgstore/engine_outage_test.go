@@ -1,14 +1,10 @@
 package pgstore_test
 
 import (
-	"net"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -24,22 +20,11 @@ import (
 // runs, and, fail-closed, 409 outcome-unknown after it.
 func TestEngineDatabaseOutage(t *testing.T) {
 	schema := newSchema(t)
-	up, err := pgxpool.ParseConfig(testURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := net.JoinHostPort(up.ConnConfig.Host, strconv.Itoa(int(up.ConnConfig.Port)))
+	upstream := upstreamAddr(t)
 	var current atomic.Pointer[proxy]
 	current.Store(startProxy(t, "127.0.0.1:0", upstream))
 	addr := current.Load().addr
-	pool := openPool(t, schema, func(c *pgxpool.Config) {
-		host, port, _ := net.SplitHostPort(addr)
-		p, _ := strconv.Atoi(port)
-		c.ConnConfig.Host = host
-		c.ConnConfig.Port = uint16(p)
-		c.ConnConfig.Fallbacks = nil
-		c.ConnConfig.ConnectTimeout = 2 * time.Second
-	})
+	pool := openPoolVia(t, schema, addr)
 
 	// The lease is short so that the fail-closed verdict comes within the
 	// test; it is long enough for a retry to meet the claim in flight.

@@ -23,21 +23,11 @@ func TestDatabaseOutage(t *testing.T) {
 	ctx := context.Background()
 	appName := "idemtest_outage_" + randomHex(4)
 
-	up, err := pgxpool.ParseConfig(testURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := net.JoinHostPort(up.ConnConfig.Host, strconv.Itoa(int(up.ConnConfig.Port)))
+	upstream := upstreamAddr(t)
 	proxy := startProxy(t, "127.0.0.1:0", upstream)
 	addr := proxy.addr
 
-	pool := openPool(t, schema, func(c *pgxpool.Config) {
-		host, port, _ := net.SplitHostPort(addr)
-		p, _ := strconv.Atoi(port)
-		c.ConnConfig.Host = host
-		c.ConnConfig.Port = uint16(p)
-		c.ConnConfig.Fallbacks = nil
-		c.ConnConfig.ConnectTimeout = 2 * time.Second
+	pool := openPoolVia(t, schema, addr, func(c *pgxpool.Config) {
 		c.ConnConfig.RuntimeParams["application_name"] = appName
 	})
 	s := pgstore.New(pool)
@@ -119,6 +109,31 @@ type proxy struct {
 	ln    net.Listener
 	mu    sync.Mutex
 	conns []net.Conn
+}
+
+// upstreamAddr is the host:port of the test database, for a proxy to
+// forward to.
+func upstreamAddr(t *testing.T) string {
+	t.Helper()
+	up, err := pgxpool.ParseConfig(testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort(up.ConnConfig.Host, strconv.Itoa(int(up.ConnConfig.Port)))
+}
+
+// openPoolVia opens a pool on schema that connects through the proxy at
+// addr, with a short connect timeout so that an outage shows at once.
+func openPoolVia(t *testing.T, schema, addr string, tweak ...func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	return openPool(t, schema, append([]func(*pgxpool.Config){func(c *pgxpool.Config) {
+		host, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		c.ConnConfig.Host = host
+		c.ConnConfig.Port = uint16(p)
+		c.ConnConfig.Fallbacks = nil
+		c.ConnConfig.ConnectTimeout = 2 * time.Second
+	}}, tweak...)...)
 }
 
 func startProxy(t *testing.T, listen, upstream string) *proxy {

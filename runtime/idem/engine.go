@@ -284,7 +284,13 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 	}
 	q.key = k
 
-	sum, err := op.fingerprint.Sum(fingerprint.Input{MediaType: mediaType, Body: body, Path: params, Query: r.URL.Query()})
+	in := fingerprint.Input{MediaType: mediaType, Body: body, Path: params}
+	if len(op.Fingerprint.Query) > 0 {
+		// Parsing the query string costs allocations; only policies that
+		// fingerprint query parameters pay for it.
+		in.Query = r.URL.Query()
+	}
+	sum, err := op.fingerprint.Sum(in)
 	if err != nil {
 		e.reject(w, q, e.bodyProblem(op, err))
 		return

@@ -681,3 +681,14 @@ func TestKeylessRequestStreamsUntouched(t *testing.T) {
 	h.ServeHTTP(w, r)
 	expect(t, w, http.StatusRequestEntityTooLarge, idem.ProblemBodyTooLarge)
 }
+
+func TestTxHandlerWithoutTransactionNeverRuns(t *testing.T) {
+	ran := false
+	h := idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, tx *strings.Builder) { ran = true })
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(body)))
+	expect(t, w, http.StatusInternalServerError, idem.ProblemTransactionMissing)
+	if ran {
+		t.Fatal("a transactional handler ran without its transaction")
+	}
+}

@@ -9,36 +9,35 @@ package pgstore
 // clock, never by the application's.
 //
 // The join is the fast path for a row that already decides the claim: a
-// live row of another request (mismatch), or one that is completed,
-// indeterminate, or in flight with its lease running. That is a plain read
-// on the statement's snapshot, exactly the decision idempotency_claim would
-// reach from its own first SELECT, without the cost of a plpgsql call.
-// Replays and conflicts, the retries of a busy API, take this path, and the
-// last column is NULL.
+// live row that is completed, indeterminate, or in flight with its lease
+// running. That is a plain read on the statement's snapshot, exactly the
+// decision idempotency_claim would reach from its own first SELECT, without
+// the cost of a plpgsql call. Replays and conflicts, the retries of a busy
+// API, take this path, and the last column is NULL. Whether the row is the
+// same request (fingerprint and operation) is for the caller to compare;
+// the only row the join passes over although it decides is one of another
+// request whose lease ran out, and idempotency_claim answers that one
+// "mismatch" itself.
 //
 // Everything else (no row, an expired row, an abandoned claim) leaves the
 // outer join empty, and the last column calls idempotency_claim, whose
 // comment explains the atomic claim; the other columns are NULL then. The
 // one-row outer side makes the statement return exactly one row, so the
-// function runs once or not at all.
+// function runs once or not at all. clock_timestamp() is read once, there,
+// and returned beside lease_until: the caller subtracts the two.
 //
-// The shape is the cheapest of those measured for a replay. The function is
-// a scalar call in the select list rather than a FROM item: a FROM item (a
-// UNION ALL branch behind LIMIT 1, or MATERIALIZED CTEs with a NOT EXISTS
-// guard) sets up a function scan on every execution, even when it never
-// runs, and that set-up alone cost the server a tenth to a fifth of a
-// primary-key lookup. A single-row join also needs no CTE to materialize
-// and scan twice. The price is that the
+// The shape is the cheapest of those measured for a replay. PostgreSQL sets
+// up every expression of a statement on each execution, evaluated or not,
+// and pays for each function and operator in it (a catalog lookup and a
+// permission check), so the statement holds no test that the caller can
+// make as well. The function is a scalar call in the select list rather
+// than a FROM item: a FROM item (a UNION ALL branch behind LIMIT 1, or
+// MATERIALIZED CTEs with a NOT EXISTS guard) sets up a function scan on
+// every execution, even when it never runs. The price is that the
 // function's result arrives as one anonymous record, which pgx decodes only
 // in the binary format: pgstore needs pgx's default query execution mode,
 // or another mode that describes statements (see the package comment).
-// clock_timestamp() is read once, in the outer side.
-const claimSQL = `SELECT CASE WHEN k.fingerprint <> $5 OR k.operation <> $4 THEN 'mismatch'
-            WHEN k.key IS NOT NULL THEN 'lost' END,
-       k.state, k.operation, k.fingerprint,
-       CASE WHEN k.state = 'in_flight'
-            THEN greatest(0, (extract(epoch FROM k.lease_until - t.now) * 1000000)::bigint)
-       END,
+const claimSQL = `SELECT k.state, k.operation, k.fingerprint, k.lease_until, t.now,
        k.status, k.headers, k.body, k.body_omitted,
        CASE WHEN k.key IS NULL
             THEN idempotency_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -47,13 +46,25 @@ const claimSQL = `SELECT CASE WHEN k.fingerprint <> $5 OR k.operation <> $4 THEN
   LEFT JOIN idempotency_keys k
     ON k.tenant = $1 AND k.scope = $2 AND k.key = $3
    AND k.expires_at > t.now
-   AND (k.fingerprint <> $5 OR k.operation <> $4
-        OR k.state <> 'in_flight' OR k.lease_until > t.now)`
+   AND (k.state <> 'in_flight' OR k.lease_until > t.now)`
 
-// completeSQL goes through the same function in both modes: outside a
-// transaction its SQLSTATE IK001 is ErrFenced; inside one it also aborts the
-// transaction, which is what lets Tx.Commit queue COMMIT right behind it.
-const completeSQL = `SELECT idempotency_complete($1, $2, $3, $4, $5, $6, $7, $8)`
+// completeSQL stores the response of a claim made outside a transaction.
+// It is fenced on the token like every write, and a row count of zero is
+// ErrFenced. It is the same UPDATE as idempotency_complete's, sent as a
+// plain statement: the plpgsql call around it cost the server more than
+// the update itself.
+const completeSQL = `UPDATE idempotency_keys
+   SET state = 'completed', completed_at = clock_timestamp(),
+       status = $5, headers = $6, body = $7, body_omitted = $8,
+       lease_until = NULL
+ WHERE tenant = $1 AND scope = $2 AND key = $3
+   AND lease_token = $4 AND state = 'in_flight'`
+
+// completeTxSQL stores the response inside the handler's transaction. There
+// a fenced completion must abort the transaction, which is what lets
+// Tx.Commit queue COMMIT right behind it: idempotency_complete raises
+// SQLSTATE IK001 rather than updating nothing.
+const completeTxSQL = `SELECT idempotency_complete($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // releaseSQL deletes the row only for the current token of an in-flight
 // claim: a late release from an abandoned request deletes nothing.

@@ -27,7 +27,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -89,8 +88,11 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 	if s.unusable != nil {
 		return idem.Result{}, s.unusable
 	}
-	row := s.pool.QueryRow(ctx, claimSQL, claimArgs(c)...)
-	res, err := scanClaim(row, c)
+	rows, err := s.pool.Query(ctx, claimSQL, claimArgs(c)...)
+	if err != nil {
+		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	res, err := readClaim(rows, c)
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
@@ -104,11 +106,12 @@ func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, re
 	if err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, completeSQL, args...); err != nil {
-		if isFenced(err) {
-			return idem.ErrFenced
-		}
+	tag, err := s.pool.Exec(ctx, completeSQL, args...)
+	if err != nil {
 		return fmt.Errorf("pgstore: complete: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return idem.ErrFenced
 	}
 	return nil
 }
@@ -179,113 +182,6 @@ func claimArgs(c idem.Claim) []any {
 		c.Lease.Microseconds(), c.TTL.Microseconds(),
 		c.OnLeaseExpiry == idem.Takeover,
 	}
-}
-
-// The outcomes idempotency_claim reports.
-const (
-	outcomeWon      = "won"
-	outcomeTookOver = "took_over"
-	outcomeLost     = "lost"
-	outcomeMismatch = "mismatch"
-	outcomeBusy     = "busy"
-)
-
-// claimRow receives the row of claimSQL. Its first nine columns describe a
-// stored row that decided the claim; the last one is then NULL. Otherwise
-// the first nine are NULL and the last is idempotency_claim's result, a
-// record of the same nine fields, which ScanIndex scans into the same
-// places. Value types with a validity flag rather than pointers keep the
-// scan from allocating a box per column.
-type claimRow struct {
-	outcome     pgtype.Text
-	state       pgtype.Text
-	operation   pgtype.Text
-	fingerprint []byte
-	remainingUS pgtype.Int8
-	status      pgtype.Int4
-	headers     []byte
-	body        []byte
-	omitted     pgtype.Bool
-}
-
-// ScanNull leaves what the first nine columns set.
-func (r *claimRow) ScanNull() error { return nil }
-
-// ScanIndex returns the target of the function result's field i.
-func (r *claimRow) ScanIndex(i int) any {
-	switch i {
-	case 0:
-		return &r.outcome
-	case 1:
-		return &r.state
-	case 2:
-		return &r.operation
-	case 3:
-		return &r.fingerprint
-	case 4:
-		return &r.remainingUS
-	case 5:
-		return &r.status
-	case 6:
-		return &r.headers
-	case 7:
-		return &r.body
-	case 8:
-		return &r.omitted
-	}
-	return nil
-}
-
-func scanClaim(row pgx.Row, c idem.Claim) (idem.Result, error) {
-	var r claimRow
-	if err := row.Scan(&r.outcome, &r.state, &r.operation, &r.fingerprint, &r.remainingUS,
-		&r.status, &r.headers, &r.body, &r.omitted, &r); err != nil {
-		return idem.Result{}, err
-	}
-	switch r.outcome.String {
-	case outcomeWon:
-		return idem.Result{Won: true}, nil
-	case outcomeTookOver:
-		return idem.Result{Won: true, TookOver: true}, nil
-	case outcomeBusy:
-		// Another claimant holds the key's lock and its row is not visible
-		// yet (a claim in progress, or a transactional claim whose
-		// transaction is open). It is in flight; how long its lease has
-		// left is unknown. It is reported as the caller's own request: a
-		// row this claim cannot see cannot be compared.
-		return idem.Result{Existing: idem.Record{
-			State:       idem.StateInFlight,
-			Operation:   c.Operation,
-			Fingerprint: append([]byte(nil), c.Fingerprint...),
-		}}, nil
-	case outcomeLost, outcomeMismatch:
-	default:
-		return idem.Result{}, fmt.Errorf("unexpected claim outcome %q", r.outcome.String)
-	}
-	if !r.state.Valid || !r.operation.Valid {
-		return idem.Result{}, fmt.Errorf("claim outcome %q without a row", r.outcome.String)
-	}
-	rec := idem.Record{
-		State:       idem.State(r.state.String),
-		Operation:   r.operation.String,
-		Fingerprint: r.fingerprint,
-	}
-	if r.remainingUS.Valid {
-		rec.LeaseRemaining = time.Duration(r.remainingUS.Int64) * time.Microsecond
-	}
-	if rec.State == idem.StateCompleted {
-		// A NULL status or body_omitted reads as the zero value.
-		resp := &idem.Response{Body: r.body, Status: int(r.status.Int32), Omitted: r.omitted.Bool}
-		if len(r.headers) > 0 {
-			h, err := decodeHeaders(r.headers)
-			if err != nil {
-				return idem.Result{}, fmt.Errorf("stored headers: %w", err)
-			}
-			resp.Header = h
-		}
-		rec.Response = resp
-	}
-	return idem.Result{Existing: rec}, nil
 }
 
 func completeArgs(id idem.Identity, token string, resp idem.Response) ([]any, error) {

@@ -63,7 +63,10 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	}
 	var res idem.Result
 	if err == nil {
-		res, err = scanClaim(br.QueryRow(), c)
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			res, err = readClaim(rows, c)
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -160,7 +163,7 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 		if err != nil {
 			return err
 		}
-		b.Queue(completeSQL, args...)
+		b.Queue(completeTxSQL, args...)
 	}
 	b.Queue(commitSQL)
 	br := conn.SendBatch(ctx, b)

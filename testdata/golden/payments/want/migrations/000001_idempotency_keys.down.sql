@@ -7,5 +7,4 @@
 DROP FUNCTION IF EXISTS idempotency_sweep(integer);
 DROP FUNCTION IF EXISTS idempotency_complete(text, text, text, text, integer, jsonb, bytea, boolean);
 DROP FUNCTION IF EXISTS idempotency_claim(text, text, text, text, bytea, text, bigint, bigint, boolean);
-DROP FUNCTION IF EXISTS idempotency_key_lock(text, text, text);
 DROP TABLE IF EXISTS idempotency_keys;

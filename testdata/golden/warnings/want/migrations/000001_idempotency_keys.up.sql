@@ -16,11 +16,15 @@
 --
 -- fillfactor leaves room on each page so that the completion UPDATE, which
 -- touches no indexed column, can stay a HOT update on the same page.
+--
+-- The key columns compare bytewise (COLLATE "C"): they are identifiers, not
+-- words, and every claim walks the primary key, where a linguistic
+-- collation would pay for a locale-aware comparison at every step.
 CREATE TABLE IF NOT EXISTS idempotency_keys (
-    tenant       text        NOT NULL,
+    tenant       text        COLLATE "C" NOT NULL,
     -- The operation ID for scope "operation", '' for scope "tenant".
-    scope        text        NOT NULL,
-    key          text        NOT NULL,
+    scope        text        COLLATE "C" NOT NULL,
+    key          text        COLLATE "C" NOT NULL,
     operation    text        NOT NULL,
     -- SHA-256 of the request's canonical form.
     fingerprint  bytea       NOT NULL,
@@ -47,41 +51,6 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON idempotency_keys (expires_at);
 
--- idempotency_key_lock takes the transaction-scoped advisory lock of a key
--- without waiting and returns its id, or NULL when another session holds
--- it. Only a claim that is about to write calls it, so that a replay pays
--- for neither the hash nor the lock.
---
--- It also refuses to run outside READ COMMITTED, where every statement of
--- idempotency_claim would share one snapshot and its retry loop could not
--- see a row committed meanwhile.
---
--- The lock id is a 64-bit hash of the key. The lengths make the text
--- unambiguous whatever the parts contain; the table's oid as the seed keeps
--- two schemas of one database apart. A hash collision only makes a claim
--- answer "busy" once.
-CREATE OR REPLACE FUNCTION idempotency_key_lock(p_tenant text, p_scope text, p_key text)
-RETURNS bigint
-LANGUAGE plpgsql VOLATILE
-AS $$
-DECLARE
-    v_lock bigint;
-BEGIN
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'idempotency_claim must run in READ COMMITTED, not %',
-            current_setting('transaction_isolation')
-            USING ERRCODE = 'IK002';
-    END IF;
-    v_lock := hashtextextended(
-        length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope || p_key,
-        'idempotency_keys'::regclass::oid::bigint);
-    IF pg_try_advisory_xact_lock(v_lock) THEN
-        RETURN v_lock;
-    END IF;
-    RETURN NULL;
-END;
-$$;
-
 -- idempotency_claim is the atomic claim: one call, one round trip, never a
 -- wait on another claim. It returns one row whose r_outcome is
 --   'won'       the caller holds the key with p_token (a new or expired row);
@@ -93,6 +62,11 @@ $$;
 --               is not visible yet: answer "in flight" and let the client
 --               retry shortly. The r_* columns are NULL.
 --
+-- pgstore calls it only after a plain read in the same statement found no
+-- row that decides the claim (see pgstore's claimSQL), so the function
+-- starts with the write that a new key needs; called on its own it is just
+-- as complete.
+--
 -- Why a function and not one INSERT ... ON CONFLICT statement: a single
 -- statement runs on one snapshot. "INSERT ... ON CONFLICT DO NOTHING" plus a
 -- read of the row in the same statement (a CTE or a UNION) cannot see a row
@@ -101,6 +75,8 @@ $$;
 -- the claim would report neither a win nor the row that beat it. In a
 -- VOLATILE plpgsql function under READ COMMITTED every statement takes a
 -- fresh snapshot, so after a lost insert the next SELECT sees the winner.
+-- Under REPEATABLE READ or SERIALIZABLE the statements would share one
+-- snapshot, so the function refuses to run there.
 --
 -- Why an advisory lock: every write a claim makes to a key (insert, replace
 -- an expired row, take over, fail closed) happens while it holds a
@@ -111,16 +87,11 @@ $$;
 -- cannot see the row, they meet the lock and answer "busy" instead of
 -- blocking on the row. If the process dies, PostgreSQL aborts the
 -- transaction and both vanish, so the client's next retry runs at once. For
--- a claim outside a transaction the lock lasts only for this call.
---
--- The replay path (a completed row, the common retry) costs one primary-key
--- SELECT and no lock. pgstore puts a plain read of a deciding row in front
--- of this call, in the same statement, so that replays and conflicts do not
--- even pay for the plpgsql call; the function alone is complete.
---
--- Call it in READ COMMITTED (the default). Under REPEATABLE READ or
--- SERIALIZABLE the statements share one snapshot and the retry loop below
--- could not see a row committed meanwhile, so the function refuses.
+-- a claim outside a transaction the lock lasts only for this call. The lock
+-- id is a 64-bit hash of the key; the lengths make the hashed text
+-- unambiguous whatever the parts contain, and the table's oid as the seed
+-- keeps two schemas of one database apart. A hash collision only makes a
+-- claim answer "busy" once.
 CREATE OR REPLACE FUNCTION idempotency_claim(
     p_tenant      text,
     p_scope       text,
@@ -146,105 +117,105 @@ AS $$
 DECLARE
     v_now   timestamptz;
     v_row   idempotency_keys%ROWTYPE;
-    v_lock  bigint;
 BEGIN
-    -- Each pass decides from a fresh snapshot. A pass ends without a
-    -- decision only when another session changed the row between our read
-    -- and our write, which cannot repeat often; after a few passes the
-    -- honest answer is "busy".
+    -- A lost insert must be followed by a read that sees the row that beat
+    -- it, even one committed after this call began. The check comes first
+    -- so that a misconfigured database fails on its first claim, not on
+    -- its first race.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'idempotency_claim must run in READ COMMITTED, not %',
+            current_setting('transaction_isolation')
+            USING ERRCODE = 'IK002';
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(hashtextextended(
+            length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope || p_key,
+            'idempotency_keys'::regclass::oid::bigint)) THEN
+        r_outcome := 'busy';
+        RETURN;
+    END IF;
+
+    -- With the lock held no other claim writes the key, but the row can
+    -- still change under a pass: its holder completes or releases it, or a
+    -- sweeper deletes it once expired. A pass that loses such a race reads
+    -- again; the loop is a bound, not a wait, and its honest last answer
+    -- is "busy".
     FOR attempt IN 1..4 LOOP
         v_now := clock_timestamp();
 
-        SELECT * INTO v_row
-          FROM idempotency_keys k
-         WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key;
-
-        IF FOUND AND v_row.expires_at > v_now THEN
-            -- A live row: the claim is lost unless it is an abandoned claim
-            -- of this very request.
-            IF v_row.fingerprint <> p_fingerprint OR v_row.operation <> p_operation THEN
-                r_outcome := 'mismatch';
-                EXIT;
-            END IF;
-            IF v_row.state <> 'in_flight' OR v_row.lease_until > v_now THEN
-                r_outcome := 'lost';
-                EXIT;
-            END IF;
-
-            -- The lease ran out. The UPDATE is fenced on the token we read:
-            -- if another claim took the row over meanwhile, it changes
-            -- nothing and the next pass reads the new row.
-            v_lock := idempotency_key_lock(p_tenant, p_scope, p_key);
-            IF v_lock IS NULL THEN
-                r_outcome := 'busy';
-                RETURN;
-            END IF;
-            IF p_takeover THEN
-                UPDATE idempotency_keys k
-                   SET lease_token = p_token,
-                       lease_until = v_now + p_lease_us * interval '1 microsecond'
-                 WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
-                   AND k.state = 'in_flight'
-                   AND k.lease_token = v_row.lease_token
-                   AND k.lease_until <= v_now;
-                IF FOUND THEN
-                    r_outcome := 'took_over';
-                    RETURN;
-                END IF;
-            ELSE
-                UPDATE idempotency_keys k
-                   SET state = 'indeterminate'
-                 WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
-                   AND k.state = 'in_flight'
-                   AND k.lease_token = v_row.lease_token
-                   AND k.lease_until <= v_now
-                RETURNING * INTO v_row;
-                IF FOUND THEN
-                    r_outcome := 'lost';
-                    EXIT;
-                END IF;
-            END IF;
-            CONTINUE;
-        END IF;
-
-        -- No row, or an expired one, which counts as absent. Only the
-        -- holder of the key's lock may insert; without it another claimant
-        -- is at work right now.
-        v_lock := idempotency_key_lock(p_tenant, p_scope, p_key);
-        IF v_lock IS NULL THEN
-            r_outcome := 'busy';
-            RETURN;
-        END IF;
-
-        -- Insert, or replace an expired row in place. The WHERE of DO UPDATE
-        -- is checked against the latest committed version of the row, so a
-        -- live row committed after our SELECT is left alone: RETURNING then
-        -- yields nothing and the next pass reads that row.
-        INSERT INTO idempotency_keys AS k
+        INSERT INTO idempotency_keys
                (tenant, scope, key, operation, fingerprint, state,
                 lease_token, lease_until, expires_at, created_at)
         VALUES (p_tenant, p_scope, p_key, p_operation, p_fingerprint, 'in_flight',
                 p_token, v_now + p_lease_us * interval '1 microsecond',
                 v_now + p_ttl_us * interval '1 microsecond', v_now)
-        ON CONFLICT (tenant, scope, key) DO UPDATE
-           SET operation    = excluded.operation,
-               fingerprint  = excluded.fingerprint,
+        ON CONFLICT (tenant, scope, key) DO NOTHING;
+        IF FOUND THEN
+            r_outcome := 'won';
+            RETURN;
+        END IF;
+
+        -- An expired row counts as absent: replace it in place.
+        UPDATE idempotency_keys k
+           SET operation    = p_operation,
+               fingerprint  = p_fingerprint,
                state        = 'in_flight',
-               lease_token  = excluded.lease_token,
-               lease_until  = excluded.lease_until,
-               expires_at   = excluded.expires_at,
-               created_at   = excluded.created_at,
+               lease_token  = p_token,
+               lease_until  = v_now + p_lease_us * interval '1 microsecond',
+               expires_at   = v_now + p_ttl_us * interval '1 microsecond',
+               created_at   = v_now,
                completed_at = NULL,
                status       = NULL,
                headers      = NULL,
                body         = NULL,
                body_omitted = false
-         WHERE k.expires_at <= v_now
-        RETURNING k.state INTO r_state;
+         WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
+           AND k.expires_at <= v_now;
         IF FOUND THEN
             r_outcome := 'won';
-            r_state := NULL;
             RETURN;
+        END IF;
+
+        SELECT * INTO v_row
+          FROM idempotency_keys k
+         WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key;
+        IF NOT FOUND OR v_row.expires_at <= v_now THEN
+            CONTINUE;
+        END IF;
+        IF v_row.fingerprint <> p_fingerprint OR v_row.operation <> p_operation THEN
+            r_outcome := 'mismatch';
+            EXIT;
+        END IF;
+        IF v_row.state <> 'in_flight' OR v_row.lease_until > v_now THEN
+            r_outcome := 'lost';
+            EXIT;
+        END IF;
+
+        -- The lease of this very request's earlier claim ran out. The
+        -- UPDATE is fenced on the token read, like every write to a claim.
+        IF p_takeover THEN
+            UPDATE idempotency_keys k
+               SET lease_token = p_token,
+                   lease_until = v_now + p_lease_us * interval '1 microsecond'
+             WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
+               AND k.state = 'in_flight'
+               AND k.lease_token = v_row.lease_token
+               AND k.lease_until <= v_now;
+            IF FOUND THEN
+                r_outcome := 'took_over';
+                RETURN;
+            END IF;
+        ELSE
+            UPDATE idempotency_keys k
+               SET state = 'indeterminate'
+             WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
+               AND k.state = 'in_flight'
+               AND k.lease_token = v_row.lease_token
+               AND k.lease_until <= v_now
+            RETURNING * INTO v_row;
+            IF FOUND THEN
+                r_outcome := 'lost';
+                EXIT;
+            END IF;
         END IF;
     END LOOP;
 

@@ -1,0 +1,306 @@
+package pgstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// The claim's row is read from PostgreSQL's binary format directly rather
+// than through Rows.Scan. A replay is one primary-key read, and pgx's
+// general scan path (a scan plan per column, a heap-allocated destination
+// for the composite column) cost the client about as much as the server
+// spent on the extra work of the statement. The row's shape is fixed by
+// claimSQL and idempotency_claim, so the types are checked, not looked up:
+// a row of any other shape is an error, never a guess.
+
+// The outcomes idempotency_claim reports.
+const (
+	outcomeWon      = "won"
+	outcomeTookOver = "took_over"
+	outcomeLost     = "lost"
+	outcomeMismatch = "mismatch"
+	outcomeBusy     = "busy"
+)
+
+// claimColumns are the types of claimSQL's columns, in order.
+func claimColumns() [10]uint32 {
+	return [10]uint32{
+		pgtype.TextOID, pgtype.TextOID, pgtype.ByteaOID, // state, operation, fingerprint
+		pgtype.TimestamptzOID, pgtype.TimestamptzOID, // lease_until, now
+		pgtype.Int4OID, pgtype.JSONBOID, pgtype.ByteaOID, pgtype.BoolOID, // status, headers, body, body_omitted
+		pgtype.RecordOID, // idempotency_claim(...)
+	}
+}
+
+// claimFields are the types of the fields of idempotency_claim's record.
+func claimFields() [9]uint32 {
+	return [9]uint32{
+		pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.ByteaOID, // outcome, state, operation, fingerprint
+		pgtype.Int8OID,                                                   // lease remaining in µs
+		pgtype.Int4OID, pgtype.JSONBOID, pgtype.ByteaOID, pgtype.BoolOID, // status, headers, body, body_omitted
+	}
+}
+
+// claimRow is a decoded claim: what the stored row says when it decided the
+// claim (outcome empty), or what idempotency_claim returned.
+type claimRow struct {
+	outcome     string
+	state       string
+	hasState    bool
+	operation   string
+	fingerprint []byte
+	remaining   time.Duration
+	status      int32
+	headers     []byte // jsonb text in the driver's buffer, still to be decoded
+	body        []byte
+	omitted     bool
+}
+
+// readClaim reads the single row of claimSQL from rows and closes them.
+func readClaim(rows pgx.Rows, c idem.Claim) (idem.Result, error) {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return idem.Result{}, err
+		}
+		return idem.Result{}, errors.New("the claim returned no row")
+	}
+	r, err := decodeClaimRow(rows.FieldDescriptions(), rows.RawValues())
+	if err != nil {
+		return idem.Result{}, err
+	}
+	// Before Close: the headers still point into the driver's buffer.
+	res, err := r.result(c)
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return idem.Result{}, err
+	}
+	return res, err
+}
+
+// decodeClaimRow decodes the raw values of one row of claimSQL. Everything
+// it returns is copied out of values, which belong to the driver's buffer.
+func decodeClaimRow(fds []pgconn.FieldDescription, values [][]byte) (claimRow, error) {
+	want := claimColumns()
+	if len(fds) != len(want) || len(values) != len(want) {
+		return claimRow{}, fmt.Errorf("the claim returned %d columns, want %d", len(values), len(want))
+	}
+	for i, fd := range fds {
+		// pgx asks for text and jsonb in the text format, the rest in
+		// binary; text is the same bytes in both.
+		textual := fd.DataTypeOID == pgtype.TextOID || fd.DataTypeOID == pgtype.JSONBOID
+		if fd.DataTypeOID != want[i] || (fd.Format != pgtype.BinaryFormatCode && !textual) {
+			return claimRow{}, fmt.Errorf("claim column %d is type %d in format %d, want type %d in binary (%w)",
+				i, fd.DataTypeOID, fd.Format, want[i], ErrQueryExecMode)
+		}
+	}
+	var (
+		r claimRow
+		d wireDecoder
+	)
+	if values[9] != nil {
+		return decodeClaimRecord(values[9])
+	}
+	r.state, r.hasState = d.text(values[0])
+	r.operation, _ = d.text(values[1])
+	r.fingerprint = d.bytea(values[2])
+	leaseUntil, hasLease := d.int64(values[3])
+	now, hasNow := d.int64(values[4])
+	r.status, _ = d.int32(values[5])
+	r.headers = d.jsonb(values[6], fds[6].Format)
+	r.body = d.bytea(values[7])
+	r.omitted, _ = d.bool(values[8])
+	if d.err != nil {
+		return claimRow{}, d.err
+	}
+	if !r.hasState {
+		return claimRow{}, errors.New("the claim returned neither a row nor an outcome")
+	}
+	if r.state == string(idem.StateInFlight) && hasLease && hasNow {
+		// Both are microseconds on the database clock.
+		r.remaining = time.Duration(max(0, leaseUntil-now)) * time.Microsecond
+	}
+	return r, nil
+}
+
+// decodeClaimRecord decodes idempotency_claim's record.
+func decodeClaimRecord(src []byte) (claimRow, error) {
+	want := claimFields()
+	rs := pgtype.NewCompositeBinaryScanner(nil, src)
+	if rs.FieldCount() != len(want) {
+		return claimRow{}, fmt.Errorf("idempotency_claim returned %d fields, want %d", rs.FieldCount(), len(want))
+	}
+	var (
+		r claimRow
+		d wireDecoder
+	)
+	for i := 0; rs.Next(); i++ {
+		if i >= len(want) || rs.OID() != want[i] {
+			return claimRow{}, fmt.Errorf("idempotency_claim field %d has type %d", i, rs.OID())
+		}
+		v := rs.Bytes()
+		switch i {
+		case 0:
+			r.outcome, _ = d.text(v)
+		case 1:
+			r.state, r.hasState = d.text(v)
+		case 2:
+			r.operation, _ = d.text(v)
+		case 3:
+			r.fingerprint = d.bytea(v)
+		case 4:
+			us, _ := d.int64(v)
+			r.remaining = time.Duration(max(0, us)) * time.Microsecond
+		case 5:
+			r.status, _ = d.int32(v)
+		case 6:
+			r.headers = d.jsonb(v, pgtype.BinaryFormatCode)
+		case 7:
+			r.body = d.bytea(v)
+		case 8:
+			r.omitted, _ = d.bool(v)
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return claimRow{}, err
+	}
+	if d.err != nil {
+		return claimRow{}, d.err
+	}
+	if r.outcome == "" {
+		return claimRow{}, errors.New("idempotency_claim returned no outcome")
+	}
+	return r, nil
+}
+
+// result turns the decoded row into the store's answer to c.
+func (r claimRow) result(c idem.Claim) (idem.Result, error) {
+	switch r.outcome {
+	case "", outcomeLost, outcomeMismatch:
+		// A stored row decided; the caller compares it with its request.
+	case outcomeWon:
+		return idem.Result{Won: true}, nil
+	case outcomeTookOver:
+		return idem.Result{Won: true, TookOver: true}, nil
+	case outcomeBusy:
+		// Another claimant holds the key's lock and its row is not visible
+		// yet (a claim in progress, or a transactional claim whose
+		// transaction is open). It is in flight; how long its lease has
+		// left is unknown. It is reported as the caller's own request: a
+		// row this claim cannot see cannot be compared.
+		return idem.Result{Existing: idem.Record{
+			State:       idem.StateInFlight,
+			Operation:   c.Operation,
+			Fingerprint: bytes.Clone(c.Fingerprint),
+		}}, nil
+	default:
+		return idem.Result{}, fmt.Errorf("unexpected claim outcome %q", r.outcome)
+	}
+	if !r.hasState {
+		return idem.Result{}, fmt.Errorf("claim outcome %q without a row", r.outcome)
+	}
+	rec := idem.Record{
+		State:       idem.State(r.state),
+		Operation:   r.operation,
+		Fingerprint: r.fingerprint,
+	}
+	switch rec.State {
+	case idem.StateInFlight:
+		rec.LeaseRemaining = r.remaining
+	case idem.StateCompleted:
+		// A NULL status or body_omitted reads as the zero value.
+		resp := &idem.Response{Body: r.body, Status: int(r.status), Omitted: r.omitted}
+		if len(r.headers) > 0 {
+			h, err := decodeHeaders(r.headers)
+			if err != nil {
+				return idem.Result{}, fmt.Errorf("stored headers: %w", err)
+			}
+			resp.Header = h
+		}
+		rec.Response = resp
+	}
+	return idem.Result{Existing: rec}, nil
+}
+
+// wireDecoder decodes single values in PostgreSQL's binary format and keeps
+// the first malformed one as err. A nil value is SQL NULL: it decodes to
+// the zero value and false.
+type wireDecoder struct{ err error }
+
+func (d *wireDecoder) fail(what string, v []byte) {
+	if d.err == nil {
+		d.err = fmt.Errorf("malformed %s value of %d bytes", what, len(v))
+	}
+}
+
+func (d *wireDecoder) text(v []byte) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	return string(v), true
+}
+
+func (d *wireDecoder) bytea(v []byte) []byte {
+	if v == nil {
+		return nil
+	}
+	return append([]byte{}, v...)
+}
+
+// jsonb returns the JSON text of a jsonb value in format, without the
+// binary format's version byte. It does not copy: decodeHeaders copies what
+// it keeps.
+func (d *wireDecoder) jsonb(v []byte, format int16) []byte {
+	if v == nil || format == pgtype.TextFormatCode {
+		return v
+	}
+	if len(v) == 0 || v[0] != 1 {
+		d.fail("jsonb", v)
+		return nil
+	}
+	return v[1:]
+}
+
+func (d *wireDecoder) int32(v []byte) (int32, bool) {
+	if v == nil {
+		return 0, false
+	}
+	if len(v) != 4 {
+		d.fail("int4", v)
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(v)), true
+}
+
+// int64 decodes an int8, or a timestamptz as microseconds since 2000-01-01
+// UTC (the infinities are the extreme values, which compare correctly).
+func (d *wireDecoder) int64(v []byte) (int64, bool) {
+	if v == nil {
+		return 0, false
+	}
+	if len(v) != 8 {
+		d.fail("8-byte", v)
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
+}
+
+func (d *wireDecoder) bool(v []byte) (bool, bool) {
+	if v == nil {
+		return false, false
+	}
+	if len(v) != 1 {
+		d.fail("bool", v)
+		return false, false
+	}
+	return v[0] != 0, true
+}

@@ -12,26 +12,42 @@ import (
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
+// The suites run in both query execution modes pgstore supports: pgx's
+// default and cache_describe, the one for PgBouncer in transaction mode.
+var execModes = []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe}
+
+func withExecMode(mode pgx.QueryExecMode) func(*pgxpool.Config) {
+	return func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = mode }
+}
+
 func TestConformance(t *testing.T) {
 	testURL(t)
-	storetest.Run(t, func(t *testing.T) idem.Store {
-		s, _ := newStore(t)
-		return s
-	})
+	for _, mode := range execModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) idem.Store {
+				s, _ := newStore(t, withExecMode(mode))
+				return s
+			})
+		})
+	}
 }
 
 func TestConformanceTx(t *testing.T) {
 	testURL(t)
-	storetest.RunTx(t, func(t *testing.T) storetest.TxStore {
-		s, pool := newStore(t)
-		return storetest.TxStore{
-			Store: s,
-			Write: writeEffect,
-			Count: func(ctx context.Context, marker string) (int, error) {
-				return countEffects(ctx, pool, marker)
-			},
-		}
-	})
+	for _, mode := range execModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			storetest.RunTx(t, func(t *testing.T) storetest.TxStore {
+				s, pool := newStore(t, withExecMode(mode))
+				return storetest.TxStore{
+					Store: s,
+					Write: writeEffect,
+					Count: func(ctx context.Context, marker string) (int, error) {
+						return countEffects(ctx, pool, marker)
+					},
+				}
+			})
+		})
+	}
 }
 
 // writeEffect is a handler's business write through the transaction the

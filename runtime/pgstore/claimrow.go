@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -88,7 +89,8 @@ func readClaim(rows pgx.Rows, c idem.Claim) (idem.Result, error) {
 }
 
 // decodeClaimRow decodes the raw values of one row of claimSQL. Everything
-// it returns is copied out of values, which belong to the driver's buffer.
+// it returns but the headers is copied out of values, which belong to the
+// driver's buffer.
 func decodeClaimRow(fds []pgconn.FieldDescription, values [][]byte) (claimRow, error) {
 	want := claimColumns()
 	if len(fds) != len(want) || len(values) != len(want) {
@@ -127,7 +129,7 @@ func decodeClaimRow(fds []pgconn.FieldDescription, values [][]byte) (claimRow, e
 	}
 	if r.state == string(idem.StateInFlight) && hasLease && hasNow {
 		// Both are microseconds on the database clock.
-		r.remaining = time.Duration(max(0, leaseUntil-now)) * time.Microsecond
+		r.remaining = microseconds(leaseUntil - now)
 	}
 	return r, nil
 }
@@ -159,7 +161,7 @@ func decodeClaimRecord(src []byte) (claimRow, error) {
 			r.fingerprint = d.bytea(v)
 		case 4:
 			us, _ := d.int64(v)
-			r.remaining = time.Duration(max(0, us)) * time.Microsecond
+			r.remaining = microseconds(us)
 		case 5:
 			r.status, _ = d.int32(v)
 		case 6:
@@ -180,6 +182,14 @@ func decodeClaimRecord(src []byte) (claimRow, error) {
 		return claimRow{}, errors.New("idempotency_claim returned no outcome")
 	}
 	return r, nil
+}
+
+// microseconds converts a lease's remaining microseconds to a Duration:
+// never negative (a lease that ran out while the statement ran), and capped
+// rather than overflowing (an infinite timestamp).
+func microseconds(us int64) time.Duration {
+	const most = math.MaxInt64 / int64(time.Microsecond)
+	return time.Duration(min(max(us, 0), most)) * time.Microsecond
 }
 
 // result turns the decoded row into the store's answer to c.

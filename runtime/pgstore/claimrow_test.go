@@ -3,6 +3,7 @@ package pgstore
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -69,10 +70,15 @@ func TestDecodeStoredRow(t *testing.T) {
 		t.Fatalf("result = %+v, want in flight with %v left", res, lease*time.Microsecond)
 	}
 
-	// A lease that ran out while the statement ran is zero, not negative.
+	// A lease that ran out while the statement ran is zero, not negative;
+	// an infinite one is long, not negative.
 	vals[3] = be64(9_000_000)
 	if r, err = decodeClaimRow(claimFDs(), vals); err != nil || r.remaining != 0 {
 		t.Fatalf("remaining = %v, %v; want 0", r.remaining, err)
+	}
+	vals[3] = be64(math.MaxInt64)
+	if r, err = decodeClaimRow(claimFDs(), vals); err != nil || r.remaining < 100*365*24*time.Hour {
+		t.Fatalf("remaining = %v, %v; want a very long lease", r.remaining, err)
 	}
 }
 

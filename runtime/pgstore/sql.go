@@ -10,9 +10,9 @@ package pgstore
 //
 // The join is the fast path for a row that already decides the claim: a
 // live row that is completed, indeterminate, or in flight with its lease
-// running. That is a plain read on the statement's snapshot, exactly the
-// decision idempotency_claim would reach from its own first SELECT, without
-// the cost of a plpgsql call. Replays and conflicts, the retries of a busy
+// running. That is a plain read on the statement's snapshot, the decision
+// idempotency_claim would reach itself on such a row, without the cost of
+// a plpgsql call. Replays and conflicts, the retries of a busy
 // API, take this path, and the last column is NULL. Whether the row is the
 // same request (fingerprint and operation) is for the caller to compare;
 // the only row the join passes over although it decides is one of another
@@ -34,9 +34,9 @@ package pgstore
 // than a FROM item: a FROM item (a UNION ALL branch behind LIMIT 1, or
 // MATERIALIZED CTEs with a NOT EXISTS guard) sets up a function scan on
 // every execution, even when it never runs. The price is that the
-// function's result arrives as one anonymous record, which pgx decodes only
-// in the binary format: pgstore needs pgx's default query execution mode,
-// or another mode that describes statements (see the package comment).
+// function's result arrives as one anonymous record, readable only in the
+// binary format (claimrow.go): pgstore needs pgx's default query execution
+// mode, or another mode that describes statements (see the package comment).
 const claimSQL = `SELECT k.state, k.operation, k.fingerprint, k.lease_until, t.now,
        k.status, k.headers, k.body, k.body_omitted,
        CASE WHEN k.key IS NULL

@@ -11,7 +11,7 @@
 //
 // The pool must use a query execution mode that describes statements: pgx's
 // default (QueryExecModeCacheStatement) or QueryExecModeCacheDescribe. The
-// claim's result carries a record that pgx decodes only in the binary
+// claim's result carries a record that is readable only in the binary
 // format, and the stored headers travel as jsonb parameters; the exec and
 // simple_protocol modes send and receive text without the types.
 package pgstore

@@ -110,6 +110,36 @@ func BenchmarkSum_vs_Unmarshal(b *testing.B) {
 	}
 }
 
+// BenchmarkSumLookup_vs_Apart measures what an operation whose key travels
+// in the body pays: one SumLookup against Sum and Lookup apart, alternated
+// per iteration like the benchmark above; x-vs-apart is the ratio of their
+// times.
+func BenchmarkSumLookup_vs_Apart(b *testing.B) {
+	c := mustCompile(b, transfer)
+	body := []byte(`{"idempotency_key":"k-4f1c9b2e",` + paymentBody[1:])
+	in := Input{MediaType: jsonType, Body: body}
+	var one, apart time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, _, found, err := c.SumLookup(in, "/idempotency_key"); err != nil || !found {
+			b.Fatal(found, err)
+		}
+		t1 := time.Now()
+		if _, err := c.Sum(in); err != nil {
+			b.Fatal(err)
+		}
+		if _, found, err := Lookup(jsonType, body, "/idempotency_key"); err != nil || !found {
+			b.Fatal(found, err)
+		}
+		t2 := time.Now()
+		one += t1.Sub(t0)
+		apart += t2.Sub(t1)
+	}
+	b.ReportMetric(float64(one.Nanoseconds())/float64(b.N), "sumlookup-ns/op")
+	b.ReportMetric(float64(apart.Nanoseconds())/float64(b.N), "apart-ns/op")
+	b.ReportMetric(float64(one)/float64(apart), "x-vs-apart")
+}
+
 func TestPaymentBodyIsAboutOneKiB(t *testing.T) {
 	if n := len(paymentBody); n < 900 || n > 1300 {
 		t.Errorf("benchmark body is %d bytes, want about 1 KiB", n)

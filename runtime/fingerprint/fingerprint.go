@@ -1,6 +1,7 @@
 package fingerprint
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -172,14 +173,49 @@ func (c *Compiled) Canonical(dst []byte, in Input) ([]byte, error) {
 	return c.appendCanonical(st, dst, in)
 }
 
-func (c *Compiled) appendCanonical(st *state, dst []byte, in Input) ([]byte, error) {
-	dst = append(dst, Version...)
-	dst = append(dst, '\n')
+// SumLookup returns what Sum(in) and Lookup(in.MediaType, in.Body, pointer)
+// return, from one parse of the body: an operation whose idempotency key
+// travels in the body needs both. The two cannot fail apart, since both
+// read the same parse; the error is Sum's or, for a malformed pointer,
+// ErrSpec (see CheckPointer).
+func (c *Compiled) SumLookup(in Input, pointer string) (sum [32]byte, value []byte, found bool, err error) {
+	tokens, err := parsePointer(pointer)
+	if err != nil {
+		return [32]byte{}, nil, false, err
+	}
+	mt, err := c.BodyMediaType(in.MediaType, len(in.Body) > 0)
+	if err != nil {
+		return [32]byte{}, nil, false, err
+	}
+	in.MediaType = mt
+	st := c.pool.Get().(*state)
+	defer c.pool.Put(st)
+	doc, err := st.document(in.MediaType, in.Body)
+	if err != nil {
+		return [32]byte{}, nil, false, err
+	}
+	// Copied out: the canonical form below may rewrite doc in place, and
+	// the scratch memory goes back to the pool.
+	if v, ok := lookup(doc, tokens); ok {
+		value, found = bytes.Clone(v), true
+	}
+	st.stream = c.appendDocument(st, st.stream[:0], doc, in)
+	return sha256.Sum256(st.stream), value, found, nil
+}
 
+func (c *Compiled) appendCanonical(st *state, dst []byte, in Input) ([]byte, error) {
 	doc, err := st.document(in.MediaType, in.Body)
 	if err != nil {
 		return dst, err
 	}
+	return c.appendDocument(st, dst, doc, in), nil
+}
+
+// appendDocument appends the canonical form of a request whose body's
+// canonical JSON (nil for no body) is doc, which it may rewrite.
+func (c *Compiled) appendDocument(st *state, dst, doc []byte, in Input) []byte {
+	dst = append(dst, Version...)
+	dst = append(dst, '\n')
 	switch {
 	case c.root == nil && doc == nil:
 		dst = append(dst, "body -\n"...)
@@ -238,7 +274,7 @@ func (c *Compiled) appendCanonical(st *state, dst []byte, in Input) ([]byte, err
 		}
 		dst = append(dst, '\n')
 	}
-	return dst, nil
+	return dst
 }
 
 // document returns the canonical JSON form of the body, in scratch memory,
@@ -356,12 +392,29 @@ func Lookup(mediaType string, body []byte, pointer string) ([]byte, bool, error)
 	}
 	var st state
 	doc, err := st.document(mediaType, body)
-	if err != nil || doc == nil {
+	if err != nil {
 		return nil, false, err
+	}
+	v, ok := lookup(doc, tokens)
+	return v, ok, nil
+}
+
+// CheckPointer reports whether p is a JSON Pointer that Lookup and
+// SumLookup accept, so that a key location can be checked once, at start-up,
+// instead of failing on every request. The error wraps ErrSpec.
+func CheckPointer(p string) error {
+	_, err := parsePointer(p)
+	return err
+}
+
+// lookup returns the value at tokens in the canonical document doc.
+func lookup(doc []byte, tokens []string) ([]byte, bool) {
+	if doc == nil {
+		return nil, false
 	}
 	_, start, end, ok := member(doc, tokens)
 	if !ok {
-		return nil, false, nil
+		return nil, false
 	}
-	return doc[start:end], true, nil
+	return doc[start:end], true
 }

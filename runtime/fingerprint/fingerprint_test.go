@@ -548,3 +548,66 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// SumLookup is Sum and Lookup from one parse; it must answer exactly what
+// they answer apart, also when the canonical form rewrites the parsed body
+// (an excluded key, typed form values).
+func TestSumLookupAgrees(t *testing.T) {
+	specs := map[string]Spec{
+		"fields":       transfer,
+		"whole":        {},
+		"exclude key":  {Exclude: "/k"},
+		"exclude deep": {Exclude: "/m/k"},
+		"typed form":   {MediaType: formType, Body: []Field{{Pointer: "/a", Type: Integer}, {Pointer: "/k"}}},
+	}
+	bodies := []struct{ mt, body, ptr string }{
+		{jsonType, `{"k":"abc","a":1}`, "/k"},
+		{jsonType, `{"a":1,"k":"abc"}`, "/k"},
+		{jsonType, `{"m":{"k":"a\u0062c","x":1}}`, "/m/k"},
+		{jsonType, `{"a":1}`, "/k"},
+		{jsonType, `{"a":[{"k":"x"}]}`, "/a/0/k"},
+		{jsonType, `{"amount":5,"currency":"EUR","k":"x"}`, "/k"},
+		{jsonType, ``, "/k"},
+		{formType, `k=abc&a=1`, "/k"},
+		{formType, `a=7&k=abc`, "/k"},
+		{formType, `m[k]=abc&a=2`, "/m/k"},
+		{formType, `k=a&k=b`, "/k"},
+		{jsonType, `{"k":`, "/k"},
+		{formType, `k=%zz`, "/k"},
+	}
+	for name, spec := range specs {
+		c := mustCompile(t, spec)
+		for _, b := range bodies {
+			if spec.MediaType != "" && b.mt != spec.MediaType {
+				continue
+			}
+			in := Input{MediaType: b.mt, Body: []byte(b.body)}
+			sum, v, found, err := c.SumLookup(in, b.ptr)
+			wantSum, sumErr := c.Sum(in)
+			wantV, wantFound, lookupErr := Lookup(b.mt, in.Body, b.ptr)
+			if (err != nil) != (sumErr != nil) || (err != nil) != (lookupErr != nil) {
+				t.Errorf("%s, %q: SumLookup error %v; Sum error %v, Lookup error %v", name, b.body, err, sumErr, lookupErr)
+				continue
+			}
+			if err != nil {
+				if !errors.Is(err, ErrBody) {
+					t.Errorf("%s, %q: error %v, want ErrBody", name, b.body, err)
+				}
+				continue
+			}
+			if sum != wantSum || found != wantFound || string(v) != string(wantV) {
+				t.Errorf("%s, %q at %s: SumLookup = %x, %s, %v; apart = %x, %s, %v",
+					name, b.body, b.ptr, sum[:4], v, found, wantSum[:4], wantV, wantFound)
+			}
+		}
+	}
+	if _, _, _, err := mustCompile(t, Spec{}).SumLookup(Input{MediaType: jsonType, Body: []byte(`{}`)}, "k"); !errors.Is(err, ErrSpec) {
+		t.Errorf("SumLookup with a pointer without /: %v, want ErrSpec", err)
+	}
+	if err := CheckPointer("/a~2"); !errors.Is(err, ErrSpec) {
+		t.Errorf("CheckPointer(/a~2) = %v, want ErrSpec", err)
+	}
+	if err := CheckPointer("/idempotency_key"); err != nil {
+		t.Errorf("CheckPointer(/idempotency_key) = %v", err)
+	}
+}

@@ -152,6 +152,11 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 	case p.Transactional && e.tx == nil:
 		return nil, fmt.Errorf("the policy is transactional but the store %T has no transactions", e.store)
 	}
+	if p.Key.In == KeyInBody {
+		if err := fingerprint.CheckPointer(p.Key.Name); err != nil {
+			return nil, fmt.Errorf("the body key: %w", err)
+		}
+	}
 	t, err := parseTemplate(p.Path)
 	if err != nil {
 		return nil, err
@@ -237,7 +242,7 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 	// through untouched, its body streamed to the handler.
 	var k string
 	if op.Key.In != KeyInBody {
-		key, present, err := e.key(r, op, nil, "")
+		key, present, err := e.key(r, op)
 		if err != nil {
 			e.reject(w, q, e.keyProblem(op, err))
 			return
@@ -266,13 +271,27 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		return
 	}
 
+	in := fingerprint.Input{MediaType: mediaType, Body: body, Path: params}
+	if len(op.Fingerprint.Query) > 0 {
+		// Parsing the query string costs allocations; only policies that
+		// fingerprint query parameters pay for it.
+		in.Query = r.URL.Query()
+	}
+	var sum [32]byte
 	if op.Key.In == KeyInBody {
-		key, present, err := e.key(r, op, body, mediaType)
-		switch {
-		case errors.Is(err, fingerprint.ErrBody) || errors.Is(err, fingerprint.ErrMediaType):
-			// A body key in a body that cannot be read: the body is at fault.
+		// One parse of the body yields both the key and the fingerprint.
+		// A body that cannot be read is at fault before any key in it.
+		var (
+			v     []byte
+			found bool
+		)
+		sum, v, found, err = op.fingerprint.SumLookup(in, op.Key.Name)
+		if err != nil {
 			e.reject(w, q, e.bodyProblem(op, err))
 			return
+		}
+		key, present, err := key.FromBodyValue(v, found, op.Key.Name, op.KeyMaxLength)
+		switch {
 		case err != nil:
 			e.reject(w, q, e.keyProblem(op, err))
 			return
@@ -281,20 +300,12 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 			return
 		}
 		k = key
-	}
-	q.key = k
-
-	in := fingerprint.Input{MediaType: mediaType, Body: body, Path: params}
-	if len(op.Fingerprint.Query) > 0 {
-		// Parsing the query string costs allocations; only policies that
-		// fingerprint query parameters pay for it.
-		in.Query = r.URL.Query()
-	}
-	sum, err := op.fingerprint.Sum(in)
-	if err != nil {
+	} else if sum, err = op.fingerprint.Sum(in); err != nil {
 		e.reject(w, q, e.bodyProblem(op, err))
 		return
 	}
+	q.key = k
+
 	claim := Claim{
 		Identity:      Identity{Tenant: tenant, Scope: scopeOf(op.Policy), Key: k},
 		Operation:     op.OperationID,
@@ -384,10 +395,9 @@ func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	return body, Problem{}, true
 }
 
-func (e *Engine) key(r *http.Request, op *operation, body []byte, mediaType string) (string, bool, error) {
+// key reads a header or query key; a body key comes with the fingerprint.
+func (e *Engine) key(r *http.Request, op *operation) (string, bool, error) {
 	switch op.Key.In {
-	case KeyInBody:
-		return key.FromBody(body, mediaType, op.Key.Name, op.KeyMaxLength)
 	case KeyInQuery:
 		return key.FromQuery(r.URL.Query(), op.Key.Name, op.KeyMaxLength)
 	default:

@@ -474,13 +474,16 @@ func TestNewRefusesWhatItCannotProtect(t *testing.T) {
 	tx.Transactional = true
 	bad := transferPolicy()
 	bad.Lease = bad.TTL
+	badPointer := transferPolicy()
+	badPointer.Key = idem.KeySource{In: idem.KeyInBody, Name: "idempotency_key"}
 	tenant := func(*http.Request) (string, bool) { return "t", true }
 	for name, cfg := range map[string]idem.Config{
-		"no store":                       {Tenant: tenant},
-		"no tenant":                      {Store: memstore.New()},
-		"transactional without tx store": {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{tx}},
-		"lease not shorter than ttl":     {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{bad}},
-		"duplicate operation":            {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{transferPolicy(), transferPolicy()}},
+		"no store":                         {Tenant: tenant},
+		"no tenant":                        {Store: memstore.New()},
+		"transactional without tx store":   {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{tx}},
+		"lease not shorter than ttl":       {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{bad}},
+		"duplicate operation":              {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{transferPolicy(), transferPolicy()}},
+		"body key that is no JSON Pointer": {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{badPointer}},
 	} {
 		if _, err := idem.New(cfg); err == nil {
 			t.Errorf("%s: New accepted it", name)

@@ -180,6 +180,13 @@ func FromBody(body []byte, mediaType, pointer string, maxLen int) (string, bool,
 	if err != nil {
 		return "", false, fmt.Errorf("reading the idempotency key at %s: %w", pointer, err)
 	}
+	return FromBodyValue(v, found, pointer, maxLen)
+}
+
+// FromBodyValue is FromBody for a body already parsed: v and found are what
+// fingerprint.Lookup (or fingerprint.Compiled.SumLookup) returned for
+// pointer.
+func FromBodyValue(v []byte, found bool, pointer string, maxLen int) (string, bool, error) {
 	if !found {
 		return "", false, nil
 	}

@@ -55,8 +55,7 @@ func claimFields() [9]uint32 {
 // claim (outcome empty), or what idempotency_claim returned.
 type claimRow struct {
 	outcome     string
-	state       string
-	hasState    bool
+	state       string // "" for no row: the column is NOT NULL and never empty
 	operation   string
 	fingerprint []byte
 	remaining   time.Duration
@@ -105,14 +104,14 @@ func decodeClaimRow(fds []pgconn.FieldDescription, values [][]byte) (claimRow, e
 				i, fd.DataTypeOID, fd.Format, want[i], ErrQueryExecMode)
 		}
 	}
+	if values[9] != nil {
+		return decodeClaimRecord(values[9])
+	}
 	var (
 		r claimRow
 		d wireDecoder
 	)
-	if values[9] != nil {
-		return decodeClaimRecord(values[9])
-	}
-	r.state, r.hasState = d.text(values[0])
+	r.state, _ = d.text(values[0])
 	r.operation, _ = d.text(values[1])
 	r.fingerprint = d.bytea(values[2])
 	leaseUntil, hasLease := d.int64(values[3])
@@ -124,7 +123,7 @@ func decodeClaimRow(fds []pgconn.FieldDescription, values [][]byte) (claimRow, e
 	if d.err != nil {
 		return claimRow{}, d.err
 	}
-	if !r.hasState {
+	if r.state == "" {
 		return claimRow{}, errors.New("the claim returned neither a row nor an outcome")
 	}
 	if r.state == string(idem.StateInFlight) && hasLease && hasNow {
@@ -154,7 +153,7 @@ func decodeClaimRecord(src []byte) (claimRow, error) {
 		case 0:
 			r.outcome, _ = d.text(v)
 		case 1:
-			r.state, r.hasState = d.text(v)
+			r.state, _ = d.text(v)
 		case 2:
 			r.operation, _ = d.text(v)
 		case 3:
@@ -215,7 +214,7 @@ func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 	default:
 		return idem.Result{}, fmt.Errorf("unexpected claim outcome %q", r.outcome)
 	}
-	if !r.hasState {
+	if r.state == "" {
 		return idem.Result{}, fmt.Errorf("claim outcome %q without a row", r.outcome)
 	}
 	rec := idem.Record{

@@ -173,16 +173,16 @@ paths:
   /odd/{a:
     post:
       operationId: odd
-      x-idempotency: true
       responses: {"200": {description: ok}}
 `)
 	if spec == nil {
 		t.Fatalf("warnings must not refuse the spec: %q", diags)
 	}
+	// An unusual path template on an operation without a policy is not the
+	// generator's business: /odd/{a passes without a word.
 	want := []string{
 		"spec.yaml:7:7: warning: POST /events (stream): responses of type application/x-ndjson, text/event-stream are streamed",
 		"spec.yaml:7:7: warning: POST /events (stream): the request body is multipart/form-data only",
-		`spec.yaml:21:7: warning: POST /odd/{a (odd): the path template "/odd/{a" has unbalanced braces`,
 	}
 	if len(diags) != len(want) {
 		t.Fatalf("diagnostics %q", diags)

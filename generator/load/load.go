@@ -15,6 +15,7 @@ import (
 	yaml "go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
 // Options tune Load.
@@ -224,6 +225,7 @@ func (l *loader) run() *model.Spec {
 		}
 		return strings.Compare(a.Method, b.Method)
 	})
+	l.checkOverlaps(spec.Operations)
 	seen := map[string]model.Operation{}
 	for _, op := range spec.Operations {
 		if first, dup := seen[op.GoName]; dup {
@@ -234,6 +236,51 @@ func (l *loader) run() *model.Spec {
 		seen[op.GoName] = op
 	}
 	return spec
+}
+
+// checkOverlaps refuses two protected operations of one method whose
+// templates match the same requests with neither more specific: the engine
+// refuses to start with such a pair, since a request would be one
+// operation's or the other's by accident.
+func (l *loader) checkOverlaps(ops []model.Operation) {
+	tmpls := make([]*pathtemplate.Template, len(ops))
+	for i, op := range ops {
+		tmpls[i], _ = pathtemplate.Parse(op.Path)
+	}
+	for i := range ops {
+		for j := range i {
+			if ops[i].Method == ops[j].Method && tmpls[i] != nil && tmpls[j] != nil && pathtemplate.Overlap(tmpls[i], tmpls[j]) {
+				l.report(opLabel(ops[i])).errorf(ops[i].Pos, "", "its path matches the same requests as %s and neither is more specific; make one path's literal text differ",
+					opLabel(ops[j]))
+			}
+		}
+	}
+}
+
+// pathPos is where a path template's syntax error is in the spec: the
+// path's key, moved to the offending character when the key is written on
+// one line.
+func (l *loader) pathPos(path string, err error) model.Pos {
+	_, paths := get(l.t.root, "paths")
+	for _, p := range pairs(paths) {
+		if p.key.Value != path {
+			continue
+		}
+		pos := l.t.pos(p.key)
+		var se *pathtemplate.SyntaxError
+		if errors.As(err, &se) {
+			switch p.key.Style {
+			case 0:
+				pos.Col += se.Offset
+			case yaml.SingleQuotedStyle, yaml.DoubleQuotedStyle:
+				if !strings.ContainsAny(path, "'\\\"") {
+					pos.Col += se.Offset + 1
+				}
+			}
+		}
+		return pos
+	}
+	return model.Pos{File: l.t.file}
 }
 
 func isFalse(s string) bool {
@@ -321,11 +368,12 @@ func (l *loader) operation(path, method string, opNode, extKey, extVal *yaml.Nod
 		return op, false
 	}
 
-	params, ok := pathParams(path)
-	if !ok {
-		r.warnf(op.Pos, "", "the path template %q has unbalanced braces; path parameters read from it may be wrong", path)
+	tmpl, err := pathtemplate.Parse(path)
+	if err != nil {
+		r.errorf(l.pathPos(path, err), "", "%v; the runtime cannot serve this operation (it parses templates the same way)", err)
+		return op, false
 	}
-	op.PathParams = params
+	op.PathParams = tmpl.Params()
 
 	c := &opCheck{l: l, r: r, op: &op, kinOp: kinOp, opNode: opNode, own: own, def: defaults}
 	if kinItem != nil {

@@ -96,26 +96,3 @@ func goName(id string) string {
 	}
 	return s
 }
-
-// pathParams lists the names in a path template's braces, in order. ok is
-// false when the braces do not pair up.
-func pathParams(path string) (names []string, ok bool) {
-	ok = true
-	for {
-		open := strings.IndexByte(path, '{')
-		close := strings.IndexByte(path, '}')
-		switch {
-		case open < 0 && close < 0:
-			return names, ok
-		case open < 0 || close < open:
-			return names, false
-		}
-		name := path[open+1 : close]
-		if name == "" || strings.ContainsRune(name, '{') {
-			ok = false
-		} else {
-			names = append(names, name)
-		}
-		path = path[close+1:]
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/textproto"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	yaml "go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // extension is the OpenAPI extension idemgen reads.
@@ -481,44 +483,6 @@ func decodeQueryNames(t *tree, v *yaml.Node, pos model.Pos, field string, r repo
 	return setting[[]item]{v: items, pos: pos, ok: true}
 }
 
-// alwaysReplayed are the headers the runtime stores and replays for every
-// operation.
-var alwaysReplayed = map[string]bool{
-	"Content-Type": true, "Content-Language": true, "Content-Location": true, "Location": true,
-}
-
-// neverStored says why a response header must not be replayed: it belongs
-// to one client, one response or one hop, and a replay would hand it to
-// another request.
-func neverStored(h string) string {
-	switch h {
-	case "Set-Cookie", "Set-Cookie2":
-		return "cookies belong to the client that got the first response; replaying them would hand one session to another request"
-	case "Date":
-		return "a replay carries a fresh Date"
-	case "Content-Length", "Content-Encoding", "Transfer-Encoding", "Trailer", "Connection",
-		"Keep-Alive", "Upgrade", "Te", "Proxy-Authenticate", "Proxy-Connection":
-		return "it describes one response's framing or one connection, and the server sets it anew"
-	case "Idempotent-Replayed":
-		return "the runtime sets it on every replay"
-	case "Retry-After", "Ratelimit", "Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", "Ratelimit-Policy":
-		return "rate-limit state is about the moment of the response and would be stale on a replay"
-	case "Traceparent", "Tracestate", "B3", "Request-Id", "Uber-Trace-Id", "Sentry-Trace", "Baggage":
-		return "a trace or request id identifies the first request; a replay must carry its own"
-	case "Www-Authenticate", "Authorization", "Cookie":
-		return "credentials and challenges are per request"
-	}
-	lower := strings.ToLower(h)
-	switch {
-	case strings.HasPrefix(lower, "x-ratelimit") || strings.HasPrefix(lower, "x-rate-limit") || strings.HasPrefix(lower, "ratelimit-"):
-		return "rate-limit state is about the moment of the response and would be stale on a replay"
-	case strings.HasPrefix(lower, "x-b3-"), strings.Contains(lower, "trace-id"), strings.Contains(lower, "request-id"),
-		strings.Contains(lower, "correlation-id"), lower == "x-amzn-trace-id", lower == "x-cloud-trace-context":
-		return "a trace or request id identifies the first request; a replay must carry its own"
-	}
-	return ""
-}
-
 func decodeReplayHeaders(t *tree, v *yaml.Node, pos model.Pos, field string, r reporter) setting[[]item] {
 	items, ok := stringItems(t, v, pos, field, r, "header names", "a header name")
 	if !ok {
@@ -533,7 +497,7 @@ func decodeReplayHeaders(t *tree, v *yaml.Node, pos model.Pos, field string, r r
 			continue
 		}
 		h := textproto.CanonicalMIMEHeaderKey(it.v)
-		if why := neverStored(h); why != "" {
+		if why := idem.NeverStored(h); why != "" {
 			r.errorf(it.pos, field, "%s is never stored: %s", h, why)
 			ok = false
 			continue
@@ -544,7 +508,7 @@ func decodeReplayHeaders(t *tree, v *yaml.Node, pos model.Pos, field string, r r
 			continue
 		}
 		seen[h] = it.pos
-		if alwaysReplayed[h] {
+		if slices.Contains(idem.AlwaysReplayed(), h) {
 			r.warnf(it.pos, field, "%s is always replayed; listing it changes nothing", h)
 			continue
 		}

@@ -248,22 +248,6 @@ func TestNames(t *testing.T) {
 			t.Errorf("goName(%q) = %q, want %q", in, got, want)
 		}
 	}
-	params := map[string][]string{
-		"/a/{x}/b/{y}": {"x", "y"},
-		"/a":           nil,
-		"/{a}{b}":      {"a", "b"},
-	}
-	for in, want := range params {
-		got, ok := pathParams(in)
-		if !ok || !cmp.Equal(got, want) {
-			t.Errorf("pathParams(%q) = %q, %v; want %q", in, got, ok, want)
-		}
-	}
-	for _, in := range []string{"/a/{x", "/a/x}", "/a/{}", "/{a{b}}"} {
-		if _, ok := pathParams(in); ok {
-			t.Errorf("pathParams(%q) accepted unbalanced braces", in)
-		}
-	}
 }
 
 func TestSuggest(t *testing.T) {

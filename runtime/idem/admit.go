@@ -21,18 +21,19 @@ type request struct {
 	start  time.Time
 	tenant string
 	key    string // logged through keyLabel only
-	event  Event
+	// applied is the request's mark of protection; it carries the
+	// transaction to a transactional handler.
+	applied *applied
+	event   Event
 }
 
 func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, params map[string]string, next http.Handler) {
 	q := &request{op: op, start: time.Now()}
 	q.event.Operation = op.OperationID
-	defer func() {
-		q.event.Duration = time.Since(q.start)
-		if e.observer != nil {
-			e.observer.Observe(r.Context(), q.event)
-		}
-	}()
+	defer e.observe(r.Context(), q)
+	// Mark the request as protected by op, so that a per-route Handler or
+	// TxHandler behind the middleware knows which policy was applied.
+	r, q.applied = withApplied(r, op)
 
 	tenant, ok := e.tenant(r)
 	if !ok || tenant == "" {

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"math"
@@ -110,6 +111,14 @@ func (e *Engine) storeUnavailable(w http.ResponseWriter, q *request, step string
 		"The server could not record the idempotency key, so it did not process the request. Retry later with the same key.")
 	p.RetryAfter = storeUnavailableRetryAfter
 	e.send(w, q, p)
+}
+
+// observe reports a finished request to the Observer.
+func (e *Engine) observe(ctx context.Context, q *request) {
+	q.event.Duration = time.Since(q.start)
+	if e.observer != nil {
+		e.observer.Observe(ctx, q.event)
+	}
 }
 
 func (e *Engine) timed(q *request, f func() (Result, error)) (Result, error) {

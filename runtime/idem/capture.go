@@ -77,6 +77,9 @@ func (r *recorder) Flush() {
 	}
 }
 
+// answered reports whether the handler wrote a status or a byte.
+func (r *recorder) answered() bool { return r.status != 0 }
+
 func (r *recorder) statusCode() int {
 	if r.status == 0 {
 		return http.StatusOK

@@ -2,14 +2,28 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"net/http"
 )
 
+// storeContext is the context of one store call that changes a key. It
+// keeps the request's values but not its cancellation: a client that hangs
+// up must not cut a claim, completion or release off half-way (SEMANTICS
+// §7). It is bounded by Config.StoreTimeout so that a hung store cannot
+// hold a request forever.
+func (e *Engine) storeContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), e.storeTimeout)
+}
+
 // serveClaim runs a non-transactional request: claim, handler, complete.
 func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
-	res, err := e.timed(q, func() (Result, error) { return e.store.Claim(r.Context(), c) })
+	res, err := e.timed(q, func() (Result, error) {
+		ctx, cancel := e.storeContext(r)
+		defer cancel()
+		return e.store.Claim(ctx, c)
+	})
 	if err != nil {
-		e.storeUnavailable(w, q, "claim", err)
+		e.claimFailed(w, r, q, c, err)
 		return
 	}
 	if !res.Won {
@@ -19,16 +33,39 @@ func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, 
 	e.run(w, r, q, plainHold{e.store, c}, res, next)
 }
 
+// claimFailed answers a claim the store did not confirm. The claim may
+// still have been written (a timeout after the commit), and the handler
+// certainly did not run, so the claim is released by its token: a retry
+// must not meet "in progress" or "outcome unknown" for a request that never
+// ran. Release is fenced, so it never touches another request's row.
+func (e *Engine) claimFailed(w http.ResponseWriter, r *http.Request, q *request, c Claim, err error) {
+	ctx, cancel := e.storeContext(r)
+	defer cancel()
+	if rerr := e.store.Release(ctx, c.Identity, c.Token); rerr != nil && !errors.Is(rerr, ErrFenced) {
+		e.log.WarnContext(ctx, "a claim the store did not confirm could not be released; it stays until its lease ends",
+			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", rerr)
+	}
+	e.storeUnavailable(w, q, "claim", err)
+}
+
 // serveTx runs a transactional request: the claim, the handler's writes and
 // the completion share one database transaction (SEMANTICS §5).
 func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
+	if q.op.txUnused.Load() {
+		e.serveDurableTx(w, r, q, c, next)
+		return
+	}
 	var tx Tx
 	res, err := e.timed(q, func() (Result, error) {
-		res, t, err := e.tx.ClaimTx(r.Context(), c)
+		ctx, cancel := e.storeContext(r)
+		defer cancel()
+		res, t, err := e.tx.ClaimTx(ctx, c)
 		tx = t
 		return res, err
 	})
 	if err != nil {
+		// A transactional claim dies with its transaction; there is
+		// nothing to release.
 		e.storeUnavailable(w, q, "claim", err)
 		return
 	}
@@ -39,10 +76,44 @@ func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c C
 	e.run(w, r, q, txHold{tx}, res, next)
 }
 
+// serveDurableTx serves a transactional operation whose handler was seen
+// writing without its transaction. Its claim is committed on its own before
+// the handler runs and fails closed, so a crash leaves the key held (and
+// then indeterminate) instead of freeing it for a retry that could repeat
+// writes made outside the transaction.
+func (e *Engine) serveDurableTx(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
+	c.OnLeaseExpiry = FailClosed
+	res, err := e.timed(q, func() (Result, error) {
+		ctx, cancel := e.storeContext(r)
+		defer cancel()
+		return e.store.Claim(ctx, c)
+	})
+	if err != nil {
+		e.claimFailed(w, r, q, c, err)
+		return
+	}
+	if !res.Won {
+		e.answerExisting(w, q, c, res.Existing)
+		return
+	}
+	plain := plainHold{e.store, c}
+	ctx, cancel := e.storeContext(r)
+	tx, err := e.tx.Begin(ctx)
+	cancel()
+	if err != nil {
+		ctx, cancel := e.storeContext(r)
+		defer cancel()
+		_ = plain.release(ctx)
+		e.storeUnavailable(w, q, "begin", err)
+		return
+	}
+	e.run(w, r, q, durableTxHold{plain, tx}, res, next)
+}
+
 // hold is a won claim; how it ends differs between a plain claim and one
 // held inside a transaction.
 type hold interface {
-	// abandon ends the claim after the handler panicked.
+	// abandon ends the claim after the handler panicked or gave no answer.
 	abandon(ctx context.Context) error
 	// release lets a retry run the handler again.
 	release(ctx context.Context) error
@@ -80,3 +151,26 @@ func (h txHold) complete(ctx context.Context, resp Response) error {
 	return h.t.Commit(ctx, resp)
 }
 func (h txHold) tx() Tx { return h.t }
+
+// durableTxHold is a committed claim plus a plain transaction for the
+// handler (serveDurableTx): the transaction ends first, then the claim.
+type durableTxHold struct {
+	plain plainHold
+	t     Tx
+}
+
+func (h durableTxHold) abandon(ctx context.Context) error {
+	return errors.Join(h.t.Release(ctx), h.plain.abandon(ctx))
+}
+func (h durableTxHold) release(ctx context.Context) error {
+	return errors.Join(h.t.Release(ctx), h.plain.release(ctx))
+}
+func (h durableTxHold) complete(ctx context.Context, resp Response) error {
+	if err := h.t.Commit(ctx, resp); err != nil {
+		// The claim stays held and fails closed: writes made outside the
+		// transaction may have happened.
+		return err
+	}
+	return h.plain.complete(ctx, resp)
+}
+func (h durableTxHold) tx() Tx { return h.t }

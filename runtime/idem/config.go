@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
+	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
 // Config configures an Engine.
@@ -34,6 +37,11 @@ type Config struct {
 	// MaxRequestBytes bounds the request body of a protected operation,
 	// which is read whole before the claim. The default is 1 MiB.
 	MaxRequestBytes int64
+	// StoreTimeout bounds each store call that changes a key (claim,
+	// completion, release, commit). These calls do not end when the
+	// client hangs up; past the bound the call fails and the key's fate
+	// follows SEMANTICS §3.6. The default is 10 s.
+	StoreTimeout time.Duration
 	// BasePath is stripped from request paths before they are matched
 	// against path templates, for APIs served below a prefix such as "/v1".
 	BasePath string
@@ -41,34 +49,28 @@ type Config struct {
 
 // Engine enforces the policies of one API. It is safe for concurrent use.
 type Engine struct {
-	store       Store
-	tx          Transactor // nil when the store has no transactions
-	tenant      func(*http.Request) (string, bool)
-	observer    Observer
-	log         *slog.Logger
-	logKeys     bool
-	problemBase string
-	maxBody     int64
-	ops         map[string]*operation
-	router      router
+	store        Store
+	tx           Transactor // nil when the store has no transactions
+	tenant       func(*http.Request) (string, bool)
+	observer     Observer
+	log          *slog.Logger
+	logKeys      bool
+	problemBase  string
+	maxBody      int64
+	storeTimeout time.Duration
+	ops          map[string]*operation
+	router       router
 }
 
 // operation is a policy prepared for serving.
 type operation struct {
 	Policy
-	template    template
+	template *pathtemplate.Template
+	// txUnused is set once a transactional handler was seen not taking its
+	// transaction (txNotTaken).
+	txUnused    atomic.Bool
 	fingerprint *fingerprint.Compiled
 	replay      map[string]bool // canonical names of headers kept for replay
-}
-
-// defaultReplayHeaders are kept for every operation (SEMANTICS §3.5).
-var defaultReplayHeaders = []string{"Content-Type", "Content-Language", "Content-Location", "Location"}
-
-// neverStored are headers that a replay must never carry, whatever a
-// policy lists: they belong to one response or one client.
-var neverStored = map[string]bool{
-	"Set-Cookie": true, "Date": true, "Content-Length": true, "Transfer-Encoding": true,
-	"Connection": true, "Retry-After": true, headerIdempotentReplayed: true,
 }
 
 // New prepares an engine. It refuses a configuration that could leave a
@@ -90,14 +92,22 @@ func New(cfg Config) (*Engine, error) {
 		problemBase: cfg.ProblemBase,
 		maxBody:     cfg.MaxRequestBytes,
 		ops:         make(map[string]*operation, len(cfg.Policies)),
-		router:      router{basePath: cfg.BasePath, byMethod: make(map[string][]*operation)},
 	}
 	e.tx, _ = cfg.Store.(Transactor)
+	rt, err := newRouter(cfg.BasePath)
+	if err != nil {
+		return nil, err
+	}
+	e.router = rt
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
 	if e.problemBase == "" {
 		e.problemBase = defaultProblemBase
+	}
+	e.storeTimeout = cfg.StoreTimeout
+	if e.storeTimeout <= 0 {
+		e.storeTimeout = 10 * time.Second
 	}
 	if e.maxBody <= 0 {
 		e.maxBody = 1 << 20
@@ -111,10 +121,9 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("idem: operation ID %q appears twice", p.OperationID)
 		}
 		e.ops[p.OperationID] = op
-		e.router.byMethod[p.Method] = append(e.router.byMethod[p.Method], op)
-	}
-	for _, ops := range e.router.byMethod {
-		sort.SliceStable(ops, func(i, j int) bool { return ops[i].template.literals > ops[j].template.literals })
+		if err := e.router.add(op); err != nil {
+			return nil, err
+		}
 	}
 	return e, nil
 }
@@ -145,19 +154,24 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 			return nil, fmt.Errorf("the body key: %w", err)
 		}
 	}
-	t, err := parseTemplate(p.Path)
+	t, err := pathtemplate.Parse(p.Path)
 	if err != nil {
 		return nil, err
+	}
+	if !sameNames(t.Params(), p.Fingerprint.Path) {
+		// A path parameter left out of the fingerprint would let one key
+		// replay another resource's answer.
+		return nil, fmt.Errorf("fingerprint.Path %v must list the template's path parameters %v", p.Fingerprint.Path, t.Params())
 	}
 	fp, err := fingerprint.Compile(p.Fingerprint)
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint: %w", err)
 	}
 	op := &operation{Policy: p, template: t, fingerprint: fp, replay: make(map[string]bool)}
-	for _, h := range append(append([]string(nil), defaultReplayHeaders...), p.ReplayHeaders...) {
+	for _, h := range append(AlwaysReplayed(), p.ReplayHeaders...) {
 		name := http.CanonicalHeaderKey(h)
-		if neverStored[name] {
-			return nil, fmt.Errorf("header %s can never be replayed", name)
+		if why := NeverStored(name); why != "" {
+			return nil, fmt.Errorf("header %s can never be replayed: %s", name, why)
 		}
 		op.replay[name] = true
 	}
@@ -167,3 +181,14 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 // Middleware protects every request whose method and path match a policy's
 // operation and passes every other request through untouched. It has the
 // shape of net/http middleware, so it mounts on http.ServeMux, chi and
+
+// sameNames reports whether a and b hold the same names in any order.
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}

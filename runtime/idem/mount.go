@@ -1,37 +1,146 @@
 package idem
 
 import (
+	"context"
 	"fmt"
 	"net/http"
-	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
+// Middleware protects every request whose method and path match a policy's
+// operation and passes every other request through untouched. It has the
+// shape of net/http middleware, so it mounts on http.ServeMux, chi and
+// oapi-codegen's Middlewares alike.
+//
+// Paths are read as net/http's ServeMux reads them: "/%61ccounts" is
+// "/accounts". A request whose path is a protected operation's only once
+// empty or dot segments are removed ("/orders/", "//orders") is refused
+// with a 400 problem, since a router that cleans paths would serve it
+// unprotected otherwise. A router mounted below a prefix needs
+// Config.BasePath; Engine.CheckRoutes finds a missing one in a test.
 func (e *Engine) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		op, params := e.router.find(r.Method, r.URL.EscapedPath())
-		if op == nil {
+		rt := e.router.find(r.Method, r.URL.EscapedPath())
+		switch {
+		case rt.op == nil:
 			next.ServeHTTP(w, r)
-			return
+		case rt.near:
+			e.refusePath(w, r, rt.op)
+		default:
+			e.serve(w, r, rt.op, rt.params, next)
 		}
-		e.serve(w, r, op, params, next)
 	})
 }
 
 // Handler protects next, the handler of one operation, for routers that
 // mount per route. It panics when operationID has no policy: that is a
 // wiring mistake to surface at start-up, not a request to serve.
+//
+// The path parameters that enter the fingerprint are read by matching the
+// operation's template against the end of the request path, so any mount
+// prefix works. A request the template does not match is refused with a
+// 500 problem and next never runs: the engine cannot tell which resource
+// it names. Behind Engine.Middleware, a request the middleware already
+// protected as this operation passes straight to next; one it protected as
+// another operation is refused the same way.
 func (e *Engine) Handler(operationID string, next http.Handler) http.Handler {
 	op, ok := e.ops[operationID]
 	if !ok {
 		panic(fmt.Sprintf("idem: no policy for operation %q", operationID))
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != op.Method {
-			next.ServeHTTP(w, r)
+	return &protected{e: e, op: op, next: next}
+}
+
+// protected is the handler Engine.Handler returns; CheckRoutes recognises
+// it.
+type protected struct {
+	e    *Engine
+	op   *operation
+	next http.Handler
+}
+
+func (p *protected) operationID() string { return p.op.OperationID }
+func (p *protected) takesTx() bool {
+	t, ok := p.next.(routeHandler)
+	return ok && t.takesTx() && t.operationID() == p.op.OperationID
+}
+
+func (p *protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != p.op.Method {
+		p.next.ServeHTTP(w, r)
+		return
+	}
+	if a := appliedFrom(r.Context()); a != nil {
+		if a.op == p.op {
+			p.next.ServeHTTP(w, r)
 			return
 		}
-		p, _ := strings.CutPrefix(r.URL.EscapedPath(), e.router.basePath)
-		params, _ := op.template.match(strings.Split(strings.TrimPrefix(p, "/"), "/"))
-		e.serve(w, r, op, params, next)
-	})
+		p.e.refuseRoute(w, r, p.op, "the engine's middleware protected this request as operation "+a.op.OperationID)
+		return
+	}
+	segs, _ := pathtemplate.Split(r.URL.EscapedPath())
+	params, ok := p.op.template.MatchSuffix(segs)
+	if !ok {
+		p.e.refuseRoute(w, r, p.op, "the path does not match the operation's template "+p.op.Path)
+		return
+	}
+	p.e.serve(w, r, p.op, params, p.next)
+}
+
+// routeHandler is implemented by the handlers that apply a policy, so that
+// CheckRoutes can tell a protected route from an unprotected one.
+type routeHandler interface {
+	http.Handler
+	operationID() string
+	// takesTx reports whether the handler hands the operation's
+	// transaction to the business handler.
+	takesTx() bool
+}
+
+// applied records, in a request's context, that the engine applied an
+// operation's policy, and carries the transaction a transactional handler
+// writes with.
+type applied struct {
+	op *operation
+	// tx is the store's driver transaction, set before the handler runs.
+	tx any
+	// taken is set when the handler took tx (TxFrom, TxHandler).
+	taken atomic.Bool
+}
+
+type appliedKey struct{}
+
+func appliedFrom(ctx context.Context) *applied {
+	a, _ := ctx.Value(appliedKey{}).(*applied)
+	return a
+}
+
+func withApplied(r *http.Request, op *operation) (*http.Request, *applied) {
+	a := &applied{op: op}
+	return r.WithContext(context.WithValue(r.Context(), appliedKey{}, a)), a
+}
+
+// refuseRoute answers a request the engine cannot match to its policy. It
+// logs at ERROR: this is a wiring mistake, not a client's.
+func (e *Engine) refuseRoute(w http.ResponseWriter, r *http.Request, op *operation, why string) {
+	e.log.ErrorContext(r.Context(), "idempotency policy cannot be applied; the request was refused and its handler not run",
+		"operation", op.OperationID, "method", r.Method, "path", r.URL.EscapedPath(), "reason", why)
+	q := &request{op: op, start: time.Now()}
+	q.event.Operation = op.OperationID
+	e.reject(w, q, e.problem(ProblemRouteMismatch, http.StatusInternalServerError, "Request not routed to its policy",
+		"The server could not apply this operation's idempotency policy to the request, so it did not run it. Contact support."))
+	e.observe(r.Context(), q)
+}
+
+// refusePath answers a path that a path-cleaning router would serve as a
+// protected operation.
+func (e *Engine) refusePath(w http.ResponseWriter, r *http.Request, op *operation) {
+	q := &request{op: op, start: time.Now()}
+	q.event.Operation = op.OperationID
+	e.reject(w, q, e.problem(ProblemNonCanonicalPath, http.StatusBadRequest, "Path not canonical",
+		"The request path has empty or dot segments. Send it to "+op.Path+" exactly, with the same idempotency key."))
+	e.observe(r.Context(), q)
 }

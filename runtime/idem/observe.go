@@ -31,6 +31,9 @@ const (
 	// OutcomeFenced: the handler ran but another request took the key over
 	// meanwhile; its response was discarded.
 	OutcomeFenced Outcome = "fenced"
+	// OutcomeNoAnswer: the handler returned without writing a status or
+	// a byte; nothing was stored and the claim was abandoned.
+	OutcomeNoAnswer Outcome = "no-answer"
 	// OutcomePanicked: the handler panicked; the claim was abandoned.
 	OutcomePanicked Outcome = "panicked"
 	// OutcomeStoreError: the store failed; 503, or the completion was lost.

@@ -23,6 +23,8 @@ const (
 	ProblemTenantUnresolved     = "tenant-unresolved"
 	ProblemTransactionMissing   = "transaction-unavailable"
 	ProblemHandlerFailed        = "handler-failed"
+	ProblemRouteMismatch        = "route-mismatch"
+	ProblemNonCanonicalPath     = "non-canonical-path"
 	defaultProblemBase          = "https://idemgen.dev/problems/"
 	problemContentType          = "application/problem+json"
 	headerIdempotentReplayed    = "Idempotent-Replayed"

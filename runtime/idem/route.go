@@ -2,91 +2,229 @@ package idem
 
 import (
 	"fmt"
-	"net/url"
+	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
-// template is a parsed OpenAPI path template such as
-// "/pets/{pet_id}/adoptions".
-type template struct {
-	segments []segment
-	literals int // how many segments are literal: more literal wins
-}
-
-type segment struct {
-	literal string
-	param   string // set for a "{name}" segment
-}
-
-func parseTemplate(path string) (template, error) {
-	if !strings.HasPrefix(path, "/") {
-		return template{}, fmt.Errorf("path template %q does not start with /", path)
-	}
-	var t template
-	for _, s := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
-		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") && len(s) > 2 {
-			t.segments = append(t.segments, segment{param: s[1 : len(s)-1]})
-			continue
-		}
-		if strings.ContainsAny(s, "{}") {
-			// OpenAPI allows "/files/{name}.json"; the engine matches whole
-			// segments only, so refuse rather than silently never match.
-			return template{}, fmt.Errorf("path template %q: a parameter must fill a whole segment", path)
-		}
-		t.segments = append(t.segments, segment{literal: s})
-		t.literals++
-	}
-	return t, nil
-}
-
-// match reports whether the escaped request path fits t, and the decoded
-// path parameters when it does.
-func (t template) match(parts []string) (map[string]string, bool) {
-	if len(parts) != len(t.segments) {
-		return nil, false
-	}
-	var params map[string]string
-	for i, s := range t.segments {
-		if s.param == "" {
-			if parts[i] != s.literal {
-				return nil, false
-			}
-			continue
-		}
-		v, err := url.PathUnescape(parts[i])
-		if err != nil || v == "" {
-			return nil, false
-		}
-		if params == nil {
-			params = make(map[string]string, len(t.segments)-t.literals)
-		}
-		params[s.param] = v
-	}
-	return params, true
-}
-
-// router finds the operation of a request by method and path template, the
-// way OpenAPI resolves paths: a literal segment beats a parameter.
+// router finds the operation of a request by method and path template. It
+// reads a path as net/http's ServeMux does (segments split on "/", then each
+// one percent-decoded) so that the engine protects every request the
+// application's router sends to a protected handler.
 type router struct {
-	basePath string
-	// byMethod holds the operations of one method, most literal first.
+	// base holds BasePath's decoded segments, matched before the template.
+	base []string
+	// byMethod holds the operations of one method, most specific first.
 	byMethod map[string][]*operation
 }
 
-func (rt *router) find(method, escapedPath string) (*operation, map[string]string) {
-	ops := rt.byMethod[method]
-	if len(ops) == 0 {
-		return nil, nil
+func newRouter(basePath string) (router, error) {
+	rt := router{byMethod: make(map[string][]*operation)}
+	if basePath == "" || basePath == "/" {
+		return rt, nil
 	}
-	p, ok := strings.CutPrefix(escapedPath, rt.basePath)
-	if !ok || !strings.HasPrefix(p, "/") {
-		return nil, nil
+	base, ok := pathtemplate.Split(strings.TrimSuffix(basePath, "/"))
+	if !ok {
+		return rt, fmt.Errorf("idem: BasePath %q does not start with /", basePath)
 	}
-	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	for _, op := range ops {
-		if params, ok := op.template.match(parts); ok {
-			return op, params
+	for _, s := range base {
+		rt.base = append(rt.base, pathtemplate.Decode(s))
+	}
+	return rt, nil
+}
+
+// add registers op, refusing a template that overlaps another of the same
+// method: no request may be one operation's or the other's by accident.
+func (rt *router) add(op *operation) error {
+	ops := rt.byMethod[op.Method]
+	for _, o := range ops {
+		if pathtemplate.Overlap(o.template, op.template) {
+			return fmt.Errorf("idem: %s %s (%s) and %s %s (%s) match the same requests; neither is more specific",
+				o.Method, o.Path, o.OperationID, op.Method, op.Path, op.OperationID)
 		}
 	}
-	return nil, nil
+	ops = append(ops, op)
+	slices.SortStableFunc(ops, func(a, b *operation) int {
+		switch {
+		case pathtemplate.Less(a.template, b.template):
+			return -1
+		case pathtemplate.Less(b.template, a.template):
+			return 1
+		}
+		return 0
+	})
+	rt.byMethod[op.Method] = ops
+	return nil
+}
+
+// route is what the router decided for one request.
+type route struct {
+	op     *operation
+	params map[string]string
+	// near is set when routers could disagree on whether the path is
+	// op's: it becomes op's once empty and dot segments are removed (a
+	// router that cleans paths or strips trailing slashes would serve it as
+	// op), or it spells a character with a needless or lower-case escape
+	// (ServeMux decodes "/%61ccounts" to "/accounts"; chi matches the
+	// escaped form and may pick another route). Such a request is refused
+	// rather than protected by a guess.
+	near bool
+}
+
+func (rt *router) find(method, escapedPath string) route {
+	ops := rt.byMethod[method]
+	if len(ops) == 0 {
+		return route{}
+	}
+	segs, ok := pathtemplate.Split(escapedPath)
+	if !ok {
+		return route{}
+	}
+	if rest, ok := cutSegments(segs, rt.base); ok {
+		for _, op := range ops {
+			if params, ok := op.template.Match(rest); ok {
+				// An escaped "/" at the very end reads as a trailing slash
+				// to a router that matches the decoded path.
+				near := !canonicalEscapes(escapedPath) || strings.HasSuffix(decodeAll(segs), "/")
+				return route{op: op, params: params, near: near}
+			}
+		}
+	}
+	// Routers normalize paths in different ways: chi's StripSlashes drops
+	// empty segments and keeps dot segments as values; others resolve dot
+	// segments as well. A path that either way becomes a protected one is
+	// refused.
+	// chi also takes an empty segment as a parameter's value, and its
+	// StripSlashes routes a path with a trailing slash by its decoded form,
+	// where an escaped "%2F" separates segments.
+	trimmed := trimTrailing(segs)
+	resplit := trimTrailing(strings.Split(decodeAll(segs), "/"))
+	for _, clean := range [][]string{dropEmpty(segs), cleanSegments(segs), fillEmpty(trimmed), fillEmpty(resplit)} {
+		rest, ok := cutSegments(clean, rt.base)
+		if !ok {
+			continue
+		}
+		for _, op := range ops {
+			if _, ok := op.template.Match(rest); ok {
+				return route{op: op, near: true}
+			}
+		}
+	}
+	return route{}
+}
+
+// cutSegments removes prefix, decoded segments, from the front of segs,
+// segments as written.
+func cutSegments(segs, prefix []string) ([]string, bool) {
+	if len(segs) < len(prefix) {
+		return nil, false
+	}
+	for i, p := range prefix {
+		if pathtemplate.Decode(segs[i]) != p {
+			return nil, false
+		}
+	}
+	return segs[len(prefix):], true
+}
+
+// dropEmpty drops empty segments ("//", a trailing "/").
+func dropEmpty(segs []string) []string {
+	out := make([]string, 0, len(segs))
+	for _, s := range segs {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// trimTrailing drops one empty last segment (a trailing slash).
+func trimTrailing(segs []string) []string {
+	if n := len(segs); n > 1 && segs[n-1] == "" {
+		return segs[:n-1]
+	}
+	return segs
+}
+
+// decodeAll is the decoded path after its leading "/", segments joined.
+func decodeAll(segs []string) string {
+	var b strings.Builder
+	for i, s := range segs {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(pathtemplate.Decode(s))
+	}
+	return b.String()
+}
+
+// fillEmpty puts a stand-in value in every empty segment, so that a
+// template with a parameter there matches.
+func fillEmpty(segs []string) []string {
+	out := make([]string, len(segs))
+	for i, s := range segs {
+		if s == "" {
+			s = "-"
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// cleanSegments drops empty and "." segments and resolves "..", as path
+// cleaning routers do (ServeMux redirects to the cleaned path; chi's
+// StripSlashes serves it).
+func cleanSegments(segs []string) []string {
+	out := make([]string, 0, len(segs))
+	for _, s := range segs {
+		switch pathtemplate.Decode(s) {
+		case "", ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// canonicalEscapes reports whether every percent-escape in p is one a
+// request needs, spelled as RFC 3986 §6.2.2 normalizes it: upper-case hex,
+// for "/" inside a segment or a character Go's url package escapes itself
+// (space, "?", "%", non-ASCII, …). An escape of anything else ("%61",
+// "%3A") changes how routers read the path: ServeMux decodes it, chi then
+// matches the escaped form.
+func canonicalEscapes(p string) bool {
+	for i := strings.IndexByte(p, '%'); i >= 0; i = strings.IndexByte(p, '%') {
+		if i+2 >= len(p) {
+			return true // not an escape; routers keep it as it is
+		}
+		h := p[i+1 : i+3]
+		v, err := strconv.ParseUint(h, 16, 8)
+		switch {
+		case err != nil:
+			// Not an escape either.
+		case h != strings.ToUpper(h), !needsEscape(byte(v)):
+			return false
+		}
+		p = p[i+1:]
+	}
+	return true
+}
+
+// needsEscape reports whether c is escaped in a canonical path: "/" (which
+// only an escape keeps inside a segment) and whatever net/url escapes in a
+// path.
+func needsEscape(c byte) bool {
+	switch {
+	case c == '/':
+		return true
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return false
+	}
+	return !strings.ContainsRune("-._~$&+,:;=@", rune(c))
 }

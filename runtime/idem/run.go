@@ -12,25 +12,32 @@ import (
 // client never sees an answer that its retry would not see too; only a
 // non-transactional body that outgrows the snapshot limit streams on.
 func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold, res Result, next http.Handler) {
-	// The claim must end even when the client has gone away.
-	ctx := context.WithoutCancel(r.Context())
 	limit := q.op.MaxSnapshotBytes
 	if tx := h.tx(); tx != nil {
 		// Not a byte may leave before the commit.
 		limit = -1
-		r = r.WithContext(context.WithValue(r.Context(), txKey{}, tx.Driver()))
+		q.applied.tx = tx.Driver()
 	}
 	rec := newRecorder(w, limit)
-	if panicked := e.runHandler(rec, r, next); panicked != nil {
-		err := e.storeErr(q, func() error { return h.abandon(ctx) })
+	panicked := e.runHandler(rec, r, next)
+	if h.tx() != nil && !q.applied.taken.Load() {
+		e.txNotTaken(r, q)
+	}
+	if panicked != nil {
+		err := e.endClaim(r, q, h.abandon)
 		e.handlerPanicked(w, q, rec, panicked, err)
+		return
+	}
+	if !rec.answered() {
+		err := e.endClaim(r, q, h.abandon)
+		e.noAnswer(w, r, q, err)
 		return
 	}
 	status := rec.statusCode()
 	q.event.Status = status
 	if !e.storable(q.op, status) {
-		if err := e.storeErr(q, func() error { return h.release(ctx) }); err != nil {
-			e.log.WarnContext(ctx, "idempotency claim not released; it stays until its lease ends",
+		if err := e.endClaim(r, q, h.release); err != nil {
+			e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
 				"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 		}
 		e.outcome(q, OutcomeReleased)
@@ -38,10 +45,12 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 		return
 	}
 	resp := e.snapshot(q.op, rec)
-	err := e.storeErr(q, func() error { return h.complete(ctx, resp) })
+	err := e.endClaim(r, q, func(ctx context.Context) error { return h.complete(ctx, resp) })
 	switch {
 	case errors.Is(err, ErrFenced):
 		e.fenced(w, q, rec, err)
+	case errors.Is(err, ErrOutcomeUnknown):
+		e.outcomeUnknown(w, r, q, err)
 	case err != nil && h.tx() != nil:
 		// The commit failed, so the handler's writes are gone with it:
 		// sending its answer would acknowledge what does not exist.
@@ -49,13 +58,57 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	case err != nil:
 		// The handler's effects happened; its answer is the truth. The claim
 		// stays in flight and is judged under onLeaseExpiry after its lease.
-		e.log.ErrorContext(ctx, "idempotency completion failed; the key stays in flight until its lease ends",
+		e.log.ErrorContext(r.Context(), "idempotency completion failed; the key stays in flight until its lease ends",
 			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 		q.event.Outcome, q.event.Err = OutcomeStoreError, err
 		rec.send()
 	default:
 		e.outcome(q, executedOutcome(res))
 		rec.send()
+	}
+}
+
+// endClaim runs one store call that ends a claim, under a context of its
+// own (storeContext).
+func (e *Engine) endClaim(r *http.Request, q *request, f func(context.Context) error) error {
+	return e.storeErr(q, func() error {
+		ctx, cancel := e.storeContext(r)
+		defer cancel()
+		return f(ctx)
+	})
+}
+
+// noAnswer ends a request whose handler returned without writing a status
+// or a byte: nobody gave an answer, so none is stored. The claim is
+// abandoned as after a panic (the handler may have done part of its work).
+func (e *Engine) noAnswer(w http.ResponseWriter, r *http.Request, q *request, storeErr error) {
+	q.event.Outcome, q.event.Status = OutcomeNoAnswer, http.StatusInternalServerError
+	e.log.WarnContext(r.Context(), "handler returned without an answer; its idempotency claim was abandoned",
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "client_gone", r.Context().Err() != nil, "store_err", storeErr)
+	e.problem(ProblemHandlerFailed, http.StatusInternalServerError, "Request failed",
+		"The server ended the request without an answer. Retry with the same idempotency key; if the answer is an outcome-unknown problem, contact support.").Write(w)
+}
+
+// outcomeUnknown answers a transactional request whose handler ended the
+// transaction itself: its writes may or may not be durable, and the store
+// has left the key held or indeterminate.
+func (e *Engine) outcomeUnknown(w http.ResponseWriter, r *http.Request, q *request, err error) {
+	q.event.Outcome, q.event.Err = OutcomeIndeterminate, err
+	e.log.ErrorContext(r.Context(), "transactional handler ended its own transaction; the key's outcome is unknown",
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
+	e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusInternalServerError, "Outcome unknown",
+		"The server cannot confirm whether this request took effect. Do not retry; contact support to resolve it."))
+}
+
+// txNotTaken reacts to a transactional handler that never took its
+// transaction: its writes, if any, went around it, so a crash could free
+// the key for a retry that repeats them. From then on the operation's
+// claims are committed before the handler runs (serveDurableTx).
+func (e *Engine) txNotTaken(r *http.Request, q *request) {
+	if q.op.txUnused.CompareAndSwap(false, true) {
+		e.log.ErrorContext(r.Context(), "transactional handler did not take its transaction; this operation's claims now commit before the handler runs and fail closed. "+
+			"Mount the handler with its generated adapter (or idem.TxHandler) and write through the transaction it is given",
+			"operation", q.op.OperationID)
 	}
 }
 
@@ -81,7 +134,9 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		q.event.Status = e.runCounting(w, r, next)
 		return
 	}
-	tx, err := e.tx.Begin(r.Context())
+	ctx, cancel := e.storeContext(r)
+	tx, err := e.tx.Begin(ctx)
+	cancel()
 	if err != nil {
 		e.storeUnavailable(w, q, "begin", err)
 		return

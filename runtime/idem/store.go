@@ -12,6 +12,12 @@ import (
 // the key over. Nothing was changed.
 var ErrFenced = errors.New("idem: lease token is no longer current")
 
+// ErrOutcomeUnknown reports that a transactional handler ended the
+// transaction itself (a raw COMMIT or ROLLBACK through the driver): its
+// writes may or may not be durable, so the store left the key held or
+// indeterminate instead of completing or freeing it.
+var ErrOutcomeUnknown = errors.New("idem: the handler ended the idempotency transaction; the outcome is unknown")
+
 // Identity is what the database keeps unique: one row per (tenant, scope, key).
 type Identity struct {
 	Tenant string

@@ -5,33 +5,60 @@ import (
 	"net/http"
 )
 
-// txKey carries the store's transaction to a transactional handler.
-type txKey struct{}
-
 // TxFrom returns the transaction of a transactional operation's request,
-// as the store's driver type (pgx.Tx, *sql.Tx).
+// as the store's driver type (pgx.Tx for pgstore, *sqlitestore.Tx for
+// sqlitestore). Calling it tells the engine that the handler writes through
+// the transaction.
 func TxFrom[Tx any](ctx context.Context) (Tx, bool) {
-	tx, ok := ctx.Value(txKey{}).(Tx)
+	var zero Tx
+	a := appliedFrom(ctx)
+	if a == nil || a.tx == nil {
+		return zero, false
+	}
+	tx, ok := a.tx.(Tx)
+	if ok {
+		a.taken.Store(true)
+	}
 	return tx, ok
 }
 
 // TxHandler adapts a handler that writes inside the idempotency transaction.
 // Generated code calls it for every transactional operation. A request that
-// reaches it without a transaction of type Tx (the engine is not mounted in
-// front of it, or the store's driver type differs) is refused with a 500:
+// reaches it without the transaction of operationID, as type Tx (the engine
+// is not mounted in front of it, it protected the request as another
+// operation, or the store's driver type differs), is refused with a 500:
 // the handler never runs unprotected.
 func TxHandler[Tx any](operationID string, h func(w http.ResponseWriter, r *http.Request, tx Tx)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tx, ok := TxFrom[Tx](r.Context())
-		if !ok {
-			Problem{
-				Type:   defaultProblemBase + ProblemTransactionMissing,
-				Title:  "Transaction unavailable",
-				Status: http.StatusInternalServerError,
-				Detail: "The server is misconfigured: operation " + operationID + " must run behind the idempotency engine with a transactional store. Contact support.",
-			}.Write(w)
-			return
-		}
-		h(w, r, tx)
-	})
+	return &txHandler[Tx]{op: operationID, h: h}
+}
+
+type txHandler[Tx any] struct {
+	op string
+	h  func(w http.ResponseWriter, r *http.Request, tx Tx)
+}
+
+func (t *txHandler[Tx]) operationID() string { return t.op }
+func (t *txHandler[Tx]) takesTx() bool       { return true }
+
+func (t *txHandler[Tx]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a := appliedFrom(r.Context())
+	if a == nil || a.op.OperationID != t.op {
+		t.refuse(w)
+		return
+	}
+	tx, ok := TxFrom[Tx](r.Context())
+	if !ok {
+		t.refuse(w)
+		return
+	}
+	t.h(w, r, tx)
+}
+
+func (t *txHandler[Tx]) refuse(w http.ResponseWriter) {
+	Problem{
+		Type:   defaultProblemBase + ProblemTransactionMissing,
+		Title:  "Transaction unavailable",
+		Status: http.StatusInternalServerError,
+		Detail: "The server is misconfigured: operation " + t.op + " must run behind the idempotency engine with a transactional store. Contact support.",
+	}.Write(w)
 }

@@ -7,12 +7,13 @@
 //
 // A template is a sequence of segments. A segment is literal text
 // ("accounts"), a whole parameter ("{id}"), or a mix of both
-// ("{Sid}.json", "{name}:cancel", "{a}-{b}"). In a mixed segment every
-// parameter but the last ends at the first occurrence of the literal text
-// that follows it, so "{a}-{b}" reads "x-y-z" as a="x", b="y-z"; the last
-// parameter takes what is left before the segment's literal suffix. Two
-// parameters with no literal between them cannot be told apart and are
-// refused.
+// ("{Sid}.json", "{name}:cancel", "{a}-{b}"). In a mixed segment a
+// parameter followed by literal text ends at the first byte that can start
+// that text, and the text must follow there: "{a}-{b}" reads "x-y-z" as
+// a="x", b="y-z", and "{Sid}.json" does not match "a.b.json". That is how
+// chi reads such routes, so the engine and the router agree on which
+// resource a request names. Two parameters with no literal between them
+// cannot be told apart and are refused.
 package pathtemplate
 
 import (
@@ -37,6 +38,7 @@ type segment struct {
 
 type part struct {
 	lit  string // decoded literal text; set when name is ""
+	esc  string // lit as a request spells it, percent-encoded
 	name string // parameter name
 }
 
@@ -145,7 +147,7 @@ func parseSegment(raw string, off int, seen map[string]bool, errAt func(int, str
 			if err != nil {
 				return seg, errAt(off+i, "literal %q is not validly percent-encoded", raw[i:i+end])
 			}
-			seg.parts = append(seg.parts, part{lit: lit})
+			seg.parts = append(seg.parts, part{lit: lit, esc: url.PathEscape(lit)})
 			i += end
 		}
 	}
@@ -176,30 +178,37 @@ func (t *Template) Kinds() []Kind {
 	return k
 }
 
-// Split cuts an escaped request path (url.URL.EscapedPath) into decoded
-// segments as net/http's ServeMux does: on "/" first, then each segment
-// percent-decoded on its own, so "%2F" stays inside its segment. A segment
-// that is not validly encoded is kept as it came, as ServeMux keeps it.
+// Split cuts an escaped request path (url.URL.EscapedPath) into its
+// segments as written, on "/": an escaped "%2F" stays inside its segment.
 // ok is false when the path does not start with "/".
 func Split(escapedPath string) (segs []string, ok bool) {
 	if !strings.HasPrefix(escapedPath, "/") {
 		return nil, false
 	}
-	segs = strings.Split(escapedPath[1:], "/")
-	for i, s := range segs {
-		if strings.IndexByte(s, '%') < 0 {
-			continue
-		}
-		if d, err := url.PathUnescape(s); err == nil {
-			segs[i] = d
-		}
-	}
-	return segs, true
+	return strings.Split(escapedPath[1:], "/"), true
 }
 
-// Match reports whether decoded path segments (from Split) fit t, and
-// the parameters' values when they do. A parameter never matches an empty
-// value.
+// Decode percent-decodes one segment as net/http's ServeMux does: a segment
+// that is not validly encoded is kept as it came.
+func Decode(seg string) string {
+	if strings.IndexByte(seg, '%') < 0 {
+		return seg
+	}
+	if d, err := url.PathUnescape(seg); err == nil {
+		return d
+	}
+	return seg
+}
+
+// Match reports whether a request's segments, as written (from Split), fit
+// t, and the parameters' decoded values when they do. A literal or whole
+// parameter segment is compared decoded, as ServeMux compares it; a mixed
+// segment is cut where its literal text stands as written, as chi cuts it,
+// so "%3A" inside a value is never taken for the ":" of "{name}:cancel".
+// A whole-segment parameter never matches an empty segment (ServeMux
+// redirects such a path); a parameter in a mixed segment may be empty, since
+// chi lets it be in some places and the engine must protect every request
+// a router could hand the operation's handler.
 func (t *Template) Match(segs []string) (map[string]string, bool) {
 	if len(segs) != len(t.segs) {
 		return nil, false
@@ -222,17 +231,28 @@ func (t *Template) MatchSuffix(segs []string) (map[string]string, bool) {
 	return t.Match(segs[len(segs)-len(t.segs):])
 }
 
-func (s segment) match(v string, params *map[string]string, n int) bool {
+func (s segment) match(raw string, params *map[string]string, n int) bool {
 	set := func(name, val string) {
 		if *params == nil {
 			*params = make(map[string]string, n)
 		}
-		(*params)[name] = val
+		(*params)[name] = Decode(val)
 	}
+	switch s.kind() {
+	case KindLiteral:
+		return Decode(raw) == s.parts[0].lit
+	case KindParam:
+		if raw == "" {
+			return false
+		}
+		set(s.parts[0].name, raw)
+		return true
+	}
+	v := raw
 	for j := 0; j < len(s.parts); j++ {
 		p := s.parts[j]
 		if p.name == "" {
-			rest, ok := strings.CutPrefix(v, p.lit)
+			rest, ok := strings.CutPrefix(v, p.esc)
 			if !ok {
 				return false
 			}
@@ -240,26 +260,14 @@ func (s segment) match(v string, params *map[string]string, n int) bool {
 			continue
 		}
 		if j == len(s.parts)-1 {
-			if v == "" {
-				return false
-			}
 			set(p.name, v)
 			return true
 		}
-		// A parameter followed by literal text ends at that text's first
-		// occurrence, or at the segment's literal suffix when that text is
-		// the last part.
-		next := s.parts[j+1].lit
-		var end int
-		if j+1 == len(s.parts)-1 {
-			if !strings.HasSuffix(v, next) {
-				return false
-			}
-			end = len(v) - len(next)
-		} else {
-			end = strings.Index(v, next)
-		}
-		if end <= 0 {
+		// A parameter followed by literal text ends at the first byte
+		// that can start that text, as chi reads it; the text must then
+		// follow, or the segment does not match.
+		end := strings.IndexByte(v, s.parts[j+1].esc[0])
+		if end < 0 {
 			return false
 		}
 		set(p.name, v[:end])
@@ -272,6 +280,10 @@ func (s segment) match(v string, params *map[string]string, n int) bool {
 // of Match: each value is percent-encoded as one path segment's content.
 // A missing value is an error.
 func (t *Template) Expand(values map[string]string) (string, error) {
+	return t.expand(values, false)
+}
+
+func (t *Template) expand(values map[string]string, allowEmpty bool) (string, error) {
 	var b strings.Builder
 	for _, s := range t.segs {
 		b.WriteByte('/')
@@ -281,7 +293,7 @@ func (t *Template) Expand(values map[string]string) (string, error) {
 				continue
 			}
 			v, ok := values[p.name]
-			if !ok || v == "" {
+			if !ok || (v == "" && !allowEmpty) {
 				return "", fmt.Errorf("path template %q: no value for {%s}", t.raw, p.name)
 			}
 			b.WriteString(url.PathEscape(v))
@@ -315,11 +327,17 @@ func Overlap(a, b *Template) bool {
 	return aWins == bWins
 }
 
-// Less orders templates for matching: at the first segment where their
-// kinds differ, the more specific kind comes first (a literal before a
-// mixed segment before a parameter), as net/http prefers literals.
+// Less orders templates for matching. Only templates with as many
+// segments as a path can match it, so shorter ones come first; among those
+// of one length, at the first segment where their kinds differ the more
+// specific kind comes first (a literal before a mixed segment before a
+// parameter), as net/http prefers literals. This is a strict weak order,
+// so sorting by it is well defined.
 func Less(a, b *Template) bool {
-	for i := 0; i < len(a.segs) && i < len(b.segs); i++ {
+	if len(a.segs) != len(b.segs) {
+		return len(a.segs) < len(b.segs)
+	}
+	for i := range a.segs {
 		ka, kb := a.segs[i].kind(), b.segs[i].kind()
 		if ka != kb {
 			return ka > kb
@@ -342,7 +360,7 @@ func (s segment) mayOverlap(o segment) bool {
 		return s.parts[0].lit == o.parts[0].lit
 	case ks == KindLiteral:
 		var scratch map[string]string
-		return o.match(s.parts[0].lit, &scratch, 0)
+		return o.match(s.parts[0].esc, &scratch, 0)
 	}
 	// Two mixed segments are told apart when their literal prefixes or
 	// suffixes disagree.

@@ -1,0 +1,116 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Mounting says how an engine is mounted in front of a router, for
+// CheckRoutes.
+type Mounting int
+
+const (
+	// BehindMiddleware: Engine.Middleware wraps the router.
+	BehindMiddleware Mounting = iota + 1
+	// PerRoute: every protected route's handler is Engine.Handler (with
+	// TxHandler, or a generated transactional adapter, inside it for a
+	// transactional operation).
+	PerRoute
+)
+
+// RouteLookup says which handler and route a router would serve a request
+// with, without serving it; route is "" when it serves none.
+// (*http.ServeMux).Handler has this shape; for other routers, write a
+// small function over their matching API.
+type RouteLookup func(r *http.Request) (h http.Handler, route string)
+
+// CheckRoutes reports every protected operation that the router behind
+// lookup would not serve with its policy applied: an operation the router
+// does not route at all (for a router mounted below a prefix, set
+// Config.BasePath and look up through the outer router), one routed to a
+// handler that does not apply its policy (PerRoute), one the middleware
+// would not recognise, and a transactional operation whose handler does not
+// take its transaction. Call it in a test, or at start-up, with the
+// router the server really uses:
+//
+//	if err := engine.CheckRoutes(idem.BehindMiddleware, mux.Handler); err != nil { … }
+//
+// It sends no request through the handlers: it only asks the router where
+// one sample request per operation would go.
+func (e *Engine) CheckRoutes(m Mounting, lookup RouteLookup) error {
+	if m != BehindMiddleware && m != PerRoute {
+		return fmt.Errorf("idem: CheckRoutes: unknown mounting %d", m)
+	}
+	ids := make([]string, 0, len(e.ops))
+	for id := range e.ops {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var errs []error
+	for _, id := range ids {
+		if err := e.checkRoute(m, lookup, e.ops[id]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (e *Engine) checkRoute(m Mounting, lookup RouteLookup, op *operation) error {
+	req, err := e.sampleRequest(op)
+	if err != nil {
+		return err
+	}
+	where := fmt.Sprintf("idem: %s %s (%s)", op.Method, req.URL.Path, op.OperationID)
+	h, route := lookup(req)
+	if route == "" || h == nil {
+		return fmt.Errorf("%s: the router does not route it (is the router mounted below a prefix that Config.BasePath does not name?)", where)
+	}
+	rh, marked := h.(routeHandler)
+	if marked && rh.operationID() != op.OperationID {
+		return fmt.Errorf("%s: routed to %s, whose handler applies the policy of operation %s", where, route, rh.operationID())
+	}
+	switch m {
+	case PerRoute:
+		if !marked {
+			return fmt.Errorf("%s: routed to %s, whose handler does not apply the policy; wrap it with Engine.Handler(%q, …)", where, route, op.OperationID)
+		}
+	case BehindMiddleware:
+		if rt := e.router.find(req.Method, req.URL.EscapedPath()); rt.op != op || rt.near {
+			return fmt.Errorf("%s: the engine's middleware does not recognise the path (check Config.BasePath)", where)
+		}
+	}
+	if op.Transactional && (!marked || !rh.takesTx()) {
+		return fmt.Errorf("%s: the operation is transactional, but %s's handler does not take its transaction; mount the handler with its generated adapter (or idem.TxHandler) so that its writes commit with the key", where, route)
+	}
+	return nil
+}
+
+// sampleRequest is a request that the operation's template matches, with
+// a short distinct value for each path parameter.
+func (e *Engine) sampleRequest(op *operation) (*http.Request, error) {
+	values := make(map[string]string)
+	for i, name := range op.template.Params() {
+		values[name] = "sample" + strconv.Itoa(i+1)
+	}
+	path, err := op.template.Expand(values)
+	if err != nil {
+		return nil, fmt.Errorf("idem: %s: %w", op.OperationID, err)
+	}
+	if len(e.router.base) > 0 {
+		base := make([]string, len(e.router.base))
+		for i, s := range e.router.base {
+			base[i] = url.PathEscape(s)
+		}
+		path = "/" + strings.Join(base, "/") + path
+	}
+	req, err := http.NewRequest(op.Method, path, http.NoBody)
+	if err != nil {
+		return nil, fmt.Errorf("idem: %s: sample request: %w", op.OperationID, err)
+	}
+	return req, nil
+}

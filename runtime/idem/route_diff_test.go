@@ -1,0 +1,382 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// The differential tests hold the engine to the router's view of a
+// request: whenever the real router sends a request to a protected
+// operation's handler, the engine must have claimed the request's key for
+// that operation, with a fingerprint over the same path parameter values
+// the router handed the handler. Random template sets and random requests
+// (percent-encoded literals and values, %2F inside values, dot segments,
+// doubled and trailing slashes, non-ASCII literals, prefixes) look for a
+// request the two read differently.
+
+// claimLog records every claim by key.
+type claimLog struct {
+	idem.Store
+	mu     sync.Mutex
+	claims map[string]idem.Claim
+}
+
+func (s *claimLog) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+	s.mu.Lock()
+	s.claims[c.Key] = c
+	s.mu.Unlock()
+	return s.Store.Claim(ctx, c)
+}
+
+// routed is what a router handed a protected handler.
+type routed struct {
+	op     string
+	params map[string]string
+}
+
+// diffRouter is a real router with one handler per template.
+type diffRouter interface {
+	http.Handler
+	// add routes POST tmpl to h; wrap protects the route's handler (the
+	// identity in middleware mode, Engine.Handler per route).
+	add(tmpl string, params []string, wrap func(http.Handler) http.Handler, h func(r *http.Request, params map[string]string))
+}
+
+type muxRouter struct{ *http.ServeMux }
+
+func (m muxRouter) add(tmpl string, params []string, wrap func(http.Handler) http.Handler, h func(*http.Request, map[string]string)) {
+	m.Handle("POST "+tmpl, wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vals := map[string]string{}
+		for _, p := range params {
+			vals[p] = r.PathValue(p)
+		}
+		h(r, vals)
+		w.WriteHeader(http.StatusCreated)
+	})))
+}
+
+type chiRouter struct{ chi.Router }
+
+func (c chiRouter) add(tmpl string, params []string, wrap func(http.Handler) http.Handler, h func(*http.Request, map[string]string)) {
+	// chi compares literals with the path as the request spelled it, so
+	// a route is registered the way a spec author writes it: decoded.
+	if d, err := url.PathUnescape(tmpl); err == nil {
+		tmpl = d
+	}
+	c.Method(http.MethodPost, tmpl, wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vals := map[string]string{}
+		for _, p := range params {
+			// chi hands out parameters as they stand in the escaped
+			// path when the path needs its escapes (RawPath is set), and
+			// decoded otherwise.
+			v := chi.URLParam(r, p)
+			if r.URL.RawPath != "" {
+				if d, err := url.PathUnescape(v); err == nil {
+					v = d
+				}
+			}
+			vals[p] = v
+		}
+		h(r, vals)
+		w.WriteHeader(http.StatusCreated)
+	})))
+}
+
+var (
+	// plainWords need no escape in a path.
+	plainWords = []string{"accounts", "orders", "v1", "x.y", "pets", "a:b"}
+	allWords   = append([]string{"café", "é", "a b"}, plainWords...)
+	valueRunes = []string{"a", "b", "1", "/", "%", " ", "é", ".", "-", ":", "..", "?", "#"}
+)
+
+// diffCase is one router in one mounting.
+type diffCase struct {
+	name      string
+	newRouter func() diffRouter
+	// mixed allows templates with parameters that share a segment with
+	// text (ServeMux has no such patterns).
+	mixed bool
+	// perRoute mounts Engine.Handler on every route instead of the
+	// middleware in front of the router.
+	perRoute bool
+	// words are the literal segments templates are made of.
+	words []string
+	// anyPolicy only asks that a request the router hands a protected
+	// handler was claimed under some policy, not the route's own (see
+	// TestDifferentialChi).
+	anyPolicy bool
+	// normalizes marks a router that rewrites paths before matching
+	// (StripSlashes): its handler may see fewer distinct values than the
+	// engine fingerprints, so only the safe direction is asked for: one
+	// fingerprint never stands for two different sets of values.
+	normalizes bool
+}
+
+// randomTemplates makes up to n templates; mixed segments only for routers
+// that support them.
+func randomTemplates(rng *rand.Rand, n int, mixed bool, literalWords []string) []string {
+	var out []string
+	for range n {
+		var b strings.Builder
+		segs := 1 + rng.IntN(3)
+		p := 0
+		for range segs {
+			b.WriteByte('/')
+			switch k := rng.IntN(5); {
+			case k < 3:
+				b.WriteString(url.PathEscape(literalWords[rng.IntN(len(literalWords))]))
+			case k == 3 || !mixed:
+				fmt.Fprintf(&b, "{p%d}", p)
+				p++
+			default:
+				switch rng.IntN(3) {
+				case 0:
+					fmt.Fprintf(&b, "{p%d}.json", p)
+				case 1:
+					fmt.Fprintf(&b, "{p%d}:cancel", p)
+				default:
+					fmt.Fprintf(&b, "{p%d}-{p%d}", p, p+1)
+					p++
+				}
+				p++
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// randomPath is a request path aimed at tmpl, spelled in one of the ways a
+// client or attacker might.
+func randomPath(rng *rand.Rand, tmpl string) string {
+	var b strings.Builder
+	if rng.IntN(8) == 0 {
+		b.WriteString("/v1")
+	}
+	for _, seg := range strings.Split(tmpl[1:], "/") {
+		b.WriteByte('/')
+		if rng.IntN(12) == 0 {
+			b.WriteString([]string{"", ".", "..", "%2e"}[rng.IntN(4)] + "/")
+		}
+		for i := 0; i < len(seg); {
+			if seg[i] == '{' {
+				end := strings.IndexByte(seg[i:], '}')
+				var v strings.Builder
+				for range 1 + rng.IntN(3) {
+					v.WriteString(valueRunes[rng.IntN(len(valueRunes))])
+				}
+				if rng.IntN(2) == 0 {
+					b.WriteString(url.PathEscape(v.String()))
+				} else {
+					b.WriteString(escapeSome(rng, v.String()))
+				}
+				i += end + 1
+				continue
+			}
+			c := seg[i]
+			if rng.IntN(6) == 0 && c != '%' {
+				fmt.Fprintf(&b, "%%%02X", c)
+			} else {
+				b.WriteByte(c)
+			}
+			i++
+		}
+	}
+	if rng.IntN(8) == 0 {
+		b.WriteByte('/')
+	}
+	return b.String()
+}
+
+// escapeSome escapes only what a request line cannot carry, leaving "/",
+// "%" (when it starts a valid escape) and the rest raw.
+func escapeSome(rng *rand.Rand, v string) string {
+	var b strings.Builder
+	for _, r := range v {
+		switch {
+		case r == ' ' || r == '?' || r == '#' || r > 0x7e || (r == '%' && rng.IntN(2) == 0):
+			b.WriteString(url.PathEscape(string(r)))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func templateParams(tmpl string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(tmpl, '{')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(tmpl[i:], '}')
+		out = append(out, tmpl[i+1:i+j])
+		tmpl = tmpl[i+j+1:]
+	}
+}
+
+func runDifferential(t *testing.T, dc diffCase) {
+	name := dc.name
+	rounds, perRound := 300, 40
+	if testing.Short() {
+		rounds = 50
+	}
+	seed := uint64(0x1de4)
+	// IDEMGEN_DIFF_SEED and IDEMGEN_DIFF_ROUNDS explore further than CI.
+	if v, err := strconv.ParseUint(os.Getenv("IDEMGEN_DIFF_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("IDEMGEN_DIFF_ROUNDS")); err == nil {
+		rounds = v
+	}
+	checked := 0
+	for round := range rounds {
+		rng := rand.New(rand.NewPCG(seed, uint64(round)))
+		tmpls := randomTemplates(rng, 1+rng.IntN(4), dc.mixed, dc.words)
+		var (
+			policies []idem.Policy
+			ids      []string
+			hits     = map[string]routed{}
+			mu       sync.Mutex
+			router   = dc.newRouter()
+			used     = map[string]bool{}
+		)
+		for i, tm := range tmpls {
+			if !used[tm] {
+				used[tm] = true
+				ids = append(ids, fmt.Sprintf("op%d", i))
+				policies = append(policies, pathPolicy(ids[len(ids)-1], tm, templateParams(tm)...))
+			}
+		}
+		store := &claimLog{Store: memstore.New(), claims: map[string]idem.Claim{}}
+		e, err := idem.New(idem.Config{Store: store, Policies: policies, Tenant: func(*http.Request) (string, bool) { return "t", true }})
+		if err != nil {
+			continue // overlapping templates: the engine refuses to start
+		}
+		ok := func() (ok bool) {
+			defer func() {
+				if recover() != nil {
+					ok = false // the router refused the set (conflicting patterns)
+				}
+			}()
+			for i, p := range policies {
+				id := ids[i]
+				wrap := func(h http.Handler) http.Handler { return h }
+				if dc.perRoute {
+					wrap = func(h http.Handler) http.Handler { return e.Handler(id, h) }
+				}
+				router.add(p.Path, p.Fingerprint.Path, wrap, func(r *http.Request, vals map[string]string) {
+					mu.Lock()
+					hits[r.Header.Get("Idempotency-Key")] = routed{op: id, params: vals}
+					mu.Unlock()
+				})
+			}
+			return true
+		}()
+		if !ok {
+			continue
+		}
+		fps := map[string]*fingerprint.Compiled{}
+		for _, p := range policies {
+			fps[p.OperationID], _ = fingerprint.Compile(p.Fingerprint)
+		}
+		byFingerprint := map[string]string{}
+		var h http.Handler = router
+		if !dc.perRoute {
+			h = e.Middleware(router)
+		}
+		for i := range perRound {
+			path := randomPath(rng, tmpls[rng.IntN(len(tmpls))])
+			key := fmt.Sprintf("k%d-%d", round, i)
+			req, err := http.NewRequest(http.MethodPost, "http://example.test"+path, strings.NewReader(`{}`))
+			if err != nil {
+				continue
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", key)
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			hit, ran := hits[key]
+			if !ran {
+				continue
+			}
+			checked++
+			c, claimed := store.claims[key]
+			if claimed && dc.anyPolicy {
+				continue
+			}
+			if !claimed || c.Operation != hit.op {
+				t.Fatalf("%s: seed %d round %d: POST %s reached %s (%v) but the engine claimed %q for %q (templates %q)",
+					name, seed, round, path, hit.op, hit.params, key, c.Operation, tmpls)
+			}
+			if dc.normalizes {
+				seen := fmt.Sprint(hit.params)
+				if prev, dup := byFingerprint[hit.op+string(c.Fingerprint)]; dup && prev != seen {
+					t.Fatalf("%s: seed %d round %d: one fingerprint of %s stands for params %s and %s (templates %q)",
+						name, seed, round, hit.op, prev, seen, tmpls)
+				}
+				byFingerprint[hit.op+string(c.Fingerprint)] = seen
+				continue
+			}
+			want, err := fps[hit.op].Sum(fingerprint.Input{MediaType: "application/json", Body: []byte(`{}`), Path: hit.params})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(want[:]) != string(c.Fingerprint) {
+				t.Fatalf("%s: seed %d round %d: POST %s reached %s with params %v, but the engine fingerprinted other values (templates %q)",
+					name, seed, round, path, hit.op, hit.params, tmpls)
+			}
+		}
+	}
+	if checked < rounds {
+		t.Fatalf("%s: only %d requests reached a handler; the generator is too weak to test anything", name, checked)
+	}
+	t.Logf("%s: %d requests reached a protected handler, each under its own policy", name, checked)
+}
+
+func TestDifferentialServeMux(t *testing.T) {
+	newMux := func() diffRouter { return muxRouter{http.NewServeMux()} }
+	runDifferential(t, diffCase{name: "ServeMux", newRouter: newMux, words: allWords})
+	runDifferential(t, diffCase{name: "ServeMux per route", newRouter: newMux, words: allWords, perRoute: true})
+}
+
+// chi matches literals against the path as the request escaped it when it
+// has escapes, and decoded otherwise; with a literal that needs escaping
+// (non-ASCII, a space) that makes a route depend on another segment's
+// spelling, which no middleware in front
+// of the router can foresee. And chi lets a parameter in a mixed segment be
+// empty in some places but not others ("/{a}-{b}/x" matches "/1-/x", while
+// "/{a}-{b}" does not match "/1-"), so where a mixed route and a parameter
+// route both could take such a request the engine, which always lets it be
+// empty, may pick the other one: the request is still protected, by a
+// policy of the same API. Engine.Handler on each route takes the operation
+// from the route itself and holds with every literal and template.
+func TestDifferentialChi(t *testing.T) {
+	newChi := func() diffRouter { return chiRouter{chi.NewRouter()} }
+	newStripping := func() diffRouter {
+		r := chi.NewRouter()
+		r.Use(middleware.StripSlashes)
+		return chiRouter{r}
+	}
+	runDifferential(t, diffCase{name: "chi", newRouter: newChi, words: plainWords})
+	runDifferential(t, diffCase{name: "chi+StripSlashes", newRouter: newStripping, words: plainWords, normalizes: true})
+	runDifferential(t, diffCase{name: "chi, mixed segments", newRouter: newChi, mixed: true, words: plainWords, anyPolicy: true})
+	runDifferential(t, diffCase{name: "chi per route", newRouter: newChi, mixed: true, words: allWords, perRoute: true})
+	runDifferential(t, diffCase{name: "chi+StripSlashes per route", newRouter: newStripping, mixed: true, words: allWords, perRoute: true, normalizes: true})
+}

@@ -46,6 +46,15 @@ type Options struct {
 	Package string
 	// Migrations is the directory of the SQL migrations; "" writes none.
 	Migrations string
+	// MigrationVersion is the version of idemgen's migration as its file
+	// name spells it, digits only ("20260301120000"); "" is 1, padded to
+	// the layout's usual width. It must be greater than every other
+	// migration's in the directory, or the migration tool would skip it.
+	MigrationVersion string
+	// MigrationTable is a migrations table of idemgen's own. With it,
+	// Migrations must be a directory of idemgen's own too, and a README.md
+	// there gives the command that applies it with that table.
+	MigrationTable string
 	// Dialects are the SQL dialects, "postgres" and/or "sqlite"; empty
 	// means postgres.
 	Dialects []string
@@ -55,6 +64,10 @@ type Options struct {
 	// Docs is the path of the generated API documentation page (Markdown);
 	// "" writes none.
 	Docs string
+	// Store is the store the transactional adapters are typed for,
+	// "postgres" (pgx.Tx) or "sqlite" (*sql.Tx); "" keeps them generic
+	// over the transaction type, for code that serves several stores.
+	Store string
 	// Dir is the directory relative paths are resolved against; "" is the
 	// current directory.
 	Dir string
@@ -85,6 +98,7 @@ func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Dia
 	goSrc, goDiags, err := gocode.Emit(spec, gocode.Options{
 		Package: opts.Package,
 		Source:  opts.specFrom(opts.Out),
+		Store:   opts.Store,
 	})
 	if err != nil {
 		return nil, diags, fmt.Errorf("generate Go code: %w", err)
@@ -137,6 +151,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !token.IsIdentifier(o.Package) || o.Package == "_" {
 		return o, fmt.Errorf("%w: package name %q is not a Go identifier", ErrUsage, o.Package)
+	}
+	if o.Store != "" && !slices.Contains(gocode.Stores, o.Store) {
+		return o, fmt.Errorf("%w: unknown store %q (use %s)", ErrUsage, o.Store, strings.Join(gocode.Stores, ", "))
 	}
 	if o.Layout == "" {
 		o.Layout = sqlgen.LayoutGolangMigrate

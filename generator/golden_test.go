@@ -35,6 +35,7 @@ type caseOptions struct {
 	Dialects   []string
 	Layout     string
 	Docs       string
+	Store      string
 }
 
 func readCaseOptions(t *testing.T, dir string) Options {
@@ -73,6 +74,7 @@ func readCaseOptions(t *testing.T, dir string) Options {
 	opts.Dialects = co.Dialects
 	opts.Layout = co.Layout
 	opts.Docs = co.Docs
+	opts.Store = co.Store
 	if opts.Spec == "" {
 		t.Fatal("case has neither spec.yaml nor spec.json")
 	}

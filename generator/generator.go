@@ -11,10 +11,17 @@
 // records the versions it applied and never reads those files again, so
 // an edited migration would leave every database that ran the old one
 // silently behind. Generate therefore refuses, with an error diagnostic,
-// when a migration it would write already exists with other content, and
-// when another migration in the same directory already uses its version
-// number. The fix is the user's call: delete the file if it was never
-// applied anywhere, or keep it and write an upgrade migration.
+// when a migration it would write already exists with other content, or
+// under another version. The fix is the user's call: delete the file if
+// it was never applied anywhere, or keep it and write an upgrade
+// migration.
+//
+// Migrations also have to fit the application's own: a new idemgen
+// migration whose version is not greater than every other migration's in
+// its directory would be skipped by golang-migrate (silently) or refused
+// by goose, so Generate refuses it and names the two ways out: a greater
+// version (MigrationVersion), or a directory and migrations table of
+// idemgen's own (MigrationTable).
 package generator
 
 import (
@@ -111,12 +118,14 @@ func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Dia
 			Dir:      filepath.ToSlash(opts.Migrations),
 			Dialects: opts.Dialects,
 			Layout:   opts.Layout,
+			Version:  opts.MigrationVersion,
+			Table:    opts.MigrationTable,
 			Schema:   templates.Schema,
 		})
 		if err != nil {
 			return nil, diags, fmt.Errorf("generate migrations: %w", err)
 		}
-		migDiags, err := checkMigrations(opts.Dir, migrations)
+		migDiags, err := checkMigrations(opts.Dir, opts, migrations)
 		if err != nil {
 			return nil, diags, err
 		}
@@ -160,6 +169,19 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !slices.Contains(sqlgen.Layouts, o.Layout) {
 		return o, fmt.Errorf("%w: unknown migration layout %q (use %s)", ErrUsage, o.Layout, strings.Join(sqlgen.Layouts, ", "))
+	}
+	if o.MigrationVersion != "" {
+		if err := sqlgen.ValidVersion(o.MigrationVersion); err != nil {
+			return o, fmt.Errorf("%w: %w", ErrUsage, err)
+		}
+	}
+	if o.MigrationTable != "" {
+		if err := sqlgen.ValidTable(o.MigrationTable); err != nil {
+			return o, fmt.Errorf("%w: %w", ErrUsage, err)
+		}
+	}
+	if o.Migrations == "" && (o.MigrationVersion != "" || o.MigrationTable != "") {
+		return o, fmt.Errorf("%w: a migration version or table needs a migrations directory", ErrUsage)
 	}
 	if len(o.Dialects) == 0 {
 		o.Dialects = []string{"postgres"}

@@ -36,6 +36,9 @@ type caseOptions struct {
 	Layout     string
 	Docs       string
 	Store      string
+	// MigrationVersion and MigrationTable: see Options.
+	MigrationVersion string
+	MigrationTable   string
 }
 
 func readCaseOptions(t *testing.T, dir string) Options {
@@ -75,6 +78,8 @@ func readCaseOptions(t *testing.T, dir string) Options {
 	opts.Layout = co.Layout
 	opts.Docs = co.Docs
 	opts.Store = co.Store
+	opts.MigrationVersion = co.MigrationVersion
+	opts.MigrationTable = co.MigrationTable
 	if opts.Spec == "" {
 		t.Fatal("case has neither spec.yaml nor spec.json")
 	}

@@ -60,16 +60,7 @@ func TestStoreTypedAdapters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write := func(name, content string) {
-		t.Helper()
-		p := filepath.Join(mod, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name, content string) { writeFile(t, mod, name, content) }
 	write("go.mod", string(gomod))
 	write("go.sum", string(gosum))
 

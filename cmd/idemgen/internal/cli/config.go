@@ -26,24 +26,13 @@ const configName = "idemgen.yaml"
 const configVersion = 1
 
 // settings are the generate options as flags and the config file name
-// them.
-type settings struct {
-	Spec             string
-	Out              string
-	Package          string
-	Migrations       string
-	MigrationVersion string
-	MigrationTable   string
-	Dialects         []string
-	Layout           string
-	Docs             string
-	Store            string
-}
+// them; Dir stays empty (paths are relative to the working directory).
+type settings = generator.Options
 
 // stringSettings pairs each string setting's config key and flag name
 // (they are the same words) with its place in s, so that reading the file
 // and merging the flags walk one list.
-func (s *settings) stringSettings() []struct {
+func stringSettings(s *settings) []struct {
 	key, flag string
 	value     *string
 } {
@@ -66,7 +55,7 @@ func (s *settings) stringSettings() []struct {
 // configKeys lists every key idemgen.yaml may hold, for "did you mean".
 func configKeys() []string {
 	keys := []string{"version", "dialect"}
-	for _, f := range new(settings).stringSettings() {
+	for _, f := range stringSettings(new(settings)) {
 		keys = append(keys, f.key)
 	}
 	return keys
@@ -129,8 +118,8 @@ func loadSettings(cmd *cobra.Command, cf configFlags, flags settings, stderr io.
 		}
 	}
 
-	given := flags.stringSettings()
-	for i, f := range s.stringSettings() {
+	given := stringSettings(&flags)
+	for i, f := range stringSettings(&s) {
 		if set(f.flag) {
 			*f.value = *given[i].value
 		}
@@ -157,18 +146,7 @@ func resolveSettings(cmd *cobra.Command, cf configFlags, flags settings, stderr 
 	if len(missing) > 0 {
 		return generator.Options{}, usageError{fmt.Errorf("missing %s (as flags or in %s)", strings.Join(missing, ", "), configName)}
 	}
-	return generator.Options{
-		Spec:             s.Spec,
-		Out:              s.Out,
-		Package:          s.Package,
-		Migrations:       s.Migrations,
-		MigrationVersion: s.MigrationVersion,
-		MigrationTable:   s.MigrationTable,
-		Dialects:         s.Dialects,
-		Layout:           s.Layout,
-		Docs:             s.Docs,
-		Store:            s.Store,
-	}, nil
+	return s, nil
 }
 
 // findConfig returns the path, relative to the working directory, of the
@@ -297,7 +275,7 @@ func decodeConfig(file string, data []byte) (settings, error) {
 			}
 			s.Dialects = list
 		default:
-			p := s.settingOrNil(k.Value)
+			p := settingOrNil(&s, k.Value)
 			if p == nil {
 				msg := fmt.Sprintf("unknown key %q", k.Value)
 				if near := load.Suggest(k.Value, configKeys()); near != "" {
@@ -326,8 +304,8 @@ func decodeConfig(file string, data []byte) (settings, error) {
 }
 
 // settingOrNil returns the string setting with config key key, or nil.
-func (s *settings) settingOrNil(key string) *string {
-	for _, f := range s.stringSettings() {
+func settingOrNil(s *settings, key string) *string {
+	for _, f := range stringSettings(s) {
 		if f.key == key {
 			return f.value
 		}
@@ -339,7 +317,7 @@ func (s *settings) settingOrNil(key string) *string {
 // its leading zeros.
 func scalarString(n *yaml.Node) (string, error) {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int") {
-		return "", fmt.Errorf("want a string, got %s", describeNode(n))
+		return "", fmt.Errorf("want a string, got %s", load.Describe(n))
 	}
 	return n.Value, nil
 }
@@ -357,7 +335,7 @@ func stringList(n *yaml.Node) ([]string, error) {
 	for _, item := range items {
 		str, err := scalarString(item)
 		if err != nil {
-			return nil, fmt.Errorf("want a name or a list of names, got %s", describeNode(item))
+			return nil, fmt.Errorf("want a name or a list of names, got %s", load.Describe(item))
 		}
 		for _, part := range strings.Split(str, ",") {
 			if part = strings.TrimSpace(part); part != "" {
@@ -366,23 +344,4 @@ func stringList(n *yaml.Node) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// describeNode names a node's kind of value in YAML's words.
-func describeNode(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	switch n.Tag {
-	case "!!null":
-		return "nothing"
-	case "!!bool":
-		return "true or false"
-	}
-	return strconv.Quote(n.Value)
 }

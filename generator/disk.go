@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/big"
 	"os"
 	"path"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/gocode"
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/sqlgen"
 )
 
 // Write puts files on disk, relative to the current directory.
@@ -105,14 +107,45 @@ func CheckDir(dir string, files map[string][]byte) (diff string, ok bool) {
 	return b.String(), b.Len() == 0
 }
 
-// staleFiles lists idemgen's Go files in the directories of the Go files of
-// files that files does not hold. Only files named *.idem.go whose first
-// line is idemgen's header count, so a user's own file is never touched.
+// staleFiles lists idemgen's own files that files does not hold, in the
+// directories this generation writes to: Go files (*.idem.go) beside the
+// generated Go code, and migrations and their README in the migrations
+// directory, its dialect subdirectories, or its parent when it is one of
+// them, where a change of the dialect list leaves them. Only files whose
+// name is one idemgen gives and whose first line is idemgen's header
+// count, so a user's own file is never touched.
 func staleFiles(dir string, files map[string][]byte) ([]string, error) {
-	dirs := make(map[string]bool)
+	type owned func(name string) (header string, ok bool)
+	goFile := func(name string) (string, bool) { return gocode.Header, strings.HasSuffix(name, gocode.Suffix) }
+	migration := func(name string) (string, bool) {
+		if name == sqlgen.ReadmeName {
+			return sqlgen.ReadmeHeader, true
+		}
+		return sqlgen.Header, sqlgen.IsMigrationName(name)
+	}
+	dirs := make(map[string]owned)
+	migDirs := make(map[string]bool)
 	for p := range files {
-		if strings.HasSuffix(p, gocode.Suffix) {
-			dirs[path.Dir(p)] = true
+		switch {
+		case strings.HasSuffix(p, gocode.Suffix):
+			dirs[path.Dir(p)] = goFile
+		case sqlgen.IsMigrationName(path.Base(p)):
+			migDirs[path.Dir(p)] = true
+		}
+	}
+	for d := range migDirs {
+		dirs[d] = migration
+		for _, dialect := range sqlgen.Dialects {
+			dirs[path.Join(d, dialect)] = migration
+		}
+		// Every dialect in a subdirectory of its own: the parent is the
+		// migrations directory, where one dialect's files were before.
+		parent, all := path.Dir(d), true
+		for _, dialect := range sqlgen.Dialects {
+			all = all && migDirs[path.Join(parent, dialect)]
+		}
+		if all {
+			dirs[parent] = migration
 		}
 	}
 	var stale []string
@@ -126,13 +159,14 @@ func staleFiles(dir string, files map[string][]byte) ([]string, error) {
 		}
 		for _, e := range entries {
 			p := path.Join(d, e.Name())
-			if e.IsDir() || !strings.HasSuffix(e.Name(), gocode.Suffix) {
+			header, ok := dirs[d](e.Name())
+			if e.IsDir() || !ok {
 				continue
 			}
 			if _, ok := files[p]; ok {
 				continue
 			}
-			generated, err := hasHeader(resolveIn(dir, filepath.FromSlash(p)), gocode.Header)
+			generated, err := hasHeader(resolveIn(dir, filepath.FromSlash(p)), header)
 			if err != nil {
 				return nil, fmt.Errorf("look for stale files: %w", err)
 			}
@@ -162,64 +196,147 @@ func hasHeader(file, header string) (bool, error) {
 }
 
 // checkMigrations enforces that a migration, once on disk, is never
-// rewritten: migration tools record which versions they applied and never
-// look at a file again, so an edited migration would leave databases that
-// applied the old one silently behind. It also refuses a version number
-// that another migration in the same directory already uses.
-func checkMigrations(dir string, migrations map[string][]byte) ([]model.Diagnostic, error) {
+// rewritten or renumbered: migration tools record which versions they
+// applied and never look at a file again, so an edited migration would
+// leave databases that applied the old one silently behind, and a
+// renumbered one would be applied twice. It also refuses a new migration
+// that its tool would not apply (see refuseSkipped), and, with a
+// migrations table of idemgen's own, a directory shared with other
+// migrations.
+func checkMigrations(base string, opts Options, migrations map[string][]byte) ([]model.Diagnostic, error) {
 	var diags []model.Diagnostic
-	checkedDirs := make(map[string]bool)
+	fail := func(file, msg string) {
+		diags = append(diags, model.Diagnostic{Severity: model.Error, Pos: model.Pos{File: file}, Message: msg})
+	}
+	// A new migration: one that is not on disk yet. Only a new one can be
+	// skipped; one already there was placed when it was new.
+	fresh := make(map[string]bool)
 	for _, p := range sortedKeys(migrations) {
-		full := resolveIn(dir, filepath.FromSlash(p))
-		old, err := os.ReadFile(full)
+		if !sqlgen.IsMigrationName(path.Base(p)) {
+			continue // the README is regenerated like any other file
+		}
+		old, err := os.ReadFile(resolveIn(base, filepath.FromSlash(p)))
 		switch {
-		case err == nil && !bytes.Equal(old, migrations[p]):
-			diags = append(diags, model.Diagnostic{
-				Severity: model.Error,
-				Pos:      model.Pos{File: p},
-				Message: "this migration already exists and differs from the one idemgen generates now; " +
-					"idemgen never rewrites a migration. If it was never applied anywhere, delete it and run idemgen again; " +
-					"if it was applied, keep it and write an upgrade migration by hand " +
-					"(generate into an empty --migrations directory to see the new schema)",
-			})
-		case err != nil && !errors.Is(err, fs.ErrNotExist):
+		case errors.Is(err, fs.ErrNotExist):
+			fresh[path.Dir(p)] = true
+		case err != nil:
 			return nil, fmt.Errorf("read existing migration: %w", err)
+		case !bytes.Equal(old, migrations[p]):
+			fail(p, "this migration already exists and differs from the one idemgen generates now; "+
+				"idemgen never rewrites a migration. If it was never applied anywhere, delete it and run idemgen again; "+
+				"if it was applied, keep it and write an upgrade migration by hand "+
+				"(generate into an empty --migrations directory to see the new schema)")
 		}
+	}
 
-		d := path.Dir(p)
-		if checkedDirs[d] {
-			continue
-		}
-		checkedDirs[d] = true
-		ours := make(map[string]bool)
+	for _, d := range sortedKeys(migrationDirs(migrations)) {
+		version := ""
 		for q := range migrations {
-			if path.Dir(q) == d {
-				ours[path.Base(q)] = true
+			if path.Dir(q) == d && sqlgen.IsMigrationName(path.Base(q)) {
+				version = migrationVersion(path.Base(q))
 			}
 		}
-		entries, err := os.ReadDir(filepath.Dir(full))
+		entries, err := os.ReadDir(resolveIn(base, filepath.FromSlash(d)))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read migrations directory: %w", err)
 		}
-		version := migrationVersion(path.Base(p))
+		var others []string // the user's migrations, by file name
 		for _, e := range entries {
-			if e.IsDir() || ours[e.Name()] {
+			p := path.Join(d, e.Name())
+			if _, ok := migrations[p]; ok || e.IsDir() {
 				continue
 			}
-			if v := migrationVersion(e.Name()); v != "" && v == version {
-				diags = append(diags, model.Diagnostic{
-					Severity: model.Error,
-					Pos:      model.Pos{File: path.Join(d, e.Name())},
-					Message: fmt.Sprintf("migration version %s is already taken by this file; "+
-						"give idemgen's migrations a directory of their own with --migrations", version),
-				})
+			if sqlgen.IsMigrationName(e.Name()) {
+				mine, err := hasHeader(resolveIn(base, filepath.FromSlash(p)), sqlgen.Header)
+				if err != nil {
+					return nil, fmt.Errorf("read migrations directory: %w", err)
+				}
+				if mine {
+					fail(p, fmt.Sprintf("idemgen's migration is already here under version %s (or another layout); "+
+						"idemgen never renumbers a migration, which would apply it twice. "+
+						"Keep it with migrationVersion: %s (--migration-version), or delete it if it was never applied anywhere",
+						migrationVersion(e.Name()), strings.SplitN(e.Name(), "_", 2)[0]))
+					continue
+				}
+			}
+			if migrationVersion(e.Name()) != "" {
+				others = append(others, e.Name())
+			}
+		}
+		if len(others) == 0 {
+			continue
+		}
+		if opts.MigrationTable != "" {
+			fail(path.Join(d, others[0]), fmt.Sprintf("a migrations table of idemgen's own (%s) needs a directory of its own, "+
+				"and this migration is not idemgen's: give --migrations a directory that holds only idemgen's migrations", opts.MigrationTable))
+			continue
+		}
+		if fresh[d] {
+			if diag, ok := refuseSkipped(d, version, others, opts.Layout); ok {
+				diags = append(diags, diag)
 			}
 		}
 	}
 	return diags, nil
+}
+
+// migrationDirs returns the directories of the migration files of files.
+func migrationDirs(files map[string][]byte) map[string]bool {
+	dirs := make(map[string]bool)
+	for p := range files {
+		if sqlgen.IsMigrationName(path.Base(p)) {
+			dirs[path.Dir(p)] = true
+		}
+	}
+	return dirs
+}
+
+// refuseSkipped returns an error when a new idemgen migration of version
+// would not be applied beside the migrations others in directory d:
+// golang-migrate only applies versions above the database's current one
+// and skips the rest without a word, and goose refuses a version below
+// its latest unless run with -allow-missing. dbmate applies every version
+// it has not applied, in any order, so it needs no check.
+func refuseSkipped(d, version string, others []string, layout string) (model.Diagnostic, bool) {
+	if layout == sqlgen.LayoutDbmate {
+		return model.Diagnostic{}, false
+	}
+	top := ""
+	for _, name := range others {
+		if top == "" || sqlgen.CompareVersions(migrationPrefix(name), migrationPrefix(top)) > 0 {
+			top = name
+		}
+	}
+	if sqlgen.CompareVersions(version, migrationPrefix(top)) > 0 {
+		return model.Diagnostic{}, false
+	}
+	what := "golang-migrate would skip it, without an error, on every database that applied this one, and every keyed request would then fail"
+	if layout == sqlgen.LayoutGoose {
+		what = "goose would refuse to migrate every database that applied this one"
+	}
+	next := new(big.Int)
+	next.SetString(migrationPrefix(top), 10)
+	next.Add(next, big.NewInt(1))
+	return model.Diagnostic{
+		Severity: model.Error,
+		Pos:      model.Pos{File: path.Join(d, top)},
+		Message: fmt.Sprintf("idemgen's new migration has version %s, not greater than this migration's %s: %s. "+
+			"Give it a greater version, such as migrationVersion: %s (--migration-version), "+
+			"or give idemgen's migrations a directory and a migrations table of their own (migrationTable, --migration-table)",
+			version, migrationVersion(top), what, next.String()),
+	}, true
+}
+
+// migrationPrefix returns the digits a migration file name starts with.
+func migrationPrefix(name string) string {
+	i := 0
+	for i < len(name) && name[i] >= '0' && name[i] <= '9' {
+		i++
+	}
+	return name[:i]
 }
 
 // migrationVersion returns the numeric version a migration file name

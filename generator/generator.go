@@ -11,10 +11,17 @@
 // records the versions it applied and never reads those files again, so
 // an edited migration would leave every database that ran the old one
 // silently behind. Generate therefore refuses, with an error diagnostic,
-// when a migration it would write already exists with other content, and
-// when another migration in the same directory already uses its version
-// number. The fix is the user's call: delete the file if it was never
-// applied anywhere, or keep it and write an upgrade migration.
+// when a migration it would write already exists with other content, or
+// under another version. The fix is the user's call: delete the file if
+// it was never applied anywhere, or keep it and write an upgrade
+// migration.
+//
+// Migrations also have to fit the application's own: a new idemgen
+// migration whose version is not greater than every other migration's in
+// its directory would be skipped by golang-migrate (silently) or refused
+// by goose, so Generate refuses it and names the two ways out: a greater
+// version (MigrationVersion), or a directory and migrations table of
+// idemgen's own (MigrationTable).
 package generator
 
 import (
@@ -46,6 +53,15 @@ type Options struct {
 	Package string
 	// Migrations is the directory of the SQL migrations; "" writes none.
 	Migrations string
+	// MigrationVersion is the version of idemgen's migration as its file
+	// name spells it, digits only ("20260301120000"); "" is 1, padded to
+	// the layout's usual width. It must be greater than every other
+	// migration's in the directory, or the migration tool would skip it.
+	MigrationVersion string
+	// MigrationTable is a migrations table of idemgen's own. With it,
+	// Migrations must be a directory of idemgen's own too, and a README.md
+	// there gives the command that applies it with that table.
+	MigrationTable string
 	// Dialects are the SQL dialects, "postgres" and/or "sqlite"; empty
 	// means postgres.
 	Dialects []string
@@ -55,6 +71,10 @@ type Options struct {
 	// Docs is the path of the generated API documentation page (Markdown);
 	// "" writes none.
 	Docs string
+	// Store is the store the transactional adapters are typed for,
+	// "postgres" (pgx.Tx) or "sqlite" (*sql.Tx); "" keeps them generic
+	// over the transaction type, for code that serves several stores.
+	Store string
 	// Dir is the directory relative paths are resolved against; "" is the
 	// current directory.
 	Dir string
@@ -85,6 +105,7 @@ func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Dia
 	goSrc, goDiags, err := gocode.Emit(spec, gocode.Options{
 		Package: opts.Package,
 		Source:  opts.specFrom(opts.Out),
+		Store:   opts.Store,
 	})
 	if err != nil {
 		return nil, diags, fmt.Errorf("generate Go code: %w", err)
@@ -97,12 +118,14 @@ func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Dia
 			Dir:      filepath.ToSlash(opts.Migrations),
 			Dialects: opts.Dialects,
 			Layout:   opts.Layout,
+			Version:  opts.MigrationVersion,
+			Table:    opts.MigrationTable,
 			Schema:   templates.Schema,
 		})
 		if err != nil {
 			return nil, diags, fmt.Errorf("generate migrations: %w", err)
 		}
-		migDiags, err := checkMigrations(opts.Dir, migrations)
+		migDiags, err := checkMigrations(opts.Dir, opts, migrations)
 		if err != nil {
 			return nil, diags, err
 		}
@@ -138,11 +161,27 @@ func (o Options) withDefaults() (Options, error) {
 	if !token.IsIdentifier(o.Package) || o.Package == "_" {
 		return o, fmt.Errorf("%w: package name %q is not a Go identifier", ErrUsage, o.Package)
 	}
+	if o.Store != "" && !slices.Contains(gocode.Stores, o.Store) {
+		return o, fmt.Errorf("%w: unknown store %q (use %s)", ErrUsage, o.Store, strings.Join(gocode.Stores, ", "))
+	}
 	if o.Layout == "" {
 		o.Layout = sqlgen.LayoutGolangMigrate
 	}
 	if !slices.Contains(sqlgen.Layouts, o.Layout) {
 		return o, fmt.Errorf("%w: unknown migration layout %q (use %s)", ErrUsage, o.Layout, strings.Join(sqlgen.Layouts, ", "))
+	}
+	if o.MigrationVersion != "" {
+		if err := sqlgen.ValidVersion(o.MigrationVersion); err != nil {
+			return o, fmt.Errorf("%w: %w", ErrUsage, err)
+		}
+	}
+	if o.MigrationTable != "" {
+		if err := sqlgen.ValidTable(o.MigrationTable); err != nil {
+			return o, fmt.Errorf("%w: %w", ErrUsage, err)
+		}
+	}
+	if o.Migrations == "" && (o.MigrationVersion != "" || o.MigrationTable != "") {
+		return o, fmt.Errorf("%w: a migration version or table needs a migrations directory", ErrUsage)
 	}
 	if len(o.Dialects) == 0 {
 		o.Dialects = []string{"postgres"}

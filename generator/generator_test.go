@@ -3,6 +3,7 @@ package generator
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,27 +180,203 @@ func TestExistingMigrationIsNeverRewritten(t *testing.T) {
 	}
 }
 
-func TestMigrationVersionTaken(t *testing.T) {
-	opts := project(t, "24h")
-	dir := filepath.Join(opts.Dir, "db", "migrations")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// writeFile writes content at the slash-separated path rel under dir.
+func writeFile(t *testing.T, dir, rel, content string) {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "1_create_users.up.sql"), []byte("CREATE TABLE users (id int);\n"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, diags, err := Generate(context.Background(), opts)
+}
+
+// refused generates with opts, which must fail with errors only, and
+// returns the diagnostics as text.
+func refused(t *testing.T, opts Options) string {
+	t.Helper()
+	files, diags, err := Generate(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(diags) != 1 || !strings.Contains(diags[0].String(), "db/migrations/1_create_users.up.sql: migration version 1 is already taken") {
-		t.Fatalf("version clash not reported: %v", diags)
+	if errs, warns := model.CountErrors(diags); files != nil || errs == 0 || warns > 0 {
+		t.Fatalf("want errors and no files, got %d files and %v", len(files), diags)
 	}
-	// Another version in the same directory is fine.
-	if err := os.Rename(filepath.Join(dir, "1_create_users.up.sql"), filepath.Join(dir, "2_create_users.up.sql")); err != nil {
+	return diagText(diags)
+}
+
+func wantAll(t *testing.T, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%q lacks %q", text, want)
+		}
+	}
+}
+
+// Beside the application's migrations, idemgen's default version 1 is not
+// greater than theirs: golang-migrate would skip it on every database that
+// applied them (and every keyed request would get a 503). Refused, with
+// the fix; a version of the user's choosing is taken, and later
+// application migrations above it do not disturb it.
+func TestMigrationThatWouldBeSkippedIsRefused(t *testing.T) {
+	for _, existing := range []string{"1_create_users.up.sql", "20240101120000_create_users.up.sql"} {
+		t.Run(existing, func(t *testing.T) {
+			opts := project(t, "24h")
+			writeFile(t, opts.Dir, "db/migrations/"+existing, "CREATE TABLE users (id int);\n")
+			v := migrationVersion(existing)
+			next := map[string]string{"1": "2", "20240101120000": "20240101120001"}[v]
+			wantAll(t, refused(t, opts), "db/migrations/"+existing+": ", "new migration has version 1, not greater than this migration's "+v,
+				"golang-migrate would skip it", "migrationVersion: "+next, "migrationTable")
+
+			opts.Layout = "goose"
+			wantAll(t, refused(t, opts), "goose would refuse")
+
+			// dbmate applies every version it has not applied, in any order.
+			opts.Layout = "dbmate"
+			generate(t, opts)
+
+			opts.Layout = ""
+			opts.MigrationVersion = "20260301120000"
+			files := generate(t, opts)
+			if _, ok := files["db/migrations/20260301120000_idempotency_keys.up.sql"]; !ok {
+				t.Fatalf("no migration of the chosen version among %v", sortedKeys(files))
+			}
+			if err := WriteDir(opts.Dir, files); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, opts.Dir, "db/migrations/20270101000000_add_email.up.sql", "ALTER TABLE users ADD email text;\n")
+			if diff, ok := CheckDir(opts.Dir, generate(t, opts)); !ok {
+				t.Fatalf("an applied idemgen migration below a later one is reported:\n%s", diff)
+			}
+		})
+	}
+}
+
+// A version is padded to the layout's usual width, or taken as written.
+func TestMigrationVersionNames(t *testing.T) {
+	for _, c := range []struct{ layout, version, want string }{
+		{"", "", "db/migrations/000001_idempotency_keys.up.sql"},
+		{"", "42", "db/migrations/000042_idempotency_keys.up.sql"},
+		{"goose", "7", "db/migrations/00007_idempotency_keys.sql"},
+		{"dbmate", "20260301120000", "db/migrations/20260301120000_idempotency_keys.sql"},
+		{"", "0000000000000000042", "db/migrations/0000000000000000042_idempotency_keys.up.sql"},
+	} {
+		opts := project(t, "24h")
+		opts.Layout, opts.MigrationVersion = c.layout, c.version
+		if _, ok := generate(t, opts)[c.want]; !ok {
+			t.Errorf("layout %q version %q: no %s", c.layout, c.version, c.want)
+		}
+	}
+	for _, bad := range []string{"0", "v2", "1.5", "-3", "1234567890123456789"} {
+		opts := project(t, "24h")
+		opts.MigrationVersion = bad
+		if _, _, err := Generate(context.Background(), opts); !errors.Is(err, ErrUsage) {
+			t.Errorf("version %q: err = %v, want ErrUsage", bad, err)
+		}
+	}
+}
+
+// An idemgen migration already on disk under another version is never
+// renumbered: a database that applied it would apply it again.
+func TestMigrationIsNeverRenumbered(t *testing.T) {
+	opts := project(t, "24h")
+	if err := WriteDir(opts.Dir, generate(t, opts)); err != nil {
 		t.Fatal(err)
 	}
-	generate(t, opts)
+	opts.MigrationVersion = "2"
+	got := refused(t, opts)
+	wantAll(t, got, "db/migrations/000001_idempotency_keys", "never renumbers", "migrationVersion: 000001")
+}
+
+// With a migrations table of idemgen's own, a README beside the
+// migrations gives the command that applies them with it, and the
+// directory must hold only idemgen's migrations.
+func TestMigrationTableOfItsOwn(t *testing.T) {
+	opts := project(t, "24h")
+	opts.Migrations = "db/idemgen"
+	opts.MigrationTable = "idemgen_schema_migrations"
+	for layout, want := range map[string]string{
+		"":       "migrate -path . -database 'postgres://user:password@localhost:5432/app?sslmode=disable&x-migrations-table=idemgen_schema_migrations' up",
+		"goose":  "goose -dir . -table idemgen_schema_migrations postgres \"$DATABASE_URL\" up",
+		"dbmate": "dbmate --migrations-dir . --migrations-table idemgen_schema_migrations --no-dump-schema --url \"$DATABASE_URL\" up",
+	} {
+		o := opts
+		o.Layout = layout
+		wantAll(t, string(generate(t, o)["db/idemgen/README.md"]), want)
+	}
+	o := opts
+	o.Dialects = []string{"postgres", "sqlite"}
+	wantAll(t, string(generate(t, o)["db/idemgen/README.md"]),
+		"migrate -path postgres -database", "migrate -path sqlite -database 'sqlite://app.db?x-migrations-table=idemgen_schema_migrations' up")
+
+	writeFile(t, opts.Dir, "db/idemgen/20240101120000_create_users.up.sql", "CREATE TABLE users (id int);\n")
+	wantAll(t, refused(t, opts), "db/idemgen/20240101120000_create_users.up.sql: ", "needs a directory of its own")
+
+	for _, bad := range []string{"idemgen migrations", "x;drop", "1abc"} {
+		o := opts
+		o.MigrationTable = bad
+		if _, _, err := Generate(context.Background(), o); !errors.Is(err, ErrUsage) {
+			t.Errorf("table %q: err = %v, want ErrUsage", bad, err)
+		}
+	}
+}
+
+// A change of the dialect list moves idemgen's migrations between the
+// migrations directory and its dialect subdirectories: Check reports the
+// files left behind, Write removes them, and the user's files stay.
+func TestStaleMigrationsAfterADialectChange(t *testing.T) {
+	opts := project(t, "24h")
+	opts.MigrationTable = "idemgen_migrations"
+	if err := WriteDir(opts.Dir, generate(t, opts)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, opts.Dir, "db/migrations/notes.txt", "the user's\n")
+
+	opts.Dialects = []string{"postgres", "sqlite"}
+	two := generate(t, opts)
+	diff, ok := CheckDir(opts.Dir, two)
+	if ok {
+		t.Fatal("Check found nothing after the dialect list changed")
+	}
+	wantAll(t, diff,
+		"db/migrations/000001_idempotency_keys.up.sql: stale",
+		"db/migrations/000001_idempotency_keys.down.sql: stale")
+	if strings.Contains(diff, "notes.txt") || strings.Contains(diff, "README.md: stale") {
+		t.Errorf("a file still in use or not idemgen's is reported stale:\n%s", diff)
+	}
+	if err := WriteDir(opts.Dir, two); err != nil {
+		t.Fatal(err)
+	}
+	if diff, ok := CheckDir(opts.Dir, two); !ok {
+		t.Fatalf("Check after Write:\n%s", diff)
+	}
+	for _, gone := range []string{"000001_idempotency_keys.up.sql", "000001_idempotency_keys.down.sql"} {
+		if _, err := os.Stat(filepath.Join(opts.Dir, "db", "migrations", gone)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s left behind: %v", gone, err)
+		}
+	}
+
+	// Back to one dialect, and no table: the subdirectories' migrations
+	// and the README are stale.
+	opts.Dialects = []string{"sqlite"}
+	opts.MigrationTable = ""
+	back := generate(t, opts)
+	diff, _ = CheckDir(opts.Dir, back)
+	wantAll(t, diff,
+		"db/migrations/postgres/000001_idempotency_keys.up.sql: stale",
+		"db/migrations/sqlite/000001_idempotency_keys.down.sql: stale",
+		"db/migrations/README.md: stale")
+	if err := WriteDir(opts.Dir, back); err != nil {
+		t.Fatal(err)
+	}
+	if diff, ok := CheckDir(opts.Dir, back); !ok {
+		t.Fatalf("Check after Write:\n%s", diff)
+	}
+	if _, err := os.Stat(filepath.Join(opts.Dir, "db", "migrations", "notes.txt")); err != nil {
+		t.Errorf("the user's file was removed: %v", err)
+	}
 }
 
 func TestGenerateOptions(t *testing.T) {

@@ -35,6 +35,10 @@ type caseOptions struct {
 	Dialects   []string
 	Layout     string
 	Docs       string
+	Store      string
+	// MigrationVersion and MigrationTable: see Options.
+	MigrationVersion string
+	MigrationTable   string
 }
 
 func readCaseOptions(t *testing.T, dir string) Options {
@@ -73,6 +77,9 @@ func readCaseOptions(t *testing.T, dir string) Options {
 	opts.Dialects = co.Dialects
 	opts.Layout = co.Layout
 	opts.Docs = co.Docs
+	opts.Store = co.Store
+	opts.MigrationVersion = co.MigrationVersion
+	opts.MigrationTable = co.MigrationTable
 	if opts.Spec == "" {
 		t.Fatal("case has neither spec.yaml nor spec.json")
 	}

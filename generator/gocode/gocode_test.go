@@ -98,7 +98,7 @@ func TestEmitPayments(t *testing.T) {
 	if formatted, err := format.Source(src); err != nil || !bytes.Equal(formatted, src) {
 		t.Errorf("output is not gofmt-clean (err %v)", err)
 	}
-	if !strings.Contains(out, "import (\n\t\"net/http\"\n\t\"time\"\n\n\t\"github.com/idemgen/idemgen/runtime/fingerprint\"\n") {
+	if !strings.Contains(out, "import (\n\t\"context\"\n\t\"net/http\"\n\t\"time\"\n\n\t\"github.com/idemgen/idemgen/runtime/fingerprint\"\n") {
 		t.Errorf("imports are not grouped standard library first")
 	}
 }

@@ -4,6 +4,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -157,9 +158,27 @@ func CreateAdoption[Tx any](h func(w http.ResponseWriter, r *http.Request, tx Tx
 	return idem.TxHandler("createAdoption", h)
 }
 
+// CreateAdoptionTx returns the transaction of a request of POST
+// /pets/{pet_id}/adoptions (createAdoption), for a handler that gets only the
+// request's context, such as an oapi-codegen strict-server method. An error (it
+// wraps idem.ErrNoTx) means the request did not come through the idempotency
+// engine with that store: write nothing and answer 500.
+func CreateAdoptionTx[Tx any](ctx context.Context) (Tx, error) {
+	return idem.TxFor[Tx](ctx, "createAdoption")
+}
+
 // CreateTransfer adapts h, the handler of POST /transfers (createTransfer),
 // which writes inside the transaction that also records its key; Tx is the
 // store's transaction type (pgx.Tx for pgstore, *sql.Tx for sqlitestore).
 func CreateTransfer[Tx any](h func(w http.ResponseWriter, r *http.Request, tx Tx)) http.Handler {
 	return idem.TxHandler("createTransfer", h)
+}
+
+// CreateTransferTx returns the transaction of a request of POST /transfers
+// (createTransfer), for a handler that gets only the request's context, such as
+// an oapi-codegen strict-server method. An error (it wraps idem.ErrNoTx) means
+// the request did not come through the idempotency engine with that store:
+// write nothing and answer 500.
+func CreateTransferTx[Tx any](ctx context.Context) (Tx, error) {
+	return idem.TxFor[Tx](ctx, "createTransfer")
 }

@@ -93,9 +93,9 @@ func noArgs(cmd *cobra.Command, args []string) error {
 
 func newGenerate(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		flags      settings
-		configPath string
-		check      bool
+		flags settings
+		cf    configFlags
+		check bool
 	)
 	cmd := &cobra.Command{
 		Use:   "generate",
@@ -103,9 +103,12 @@ func newGenerate(stdout, stderr io.Writer) *cobra.Command {
 		Long: `generate validates the spec and writes the generated files. Nothing is
 written when the spec has errors; warnings are printed and do not stop it.
 
-Settings come from the config file (idemgen.yaml in the current directory
-when present, or --config), and flags override them. Paths in the config
-file are relative to the file's directory.
+Settings come from the config file, and flags override them. The config
+file is --config, or else the nearest idemgen.yaml in the current directory
+or a parent up to the module root (the directory of go.mod); a file found
+in a parent directory is named on stderr. Paths in the config file are
+relative to the file's directory. When --spec names another spec than the
+found file's, that file belongs to another run and is not read.
 
 With --check nothing is written: the command exits 1 and prints a unified
 diff when the files on disk differ from what it would generate, are
@@ -114,7 +117,7 @@ missing, or are stale idemgen files.`,
   idemgen generate --check`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts, err := resolveSettings(cmd, configPath, flags)
+			opts, err := resolveSettings(cmd, cf, flags, stderr)
 			if err != nil {
 				return err
 			}
@@ -147,23 +150,37 @@ missing, or are stale idemgen files.`,
 	f.StringVar(&flags.Out, "out", "", "`directory` of the generated Go code")
 	f.StringVar(&flags.Package, "package", "", "Go package `name` of the generated code")
 	f.StringVar(&flags.Migrations, "migrations", "", "`directory` of the SQL migrations (none when empty)")
-	f.StringSliceVar((*[]string)(&flags.Dialects), "dialect", nil, "SQL `dialects`: postgres, sqlite or both (default postgres)")
+	f.StringVar(&flags.MigrationVersion, "migration-version", "", "`version` of idemgen's migration, such as 20260301120000 (default 1)")
+	f.StringVar(&flags.MigrationTable, "migration-table", "", "migrations `table` of idemgen's own, for a --migrations directory of its own")
+	f.StringSliceVar(&flags.Dialects, "dialect", nil, "SQL `dialects`: postgres, sqlite or both (default postgres)")
 	f.StringVar(&flags.Layout, "layout", "", "migration `layout`: golang-migrate, goose or dbmate (default golang-migrate)")
 	f.StringVar(&flags.Docs, "docs", "", "Markdown `file` documenting each operation's idempotency (none when empty)")
+	f.StringVar(&flags.Store, "store", "", "the `store` the adapters are typed for: postgres or sqlite (default: generic)")
 	f.BoolVar(&check, "check", false, "write nothing; exit 1 with a diff when the files on disk are not up to date")
-	f.StringVar(&configPath, "config", "", "config `file` (default idemgen.yaml when present)")
+	cf.register(cmd)
 	return cmd
 }
 
 func newValidate(stdout, stderr io.Writer) *cobra.Command {
-	var spec string
+	var (
+		flags settings
+		cf    configFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Check a spec's x-idempotency policies without generating anything",
-		Args:  noArgs,
+		Long: `validate checks the spec and prints its diagnostics, generating nothing.
+The spec is --spec, or else the spec of the config file that generate
+would read.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := loadSettings(cmd, cf, flags, stderr)
+			if err != nil {
+				return err
+			}
+			spec := s.Spec
 			if spec == "" {
-				return usageError{errors.New("--spec is required")}
+				return usageError{fmt.Errorf("--spec is required when no %s names one", configName)}
 			}
 			parsed, diags, err := generator.Validate(cmd.Context(), spec)
 			printDiagnostics(stderr, diags)
@@ -177,7 +194,8 @@ func newValidate(stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&spec, "spec", "", "OpenAPI spec `file` (YAML or JSON)")
+	cmd.Flags().StringVar(&flags.Spec, "spec", "", "OpenAPI spec `file` (YAML or JSON)")
+	cf.register(cmd)
 	return cmd
 }
 

@@ -3,84 +3,140 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	yaml "go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/generator"
+	"github.com/idemgen/idemgen/generator/load"
 )
 
-// defaultConfig is read when --config is not given and the file exists.
-const defaultConfig = "idemgen.yaml"
+// configName is the config file idemgen looks for when --config is not
+// given.
+const configName = "idemgen.yaml"
 
 // configVersion is the only config format so far. The field exists so that
 // a later format can change meaning without misreading old files.
 const configVersion = 1
 
 // settings are the generate options as flags and the config file name
-// them.
-type settings struct {
-	Spec       string     `yaml:"spec"`
-	Out        string     `yaml:"out"`
-	Package    string     `yaml:"package"`
-	Migrations string     `yaml:"migrations"`
-	Dialects   stringList `yaml:"dialect"`
-	Layout     string     `yaml:"layout"`
-	Docs       string     `yaml:"docs"`
+// them; Dir stays empty (paths are relative to the working directory).
+type settings = generator.Options
+
+// stringSettings pairs each string setting's config key and flag name
+// (they are the same words) with its place in s, so that reading the file
+// and merging the flags walk one list.
+func stringSettings(s *settings) []struct {
+	key, flag string
+	value     *string
+} {
+	return []struct {
+		key, flag string
+		value     *string
+	}{
+		{"spec", "spec", &s.Spec},
+		{"out", "out", &s.Out},
+		{"package", "package", &s.Package},
+		{"migrations", "migrations", &s.Migrations},
+		{"migrationVersion", "migration-version", &s.MigrationVersion},
+		{"migrationTable", "migration-table", &s.MigrationTable},
+		{"layout", "layout", &s.Layout},
+		{"docs", "docs", &s.Docs},
+		{"store", "store", &s.Store},
+	}
 }
 
-// configFile is idemgen.yaml. Unknown keys are an error, so a typo never
-// silently falls back to a default.
-type configFile struct {
-	Version  int `yaml:"version"`
-	settings `yaml:",inline"`
+// configKeys lists every key idemgen.yaml may hold, for "did you mean".
+func configKeys() []string {
+	keys := []string{"version", "dialect"}
+	for _, f := range stringSettings(new(settings)) {
+		keys = append(keys, f.key)
+	}
+	return keys
 }
 
-// resolveSettings merges the config file with the flags the user set and
-// checks that the required settings are there.
-func resolveSettings(cmd *cobra.Command, configPath string, flags settings) (generator.Options, error) {
-	var s settings
-	explicit := configPath != ""
-	if !explicit {
-		configPath = defaultConfig
-	}
-	cfg, err := readConfig(configPath)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) && !explicit:
-		// No config file: flags only.
-	case err != nil:
-		return generator.Options{}, usageError{err}
-	default:
-		s = cfg
-	}
+// configFlags are the flags shared by the commands that read the config.
+type configFlags struct {
+	path    string
+	verbose bool
+}
 
+func (c *configFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.path, "config", "", "config `file` (default: the nearest "+configName+" up to the module root)")
+	cmd.Flags().BoolVarP(&c.verbose, "verbose", "v", false, "say which config file is used, or why none is")
+}
+
+// loadSettings finds and reads the config file and lays the flags the
+// user set over it.
+//
+// Without --config, the nearest idemgen.yaml in the working directory or
+// a parent, up to the module root, applies, as go generate users expect
+// from a sub-package. When --spec is given and names another spec than
+// that file's, the file belongs to another run and is not read into this
+// one: flags alone must never pick up an unrelated file's outputs (its
+// docs page, its migrations). --config always applies.
+func loadSettings(cmd *cobra.Command, cf configFlags, flags settings, stderr io.Writer) (settings, error) {
 	set := cmd.Flags().Changed
-	if set("spec") {
-		s.Spec = flags.Spec
+	file := cf.path
+	explicit := file != ""
+	if !explicit {
+		found, err := findConfig()
+		if err != nil {
+			return settings{}, usageError{err}
+		}
+		file = found
 	}
-	if set("out") {
-		s.Out = flags.Out
+
+	var s settings
+	if file == "" {
+		if cf.verbose {
+			fmt.Fprintf(stderr, "idemgen: no %s here or above up to the module root; flags only\n", configName)
+		}
+	} else {
+		cfg, err := readConfig(file)
+		if err != nil {
+			return settings{}, usageError{err}
+		}
+		switch {
+		case !explicit && set("spec") && !sameFile(cfg.Spec, flags.Spec):
+			if cf.verbose {
+				fmt.Fprintf(stderr, "idemgen: not using %s: its spec is %s, not %s (name it with --config to use it)\n", file, cfg.Spec, flags.Spec)
+			}
+		default:
+			s = cfg
+			// A file from a parent directory is announced: paths then
+			// resolve from there, which a user should not have to guess.
+			if cf.verbose || filepath.Dir(file) != "." {
+				fmt.Fprintf(stderr, "idemgen: using %s\n", file)
+			}
+		}
 	}
-	if set("package") {
-		s.Package = flags.Package
-	}
-	if set("migrations") {
-		s.Migrations = flags.Migrations
+
+	given := stringSettings(&flags)
+	for i, f := range stringSettings(&s) {
+		if set(f.flag) {
+			*f.value = *given[i].value
+		}
 	}
 	if set("dialect") {
 		s.Dialects = flags.Dialects
 	}
-	if set("layout") {
-		s.Layout = flags.Layout
-	}
-	if set("docs") {
-		s.Docs = flags.Docs
-	}
+	return s, nil
+}
 
+// resolveSettings reads the settings of generate and checks that the
+// required ones are there.
+func resolveSettings(cmd *cobra.Command, cf configFlags, flags settings, stderr io.Writer) (generator.Options, error) {
+	s, err := loadSettings(cmd, cf, flags, stderr)
+	if err != nil {
+		return generator.Options{}, err
+	}
 	var missing []string
 	for _, m := range []struct{ name, value string }{{"--spec", s.Spec}, {"--out", s.Out}, {"--package", s.Package}} {
 		if m.value == "" {
@@ -88,17 +144,76 @@ func resolveSettings(cmd *cobra.Command, configPath string, flags settings) (gen
 		}
 	}
 	if len(missing) > 0 {
-		return generator.Options{}, usageError{fmt.Errorf("missing %s (as flags or in %s)", strings.Join(missing, ", "), defaultConfig)}
+		return generator.Options{}, usageError{fmt.Errorf("missing %s (as flags or in %s)", strings.Join(missing, ", "), configName)}
 	}
-	return generator.Options{
-		Spec:       s.Spec,
-		Out:        s.Out,
-		Package:    s.Package,
-		Migrations: s.Migrations,
-		Dialects:   s.Dialects,
-		Layout:     s.Layout,
-		Docs:       s.Docs,
-	}, nil
+	return s, nil
+}
+
+// findConfig returns the path, relative to the working directory, of the
+// nearest idemgen.yaml in the working directory or a parent up to the
+// module root (the nearest directory holding go.mod), or "" when there is
+// none. Outside a module only the working directory is looked at, so that
+// a stray file higher up the disk is never picked up.
+func findConfig() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find %s: %w", configName, err)
+	}
+	var dirs []string
+	inModule := false
+	for d := wd; ; {
+		dirs = append(dirs, d)
+		ok, err := isFile(filepath.Join(d, "go.mod"))
+		if err != nil {
+			return "", fmt.Errorf("find %s: %w", configName, err)
+		}
+		if ok {
+			inModule = true
+			break
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if !inModule {
+		dirs = dirs[:1]
+	}
+	for up, d := range dirs {
+		ok, err := isFile(filepath.Join(d, configName))
+		if err != nil {
+			return "", fmt.Errorf("find %s: %w", configName, err)
+		}
+		if ok {
+			return filepath.Join(strings.Repeat(".."+string(filepath.Separator), up), configName), nil
+		}
+	}
+	return "", nil
+}
+
+// isFile reports whether a regular file exists at p.
+func isFile(p string) (bool, error) {
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return fi.Mode().IsRegular(), nil
+}
+
+// sameFile reports whether a and b name the same file.
+func sameFile(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(fa, fb)
+	}
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
 }
 
 // readConfig reads a config file strictly and makes its paths relative to
@@ -108,55 +223,125 @@ func readConfig(file string) (settings, error) {
 	if err != nil {
 		return settings{}, fmt.Errorf("config: %w", err)
 	}
-	var cfg configFile
-	if err := yaml.Load(data, &cfg, yaml.WithKnownFields()); err != nil {
-		return settings{}, fmt.Errorf("config %s: %w", file, err)
+	s, err := decodeConfig(file, data)
+	if err != nil {
+		return settings{}, err
 	}
-	if cfg.Version == 0 {
-		return settings{}, fmt.Errorf("config %s: version is missing; start the file with \"version: %d\"", file, configVersion)
-	}
-	if cfg.Version != configVersion {
-		return settings{}, fmt.Errorf("config %s: version: %d is not supported; write \"version: %d\"", file, cfg.Version, configVersion)
-	}
-	s := cfg.settings
 	dir := filepath.Dir(file)
 	for _, p := range []*string{&s.Spec, &s.Out, &s.Migrations, &s.Docs} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
 	}
-	// A comma-separated string in a list item is split like the flag.
-	var dialects []string
-	for _, d := range s.Dialects {
-		for _, part := range strings.Split(d, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				dialects = append(dialects, part)
-			}
-		}
-	}
-	s.Dialects = dialects
 	return s, nil
 }
 
-// stringList reads a YAML list of strings, or a single string as a list of
-// one, so that "dialect: postgres" and "dialect: [postgres, sqlite]" both
-// work.
-type stringList []string
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (l *stringList) UnmarshalYAML(node *yaml.Node) error {
-	if node.Kind == yaml.ScalarNode {
-		var s string
-		if err := node.Load(&s); err != nil {
-			return err
+// decodeConfig decodes the YAML of a config file from its node tree, so
+// that every mistake is reported at its line and column in the file's own
+// words: an unknown key with a "did you mean", a wrong kind of value with
+// what was expected. Every mistake is reported, not only the first.
+func decodeConfig(file string, data []byte) (settings, error) {
+	var doc yaml.Node
+	if err := yaml.Load(data, &doc); err != nil {
+		return settings{}, fmt.Errorf("config %s: %w", file, err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return settings{}, fmt.Errorf("config %s: want a mapping of settings that starts with \"version: %d\"", file, configVersion)
+	}
+	m := doc.Content[0]
+	var (
+		s       settings
+		version *yaml.Node
+		errs    []string
+	)
+	fail := func(n *yaml.Node, format string, args ...any) {
+		errs = append(errs, fmt.Sprintf("%s:%d:%d: ", file, n.Line, n.Column)+fmt.Sprintf(format, args...))
+	}
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if seen[k.Value] {
+			fail(k, "%s is set twice", k.Value)
+			continue
 		}
-		*l = stringList{s}
-		return nil
+		seen[k.Value] = true
+		switch k.Value {
+		case "version":
+			version = v
+		case "dialect":
+			list, err := stringList(v)
+			if err != nil {
+				fail(v, "dialect: %v", err)
+			}
+			s.Dialects = list
+		default:
+			p := settingOrNil(&s, k.Value)
+			if p == nil {
+				msg := fmt.Sprintf("unknown key %q", k.Value)
+				if near := load.Suggest(k.Value, configKeys()); near != "" {
+					msg += fmt.Sprintf(" (did you mean %s?)", near)
+				}
+				fail(k, "%s", msg)
+				continue
+			}
+			str, err := scalarString(v)
+			if err != nil {
+				fail(v, "%s: %v", k.Value, err)
+			}
+			*p = str
+		}
 	}
-	var ss []string
-	if err := node.Load(&ss); err != nil {
-		return err
+	switch {
+	case version == nil:
+		errs = append(errs, fmt.Sprintf("config %s: version is missing; start the file with \"version: %d\"", file, configVersion))
+	case version.Kind != yaml.ScalarNode || version.Value != strconv.Itoa(configVersion):
+		fail(version, "version: %s is not supported; write \"version: %d\"", version.Value, configVersion)
 	}
-	*l = ss
+	if len(errs) > 0 {
+		return settings{}, errors.New(strings.Join(errs, "\n"))
+	}
+	return s, nil
+}
+
+// settingOrNil returns the string setting with config key key, or nil.
+func settingOrNil(s *settings, key string) *string {
+	for _, f := range stringSettings(s) {
+		if f.key == key {
+			return f.value
+		}
+	}
 	return nil
+}
+
+// scalarString returns a scalar's text as written: a version number keeps
+// its leading zeros.
+func scalarString(n *yaml.Node) (string, error) {
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!int") {
+		return "", fmt.Errorf("want a string, got %s", load.Describe(n))
+	}
+	return n.Value, nil
+}
+
+// stringList reads a YAML list of strings, or a single string as a list
+// of one; a comma-separated string is split like the flag, so that
+// "dialect: postgres", "dialect: postgres,sqlite" and "dialect: [postgres,
+// sqlite]" all work.
+func stringList(n *yaml.Node) ([]string, error) {
+	items := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		items = n.Content
+	}
+	var out []string
+	for _, item := range items {
+		str, err := scalarString(item)
+		if err != nil {
+			return nil, fmt.Errorf("want a name or a list of names, got %s", load.Describe(item))
+		}
+		for _, part := range strings.Split(str, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out, nil
 }

@@ -4,6 +4,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -70,4 +71,13 @@ func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 // sqlitestore).
 func RefundOrder[Tx any](h func(w http.ResponseWriter, r *http.Request, tx Tx)) http.Handler {
 	return idem.TxHandler("refundOrder", h)
+}
+
+// RefundOrderTx returns the transaction of a request of POST
+// /orders/{order_id}/refunds (refundOrder), for a handler that gets only the
+// request's context, such as an oapi-codegen strict-server method. An error (it
+// wraps idem.ErrNoTx) means the request did not come through the idempotency
+// engine with that store: write nothing and answer 500.
+func RefundOrderTx[Tx any](ctx context.Context) (Tx, error) {
+	return idem.TxFor[Tx](ctx, "refundOrder")
 }

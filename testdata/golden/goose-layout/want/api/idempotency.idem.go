@@ -4,6 +4,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -62,4 +63,13 @@ func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 // transaction type (pgx.Tx for pgstore, *sql.Tx for sqlitestore).
 func CreatePayout[Tx any](h func(w http.ResponseWriter, r *http.Request, tx Tx)) http.Handler {
 	return idem.TxHandler("createPayout", h)
+}
+
+// CreatePayoutTx returns the transaction of a request of POST /payouts
+// (createPayout), for a handler that gets only the request's context, such as
+// an oapi-codegen strict-server method. An error (it wraps idem.ErrNoTx) means
+// the request did not come through the idempotency engine with that store:
+// write nothing and answer 500.
+func CreatePayoutTx[Tx any](ctx context.Context) (Tx, error) {
+	return idem.TxFor[Tx](ctx, "createPayout")
 }

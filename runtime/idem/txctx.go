@@ -1,0 +1,35 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+)
+
+// ErrNoTx is wrapped by TxFor's error when a request's context holds no
+// transaction of the type asked for.
+var ErrNoTx = errors.New("idem: no idempotency transaction")
+
+// TxFor returns the transaction of a request of the transactional
+// operation operationID, as the store's driver type Tx (pgx.Tx for
+// pgstore, *sql.Tx for sqlitestore). It serves handlers that get only the
+// request's context, such as oapi-codegen strict-server methods, where
+// TxHandler cannot stand in front.
+//
+// The error wraps ErrNoTx and says why: the engine is not mounted in front
+// of the handler, the operation is not transactional, or the store's
+// transaction is another type. The handler must then write nothing and
+// fail the request; running on without the transaction would write
+// outside the key's commit.
+func TxFor[Tx any](ctx context.Context, operationID string) (Tx, error) {
+	if tx, ok := TxFrom[Tx](ctx); ok {
+		return tx, nil
+	}
+	var zero Tx
+	want := reflect.TypeFor[Tx]().String()
+	if held := ctx.Value(txKey{}); held != nil {
+		return zero, fmt.Errorf("%w of type %s for operation %s: the store's transaction is a %T", ErrNoTx, want, operationID, held)
+	}
+	return zero, fmt.Errorf("%w for operation %s: it must run behind the idempotency engine, with a transactional policy and store", ErrNoTx, operationID)
+}

@@ -23,13 +23,17 @@ var ErrNoTx = errors.New("idem: no idempotency transaction")
 // fail the request; running on without the transaction would write
 // outside the key's commit.
 func TxFor[Tx any](ctx context.Context, operationID string) (Tx, error) {
+	var zero Tx
+	a := appliedFrom(ctx)
+	if a != nil && a.op.OperationID != operationID {
+		return zero, fmt.Errorf("%w for operation %s: the engine protected this request as operation %s", ErrNoTx, operationID, a.op.OperationID)
+	}
 	if tx, ok := TxFrom[Tx](ctx); ok {
 		return tx, nil
 	}
-	var zero Tx
 	want := reflect.TypeFor[Tx]().String()
-	if held := ctx.Value(txKey{}); held != nil {
-		return zero, fmt.Errorf("%w of type %s for operation %s: the store's transaction is a %T", ErrNoTx, want, operationID, held)
+	if a != nil && a.tx != nil {
+		return zero, fmt.Errorf("%w of type %s for operation %s: the store's transaction is a %T", ErrNoTx, want, operationID, a.tx)
 	}
 	return zero, fmt.Errorf("%w for operation %s: it must run behind the idempotency engine, with a transactional policy and store", ErrNoTx, operationID)
 }

@@ -60,7 +60,7 @@ func TestAmbiguousBodies(t *testing.T) {
 		{"whole body", Spec{}, jsonType, `{"a":1,"A":2}`, true},
 		{"whole body nested", Spec{}, jsonType, `{"x":[{"k":1,"\u212a":2}]}`, true},
 		{"whole body not adjacent in key order", Spec{}, jsonType, `{"AB":1,"Aa":2,"ab":3}`, true},
-		{"whole body many members", Spec{}, jsonType, `{` + manyMembers(40) + `,"M39":0}`, true},
+		{"whole body many members", Spec{}, jsonType, `{` + manyMembers(40) + `,"MA0":0}`, true},
 		{"whole body form", Spec{}, formType, `a=1&A=2`, true},
 		{"whole body with exclude", Spec{Exclude: "/k"}, jsonType, `{"k":"x","a":{"s":1,"S":2}}`, true},
 		{"whole body distinct", Spec{}, jsonType, `{"a":1,"b":{"c":2,"d":[{"e":3}]},"AB":1,"Aa":2}`, false},

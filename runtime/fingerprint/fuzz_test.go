@@ -401,7 +401,10 @@ func FuzzForm(f *testing.F) {
 		var fields []Field
 		seen := map[string]bool{}
 		for _, p := range pairs {
-			top, _ := splitFormName(p.name)
+			top, _, err := splitFormName(p.name)
+			if err != nil {
+				t.Fatalf("form %q accepted but name %q refused: %v", body, p.name, err)
+			}
 			if !seen[top[0]] {
 				seen[top[0]] = true
 				fields = append(fields, Field{Pointer: "/" + escapePointer(top[0]), Type: Type(rng.IntN(int(Array) + 1))})

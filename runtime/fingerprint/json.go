@@ -23,6 +23,10 @@ type scanner struct {
 	tmp   []byte // scratch for reordering the members of one object
 	spans []span // members of the objects being scanned, innermost last
 	depth int
+	// folds refuses objects with two members whose names differ only in
+	// case (see fold.go); set for a document fingerprinted whole.
+	folds bool
+	fe    []foldEntry // scratch for the names of one object
 }
 
 // span locates one object member in out: the key's opening quote, the byte
@@ -226,29 +230,42 @@ func (s *scanner) object() error {
 func (s *scanner) key(m span) []byte { return s.out[m.start+1 : m.keyEnd-1] }
 
 // sortMembers puts the members of the object whose first member starts at
-// first into key order and rejects duplicate keys. Keys are compared in their
-// canonical spelling, which is one-to-one with their decoded value, so
-// "\u0061" and "a" collide as they should. Bodies produced by programs are
-// usually sorted already or small; only an out-of-order object pays for the
-// copy.
+// first into key order and rejects duplicate keys, and with s.folds keys
+// that differ only in case. Keys are compared in their canonical spelling,
+// which is one-to-one with their decoded value, so "\u0061" and "a" collide
+// as they should. Bodies produced by programs are usually sorted already or
+// small; only an out-of-order object pays for the copy.
 func (s *scanner) sortMembers(first int, ms []span) error {
 	sorted := true
 	for i := 1; i < len(ms); i++ {
 		switch bytes.Compare(s.key(ms[i-1]), s.key(ms[i])) {
 		case 0:
-			return s.duplicate(ms[i])
+			return s.duplicate()
 		case 1:
 			sorted = false
 		}
 	}
+	if !sorted {
+		slices.SortFunc(ms, func(a, b span) int { return bytes.Compare(s.key(a), s.key(b)) })
+		for i := 1; i < len(ms); i++ {
+			if bytes.Equal(s.key(ms[i-1]), s.key(ms[i])) {
+				return s.duplicate()
+			}
+		}
+	}
+	// Checked before the members move: the spans locate them where they
+	// were written.
+	if s.folds && len(ms) > 1 {
+		s.fe = s.fe[:0]
+		for _, m := range ms {
+			s.fe = append(s.fe, foldEntry{foldHash(s.key(m)), m.start + 1, m.keyEnd - 1})
+		}
+		if foldClash(s.out, s.fe) {
+			return fmt.Errorf("%w: JSON object ending at byte %d has member %s", ErrBody, s.pos, caseVariants)
+		}
+	}
 	if sorted {
 		return nil
-	}
-	slices.SortFunc(ms, func(a, b span) int { return bytes.Compare(s.key(a), s.key(b)) })
-	for i := 1; i < len(ms); i++ {
-		if bytes.Equal(s.key(ms[i-1]), s.key(ms[i])) {
-			return s.duplicate(ms[i])
-		}
 	}
 	s.tmp = append(s.tmp[:0], s.out[first:]...)
 	s.out = s.out[:first]
@@ -261,7 +278,7 @@ func (s *scanner) sortMembers(first int, ms []span) error {
 	return nil
 }
 
-func (s *scanner) duplicate(span) error {
+func (s *scanner) duplicate() error {
 	return fmt.Errorf("%w: JSON object ending at byte %d has a duplicate key", ErrBody, s.pos)
 }
 

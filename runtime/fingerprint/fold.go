@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"bytes"
+	"math/bits"
 	"slices"
 	"unicode"
 	"unicode/utf8"
@@ -16,9 +17,9 @@ import (
 // fingerprinted name it does not equal, is read one way by the fingerprint
 // and another by the handler; such bodies are refused.
 //
-// Names are compared in their canonical spelling. Canonical escapes are a
-// backslash followed by a fixed lower-case letter or quote, and only
-// characters without case are escaped, so two canonical spellings fold
+// Names are compared in their canonical spelling. Only characters without
+// case are escaped there, always one way (\", \\, \b, \f, \n, \r, \t or
+// \u00 and two lower-case hex digits), so two canonical spellings fold
 // together exactly when the names they spell do.
 
 // caseVariants ends the message of an error that refuses such a body.
@@ -32,27 +33,37 @@ type foldEntry struct {
 	start, end int
 }
 
+// plainName reports whether name has only ASCII characters and no upper
+// case letter. Two different plain names never fold together, so an object
+// whose names are all plain needs no further check: the common case of
+// snake_case members costs one look at each byte.
+func plainName(name []byte) bool {
+	for _, c := range name {
+		if c-'A' < 26 || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 // foldHash returns a hash of name that is the same for all names that fold
 // together: every character is replaced by the smallest one of its case
-// folding orbit, which for ASCII letters is the upper case one.
+// folding orbit, which for ASCII letters is the upper case one. The hash
+// only sorts names into candidates; bytes.EqualFold decides.
 func foldHash(name []byte) uint64 {
-	const (
-		offset = 14695981039346656037
-		prime  = 1099511628211
-	)
-	h := uint64(offset)
+	var h uint64
 	for i := 0; i < len(name); {
 		c := name[i]
 		if c < utf8.RuneSelf {
 			if 'a' <= c && c <= 'z' {
 				c -= 'a' - 'A'
 			}
-			h = (h ^ uint64(c)) * prime
+			h = bits.RotateLeft64(h, 7) ^ uint64(c)
 			i++
 			continue
 		}
 		r, size := utf8.DecodeRune(name[i:])
-		h = (h ^ uint64(foldRune(r))) * prime
+		h = bits.RotateLeft64(h, 7) ^ uint64(foldRune(r))
 		i += size
 	}
 	return h
@@ -145,6 +156,9 @@ func foldClashWithin(b []byte, es []foldEntry, opens []int) (clash bool, _ []fol
 // foldsOntoChild reports whether name, which is none of n's children, folds
 // together with one of them.
 func (n *node) foldsOntoChild(name []byte) bool {
+	if n.plainChildren && plainName(name) {
+		return false
+	}
 	for _, c := range n.children {
 		if bytes.EqualFold(name, c.key) {
 			return true

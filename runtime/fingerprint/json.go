@@ -26,7 +26,10 @@ type scanner struct {
 	// folds refuses objects with two members whose names differ only in
 	// case (see fold.go); set for a document fingerprinted whole.
 	folds bool
-	fe    []foldEntry // scratch for the names of one object
+	// caseful records, while folds is set, that a member name of the
+	// innermost object being scanned is not plain.
+	caseful bool
+	fe      []foldEntry // scratch for the names of one object
 }
 
 // span locates one object member in out: the key's opening quote, the byte
@@ -174,11 +177,14 @@ func (s *scanner) object() error {
 	s.out = append(s.out, '{')
 	first := len(s.out)
 	base := len(s.spans)
+	outer := s.caseful
+	s.caseful = false
 	s.skipWS()
 	if s.pos < len(s.in) && s.in[s.pos] == '}' {
 		s.pos++
 		s.out = append(s.out, '}')
 		s.depth--
+		s.caseful = outer
 		return nil
 	}
 	for {
@@ -190,7 +196,13 @@ func (s *scanner) object() error {
 			s.out = append(s.out, ',')
 		}
 		start := len(s.out)
-		if err := s.str(); err != nil {
+		var err error
+		if s.folds {
+			err = s.name()
+		} else {
+			err = s.str()
+		}
+		if err != nil {
 			return err
 		}
 		keyEnd := len(s.out)
@@ -221,6 +233,7 @@ func (s *scanner) object() error {
 	if err := s.sortMembers(first, s.spans[base:]); err != nil {
 		return err
 	}
+	s.caseful = outer
 	s.spans = s.spans[:base]
 	s.out = append(s.out, '}')
 	s.depth--
@@ -255,7 +268,7 @@ func (s *scanner) sortMembers(first int, ms []span) error {
 	}
 	// Checked before the members move: the spans locate them where they
 	// were written.
-	if s.folds && len(ms) > 1 {
+	if s.caseful && len(ms) > 1 {
 		s.fe = s.fe[:0]
 		for _, m := range ms {
 			s.fe = append(s.fe, foldEntry{foldHash(s.key(m)), m.start + 1, m.keyEnd - 1})
@@ -298,29 +311,72 @@ func (s *scanner) str() error {
 		}
 		s.out = append(s.out, s.in[s.pos:i]...)
 		s.pos = i
-		if i >= len(s.in) {
-			return s.fail("unterminated string")
-		}
-		switch c := s.in[i]; {
-		case c == '"':
+		if i < len(s.in) && s.in[i] == '"' {
 			s.pos++
 			s.out = append(s.out, '"')
 			return nil
-		case c == '\\':
-			if err := s.escape(); err != nil {
-				return err
-			}
-		case c < 0x20:
-			return s.fail(fmt.Sprintf("control character 0x%02x in string", c))
-		default:
-			r, size := utf8.DecodeRune(s.in[i:])
-			if r == utf8.RuneError && size == 1 {
-				return s.fail("invalid UTF-8 in string")
-			}
-			s.out = append(s.out, s.in[i:i+size]...)
-			s.pos += size
+		}
+		if err := s.strChar(); err != nil {
+			return err
 		}
 	}
+}
+
+// name is str for a member name of an object whose names are checked for
+// case (s.folds). It also sets s.caseful when the name is not plain (see
+// plainName), noticed in the same pass over its bytes; an escape counts as
+// not plain, since it may spell any letter. A loop of its own keeps the
+// extra test out of the loop that copies string values.
+func (s *scanner) name() error {
+	s.pos++
+	s.out = append(s.out, '"')
+	for {
+		i := s.pos
+		for i < len(s.in) {
+			c := s.in[i]
+			if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 || c-'A' < 26 {
+				break
+			}
+			i++
+		}
+		s.out = append(s.out, s.in[s.pos:i]...)
+		s.pos = i
+		if i < len(s.in) && s.in[i] == '"' {
+			s.pos++
+			s.out = append(s.out, '"')
+			return nil
+		}
+		s.caseful = true
+		if err := s.strChar(); err != nil {
+			return err
+		}
+	}
+}
+
+// strChar copies the character at s.pos, inside a string, that is not
+// copied as it is: an escape, a control character (refused), a non-ASCII
+// character, or in a name an upper case letter.
+func (s *scanner) strChar() error {
+	if s.pos >= len(s.in) {
+		return s.fail("unterminated string")
+	}
+	switch c := s.in[s.pos]; {
+	case c == '\\':
+		return s.escape()
+	case c < 0x20:
+		return s.fail(fmt.Sprintf("control character 0x%02x in string", c))
+	case c < utf8.RuneSelf:
+		s.out = append(s.out, c)
+		s.pos++
+	default:
+		r, size := utf8.DecodeRune(s.in[s.pos:])
+		if r == utf8.RuneError && size == 1 {
+			return s.fail("invalid UTF-8 in string")
+		}
+		s.out = append(s.out, s.in[s.pos:s.pos+size]...)
+		s.pos += size
+	}
+	return nil
 }
 
 func (s *scanner) escape() error {

@@ -52,6 +52,8 @@ type node struct {
 	key      []byte  // name, for comparing without regard to case
 	field    int     // index of the field ending here, or -1
 	children []*node // sorted by name
+	// plainChildren says every child's name is plain (see plainName).
+	plainChildren bool
 	// below lists the fields strictly under this node: they all take the
 	// node's value whole when it turns out to be an array.
 	below []int
@@ -72,8 +74,12 @@ func (n *node) add(tokens []string, field int) {
 		cur.below = append(cur.below, field)
 		next := cur.child([]byte(t))
 		if next == nil {
+			if len(cur.children) == 0 {
+				cur.plainChildren = true
+			}
 			next = &node{name: t, key: []byte(t), field: -1}
 			cur.children = append(cur.children, next)
+			cur.plainChildren = cur.plainChildren && plainName(next.key)
 		}
 		cur = next
 	}

@@ -465,3 +465,20 @@ func caseVariant(k string, rng *rand.Rand) string {
 	}
 	return b.String()
 }
+
+// Checking names for case costs no allocation once the scratch memory has
+// grown, also for names with upper case letters and fingerprinted objects.
+func TestCaseCheckDoesNotAllocate(t *testing.T) {
+	body := []byte(`{"fromAccount":"a","toAccount":"b","Amount":{"Value":1,"value2":2},"items":[{"Sku":"x","sku2":"y"}],"Memo":"m"}`)
+	for name, spec := range map[string]Spec{
+		"whole":    {},
+		"selected": {Body: []Field{{Pointer: "/Amount"}, {Pointer: "/items"}, {Pointer: "/fromAccount"}}},
+	} {
+		c := mustCompile(t, spec)
+		in := Input{MediaType: jsonType, Body: body}
+		sumOf(t, c, in)
+		if n := testing.AllocsPerRun(100, func() { _, _ = c.Sum(in) }); n != 0 {
+			t.Errorf("%s: %v allocations per Sum", name, n)
+		}
+	}
+}

@@ -153,16 +153,16 @@ func foldClashWithin(b []byte, es []foldEntry, opens []int) (clash bool, _ []fol
 	return false, es, opens
 }
 
-// foldsOntoChild reports whether name, which is none of n's children, folds
-// together with one of them.
-func (n *node) foldsOntoChild(name []byte) bool {
+// foldsOntoChild returns the child of n whose name folds together with
+// name, which is none of n's children, or nil.
+func (n *node) foldsOntoChild(name []byte) *node {
 	if n.plainChildren && plainName(name) {
-		return false
+		return nil
 	}
 	for _, c := range n.children {
 		if bytes.EqualFold(name, c.key) {
-			return true
+			return c
 		}
 	}
-	return false
+	return nil
 }

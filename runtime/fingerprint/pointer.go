@@ -118,8 +118,8 @@ func (st *state) extract(b []byte, start, end int, n *node, slots []slot) error 
 				if err := st.extract(b, keyEnd+1, valEnd, c, slots); err != nil {
 					return err
 				}
-			} else if n.foldsOntoChild(name) {
-				return fmt.Errorf("%w: body object has member %s", ErrBody, caseVariants)
+			} else if f := n.foldsOntoChild(name); f != nil {
+				return fmt.Errorf("%w: a member's name and the fingerprinted %q differ only in case, which encoding/json reads as one field", ErrBody, f.name)
 			}
 			i = valEnd
 			if b[i] == ',' {

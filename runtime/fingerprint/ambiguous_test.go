@@ -18,14 +18,7 @@ import (
 // (a member that matches a fingerprinted field only without regard to case,
 // or two members one struct field would take in turn) is refused.
 func TestAmbiguousBodies(t *testing.T) {
-	selected := Spec{Body: []Field{
-		{Pointer: "/amount", Type: Integer},
-		{Pointer: "/kind", Type: String},
-		{Pointer: "/sku", Type: String},
-		{Pointer: "/source/card/number", Type: String},
-		{Pointer: "/meta", Type: Object},
-		{Pointer: "/items", Type: Array},
-	}}
+	selected := ambiguousSpec
 	tests := []struct {
 		name  string
 		spec  Spec

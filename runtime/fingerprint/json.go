@@ -196,13 +196,7 @@ func (s *scanner) object() error {
 			s.out = append(s.out, ',')
 		}
 		start := len(s.out)
-		var err error
-		if s.folds {
-			err = s.name()
-		} else {
-			err = s.str()
-		}
-		if err != nil {
+		if err := s.strOrName(s.folds); err != nil {
 			return err
 		}
 		keyEnd := len(s.out)
@@ -297,17 +291,27 @@ func (s *scanner) duplicate() error {
 
 // str copies the string at s.pos to out in canonical spelling: decoded
 // escapes, raw UTF-8, and only '"', '\\' and control characters escaped.
-func (s *scanner) str() error {
+func (s *scanner) str() error { return s.strOrName(false) }
+
+// strOrName is str, and for a member name of an object whose names are
+// checked for case (name set) it also sets s.caseful when the name is not
+// plain (see plainName), noticed in the same pass over its bytes; an escape
+// counts as not plain, since it may spell any letter. The choice is made
+// once per run of plain bytes, so that the loop copying string values
+// tests nothing more than it must.
+func (s *scanner) strOrName(name bool) error {
 	s.pos++
 	s.out = append(s.out, '"')
 	for {
 		i := s.pos
-		for i < len(s.in) {
-			c := s.in[i]
-			if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-				break
+		if name {
+			for i < len(s.in) && !stopsString(s.in[i]) && s.in[i]-'A' >= 26 {
+				i++
 			}
-			i++
+		} else {
+			for i < len(s.in) && !stopsString(s.in[i]) {
+				i++
+			}
 		}
 		s.out = append(s.out, s.in[s.pos:i]...)
 		s.pos = i
@@ -316,41 +320,16 @@ func (s *scanner) str() error {
 			s.out = append(s.out, '"')
 			return nil
 		}
+		s.caseful = s.caseful || name
 		if err := s.strChar(); err != nil {
 			return err
 		}
 	}
 }
 
-// name is str for a member name of an object whose names are checked for
-// case (s.folds). It also sets s.caseful when the name is not plain (see
-// plainName), noticed in the same pass over its bytes; an escape counts as
-// not plain, since it may spell any letter. A loop of its own keeps the
-// extra test out of the loop that copies string values.
-func (s *scanner) name() error {
-	s.pos++
-	s.out = append(s.out, '"')
-	for {
-		i := s.pos
-		for i < len(s.in) {
-			c := s.in[i]
-			if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 || c-'A' < 26 {
-				break
-			}
-			i++
-		}
-		s.out = append(s.out, s.in[s.pos:i]...)
-		s.pos = i
-		if i < len(s.in) && s.in[i] == '"' {
-			s.pos++
-			s.out = append(s.out, '"')
-			return nil
-		}
-		s.caseful = true
-		if err := s.strChar(); err != nil {
-			return err
-		}
-	}
+// stopsString reports whether c, inside a string, is not copied as it is.
+func stopsString(c byte) bool {
+	return c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf
 }
 
 // strChar copies the character at s.pos, inside a string, that is not

@@ -37,6 +37,19 @@
 // fingerprinted, so an unparseable body never gets past the idempotency
 // layer.
 //
+// # Ambiguous bodies
+//
+// encoding/json fills a struct field from every member whose name matches
+// the field's without regard to case (Unicode simple folding, as
+// bytes.EqualFold: "k", "K" and the Kelvin sign U+212A are one letter), the
+// last one winning; a fingerprint reads names exactly. A body that the two
+// would read differently is [ErrBody] too: a member whose name differs only
+// in case from a fingerprinted name, at any object a field's pointer passes
+// through; two members of one object whose names differ only in case,
+// inside a fingerprinted value or, for a whole-body fingerprint, anywhere
+// in the body. Case variants in parts no field selects are accepted.
+// [CanonicalJSON] and [Lookup] do not apply this rule.
+//
 // Media types: application/json and any type with a +json suffix, and
 // application/x-www-form-urlencoded. Any other type with a non-empty body is
 // [ErrMediaType].
@@ -50,7 +63,8 @@
 // values in order, and every value is a string. The order of distinct
 // fields does not matter. Names that would make the tree depend on the order
 // of the pairs, or give one name two shapes (a=1&a[b]=2, a=1&a[]=2,
-// a[][b]=1), are [ErrBody].
+// a[][b]=1), are [ErrBody], as is a name nested deeper than a JSON body may
+// be, refused before its tree is built.
 //
 // Form values carry no type, so a selected field's [Type] decides: a Number
 // or Integer value that is a JSON number is canonicalized as one (amount=1e3

@@ -59,6 +59,8 @@ type state struct {
 	form   []byte
 	stream []byte
 	slots  []slot
+	fe     []foldEntry // scratch for checkFolds
+	opens  []int       // scratch for checkFolds
 }
 
 // Compile checks spec and prepares it. It is meant to run once per
@@ -190,7 +192,7 @@ func (c *Compiled) SumLookup(in Input, pointer string) (sum [32]byte, value []by
 	in.MediaType = mt
 	st := c.pool.Get().(*state)
 	defer c.pool.Put(st)
-	doc, err := st.document(in.MediaType, in.Body)
+	doc, err := c.document(st, in.MediaType, in.Body)
 	if err != nil {
 		return [32]byte{}, nil, false, err
 	}
@@ -199,21 +201,34 @@ func (c *Compiled) SumLookup(in Input, pointer string) (sum [32]byte, value []by
 	if v, ok := lookup(doc, tokens); ok {
 		value, found = bytes.Clone(v), true
 	}
-	st.stream = c.appendDocument(st, st.stream[:0], doc, in)
+	st.stream, err = c.appendDocument(st, st.stream[:0], doc, in)
+	if err != nil {
+		return [32]byte{}, nil, false, err
+	}
 	return sha256.Sum256(st.stream), value, found, nil
 }
 
 func (c *Compiled) appendCanonical(st *state, dst []byte, in Input) ([]byte, error) {
-	doc, err := st.document(in.MediaType, in.Body)
+	doc, err := c.document(st, in.MediaType, in.Body)
 	if err != nil {
 		return dst, err
 	}
-	return c.appendDocument(st, dst, doc, in), nil
+	return c.appendDocument(st, dst, doc, in)
+}
+
+// document parses the body into scratch memory. A body fingerprinted whole
+// is checked for member names that differ only in case as it is parsed;
+// selected fields are checked as appendDocument finds them.
+func (c *Compiled) document(st *state, mediaType string, body []byte) ([]byte, error) {
+	st.sc.folds = c.root == nil
+	return st.document(mediaType, body)
 }
 
 // appendDocument appends the canonical form of a request whose body's
-// canonical JSON (nil for no body) is doc, which it may rewrite.
-func (c *Compiled) appendDocument(st *state, dst, doc []byte, in Input) []byte {
+// canonical JSON (nil for no body) is doc, which it may rewrite. The error
+// refuses a body whose fingerprinted fields encoding/json would read
+// otherwise.
+func (c *Compiled) appendDocument(st *state, dst, doc []byte, in Input) ([]byte, error) {
 	dst = append(dst, Version...)
 	dst = append(dst, '\n')
 	switch {
@@ -229,7 +244,9 @@ func (c *Compiled) appendDocument(st *state, dst, doc []byte, in Input) []byte {
 	default:
 		clear(st.slots)
 		if doc != nil {
-			extract(doc, 0, len(doc), c.root, st.slots)
+			if err := st.extract(doc, 0, len(doc), c.root, st.slots); err != nil {
+				return dst, err
+			}
 			if isForm(in.MediaType) {
 				doc = c.typeFormValues(doc, st.slots)
 				st.sc.out = doc
@@ -274,7 +291,7 @@ func (c *Compiled) appendDocument(st *state, dst, doc []byte, in Input) []byte {
 		}
 		dst = append(dst, '\n')
 	}
-	return dst
+	return dst, nil
 }
 
 // document returns the canonical JSON form of the body, in scratch memory,

@@ -92,30 +92,45 @@ func unhex(c byte) int {
 
 // splitFormName splits "a[b][c]" into a, b, c and reports a final "[]".
 // A name that does not have that exact shape ("a[b", "a]", "[a]") is one
-// literal name, brackets and all.
-func splitFormName(name string) (segs []string, appendTo bool) {
+// literal name, brackets and all. A name nested deeper than a JSON body may
+// be is refused before any part of it is kept: a name of a million
+// brackets would otherwise become a tree a million levels deep, built and
+// written out recursively, only to be refused by the JSON scanner.
+func splitFormName(name string) (segs []string, appendTo bool, err error) {
 	open := strings.IndexByte(name, '[')
 	if open <= 0 || !strings.HasSuffix(name, "]") {
-		return []string{name}, false
+		return []string{name}, false, nil
 	}
-	segs = []string{name[:open]}
-	rest := name[open:]
-	for rest != "" {
+	// Each part is one level of the JSON tree, a final "[]" the array.
+	levels := 1
+	for rest := name[open:]; rest != ""; levels++ {
 		end := strings.IndexByte(rest, ']')
 		if rest[0] != '[' || end < 0 || strings.IndexByte(rest[1:end], '[') >= 0 {
-			return []string{name}, false
+			return []string{name}, false, nil
 		}
+		rest = rest[end+1:]
+	}
+	if levels > maxDepth {
+		return nil, false, fmt.Errorf("%w: form field name nests deeper than %d levels", ErrBody, maxDepth)
+	}
+	segs = make([]string, 1, levels)
+	segs[0] = name[:open]
+	for rest := name[open:]; rest != ""; {
+		end := strings.IndexByte(rest, ']')
 		segs = append(segs, rest[1:end])
 		rest = rest[end+1:]
 	}
 	if segs[len(segs)-1] == "" {
-		return segs[:len(segs)-1], true
+		return segs[:len(segs)-1], true, nil
 	}
-	return segs, false
+	return segs, false, nil
 }
 
 func (n *formNode) insert(name, value string) error {
-	segs, appendTo := splitFormName(name)
+	segs, appendTo, err := splitFormName(name)
+	if err != nil {
+		return err
+	}
 	cur := n
 	for i, s := range segs {
 		if s == "" && i > 0 {

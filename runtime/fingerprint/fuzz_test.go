@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"slices"
@@ -22,6 +23,7 @@ var jsonSeeds = []string{
 	`{"":0,"~":1,"a/b":{"x y":[[]]}}`,
 	`9007199254740993`,
 	`{"n":-12.50E+2,"s":"","o":{},"arr":[]}`,
+	`{"a":{"k":1,"\u212a":2},"A":[{"s":1,"S":2}]}`,
 	paymentBody,
 }
 
@@ -66,6 +68,23 @@ func FuzzJSONReformat(f *testing.F) {
 		if err := dec.Decode(&v); err != nil {
 			t.Fatalf("encoding/json cannot decode %q: %v", data, err)
 		}
+		// A whole-body fingerprint refuses exactly the bodies with an object
+		// whose member names differ only in case: compare with the plain
+		// pairwise comparison of every object's names.
+		whole := mustCompile(t, Spec{})
+		if _, err := whole.Sum(Input{MediaType: jsonType, Body: data}); err != nil {
+			if !errors.Is(err, ErrBody) || !strings.Contains(err.Error(), "differ only in case") {
+				t.Fatalf("Sum(%q): %v", data, err)
+			}
+			if !hasCaseVariants(v) {
+				t.Fatalf("Sum(%q) refused names that do not differ only in case: %v", data, err)
+			}
+			return
+		}
+		if hasCaseVariants(v) {
+			t.Fatalf("Sum(%q) accepted names that differ only in case", data)
+		}
+
 		rng := rand.New(rand.NewPCG(seed, 0x1de))
 		re := new(reencoder)
 		re.rng = rng
@@ -75,7 +94,6 @@ func FuzzJSONReformat(f *testing.F) {
 		}
 		other := re.buf.Bytes()
 
-		whole := mustCompile(t, Spec{})
 		sum := func(c *Compiled, body []byte) [32]byte {
 			s, err := c.Sum(Input{MediaType: jsonType, Body: body})
 			if err != nil {
@@ -129,6 +147,33 @@ func FuzzJSONReformat(f *testing.F) {
 			}
 		}
 	})
+}
+
+// hasCaseVariants reports whether an object anywhere in v has two member
+// names that strings.EqualFold, the folding encoding/json matches names
+// with, takes for one.
+func hasCaseVariants(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(x))
+		for i, k := range keys {
+			for _, l := range keys[:i] {
+				if strings.EqualFold(k, l) {
+					return true
+				}
+			}
+			if hasCaseVariants(x[k]) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if hasCaseVariants(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func escapePointer(k string) string {
@@ -344,6 +389,9 @@ var formSeeds = []string{
 	`items[0][sku]=A&items[1][sku]=B&items[0][n]=1`,
 	`k=v&k=w&empty=&noeq&%5Bodd=1`,
 	`name=J%C3%A9r%C3%B4me&memo=a%26b%3Dc`,
+	`a=1&A=2&k[x]=1&%E2%84%AA[x]=2`,
+	"a" + strings.Repeat("[b]", maxDepth) + "=1",
+	"a" + strings.Repeat("[b]", maxDepth-2) + "[]=1&c=2",
 }
 
 func FuzzForm(f *testing.F) {
@@ -401,7 +449,10 @@ func FuzzForm(f *testing.F) {
 		var fields []Field
 		seen := map[string]bool{}
 		for _, p := range pairs {
-			top, _ := splitFormName(p.name)
+			top, _, err := splitFormName(p.name)
+			if err != nil {
+				t.Fatalf("form %q accepted but name %q refused: %v", body, p.name, err)
+			}
 			if !seen[top[0]] {
 				seen[top[0]] = true
 				fields = append(fields, Field{Pointer: "/" + escapePointer(top[0]), Type: Type(rng.IntN(int(Array) + 1))})

@@ -23,6 +23,13 @@ type scanner struct {
 	tmp   []byte // scratch for reordering the members of one object
 	spans []span // members of the objects being scanned, innermost last
 	depth int
+	// folds refuses objects with two members whose names differ only in
+	// case (see fold.go); set for a document fingerprinted whole.
+	folds bool
+	// caseful records, while folds is set, that a member name of the
+	// innermost object being scanned is not plain.
+	caseful bool
+	fe      []foldEntry // scratch for the names of one object
 }
 
 // span locates one object member in out: the key's opening quote, the byte
@@ -170,11 +177,14 @@ func (s *scanner) object() error {
 	s.out = append(s.out, '{')
 	first := len(s.out)
 	base := len(s.spans)
+	outer := s.caseful
+	s.caseful = false
 	s.skipWS()
 	if s.pos < len(s.in) && s.in[s.pos] == '}' {
 		s.pos++
 		s.out = append(s.out, '}')
 		s.depth--
+		s.caseful = outer
 		return nil
 	}
 	for {
@@ -186,7 +196,7 @@ func (s *scanner) object() error {
 			s.out = append(s.out, ',')
 		}
 		start := len(s.out)
-		if err := s.str(); err != nil {
+		if err := s.strOrName(s.folds); err != nil {
 			return err
 		}
 		keyEnd := len(s.out)
@@ -217,6 +227,7 @@ func (s *scanner) object() error {
 	if err := s.sortMembers(first, s.spans[base:]); err != nil {
 		return err
 	}
+	s.caseful = outer
 	s.spans = s.spans[:base]
 	s.out = append(s.out, '}')
 	s.depth--
@@ -226,29 +237,42 @@ func (s *scanner) object() error {
 func (s *scanner) key(m span) []byte { return s.out[m.start+1 : m.keyEnd-1] }
 
 // sortMembers puts the members of the object whose first member starts at
-// first into key order and rejects duplicate keys. Keys are compared in their
-// canonical spelling, which is one-to-one with their decoded value, so
-// "\u0061" and "a" collide as they should. Bodies produced by programs are
-// usually sorted already or small; only an out-of-order object pays for the
-// copy.
+// first into key order and rejects duplicate keys, and with s.folds keys
+// that differ only in case. Keys are compared in their canonical spelling,
+// which is one-to-one with their decoded value, so "\u0061" and "a" collide
+// as they should. Bodies produced by programs are usually sorted already or
+// small; only an out-of-order object pays for the copy.
 func (s *scanner) sortMembers(first int, ms []span) error {
 	sorted := true
 	for i := 1; i < len(ms); i++ {
 		switch bytes.Compare(s.key(ms[i-1]), s.key(ms[i])) {
 		case 0:
-			return s.duplicate(ms[i])
+			return s.duplicate()
 		case 1:
 			sorted = false
 		}
 	}
+	if !sorted {
+		slices.SortFunc(ms, func(a, b span) int { return bytes.Compare(s.key(a), s.key(b)) })
+		for i := 1; i < len(ms); i++ {
+			if bytes.Equal(s.key(ms[i-1]), s.key(ms[i])) {
+				return s.duplicate()
+			}
+		}
+	}
+	// Checked before the members move: the spans locate them where they
+	// were written.
+	if s.caseful && len(ms) > 1 {
+		s.fe = s.fe[:0]
+		for _, m := range ms {
+			s.fe = append(s.fe, foldEntry{foldHash(s.key(m)), m.start + 1, m.keyEnd - 1})
+		}
+		if foldClash(s.out, s.fe) {
+			return fmt.Errorf("%w: JSON object ending at byte %d has member %s", ErrBody, s.pos, caseVariants)
+		}
+	}
 	if sorted {
 		return nil
-	}
-	slices.SortFunc(ms, func(a, b span) int { return bytes.Compare(s.key(a), s.key(b)) })
-	for i := 1; i < len(ms); i++ {
-		if bytes.Equal(s.key(ms[i-1]), s.key(ms[i])) {
-			return s.duplicate(ms[i])
-		}
 	}
 	s.tmp = append(s.tmp[:0], s.out[first:]...)
 	s.out = s.out[:first]
@@ -261,49 +285,77 @@ func (s *scanner) sortMembers(first int, ms []span) error {
 	return nil
 }
 
-func (s *scanner) duplicate(span) error {
+func (s *scanner) duplicate() error {
 	return fmt.Errorf("%w: JSON object ending at byte %d has a duplicate key", ErrBody, s.pos)
 }
 
 // str copies the string at s.pos to out in canonical spelling: decoded
 // escapes, raw UTF-8, and only '"', '\\' and control characters escaped.
-func (s *scanner) str() error {
+func (s *scanner) str() error { return s.strOrName(false) }
+
+// strOrName is str, and for a member name of an object whose names are
+// checked for case (name set) it also sets s.caseful when the name is not
+// plain (see plainName), noticed in the same pass over its bytes; an escape
+// counts as not plain, since it may spell any letter. The choice is made
+// once per run of plain bytes, so that the loop copying string values
+// tests nothing more than it must.
+func (s *scanner) strOrName(name bool) error {
 	s.pos++
 	s.out = append(s.out, '"')
 	for {
 		i := s.pos
-		for i < len(s.in) {
-			c := s.in[i]
-			if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-				break
+		if name {
+			for i < len(s.in) && !stopsString(s.in[i]) && s.in[i]-'A' >= 26 {
+				i++
 			}
-			i++
+		} else {
+			for i < len(s.in) && !stopsString(s.in[i]) {
+				i++
+			}
 		}
 		s.out = append(s.out, s.in[s.pos:i]...)
 		s.pos = i
-		if i >= len(s.in) {
-			return s.fail("unterminated string")
-		}
-		switch c := s.in[i]; {
-		case c == '"':
+		if i < len(s.in) && s.in[i] == '"' {
 			s.pos++
 			s.out = append(s.out, '"')
 			return nil
-		case c == '\\':
-			if err := s.escape(); err != nil {
-				return err
-			}
-		case c < 0x20:
-			return s.fail(fmt.Sprintf("control character 0x%02x in string", c))
-		default:
-			r, size := utf8.DecodeRune(s.in[i:])
-			if r == utf8.RuneError && size == 1 {
-				return s.fail("invalid UTF-8 in string")
-			}
-			s.out = append(s.out, s.in[i:i+size]...)
-			s.pos += size
+		}
+		s.caseful = s.caseful || name
+		if err := s.strChar(); err != nil {
+			return err
 		}
 	}
+}
+
+// stopsString reports whether c, inside a string, is not copied as it is.
+func stopsString(c byte) bool {
+	return c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf
+}
+
+// strChar copies the character at s.pos, inside a string, that is not
+// copied as it is: an escape, a control character (refused), a non-ASCII
+// character, or in a name an upper case letter.
+func (s *scanner) strChar() error {
+	if s.pos >= len(s.in) {
+		return s.fail("unterminated string")
+	}
+	switch c := s.in[s.pos]; {
+	case c == '\\':
+		return s.escape()
+	case c < 0x20:
+		return s.fail(fmt.Sprintf("control character 0x%02x in string", c))
+	case c < utf8.RuneSelf:
+		s.out = append(s.out, c)
+		s.pos++
+	default:
+		r, size := utf8.DecodeRune(s.in[s.pos:])
+		if r == utf8.RuneError && size == 1 {
+			return s.fail("invalid UTF-8 in string")
+		}
+		s.out = append(s.out, s.in[s.pos:s.pos+size]...)
+		s.pos += size
+	}
+	return nil
 }
 
 func (s *scanner) escape() error {

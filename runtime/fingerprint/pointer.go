@@ -49,8 +49,11 @@ func parsePointer(p string) ([]string, error) {
 // prefix share nodes, so one walk over a document finds every field.
 type node struct {
 	name     string  // reference token, canonical spelling
+	key      []byte  // name, for comparing without regard to case
 	field    int     // index of the field ending here, or -1
 	children []*node // sorted by name
+	// plainChildren says every child's name is plain (see plainName).
+	plainChildren bool
 	// below lists the fields strictly under this node: they all take the
 	// node's value whole when it turns out to be an array.
 	below []int
@@ -71,8 +74,12 @@ func (n *node) add(tokens []string, field int) {
 		cur.below = append(cur.below, field)
 		next := cur.child([]byte(t))
 		if next == nil {
-			next = &node{name: t, field: -1}
+			if len(cur.children) == 0 {
+				cur.plainChildren = true
+			}
+			next = &node{name: t, key: []byte(t), field: -1}
 			cur.children = append(cur.children, next)
+			cur.plainChildren = cur.plainChildren && plainName(next.key)
 		}
 		cur = next
 	}
@@ -87,21 +94,32 @@ type slot struct {
 
 // extract walks the canonical value b[start:end] along the pointer tree n
 // and records where each field's value is. A field missing from the
-// document keeps found=false.
-func extract(b []byte, start, end int, n *node, slots []slot) {
+// document keeps found=false. It refuses a body that encoding/json would
+// read otherwise (see fold.go): on the way down, a member whose name folds
+// onto a fingerprinted name without being it; inside a fingerprinted
+// object or array, two member names that fold together.
+func (st *state) extract(b []byte, start, end int, n *node, slots []slot) error {
 	if n.field >= 0 {
 		slots[n.field] = slot{start, end, true}
+		if err := st.checkFolds(b[start:end]); err != nil {
+			return err
+		}
 	}
 	if len(n.children) == 0 {
-		return
+		return nil
 	}
 	switch b[start] {
 	case '{':
 		for i := start + 1; b[i] != '}'; {
 			keyEnd := skipString(b, i)
 			valEnd := skipValue(b, keyEnd+1)
-			if c := n.child(b[i+1 : keyEnd-1]); c != nil {
-				extract(b, keyEnd+1, valEnd, c, slots)
+			name := b[i+1 : keyEnd-1]
+			if c := n.child(name); c != nil {
+				if err := st.extract(b, keyEnd+1, valEnd, c, slots); err != nil {
+					return err
+				}
+			} else if f := n.foldsOntoChild(name); f != nil {
+				return fmt.Errorf("%w: a member's name and the fingerprinted %q differ only in case, which encoding/json reads as one field", ErrBody, f.name)
 			}
 			i = valEnd
 			if b[i] == ',' {
@@ -115,7 +133,23 @@ func extract(b []byte, start, end int, n *node, slots []slot) {
 		for _, f := range n.below {
 			slots[f] = slot{start, end, true}
 		}
+		return st.checkFolds(b[start:end])
 	}
+	return nil
+}
+
+// checkFolds refuses a fingerprinted value with an object inside whose
+// member names fold together. A scalar has no members to check.
+func (st *state) checkFolds(v []byte) error {
+	if v[0] != '{' && v[0] != '[' {
+		return nil
+	}
+	var clash bool
+	clash, st.fe, st.opens = foldClashWithin(v, st.fe, st.opens)
+	if clash {
+		return fmt.Errorf("%w: fingerprinted body value has an object with member %s", ErrBody, caseVariants)
+	}
+	return nil
 }
 
 // member finds the object member that tokens point to in the canonical

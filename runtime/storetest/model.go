@@ -128,6 +128,9 @@ func RunModel(t *testing.T, opts ModelOptions, open func(t *testing.T) ModelTarg
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			target := open(t)
+			if target.Store == nil || target.SetClock == nil || (target.Tx != nil && (target.Tx.Store == nil || target.Tx.Crash == nil)) {
+				t.Fatal("model: the target needs a Store, a SetClock and, with Tx, a Tx.Store and a Tx.Crash")
+			}
 			d := &modelDriver{target: target, clock: modelEpoch(), seen: make(map[string]int)}
 			ops := generateOps(seed, steps, target.Tx != nil)
 			f := d.replay(t, ops)
@@ -143,11 +146,15 @@ func RunModel(t *testing.T, opts ModelOptions, open func(t *testing.T) ModelTarg
 				return
 			}
 			failed := f.step + 1
-			ops, f = d.shrink(t, ops[:failed], f, opts.ShrinkFor)
+			ops, f, done := d.shrink(t, ops[:failed], f, opts.ShrinkFor)
 			var b strings.Builder
 			fmt.Fprintf(&b, "model: seed %d failed at step %d of %d: %s\n", seed, failed, steps, f.msg)
 			fmt.Fprintf(&b, "rerun with IDEMGEN_MODEL_SEEDS=%d IDEMGEN_MODEL_STEPS=%d\n", seed, steps)
-			fmt.Fprintf(&b, "shrunk to %d steps (time since the start, step, store's answer):\n", len(ops))
+			how := "shrunk"
+			if !done {
+				how = "partly shrunk (out of time)"
+			}
+			fmt.Fprintf(&b, "%s to %d steps (step, time since the start, what it did → the store's answer):\n", how, len(ops))
 			for _, line := range f.log {
 				b.WriteString("  " + line + "\n")
 			}
@@ -497,8 +504,8 @@ func fmtOffset(d time.Duration) string {
 
 // shrink removes steps from a failing sequence while it still fails the
 // same way, for at most budget, and returns the shortest sequence found
-// with its failure.
-func (d *modelDriver) shrink(t *testing.T, ops []modelOp, f *modelFailure, budget time.Duration) ([]modelOp, *modelFailure) {
+// with its failure, and whether it finished within budget.
+func (d *modelDriver) shrink(t *testing.T, ops []modelOp, f *modelFailure, budget time.Duration) ([]modelOp, *modelFailure, bool) {
 	t.Helper()
 	deadline := time.Now().Add(budget)
 	for size := len(ops) / 2; size >= 1; {
@@ -518,7 +525,26 @@ func (d *modelDriver) shrink(t *testing.T, ops []modelOp, f *modelFailure, budge
 			size /= 2
 		}
 	}
-	return ops, f
+	// Adjacent clock steps read as one: nothing happens between them.
+	if merged := mergeClocks(ops); len(merged) < len(ops) {
+		if cf := d.replay(t, merged); cf != nil && cf.class == f.class {
+			ops, f = merged[:cf.step+1], cf
+		}
+	}
+	return ops, f, time.Now().Before(deadline)
+}
+
+// mergeClocks joins runs of clock steps into one step each.
+func mergeClocks(ops []modelOp) []modelOp {
+	var out []modelOp
+	for _, op := range ops {
+		if n := len(out); n > 0 && op.kind == opClock && out[n-1].kind == opClock {
+			out[n-1].dt += op.dt
+			continue
+		}
+		out = append(out, op)
+	}
+	return out
 }
 
 // id is the identity of request i as the store sees it.
@@ -695,9 +721,9 @@ func (r *modelRun) rowView(row *mrow) claimView {
 	return v
 }
 
-// checkWin enforces the invariant when the store let c win: no other holder
+// checkWin enforces the invariant when the store let a claim of request req win: no other holder
 // of the key is running with its lease unexpired.
-func (r *modelRun) checkWin(c idem.Claim, req int) *modelFailure {
+func (r *modelRun) checkWin(what string, req int) *modelFailure {
 	key := r.reqs[req].id
 	for _, h := range r.holders {
 		if r.reqs[h.req].id != key || !h.running || !h.leaseUntil.After(r.now) {
@@ -708,8 +734,8 @@ func (r *modelRun) checkWin(c idem.Claim, req int) *modelFailure {
 			state = "crashed"
 		}
 		return r.fail("two-live-holders",
-			"two live holders of %s: the store let %s win while h%d (%s, %s) holds a lease until +%s",
-			r.reqs[req], c.Token, h.n, r.reqs[h.req], state, fmtOffset(h.leaseUntil.Sub(r.start)))
+			"two live holders of %s: the store let this %s win while h%d (%s, %s) holds a lease until +%s",
+			r.reqs[req], what, h.n, r.reqs[h.req], state, fmtOffset(h.leaseUntil.Sub(r.start)))
 	}
 	return nil
 }
@@ -725,10 +751,10 @@ func describeClaim(kind string, c idem.Claim, rq modelRequest) string {
 }
 
 // compareClaim checks the store's answer res to a claim against want.
-func (r *modelRun) compareClaim(what string, c idem.Claim, req int, want claimView, res idem.Result) *modelFailure {
+func (r *modelRun) compareClaim(what string, req int, want claimView, res idem.Result) *modelFailure {
 	got := r.viewResult(res)
 	if got.Won {
-		if f := r.checkWin(c, req); f != nil {
+		if f := r.checkWin(what, req); f != nil {
 			return f
 		}
 	}
@@ -758,7 +784,7 @@ func (r *modelRun) claimStep(op modelOp) (string, *modelFailure) {
 		return line + ": error", r.fail("error", "claim: %v", err)
 	}
 	line += " → " + r.viewResult(res).String()
-	if f := r.compareClaim("claim", c, op.req, want, res); f != nil {
+	if f := r.compareClaim("claim", op.req, want, res); f != nil {
 		return line, f
 	}
 	if res.Won {
@@ -953,7 +979,7 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 		return line + ": error", r.fail("error", "claimTx: %v", err)
 	}
 	line += " → " + r.viewResult(res).String()
-	if f := r.compareClaim("claimTx", c, op.req, want, res); f != nil {
+	if f := r.compareClaim("claimTx", op.req, want, res); f != nil {
 		if tx != nil {
 			_ = tx.Release(r.ctx)
 		}
@@ -1053,5 +1079,5 @@ func (r *modelRun) probe(op modelOp, key idem.Identity) (string, *modelFailure) 
 		return line + ": error", r.fail("error", "claim during an open transaction: %v", err)
 	}
 	line += " → " + r.viewResult(res).String()
-	return line, r.compareClaim("claim during an open transaction", c, req, want, res)
+	return line, r.compareClaim("claim during an open transaction", req, want, res)
 }

@@ -1,0 +1,83 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
+)
+
+// TestModel drives the store, plain and transactional claims, through
+// random sequences against the model of the store contract.
+//
+// pgstore measures leases and expiry with the database's clock_timestamp()
+// and takes no clock option. The test gives it a clock without touching the
+// store: its schema holds a function clock_timestamp() that reads the time
+// from a one-row table, and the pool's search_path names that schema before
+// pg_catalog, so the store's statements and functions call it instead of
+// the built-in one. The handler transaction's timeouts
+// (idle_in_transaction_session_timeout, statement_timeout) stay on real
+// time; a step ends its transaction long before the shortest lease (1s).
+func TestModel(t *testing.T) {
+	testURL(t)
+	opts := storetest.ModelOptions{Runs: 4, Steps: 1500, ShrinkFor: 20 * time.Second}
+	storetest.RunModel(t, opts, func(t *testing.T) storetest.ModelTarget {
+		ctx := context.Background()
+		schema := newSchema(t)
+		admin := openPool(t, schema)
+		if _, err := admin.Exec(ctx, `CREATE TABLE model_clock (t timestamptz NOT NULL);
+INSERT INTO model_clock VALUES ('-infinity');
+CREATE FUNCTION clock_timestamp() RETURNS timestamptz
+    LANGUAGE sql VOLATILE AS 'SELECT t FROM `+schema+`.model_clock'`); err != nil {
+			t.Fatalf("create the test clock: %v", err)
+		}
+		pool := openPool(t, schema, func(c *pgxpool.Config) {
+			c.ConnConfig.RuntimeParams["search_path"] = schema + ", pg_catalog"
+		})
+		s := pgstore.New(pool)
+		return storetest.ModelTarget{
+			Store: s,
+			SetClock: func(ctx context.Context, now time.Time) error {
+				_, err := admin.Exec(ctx, `UPDATE model_clock SET t = $1`, now)
+				return err
+			},
+			Tx: &storetest.ModelTx{
+				Store:  s,
+				Claims: storetest.TxClaimInTx,
+				Crash: func(ctx context.Context, tx idem.Tx) error {
+					return crashTx(ctx, admin, tx)
+				},
+			},
+		}
+	})
+}
+
+// crashTx ends a handler's transaction as the death of its process would:
+// its connection is terminated, and PostgreSQL aborts the transaction. The
+// pool gets its connection back (closed) through Release, which can change
+// nothing in the database any more.
+func crashTx(ctx context.Context, admin *pgxpool.Pool, tx idem.Tx) error {
+	ptx, ok := tx.Driver().(pgx.Tx)
+	if !ok {
+		return fmt.Errorf("Driver() is %T, want pgx.Tx", tx.Driver())
+	}
+	pid := ptx.Conn().PgConn().PID()
+	var done bool
+	// With a timeout, pg_terminate_backend waits until the backend is gone,
+	// and its transaction's locks with it.
+	if err := admin.QueryRow(ctx, `SELECT pg_terminate_backend($1, 5000)`, pid).Scan(&done); err != nil {
+		return fmt.Errorf("terminate backend %d: %w", pid, err)
+	}
+	if !done {
+		return fmt.Errorf("backend %d did not end within 5s", pid)
+	}
+	_ = tx.Release(ctx) // fails: the connection is gone
+	return nil
+}

@@ -31,14 +31,19 @@ type Config struct {
 	// Concurrency is the number of clients sending at once.
 	Concurrency int
 	// Timeout is a client's deadline per request; a request that misses it
-	// is abandoned and retried.
-	Timeout time.Duration
+	// is abandoned and retried. When TimeoutMax is longer, each request's
+	// deadline is drawn anew between Timeout and TimeoutMax, as from clients
+	// whose patience differs.
+	Timeout, TimeoutMax time.Duration
 	// MaxRequests stops the clients after this many requests in total.
 	MaxRequests int64
 	// Duration stops the clients after this long.
 	Duration time.Duration
 	// Attempts is how often a client sends one request before giving up.
 	Attempts int
+	// Budget, when positive, is how long a client keeps retrying one
+	// request, counted from its first attempt, before giving up.
+	Budget time.Duration
 
 	// Crash makes Run start the server and SIGKILL and restart it at random
 	// moments of the day.
@@ -83,6 +88,9 @@ func (c Config) validate() error {
 	if c.Timeout <= 0 || c.Duration <= 0 || c.MaxRequests < 1 {
 		return errors.New("timeout, duration and max-requests must be positive")
 	}
+	if c.TimeoutMax < 0 || c.Budget < 0 {
+		return errors.New("timeout-max and budget must not be negative")
+	}
 	if c.Crash && c.KillEvery <= 0 {
 		return errors.New("kill-every must be positive")
 	}
@@ -104,6 +112,11 @@ type Report struct {
 	Kills int
 	// Acknowledged counts the distinct transfers answered with a 201.
 	Acknowledged int
+	// Unanswered counts the started transfers whose client got no final
+	// answer: every copy gave up, or ended on a 409 such as
+	// outcome-unknown, which leaves the client not knowing whether the
+	// money moved.
+	Unanswered int
 	// Duplicates counts transfers beyond the first one found for a planned
 	// transfer.
 	Duplicates int
@@ -137,9 +150,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl.IntVar(&c.Transfers, "transfers", c.Transfers, "transfers the clients mean to make")
 	fl.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "clients sending at once")
 	fl.DurationVar(&c.Timeout, "timeout", c.Timeout, "client timeout per request; a timed-out request is retried")
+	fl.DurationVar(&c.TimeoutMax, "timeout-max", 0, "when longer than --timeout, each request's timeout is drawn between the two")
 	fl.Int64Var(&c.MaxRequests, "max-requests", c.MaxRequests, "stop issuing requests after this many")
 	fl.DurationVar(&c.Duration, "duration", c.Duration, "stop issuing requests after this long")
 	fl.IntVar(&c.Attempts, "attempts", c.Attempts, "attempts per request before a client gives up")
+	fl.DurationVar(&c.Budget, "budget", 0, "when positive, how long a client retries one request before giving up, whatever --attempts allows")
 	fl.BoolVar(&c.Crash, "crash", false, "start the server here and SIGKILL and restart it at random moments")
 	fl.StringVar(&c.ServerBin, "server-bin", "", "with --crash: the built server binary; empty builds it with go build")
 	fl.StringVar(&serverArgs, "server-args", "", "with --crash: extra server flags, space-separated, such as \"--idempotency=off --chaos-delay=300ms\"")
@@ -230,8 +245,12 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		return Report{}, err
 	}
 	r := newReplayer(base, keys, c)
-	fmt.Fprintf(c.Log, "dayreplay: seed %d, %d tenants × %d accounts, %d transfers, %d clients, timeout %v, against %s\n",
-		c.Seed, len(keys), c.Accounts, c.Transfers, c.Concurrency, c.Timeout, base)
+	timeout := c.Timeout.String()
+	if c.TimeoutMax > c.Timeout {
+		timeout += "–" + c.TimeoutMax.String()
+	}
+	fmt.Fprintf(c.Log, "dayreplay: seed %d, %d tenants × %d accounts, %d transfers, %d clients, timeout %s, against %s\n",
+		c.Seed, len(keys), c.Accounts, c.Transfers, c.Concurrency, timeout, base)
 	start := time.Now()
 	dayCtx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
@@ -270,6 +289,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		return Report{}, err
 	}
 	rep.Planned, rep.Started, rep.Elapsed = len(p.transfers), started, elapsed
+	rep.Unanswered = r.unanswered(p.transfers[:started])
 	if srv != nil {
 		rep.Kills = srv.kills()
 	}

@@ -43,7 +43,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			tenant = s.keys.lookup(strings.TrimSpace(key))
 		}
 		if tenant == "" {
-			s.authFails.fail(addr)
+			// Checked again here: concurrent guesses may all have passed
+			// the check above while one failure was left.
+			if wait := s.authFails.fail(addr); wait > 0 {
+				s.writeProblem(w, http.StatusTooManyRequests, ProblemRateLimited,
+					"too many failed authentications from this address; retry after the Retry-After seconds", retrySeconds(wait))
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="petstore-payments"`)
 			s.writeProblem(w, http.StatusUnauthorized, ProblemUnauthorized,
 				"send Authorization: Bearer <key> with a valid API key", 0)
@@ -134,18 +140,14 @@ func (l *failLimiter) wait(addr string) time.Duration {
 	if !ok {
 		return 0
 	}
-	tokens := lim.TokensAt(l.now())
-	if tokens >= 1 {
-		return 0
-	}
-	// The time until the bucket holds one whole token again.
-	return time.Duration((1 - tokens) / float64(lim.Limit()) * float64(time.Second))
+	return untilToken(lim, l.now())
 }
 
-// fail records a failed authentication from addr.
-func (l *failLimiter) fail(addr string) {
+// fail records a failed authentication from addr. It returns 0 when the
+// failure fitted in addr's allowance, else how long addr must wait.
+func (l *failLimiter) fail(addr string) time.Duration {
 	if l == nil {
-		return
+		return 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -158,7 +160,19 @@ func (l *failLimiter) fail(addr string) {
 		lim = rate.NewLimiter(rate.Limit(float64(l.perMinute)/60), l.perMinute)
 		l.addrs[addr] = lim
 	}
-	lim.AllowN(now, 1)
+	if lim.AllowN(now, 1) {
+		return 0
+	}
+	return untilToken(lim, now)
+}
+
+// untilToken is the time until lim holds one whole token again.
+func untilToken(lim *rate.Limiter, now time.Time) time.Duration {
+	tokens := lim.TokensAt(now)
+	if tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - tokens) / float64(lim.Limit()) * float64(time.Second))
 }
 
 // forget drops the addresses whose buckets are full again.

@@ -58,6 +58,9 @@ type Config struct {
 	DatabaseURL string
 	// KillEvery is the mean time between kills with Crash.
 	KillEvery time.Duration
+	// MaxKills, when positive, ends the kills after this many; the rest of
+	// the day runs on the last server started.
+	MaxKills int
 
 	// Log receives progress lines, restart failures and the server build's
 	// output; nil discards them.
@@ -88,8 +91,8 @@ func (c Config) validate() error {
 	if c.Timeout <= 0 || c.Duration <= 0 || c.MaxRequests < 1 {
 		return errors.New("timeout, duration and max-requests must be positive")
 	}
-	if c.TimeoutMax < 0 || c.Budget < 0 {
-		return errors.New("timeout-max and budget must not be negative")
+	if c.TimeoutMax < 0 || c.Budget < 0 || c.MaxKills < 0 {
+		return errors.New("timeout-max, budget and max-kills must not be negative")
 	}
 	if c.Crash && c.KillEvery <= 0 {
 		return errors.New("kill-every must be positive")
@@ -160,6 +163,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&serverArgs, "server-args", "", "with --crash: extra server flags, space-separated, such as \"--idempotency=off --chaos-delay=300ms\"")
 	fl.StringVar(&c.DatabaseURL, "database-url", "", "with --crash: the server's database; empty uses a fresh SQLite file")
 	fl.DurationVar(&c.KillEvery, "kill-every", c.KillEvery, "with --crash: mean time between kills")
+	fl.IntVar(&c.MaxKills, "max-kills", 0, "with --crash: stop killing after this many kills; 0 is no limit")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -265,7 +269,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	if srv != nil {
 		go func() {
 			defer close(chaosDone)
-			srv.chaos(dayCtx, c.Seed, c.KillEvery)
+			srv.chaos(dayCtx, c.Seed, c.KillEvery, c.MaxKills)
 		}()
 	} else {
 		close(chaosDone)

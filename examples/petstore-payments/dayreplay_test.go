@@ -231,26 +231,20 @@ func TestFullDay(t *testing.T) {
 		}
 	}
 
-	t.Run("SQLite", func(t *testing.T) {
-		t.Parallel()
-		s := startServer(t, sqliteURL(t), "--chaos-delay", fullChaosDelay)
-		checkAnswered(t, playDay(t, fullDay(t, s.URL)))
-	})
-	t.Run("SQLiteCrash", func(t *testing.T) {
-		t.Parallel()
-		rep := playDay(t, crash(t, sqliteURL(t)))
-		checkKills(t, rep)
-		checkAnswered(t, rep)
-	})
-	t.Run("Postgres", func(t *testing.T) {
-		t.Parallel()
-		s := startServer(t, postgresURL(t), "--chaos-delay", fullChaosDelay)
-		checkAnswered(t, playDay(t, fullDay(t, s.URL)))
-	})
-	t.Run("PostgresCrash", func(t *testing.T) {
-		t.Parallel()
-		rep := playDay(t, crash(t, postgresURL(t)))
-		checkKills(t, rep)
-		checkAnswered(t, rep)
-	})
+	for _, db := range []struct {
+		name string
+		url  func(*testing.T) string
+	}{{"SQLite", sqliteURL}, {"Postgres", postgresURL}} {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, db.url(t), "--chaos-delay", fullChaosDelay)
+			checkAnswered(t, playDay(t, fullDay(t, s.URL)))
+		})
+		t.Run(db.name+"Crash", func(t *testing.T) {
+			t.Parallel()
+			rep := playDay(t, crash(t, db.url(t)))
+			checkKills(t, rep)
+			checkAnswered(t, rep)
+		})
+	}
 }

@@ -1,0 +1,211 @@
+package idem
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/key"
+)
+
+// request is one protected request on its way through the engine.
+type request struct {
+	op     *operation
+	start  time.Time
+	tenant string
+	key    string // logged through keyLabel only
+	event  Event
+}
+
+func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, params map[string]string, next http.Handler) {
+	q := &request{op: op, start: time.Now()}
+	q.event.Operation = op.OperationID
+	defer func() {
+		q.event.Duration = time.Since(q.start)
+		if e.observer != nil {
+			e.observer.Observe(r.Context(), q.event)
+		}
+	}()
+
+	tenant, ok := e.tenant(r)
+	if !ok || tenant == "" {
+		e.reject(w, q, e.problem(ProblemTenantUnresolved, http.StatusInternalServerError,
+			"Tenant not resolved", "The server could not tell which tenant this request belongs to, so it did not run it. Contact support."))
+		return
+	}
+	q.tenant, q.event.Tenant = tenant, tenant
+
+	// A header or query key is looked at before the body is read, so that
+	// a keyless request on an operation whose key is optional passes
+	// through untouched, its body streamed to the handler.
+	var k string
+	if op.Key.In != KeyInBody {
+		key, present, err := e.key(r, op)
+		if err != nil {
+			e.reject(w, q, e.keyProblem(op, err))
+			return
+		}
+		if !present {
+			e.noKey(w, r, q, next)
+			return
+		}
+		k = key
+	}
+
+	body, p, ok := e.readBody(r)
+	if !ok {
+		e.reject(w, q, p)
+		return
+	}
+	mediaType := ""
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mediaType, _, _ = mime.ParseMediaType(ct)
+	}
+	// The body is read as the media type the operation declares; a body
+	// of another kind is refused before the key is even looked for in it.
+	mediaType, err := op.fingerprint.BodyMediaType(mediaType, len(body) > 0)
+	if err != nil {
+		e.reject(w, q, e.bodyProblem(op, err))
+		return
+	}
+
+	in := fingerprint.Input{MediaType: mediaType, Body: body, Path: params}
+	if len(op.Fingerprint.Query) > 0 {
+		// Parsing the query string costs allocations; only policies that
+		// fingerprint query parameters pay for it.
+		in.Query = r.URL.Query()
+	}
+	var sum [32]byte
+	if op.Key.In == KeyInBody {
+		// One parse of the body yields both the key and the fingerprint.
+		// A body that cannot be read is at fault before any key in it.
+		var (
+			v     []byte
+			found bool
+		)
+		sum, v, found, err = op.fingerprint.SumLookup(in, op.Key.Name)
+		if err != nil {
+			e.reject(w, q, e.bodyProblem(op, err))
+			return
+		}
+		key, present, err := key.FromBodyValue(v, found, op.Key.Name, op.KeyMaxLength)
+		switch {
+		case err != nil:
+			e.reject(w, q, e.keyProblem(op, err))
+			return
+		case !present:
+			e.noKey(w, r, q, next)
+			return
+		}
+		k = key
+	} else if sum, err = op.fingerprint.Sum(in); err != nil {
+		e.reject(w, q, e.bodyProblem(op, err))
+		return
+	}
+	q.key = k
+
+	claim := Claim{
+		Identity:      Identity{Tenant: tenant, Scope: scopeOf(op.Policy), Key: k},
+		Operation:     op.OperationID,
+		Fingerprint:   sum[:],
+		Token:         rand.Text(),
+		Lease:         op.Lease,
+		TTL:           op.TTL,
+		OnLeaseExpiry: op.OnLeaseExpiry,
+	}
+	if op.Transactional {
+		e.serveTx(w, r, q, claim, next)
+		return
+	}
+	e.serveClaim(w, r, q, claim, next)
+}
+
+// noKey answers a request without a key: a 400 when the policy requires
+// one, otherwise the handler runs with no idempotency.
+func (e *Engine) noKey(w http.ResponseWriter, r *http.Request, q *request, next http.Handler) {
+	if q.op.Required {
+		e.reject(w, q, e.problem(ProblemMissingKey, http.StatusBadRequest, "Idempotency key required",
+			"This operation requires an idempotency key in "+keyPlace(q.op.Key)+". Send a unique key per logical request and reuse it on retries."))
+		return
+	}
+	q.event.Outcome = OutcomeNoKey
+	e.runUnprotected(w, r, q, next)
+}
+
+// keyProblem answers a key that breaks the rules of SEMANTICS §2.
+func (e *Engine) keyProblem(op *operation, err error) Problem {
+	return e.problem(ProblemInvalidKey, http.StatusBadRequest, "Invalid idempotency key",
+		err.Error()+". Send a key of 1 to "+strconv.Itoa(op.KeyMaxLength)+" visible ASCII characters.")
+}
+
+// bodyProblem answers a body the engine cannot read: 415 for a media type
+// it cannot fingerprint, 400 for a malformed body. Neither claims the key.
+func (e *Engine) bodyProblem(op *operation, err error) Problem {
+	if errors.Is(err, fingerprint.ErrMediaType) {
+		takes := "application/json or application/x-www-form-urlencoded"
+		if op.Fingerprint.MediaType != "" {
+			takes = op.Fingerprint.MediaType
+		}
+		return e.problem(ProblemUnsupportedMediaType, http.StatusUnsupportedMediaType, "Unsupported media type",
+			"This operation takes a body of type "+takes+"; send it with that Content-Type. The idempotency key was not used.")
+	}
+	why := strings.TrimPrefix(err.Error(), fingerprint.ErrBody.Error()+": ")
+	return e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
+		"The request body is not well-formed ("+why+"). Fix it and retry; the idempotency key was not used.")
+}
+
+func scopeOf(p Policy) string {
+	if p.Scope == ScopeTenant {
+		return ""
+	}
+	return p.OperationID
+}
+
+func keyPlace(k KeySource) string {
+	switch k.In {
+	case KeyInBody:
+		return "the body field " + k.Name
+	case KeyInQuery:
+		return "the query parameter " + k.Name
+	default:
+		return "the " + k.Name + " header"
+	}
+}
+
+// readBody reads the body once, within the limit, and hands the handler an
+// intact copy.
+func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, Problem{}, true
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, e.maxBody+1))
+	_ = r.Body.Close()
+	if err != nil {
+		return nil, e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
+			"The request body could not be read completely. Retry with the same idempotency key."), false
+	}
+	if int64(len(body)) > e.maxBody {
+		return nil, e.problem(ProblemBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large",
+			"The request body is larger than "+strconv.FormatInt(e.maxBody, 10)+" bytes."), false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return body, Problem{}, true
+}
+
+// key reads a header or query key; a body key comes with the fingerprint.
+func (e *Engine) key(r *http.Request, op *operation) (string, bool, error) {
+	switch op.Key.In {
+	case KeyInQuery:
+		return key.FromQuery(r.URL.Query(), op.Key.Name, op.KeyMaxLength)
+	default:
+		return key.FromHeader(r.Header, op.Key.Name, op.KeyMaxLength)
+	}
+}

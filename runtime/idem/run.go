@@ -1,0 +1,178 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// run runs the handler under a won claim and ends the claim by the
+// response's class. The response is held back until it is stored, so a
+// client never sees an answer that its retry would not see too; only a
+// non-transactional body that outgrows the snapshot limit streams on.
+func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold, res Result, next http.Handler) {
+	// The claim must end even when the client has gone away.
+	ctx := context.WithoutCancel(r.Context())
+	limit := q.op.MaxSnapshotBytes
+	if tx := h.tx(); tx != nil {
+		// Not a byte may leave before the commit.
+		limit = -1
+		r = r.WithContext(context.WithValue(r.Context(), txKey{}, tx.Driver()))
+	}
+	rec := newRecorder(w, limit)
+	if panicked := e.runHandler(rec, r, next); panicked != nil {
+		err := e.storeErr(q, func() error { return h.abandon(ctx) })
+		e.handlerPanicked(w, q, rec, panicked, err)
+		return
+	}
+	status := rec.statusCode()
+	q.event.Status = status
+	if !e.storable(q.op, status) {
+		if err := e.storeErr(q, func() error { return h.release(ctx) }); err != nil {
+			e.log.WarnContext(ctx, "idempotency claim not released; it stays until its lease ends",
+				"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
+		}
+		e.outcome(q, OutcomeReleased)
+		rec.send()
+		return
+	}
+	resp := e.snapshot(q.op, rec)
+	err := e.storeErr(q, func() error { return h.complete(ctx, resp) })
+	switch {
+	case errors.Is(err, ErrFenced):
+		e.fenced(w, q, rec, err)
+	case err != nil && h.tx() != nil:
+		// The commit failed, so the handler's writes are gone with it:
+		// sending its answer would acknowledge what does not exist.
+		e.storeUnavailable(w, q, "commit", err)
+	case err != nil:
+		// The handler's effects happened; its answer is the truth. The claim
+		// stays in flight and is judged under onLeaseExpiry after its lease.
+		e.log.ErrorContext(ctx, "idempotency completion failed; the key stays in flight until its lease ends",
+			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
+		q.event.Outcome, q.event.Err = OutcomeStoreError, err
+		rec.send()
+	default:
+		e.outcome(q, executedOutcome(res))
+		rec.send()
+	}
+}
+
+// outcome records o unless the request already has one (a keyless run is
+// OutcomeNoKey whatever its status).
+func (e *Engine) outcome(q *request, o Outcome) {
+	if q.event.Outcome == "" {
+		q.event.Outcome = o
+	}
+}
+
+func executedOutcome(res Result) Outcome {
+	if res.TookOver {
+		return OutcomeTakeover
+	}
+	return OutcomeExecuted
+}
+
+// runUnprotected runs a request that carries no key on an operation whose
+// key is optional. A transactional handler still gets its transaction.
+func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *request, next http.Handler) {
+	if !q.op.Transactional {
+		q.event.Status = e.runCounting(w, r, next)
+		return
+	}
+	tx, err := e.tx.Begin(r.Context())
+	if err != nil {
+		e.storeUnavailable(w, q, "begin", err)
+		return
+	}
+	e.run(w, r, q, txHold{tx}, Result{Won: true}, next)
+}
+
+// runHandler runs next and reports a panic instead of letting it unwind
+// through the engine, so that the claim can be abandoned. http.ErrAbortHandler
+// is re-raised after the claim is dealt with, as net/http expects.
+func (e *Engine) runHandler(w http.ResponseWriter, r *http.Request, next http.Handler) (panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = v
+		}
+	}()
+	next.ServeHTTP(w, r)
+	return nil
+}
+
+func (e *Engine) handlerPanicked(w http.ResponseWriter, q *request, rec *recorder, v any, storeErr error) {
+	q.event.Outcome, q.event.Err = OutcomePanicked, fmt.Errorf("handler panicked: %v", v)
+	e.log.Error("handler panicked; its idempotency claim was abandoned",
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "panic", v, "store_err", storeErr)
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	q.event.Status = http.StatusInternalServerError
+	if rec.streaming {
+		// Part of the answer is on the wire; the connection cannot carry
+		// a clean error any more.
+		panic(http.ErrAbortHandler)
+	}
+	e.problem(ProblemHandlerFailed, http.StatusInternalServerError, "Request failed",
+		"The request failed inside the server. Retry with the same idempotency key; if the answer is an outcome-unknown problem, contact support.").Write(w)
+}
+
+// storable reports whether a response of this status is stored and replayed
+// (SEMANTICS §3.4): statuses that describe a passing condition are not, so
+// that a retry runs the handler again.
+func (e *Engine) storable(op *operation, status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooEarly,
+		http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return false
+	}
+	if status >= 500 {
+		// 500 and the server errors the contract does not name (501, 505,
+		// 507, …) say the server failed; they are kept only on request.
+		return op.CacheServerErrors
+	}
+	return true
+}
+
+// snapshot builds what is stored: the status, the headers the policy keeps
+// and the body, or no body when it outgrew the policy's limit.
+func (e *Engine) snapshot(op *operation, rec *recorder) Response {
+	resp := Response{Status: rec.statusCode(), Header: make(http.Header)}
+	for name, v := range rec.header {
+		if op.replay[name] {
+			resp.Header[name] = append([]string(nil), v...)
+		}
+	}
+	if rec.overflowed || int64(rec.body.Len()) > op.MaxSnapshotBytes {
+		resp.Omitted = true
+		return resp
+	}
+	resp.Body = rec.body.Bytes()
+	return resp
+}
+
+// runCounting runs next and reports the status it sent.
+func (e *Engine) runCounting(w http.ResponseWriter, r *http.Request, next http.Handler) int {
+	sw := &statusWriter{ResponseWriter: w}
+	next.ServeHTTP(sw, r)
+	if sw.status == 0 {
+		return http.StatusOK
+	}
+	return sw.status
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,355 @@
+// Package pathtemplate parses OpenAPI path templates and matches request
+// paths against them the way net/http's ServeMux reads a path: split on
+// "/", each segment percent-decoded on its own.
+//
+// The generator and the runtime both parse templates here, so a template the
+// generator accepts is one the engine can serve, with the same parameters.
+//
+// A template is a sequence of segments. A segment is literal text
+// ("accounts"), a whole parameter ("{id}"), or a mix of both
+// ("{Sid}.json", "{name}:cancel", "{a}-{b}"). In a mixed segment every
+// parameter but the last ends at the first occurrence of the literal text
+// that follows it, so "{a}-{b}" reads "x-y-z" as a="x", b="y-z"; the last
+// parameter takes what is left before the segment's literal suffix. Two
+// parameters with no literal between them cannot be told apart and are
+// refused.
+package pathtemplate
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Template is a parsed path template. Its zero value is not usable; make one
+// with Parse.
+type Template struct {
+	raw    string
+	segs   []segment
+	params []string
+}
+
+// segment is one "/"-separated piece of a template: alternating literal
+// text and parameters. parts[i] is literal when name is empty.
+type segment struct {
+	parts []part
+}
+
+type part struct {
+	lit  string // decoded literal text; set when name is ""
+	name string // parameter name
+}
+
+// Kind orders segments by how specific they are: a literal segment beats a
+// mixed one, which beats a whole parameter (net/http ranks literals over
+// wildcards the same way).
+type Kind int
+
+// The kinds of segment, least specific first.
+const (
+	KindParam Kind = iota + 1
+	KindMixed
+	KindLiteral
+)
+
+func (s segment) kind() Kind {
+	switch {
+	case len(s.parts) == 1 && s.parts[0].name == "":
+		return KindLiteral
+	case len(s.parts) == 1:
+		return KindParam
+	default:
+		return KindMixed
+	}
+}
+
+// SyntaxError is a template that cannot be parsed. Offset is the byte in the
+// template where the problem is, for diagnostics that point into a spec.
+type SyntaxError struct {
+	Template string
+	Offset   int
+	Msg      string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("path template %q: %s", e.Template, e.Msg)
+}
+
+// Parse parses an OpenAPI path template such as "/pets/{pet_id}/adoptions".
+// It refuses what a request path could never match or could match two ways:
+// no leading "/", a query string or fragment, unbalanced or nested braces,
+// an empty or repeated parameter name, two parameters side by side in one
+// segment, and literal text that is not validly percent-encoded.
+func Parse(s string) (*Template, error) {
+	errAt := func(off int, format string, args ...any) error {
+		return &SyntaxError{Template: s, Offset: off, Msg: fmt.Sprintf(format, args...)}
+	}
+	if !strings.HasPrefix(s, "/") {
+		return nil, errAt(0, "does not start with /")
+	}
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		return nil, errAt(i, "holds %q: a path template cannot carry a query string or fragment (declare query parameters instead)", s[i:i+1])
+	}
+	t := &Template{raw: s}
+	seen := make(map[string]bool)
+	off := 1
+	for _, raw := range strings.Split(s[1:], "/") {
+		seg, err := parseSegment(raw, off, seen, errAt)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range seg.parts {
+			if p.name != "" {
+				t.params = append(t.params, p.name)
+			}
+		}
+		t.segs = append(t.segs, seg)
+		off += len(raw) + 1
+	}
+	return t, nil
+}
+
+func parseSegment(raw string, off int, seen map[string]bool, errAt func(int, string, ...any) error) (segment, error) {
+	var seg segment
+	i := 0
+	for i < len(raw) {
+		switch raw[i] {
+		case '{':
+			end := strings.IndexByte(raw[i:], '}')
+			if end < 0 {
+				return seg, errAt(off+i, "a { is never closed")
+			}
+			name := raw[i+1 : i+end]
+			switch {
+			case name == "":
+				return seg, errAt(off+i, "a parameter has no name")
+			case strings.IndexByte(name, '{') >= 0:
+				return seg, errAt(off+i, "braces are nested")
+			case seen[name]:
+				return seg, errAt(off+i, "parameter {%s} appears twice", name)
+			}
+			if n := len(seg.parts); n > 0 && seg.parts[n-1].name != "" {
+				return seg, errAt(off+i, "parameters {%s} and {%s} touch: a request path cannot say where one ends", seg.parts[n-1].name, name)
+			}
+			seen[name] = true
+			seg.parts = append(seg.parts, part{name: name})
+			i += end + 1
+		case '}':
+			return seg, errAt(off+i, "a } has no matching {")
+		default:
+			end := strings.IndexAny(raw[i:], "{}")
+			if end < 0 {
+				end = len(raw) - i
+			}
+			lit, err := url.PathUnescape(raw[i : i+end])
+			if err != nil {
+				return seg, errAt(off+i, "literal %q is not validly percent-encoded", raw[i:i+end])
+			}
+			seg.parts = append(seg.parts, part{lit: lit})
+			i += end
+		}
+	}
+	if len(seg.parts) == 0 {
+		// An empty segment ("/a//b", a trailing "/") matches only an empty
+		// request segment.
+		seg.parts = []part{{lit: ""}}
+	}
+	return seg, nil
+}
+
+// String returns the template as it was written.
+func (t *Template) String() string { return t.raw }
+
+// Params returns the parameter names in the order they appear.
+func (t *Template) Params() []string { return append([]string(nil), t.params...) }
+
+// Segments reports how many segments a matching path has.
+func (t *Template) Segments() int { return len(t.segs) }
+
+// Kinds returns the kind of each segment, for ordering templates by
+// specificity.
+func (t *Template) Kinds() []Kind {
+	k := make([]Kind, len(t.segs))
+	for i, s := range t.segs {
+		k[i] = s.kind()
+	}
+	return k
+}
+
+// Split cuts an escaped request path (url.URL.EscapedPath) into decoded
+// segments as net/http's ServeMux does: on "/" first, then each segment
+// percent-decoded on its own, so "%2F" stays inside its segment. A segment
+// that is not validly encoded is kept as it came, as ServeMux keeps it.
+// ok is false when the path does not start with "/".
+func Split(escapedPath string) (segs []string, ok bool) {
+	if !strings.HasPrefix(escapedPath, "/") {
+		return nil, false
+	}
+	segs = strings.Split(escapedPath[1:], "/")
+	for i, s := range segs {
+		if strings.IndexByte(s, '%') < 0 {
+			continue
+		}
+		if d, err := url.PathUnescape(s); err == nil {
+			segs[i] = d
+		}
+	}
+	return segs, true
+}
+
+// Match reports whether decoded path segments (from Split) fit t, and
+// the parameters' values when they do. A parameter never matches an empty
+// value.
+func (t *Template) Match(segs []string) (map[string]string, bool) {
+	if len(segs) != len(t.segs) {
+		return nil, false
+	}
+	var params map[string]string
+	for i, s := range t.segs {
+		if !s.match(segs[i], &params, len(t.params)) {
+			return nil, false
+		}
+	}
+	return params, true
+}
+
+// MatchSuffix matches t against the last segments of a path, for a handler
+// that knows its operation but not the prefix it is mounted under.
+func (t *Template) MatchSuffix(segs []string) (map[string]string, bool) {
+	if len(segs) < len(t.segs) {
+		return nil, false
+	}
+	return t.Match(segs[len(segs)-len(t.segs):])
+}
+
+func (s segment) match(v string, params *map[string]string, n int) bool {
+	set := func(name, val string) {
+		if *params == nil {
+			*params = make(map[string]string, n)
+		}
+		(*params)[name] = val
+	}
+	for j := 0; j < len(s.parts); j++ {
+		p := s.parts[j]
+		if p.name == "" {
+			rest, ok := strings.CutPrefix(v, p.lit)
+			if !ok {
+				return false
+			}
+			v = rest
+			continue
+		}
+		if j == len(s.parts)-1 {
+			if v == "" {
+				return false
+			}
+			set(p.name, v)
+			return true
+		}
+		// A parameter followed by literal text ends at that text's first
+		// occurrence, or at the segment's literal suffix when that text is
+		// the last part.
+		next := s.parts[j+1].lit
+		var end int
+		if j+1 == len(s.parts)-1 {
+			if !strings.HasSuffix(v, next) {
+				return false
+			}
+			end = len(v) - len(next)
+		} else {
+			end = strings.Index(v, next)
+		}
+		if end <= 0 {
+			return false
+		}
+		set(p.name, v[:end])
+		v = v[end:]
+	}
+	return v == ""
+}
+
+// Expand builds an escaped request path from parameter values, the inverse
+// of Match: each value is percent-encoded as one path segment's content.
+// A missing value is an error.
+func (t *Template) Expand(values map[string]string) (string, error) {
+	var b strings.Builder
+	for _, s := range t.segs {
+		b.WriteByte('/')
+		for _, p := range s.parts {
+			if p.name == "" {
+				b.WriteString(url.PathEscape(p.lit))
+				continue
+			}
+			v, ok := values[p.name]
+			if !ok || v == "" {
+				return "", fmt.Errorf("path template %q: no value for {%s}", t.raw, p.name)
+			}
+			b.WriteString(url.PathEscape(v))
+		}
+	}
+	return b.String(), nil
+}
+
+// Overlap reports whether a and b cannot both be served: some request path
+// matches both, and neither is the more specific (at every segment as
+// specific as the other, or more). net/http's ServeMux refuses such a pair
+// of patterns for the same reason: which one a request reaches would be an
+// accident. Two mixed segments it cannot tell apart count as overlapping.
+func Overlap(a, b *Template) bool {
+	if len(a.segs) != len(b.segs) {
+		return false
+	}
+	aWins, bWins := false, false
+	for i := range a.segs {
+		sa, sb := a.segs[i], b.segs[i]
+		if !sa.mayOverlap(sb) {
+			return false
+		}
+		switch ka, kb := sa.kind(), sb.kind(); {
+		case ka > kb:
+			aWins = true
+		case kb > ka:
+			bWins = true
+		}
+	}
+	return aWins == bWins
+}
+
+// Less orders templates for matching: at the first segment where their
+// kinds differ, the more specific kind comes first (a literal before a
+// mixed segment before a parameter), as net/http prefers literals.
+func Less(a, b *Template) bool {
+	for i := 0; i < len(a.segs) && i < len(b.segs); i++ {
+		ka, kb := a.segs[i].kind(), b.segs[i].kind()
+		if ka != kb {
+			return ka > kb
+		}
+	}
+	return false
+}
+
+// mayOverlap reports whether one decoded segment could match both s and o.
+func (s segment) mayOverlap(o segment) bool {
+	ks, ko := s.kind(), o.kind()
+	if ks < ko {
+		s, o, ks, ko = o, s, ko, ks
+	}
+	// Now s is at least as specific as o.
+	switch {
+	case ko == KindParam:
+		return true
+	case ks == KindLiteral && ko == KindLiteral:
+		return s.parts[0].lit == o.parts[0].lit
+	case ks == KindLiteral:
+		var scratch map[string]string
+		return o.match(s.parts[0].lit, &scratch, 0)
+	}
+	// Two mixed segments are told apart when their literal prefixes or
+	// suffixes disagree.
+	pa, pb := s.parts[0].lit, o.parts[0].lit
+	if !strings.HasPrefix(pa, pb) && !strings.HasPrefix(pb, pa) {
+		return false
+	}
+	la, lb := s.parts[len(s.parts)-1].lit, o.parts[len(o.parts)-1].lit
+	return strings.HasSuffix(la, lb) || strings.HasSuffix(lb, la)
+}

@@ -1,0 +1,178 @@
+package pathtemplate
+
+import (
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseRefuses(t *testing.T) {
+	for _, tc := range []struct{ tmpl, want string }{
+		{"pets", "does not start with /"},
+		{"/responses?beta=true", "query string"},
+		{"/a#frag", "query string"},
+		{"/pets/{id", "never closed"},
+		{"/pets/id}", "no matching {"},
+		{"/pets/{}", "no name"},
+		{"/pets/{a{b}}", "nested"},
+		{"/pets/{id}/toys/{id}", "appears twice"},
+		{"/range/{a}{b}", "touch"},
+		{"/files/%zz", "percent-encoded"},
+	} {
+		_, err := Parse(tc.tmpl)
+		var se *SyntaxError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want a SyntaxError saying %q", tc.tmpl, err, tc.want)
+		}
+	}
+}
+
+func TestSyntaxErrorOffset(t *testing.T) {
+	_, err := Parse("/pets/{id}/toys/{id}")
+	var se *SyntaxError
+	if !errors.As(err, &se) || se.Offset != 16 {
+		t.Fatalf("offset of the repeated parameter: got %+v, want 16", se)
+	}
+}
+
+func TestMatch(t *testing.T) {
+	for _, tc := range []struct {
+		tmpl, path string
+		want       map[string]string // nil: no match
+	}{
+		{"/pets/{id}/adoptions", "/pets/A/adoptions", map[string]string{"id": "A"}},
+		{"/pets/{id}/adoptions", "/pets/a%2Fb/adoptions", map[string]string{"id": "a/b"}},
+		{"/pets/{id}/adoptions", "/pets//adoptions", nil},
+		{"/pets/{id}/adoptions", "/pets/A/adoptions/", nil},
+		{"/accounts", "/%61ccounts", map[string]string{}},
+		{"/accounts", "/accounts/", nil},
+		{"/Accounts/{Sid}.json", "/Accounts/AC1.json", map[string]string{"Sid": "AC1"}},
+		{"/Accounts/{Sid}.json", "/Accounts/AC1.json.json", map[string]string{"Sid": "AC1.json"}},
+		{"/Accounts/{Sid}.json", "/Accounts/.json", nil},
+		{"/Accounts/{Sid}.json", "/Accounts/AC1.xml", nil},
+		{"/v1/{name}:cancel", "/v1/op%3A1:cancel", map[string]string{"name": "op:1"}},
+		{"/range/{a}-{b}", "/range/x-y-z", map[string]string{"a": "x", "b": "y-z"}},
+		{"/range/{a}-{b}", "/range/x-", nil},
+		{"/range/{a}-{b}", "/range/-y", nil},
+		{"/range/{a}-{b}", "/range/xy", nil},
+		{"/café/{id}", "/caf%C3%A9/1", map[string]string{"id": "1"}},
+		{"/caf%C3%A9/{id}", "/café/1", map[string]string{"id": "1"}},
+		{"/v{version}/items", "/v2/items", map[string]string{"version": "2"}},
+	} {
+		tm, err := Parse(tc.tmpl)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tc.tmpl, err)
+		}
+		segs, _ := Split(tc.path)
+		got, ok := tm.Match(segs)
+		if ok != (tc.want != nil) || (ok && !maps.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0)) {
+			t.Errorf("%s on %s = %v, %v; want %v", tc.tmpl, tc.path, got, ok, tc.want)
+		}
+	}
+}
+
+func TestMatchSuffix(t *testing.T) {
+	tm, _ := Parse("/pets/{id}/adoptions")
+	segs, _ := Split("/v1/pets/A/adoptions")
+	if got, ok := tm.MatchSuffix(segs); !ok || got["id"] != "A" {
+		t.Fatalf("MatchSuffix = %v, %v", got, ok)
+	}
+	if _, ok := tm.Match(segs); ok {
+		t.Fatal("Match must not ignore a prefix")
+	}
+}
+
+func TestOverlapAndLess(t *testing.T) {
+	for _, tc := range []struct {
+		a, b    string
+		overlap bool
+	}{
+		{"/pets/{id}", "/pets/{name}", true},
+		{"/pets/{id}", "/pets/mine", false}, // the literal wins
+		{"/{a}/b", "/a/{b}", true},          // neither is more specific
+		{"/files/{n}.json", "/files/{n}.xml", false},
+		{"/files/{n}.json", "/files/{n}", false},
+		{"/files/{n}.json", "/files/{a}-{b}", true},
+		{"/files/a.json", "/files/{n}.json", false},
+		{"/a/{x}", "/b/{x}", false},
+		{"/a", "/a/b", false},
+	} {
+		a, _ := Parse(tc.a)
+		b, _ := Parse(tc.b)
+		if got := Overlap(a, b); got != tc.overlap {
+			t.Errorf("Overlap(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.overlap)
+		}
+		if Overlap(a, b) != Overlap(b, a) {
+			t.Errorf("Overlap is not symmetric for %s, %s", tc.a, tc.b)
+		}
+	}
+	lit, _ := Parse("/pets/mine")
+	par, _ := Parse("/pets/{id}")
+	if !Less(lit, par) || Less(par, lit) {
+		t.Error("a literal segment must sort before a parameter")
+	}
+}
+
+func TestExpandRoundTrip(t *testing.T) {
+	tm, _ := Parse("/Accounts/{Sid}/Calls/{Call}.json")
+	v := map[string]string{"Sid": "a/b c%", "Call": "x.json"}
+	p, err := tm.Expand(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := Split(p)
+	got, ok := tm.Match(segs)
+	if !ok || !maps.Equal(got, v) {
+		t.Fatalf("Expand then Match: %s → %v, %v", p, got, ok)
+	}
+	if _, err := tm.Expand(map[string]string{"Sid": "x"}); err == nil {
+		t.Fatal("Expand without a value must fail")
+	}
+}
+
+// FuzzMatch checks, for any template that parses and any path, that a match
+// is consistent: the values it yields rebuild a path of the same decoded
+// segments, and a parameter never matches empty.
+func FuzzMatch(f *testing.F) {
+	for _, s := range [][2]string{
+		{"/pets/{id}/adoptions", "/pets/A/adoptions"},
+		{"/Accounts/{Sid}.json", "/Accounts/a.json.json"},
+		{"/range/{a}-{b}", "/range/x-y-z"},
+		{"/v1/{name}:cancel", "/v1/a%3Ab:cancel"},
+		{"/x/{a}.{b}.{c}", "/x/1.2.3.4"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, tmpl, path string) {
+		tm, err := Parse(tmpl)
+		if err != nil {
+			return
+		}
+		segs, ok := Split(path)
+		if !ok {
+			return
+		}
+		got, ok := tm.Match(segs)
+		if !ok {
+			return
+		}
+		if len(got) != len(tm.Params()) {
+			t.Fatalf("%s on %s: values %v for params %v", tmpl, path, got, tm.Params())
+		}
+		for _, v := range got {
+			if v == "" {
+				t.Fatalf("%s on %s: an empty value", tmpl, path)
+			}
+		}
+		again, err := tm.Expand(got)
+		if err != nil {
+			t.Fatalf("Expand(%v): %v", got, err)
+		}
+		segs2, _ := Split(again)
+		if !slices.Equal(segs, segs2) {
+			t.Fatalf("%s on %s: values %v rebuild %s", tmpl, path, got, again)
+		}
+	})
+}

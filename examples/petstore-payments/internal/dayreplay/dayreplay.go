@@ -288,6 +288,9 @@ func Run(ctx context.Context, c Config) (Report, error) {
 			return Report{}, err
 		}
 	}
+	if err := r.settle(ctx, len(keys)); err != nil {
+		return Report{}, err
+	}
 	rep, err := r.audit(ctx, p)
 	if err != nil {
 		return Report{}, err

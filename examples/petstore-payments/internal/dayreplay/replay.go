@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -264,6 +265,42 @@ func (r *replayer) get(ctx context.Context, tenant int, path string, v any) erro
 		return fmt.Errorf("GET %s: %d %s", path, res.StatusCode, bytes.TrimSpace(b))
 	}
 	return json.NewDecoder(res.Body).Decode(v)
+}
+
+// settle waits until the balances stop changing: a client that gave up on
+// a request left it running in the server, and on SQLite such requests can
+// still be queued for the write lock when the day ends. An audit that read
+// while they commit would see a transfer's balances without its row, or the
+// reverse. It reads every second, for at most a minute.
+func (r *replayer) settle(ctx context.Context, tenants int) error {
+	var last string
+	for range 60 {
+		var now strings.Builder
+		for t := range tenants {
+			var list struct {
+				Accounts []struct {
+					ID      string `json:"id"`
+					Balance int64  `json:"balance"`
+				} `json:"accounts"`
+			}
+			if err := r.get(ctx, t, "/accounts", &list); err != nil {
+				return fmt.Errorf("audit: list accounts: %w", err)
+			}
+			for _, a := range list.Accounts {
+				fmt.Fprintf(&now, "%s=%d,", a.ID, a.Balance)
+			}
+		}
+		if now.String() == last {
+			return nil
+		}
+		last = now.String()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return errors.New("audit: the balances still change a minute after the day's end")
 }
 
 // audit reads every account and transfer of the day back over the API.

@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -161,4 +162,89 @@ func TestDayReplay(t *testing.T) {
 		}
 		checkSafe(t, rep)
 	})
+}
+
+// The full-size day: 3,000 transfers from 16 clients whose patience runs
+// out after 30 to 80 ms, against a server that pauses up to 100 ms after
+// its writes, each transfer retried for up to 90 s. Every transfer must get
+// its final answer, on SQLite as on PostgreSQL, with and without kills.
+const (
+	fullTransfers   = 3000
+	fullConcurrency = 16
+	fullTimeoutMin  = 30 * time.Millisecond
+	fullTimeoutMax  = 80 * time.Millisecond
+	fullBudget      = 90 * time.Second
+	fullChaosDelay  = "100ms"
+	fullKills       = 10
+)
+
+// fullDay is the full-size day's configuration against base (ignored with
+// Crash).
+func fullDay(t *testing.T, base string) dayreplay.Config {
+	c := smallDay(t, base)
+	c.Transfers = fullTransfers
+	c.Concurrency = fullConcurrency
+	c.Timeout, c.TimeoutMax = fullTimeoutMin, fullTimeoutMax
+	c.Budget = fullBudget
+	// The budget, not a count, ends a client's retries.
+	c.Attempts = math.MaxInt32
+	c.MaxRequests = math.MaxInt64
+	// Long enough for SQLite's one writer to hold its lock through 3,000
+	// pauses of 50 ms on average, short enough to fail within go test's
+	// default ten minutes when transfers stall.
+	c.Duration = 6 * time.Minute
+	return c
+}
+
+// checkAnswered is checkSafe plus the full-size day's promise: no client
+// gave up, and every transfer got a final answer.
+func checkAnswered(t *testing.T, rep dayreplay.Report) {
+	t.Helper()
+	checkSafe(t, rep)
+	if rep.Unanswered != 0 || rep.GaveUp != 0 {
+		t.Errorf("%d of %d transfers got no final answer (%d requests given up), want 0", rep.Unanswered, rep.Started, rep.GaveUp)
+	}
+	if rep.Retries == 0 {
+		t.Errorf("no request was retried; the day did not exercise idempotency")
+	}
+}
+
+// TestFullDay plays the full-size day against real server processes.
+func TestFullDay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the full-size day takes minutes; it runs without -short")
+	}
+	t.Parallel()
+	crash := func(t *testing.T, databaseURL string) dayreplay.Config {
+		c := fullDay(t, "")
+		c.Crash = true
+		c.ServerBin = serverBinary
+		c.DatabaseURL = databaseURL
+		c.ServerArgs = []string{"--chaos-delay=" + fullChaosDelay}
+		c.KillEvery = 5 * time.Second
+		c.MaxKills = fullKills
+		return c
+	}
+	checkKills := func(t *testing.T, rep dayreplay.Report) {
+		if rep.Kills != fullKills {
+			t.Errorf("%d kills, want %d", rep.Kills, fullKills)
+		}
+	}
+
+	for _, db := range []struct {
+		name string
+		url  func(*testing.T) string
+	}{{"SQLite", sqliteURL}, {"Postgres", postgresURL}} {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, db.url(t), "--chaos-delay", fullChaosDelay)
+			checkAnswered(t, playDay(t, fullDay(t, s.URL)))
+		})
+		t.Run(db.name+"Crash", func(t *testing.T) {
+			t.Parallel()
+			rep := playDay(t, crash(t, db.url(t)))
+			checkKills(t, rep)
+			checkAnswered(t, rep)
+		})
+	}
 }

@@ -70,8 +70,16 @@ var listening = regexp.MustCompile(`listening on (\S+?)"? `)
 // and extra flags, and waits for it to log the bound address.
 func startServer(t *testing.T, databaseURL string, flags ...string) *server {
 	t.Helper()
-	args := append([]string{"--addr", "127.0.0.1:0", "--database-url", databaseURL, "--api-keys", apiKeys}, flags...)
+	return launch(t, nil, append([]string{"--database-url", databaseURL, "--api-keys", apiKeys}, flags...)...)
+}
+
+// launch runs the binary with env added to the test's environment and
+// args after --addr, and waits for it to log the bound address.
+func launch(t *testing.T, env []string, args ...string) *server {
+	t.Helper()
+	args = append([]string{"--addr", "127.0.0.1:0"}, args...)
 	s := &server{t: t, cmd: exec.Command(serverBinary, args...), done: make(chan error, 1)}
+	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Dir = t.TempDir()
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sort"
@@ -38,12 +37,18 @@ const shutdownGrace = 10 * time.Second
 
 // options are the command-line settings.
 type options struct {
-	addr        string
-	databaseURL string
-	apiKeys     string
-	rateLimit   float64
-	idempotency string
-	chaosDelay  time.Duration
+	addr         string
+	databaseURL  string
+	apiKeys      string
+	apiKeysFile  string
+	rateLimit    float64
+	authFailures int
+	idempotency  string
+	chaosDelay   time.Duration
+	readTimeout  time.Duration
+	writeTimeout time.Duration
+	idleTimeout  time.Duration
+	maxConns     int
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -53,10 +58,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fl.StringVar(&o.addr, "addr", envOr(getenv, "ADDR", "127.0.0.1:8080"), "listen address (env ADDR)")
 	fl.StringVar(&o.databaseURL, "database-url", getenv("DATABASE_URL"),
 		"postgres://…, sqlite:PATH or file:PATH (env DATABASE_URL); default: the SQLite file "+database.DefaultSQLiteFile+" in the working directory")
-	fl.StringVar(&o.apiKeys, "api-keys", getenv("API_KEYS"), "bearer keys as key=tenant,key=tenant (env API_KEYS); default: two demo keys")
+	fl.StringVar(&o.apiKeys, "api-keys", "", "bearer keys as key=tenant,key=tenant; other local users can read a command line, prefer env API_KEYS or --api-keys-file")
+	fl.StringVar(&o.apiKeysFile, "api-keys-file", "", "a file of key=tenant entries, separated by commas or new lines; # starts a comment")
 	fl.Float64Var(&o.rateLimit, "rate-limit", 0, "requests per second allowed per tenant; 0 is unlimited")
+	fl.IntVar(&o.authFailures, "auth-failures", 10, "failed authentications allowed per client address per minute, at most this many in a burst; 0 is unlimited")
 	fl.StringVar(&o.idempotency, "idempotency", "on", "on, or off to serve the API with no idempotency layer at all")
 	fl.DurationVar(&o.chaosDelay, "chaos-delay", 0, "random pause up to this long in write handlers, after the writes and before the response")
+	fl.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "longest time to read one request, header and body")
+	fl.DurationVar(&o.writeTimeout, "write-timeout", 30*time.Second, "longest time from a request's header to the end of its answer, plus --chaos-delay")
+	fl.DurationVar(&o.idleTimeout, "idle-timeout", 60*time.Second, "how long a keep-alive connection may wait for its next request")
+	fl.IntVar(&o.maxConns, "max-conns", 256, "connections served at once; further clients wait to be accepted")
 	if err := fl.Parse(args); err != nil {
 		return o, err
 	}
@@ -66,10 +77,40 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.idempotency != "on" && o.idempotency != "off" {
 		return o, fmt.Errorf("--idempotency must be on or off, not %q", o.idempotency)
 	}
-	if o.rateLimit < 0 || o.chaosDelay < 0 {
-		return o, errors.New("--rate-limit and --chaos-delay must not be negative")
+	if o.rateLimit < 0 || o.chaosDelay < 0 || o.authFailures < 0 {
+		return o, errors.New("--rate-limit, --auth-failures and --chaos-delay must not be negative")
+	}
+	if o.readTimeout <= 0 || o.writeTimeout <= 0 || o.idleTimeout <= 0 || o.maxConns < 1 {
+		return o, errors.New("--read-timeout, --write-timeout, --idle-timeout and --max-conns must be positive")
+	}
+	if o.apiKeys != "" && o.apiKeysFile != "" {
+		return o, errors.New("give --api-keys or --api-keys-file, not both")
+	}
+	if o.apiKeys == "" && o.apiKeysFile == "" {
+		o.apiKeys = getenv("API_KEYS")
 	}
 	return o, nil
+}
+
+// keySpec returns the configured keys as key=tenant entries, read from
+// --api-keys-file when given, and whether they are the demo keys.
+func (o options) keySpec() (spec string, demo bool, err error) {
+	if o.apiKeysFile != "" {
+		b, err := os.ReadFile(o.apiKeysFile)
+		if err != nil {
+			return "", false, fmt.Errorf("read API keys: %w", err)
+		}
+		var entries []string
+		for _, line := range strings.Split(string(b), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			entries = append(entries, line)
+		}
+		return strings.Join(entries, ","), false, nil
+	}
+	if o.apiKeys == "" {
+		return demoKeys, true, nil
+	}
+	return o.apiKeys, false, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {
@@ -122,16 +163,16 @@ func Main(args []string, migrations fs.FS, stderr io.Writer) int {
 }
 
 func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) error {
-	keySpec := o.apiKeys
-	if keySpec == "" {
-		keySpec = demoKeys
+	keySpec, demo, err := o.keySpec()
+	if err != nil {
+		return err
 	}
 	keys, err := parseKeys(keySpec)
 	if err != nil {
 		return err
 	}
-	if o.apiKeys == "" {
-		log.Warn("no --api-keys given; using demo keys", "keys", demoKeys)
+	if demo {
+		log.Warn("no API keys given (API_KEYS, --api-keys-file or --api-keys); using demo keys", "keys", demoKeys)
 	}
 
 	db, err := database.Open(ctx, o.databaseURL)
@@ -150,6 +191,7 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		Ready:        db.Ping,
 		Keys:         keys,
 		RateLimit:    o.rateLimit,
+		AuthFailures: o.authFailures,
 		ChaosDelay:   o.chaosDelay,
 		ProblemBase:  ProblemBase,
 		MaxBodyBytes: 1 << 20,
@@ -183,23 +225,22 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		return err
 	}
 
-	ln, err := net.Listen("tcp", o.addr)
+	tcp, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln := newLimitListener(tcp, o.maxConns)
 	names := make([]string, 0, len(keys))
 	for _, t := range keys {
 		names = append(names, t)
 	}
 	sort.Strings(names)
 	log.Info("listening on "+ln.Addr().String(), "addr", ln.Addr().String(), "idempotency", o.idempotency,
-		"tenants", strings.Join(names, ","), "rate_limit", o.rateLimit, "chaos_delay", o.chaosDelay)
+		"tenants", strings.Join(names, ","), "rate_limit", o.rateLimit, "auth_failures", o.authFailures,
+		"chaos_delay", o.chaosDelay, "read_timeout", o.readTimeout, "write_timeout", o.writeTimeout+o.chaosDelay,
+		"idle_timeout", o.idleTimeout, "max_conns", o.maxConns)
 
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	hs := httpServer(o, srv, log)
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSweep()
 	if sweeper != nil {

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
@@ -52,12 +54,24 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 		rest = strings.TrimPrefix(rest, "//")
 		file, query, _ := strings.Cut(rest, "?")
 		if file == "" {
-			return nil, fmt.Errorf("database URL %q names no file", rawURL)
+			return nil, fmt.Errorf("database URL %q names no file", Redact(rawURL))
 		}
 		return openSQLite(ctx, file, query)
 	}
-	return nil, fmt.Errorf("database URL %q: want postgres://…, sqlite:PATH or file:PATH", rawURL)
+	// Not even the redacted URL is shown: a string that is no URL at all
+	// may be a password pasted into the wrong place.
+	if scheme, _, ok := strings.Cut(rawURL, ":"); ok && urlScheme.MatchString(scheme) {
+		return nil, fmt.Errorf("database URL of scheme %q: want postgres://…, sqlite:PATH or file:PATH", scheme)
+	}
+	return nil, errors.New("the database URL is not of the form postgres://…, sqlite:PATH or file:PATH")
 }
+
+// invalidCatalogName is PostgreSQL's SQLSTATE for "database does not
+// exist".
+const invalidCatalogName = "3D000"
+
+// urlScheme is a URL scheme as RFC 3986 spells it.
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
 func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(rawURL)
@@ -70,6 +84,12 @@ func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == invalidCatalogName {
+			// The service does not create its database: that takes a
+			// privilege a service should not hold.
+			return nil, fmt.Errorf("connect to PostgreSQL: %w; create the database first, e.g. createdb %s", err, cfg.ConnConfig.Database)
+		}
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	name := "postgres://" + cfg.ConnConfig.Host + "/" + cfg.ConnConfig.Database

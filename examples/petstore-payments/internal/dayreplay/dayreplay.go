@@ -31,14 +31,19 @@ type Config struct {
 	// Concurrency is the number of clients sending at once.
 	Concurrency int
 	// Timeout is a client's deadline per request; a request that misses it
-	// is abandoned and retried.
-	Timeout time.Duration
+	// is abandoned and retried. When TimeoutMax is longer, each request's
+	// deadline is drawn anew between Timeout and TimeoutMax, as from clients
+	// whose patience differs.
+	Timeout, TimeoutMax time.Duration
 	// MaxRequests stops the clients after this many requests in total.
 	MaxRequests int64
 	// Duration stops the clients after this long.
 	Duration time.Duration
 	// Attempts is how often a client sends one request before giving up.
 	Attempts int
+	// Budget, when positive, is how long a client keeps retrying one
+	// request, counted from its first attempt, before giving up.
+	Budget time.Duration
 
 	// Crash makes Run start the server and SIGKILL and restart it at random
 	// moments of the day.
@@ -53,6 +58,9 @@ type Config struct {
 	DatabaseURL string
 	// KillEvery is the mean time between kills with Crash.
 	KillEvery time.Duration
+	// MaxKills, when positive, ends the kills after this many; the rest of
+	// the day runs on the last server started.
+	MaxKills int
 
 	// Log receives progress lines, restart failures and the server build's
 	// output; nil discards them.
@@ -83,6 +91,9 @@ func (c Config) validate() error {
 	if c.Timeout <= 0 || c.Duration <= 0 || c.MaxRequests < 1 {
 		return errors.New("timeout, duration and max-requests must be positive")
 	}
+	if c.TimeoutMax < 0 || c.Budget < 0 || c.MaxKills < 0 {
+		return errors.New("timeout-max, budget and max-kills must not be negative")
+	}
 	if c.Crash && c.KillEvery <= 0 {
 		return errors.New("kill-every must be positive")
 	}
@@ -104,6 +115,11 @@ type Report struct {
 	Kills int
 	// Acknowledged counts the distinct transfers answered with a 201.
 	Acknowledged int
+	// Unanswered counts the started transfers whose client got no final
+	// answer: every copy gave up, or ended on a 409 such as
+	// outcome-unknown, which leaves the client not knowing whether the
+	// money moved.
+	Unanswered int
 	// Duplicates counts transfers beyond the first one found for a planned
 	// transfer.
 	Duplicates int
@@ -137,14 +153,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl.IntVar(&c.Transfers, "transfers", c.Transfers, "transfers the clients mean to make")
 	fl.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "clients sending at once")
 	fl.DurationVar(&c.Timeout, "timeout", c.Timeout, "client timeout per request; a timed-out request is retried")
+	fl.DurationVar(&c.TimeoutMax, "timeout-max", 0, "when longer than --timeout, each request's timeout is drawn between the two")
 	fl.Int64Var(&c.MaxRequests, "max-requests", c.MaxRequests, "stop issuing requests after this many")
 	fl.DurationVar(&c.Duration, "duration", c.Duration, "stop issuing requests after this long")
 	fl.IntVar(&c.Attempts, "attempts", c.Attempts, "attempts per request before a client gives up")
+	fl.DurationVar(&c.Budget, "budget", 0, "when positive, how long a client retries one request before giving up, whatever --attempts allows")
 	fl.BoolVar(&c.Crash, "crash", false, "start the server here and SIGKILL and restart it at random moments")
 	fl.StringVar(&c.ServerBin, "server-bin", "", "with --crash: the built server binary; empty builds it with go build")
 	fl.StringVar(&serverArgs, "server-args", "", "with --crash: extra server flags, space-separated, such as \"--idempotency=off --chaos-delay=300ms\"")
 	fl.StringVar(&c.DatabaseURL, "database-url", "", "with --crash: the server's database; empty uses a fresh SQLite file")
 	fl.DurationVar(&c.KillEvery, "kill-every", c.KillEvery, "with --crash: mean time between kills")
+	fl.IntVar(&c.MaxKills, "max-kills", 0, "with --crash: stop killing after this many kills; 0 is no limit")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -230,8 +249,12 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		return Report{}, err
 	}
 	r := newReplayer(base, keys, c)
-	fmt.Fprintf(c.Log, "dayreplay: seed %d, %d tenants × %d accounts, %d transfers, %d clients, timeout %v, against %s\n",
-		c.Seed, len(keys), c.Accounts, c.Transfers, c.Concurrency, c.Timeout, base)
+	timeout := c.Timeout.String()
+	if c.TimeoutMax > c.Timeout {
+		timeout += "–" + c.TimeoutMax.String()
+	}
+	fmt.Fprintf(c.Log, "dayreplay: seed %d, %d tenants × %d accounts, %d transfers, %d clients, timeout %s, against %s\n",
+		c.Seed, len(keys), c.Accounts, c.Transfers, c.Concurrency, timeout, base)
 	start := time.Now()
 	dayCtx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
@@ -246,7 +269,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	if srv != nil {
 		go func() {
 			defer close(chaosDone)
-			srv.chaos(dayCtx, c.Seed, c.KillEvery)
+			srv.chaos(dayCtx, c.Seed, c.KillEvery, c.MaxKills)
 		}()
 	} else {
 		close(chaosDone)
@@ -265,11 +288,15 @@ func Run(ctx context.Context, c Config) (Report, error) {
 			return Report{}, err
 		}
 	}
+	if err := r.settle(ctx, len(keys)); err != nil {
+		return Report{}, err
+	}
 	rep, err := r.audit(ctx, p)
 	if err != nil {
 		return Report{}, err
 	}
 	rep.Planned, rep.Started, rep.Elapsed = len(p.transfers), started, elapsed
+	rep.Unanswered = r.unanswered(p.transfers[:started])
 	if srv != nil {
 		rep.Kills = srv.kills()
 	}

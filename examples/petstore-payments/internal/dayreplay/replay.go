@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -30,6 +31,7 @@ type replayer struct {
 	mu        sync.Mutex
 	accountID [][]string          // per tenant, per planned account
 	acked     map[string][]string // transfer key → transfer IDs answered with 201
+	answered  map[string]bool     // transfer key → some copy got a final answer
 	changes   int                 // amount changes sent
 }
 
@@ -38,11 +40,20 @@ func newReplayer(base string, keys []string, c Config) *replayer {
 		base: base,
 		keys: keys,
 		c:    c,
-		// The timeout is per request: a slow answer is abandoned and retried,
-		// as a real client with a short deadline does.
-		http:  &http.Client{Timeout: c.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
-		acked: map[string][]string{},
+		// The timeout is per request (see post): a slow answer is abandoned
+		// and retried, as a real client with a short deadline does.
+		http:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		acked:    map[string][]string{},
+		answered: map[string]bool{},
 	}
+}
+
+// timeout is one request's deadline: Timeout, or a draw up to TimeoutMax.
+func (r *replayer) timeout() time.Duration {
+	if r.c.TimeoutMax <= r.c.Timeout {
+		return r.c.Timeout
+	}
+	return r.c.Timeout + rand.N(r.c.TimeoutMax-r.c.Timeout+1)
 }
 
 type answer struct {
@@ -52,6 +63,8 @@ type answer struct {
 
 // post sends one request as the tenant's client.
 func (r *replayer) post(ctx context.Context, tenant int, path, key, body string) (answer, http.Header, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout())
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, strings.NewReader(body))
 	if err != nil {
 		return answer{}, nil, err
@@ -71,8 +84,14 @@ func (r *replayer) post(ctx context.Context, tenant int, path, key, body string)
 // send retries one logical request until it gets a final answer: anything
 // but a transport error, a timeout, 409 in progress, 429, or a 5xx. It
 // backs off exponentially with jitter and honours Retry-After. ok is false
-// when the client gave up (attempts, request budget or the day's end).
+// when the client gave up (attempts, its retry budget, the request budget
+// or the day's end).
 func (r *replayer) send(ctx context.Context, tenant int, path, key, body string) (answer, bool) {
+	if r.c.Budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.c.Budget)
+		defer cancel()
+	}
 	for attempt := 1; attempt <= r.c.Attempts; attempt++ {
 		if ctx.Err() != nil || r.requests.Add(1) > r.c.MaxRequests {
 			break
@@ -88,7 +107,9 @@ func (r *replayer) send(ctx context.Context, tenant int, path, key, body string)
 			// outcome-unknown or response-not-replayable: final.
 			return a, true
 		}
-		wait := min(50*time.Millisecond<<(attempt-1), time.Second)
+		// The shift is capped: with a retry budget, attempts can run far
+		// beyond the point where 50ms<<attempt overflows.
+		wait := min(50*time.Millisecond<<min(attempt-1, 5), time.Second)
 		wait = wait/2 + rand.N(wait/2+1)
 		if h != nil {
 			if s, _ := strconv.Atoi(h.Get("Retry-After")); s > 0 {
@@ -168,6 +189,11 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 		wg.Go(func() {
 			if ans, ok := r.send(ctx, tr.tenant, "/transfers", tr.key, body); ok {
 				r.ack(tr.key, ans)
+				if ans.status != http.StatusConflict {
+					r.mu.Lock()
+					r.answered[tr.key] = true
+					r.mu.Unlock()
+				}
 			}
 		})
 	}
@@ -183,6 +209,20 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 			r.ack(tr.key+"#changed", ans)
 		}
 	}
+}
+
+// unanswered counts the transfers of started whose client got no final
+// answer.
+func (r *replayer) unanswered(started []plannedTransfer) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, tr := range started {
+		if !r.answered[tr.key] {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *replayer) ack(key string, a answer) {
@@ -225,6 +265,42 @@ func (r *replayer) get(ctx context.Context, tenant int, path string, v any) erro
 		return fmt.Errorf("GET %s: %d %s", path, res.StatusCode, bytes.TrimSpace(b))
 	}
 	return json.NewDecoder(res.Body).Decode(v)
+}
+
+// settle waits until the balances stop changing: a client that gave up on
+// a request left it running in the server, and on SQLite such requests can
+// still be queued for the write lock when the day ends. An audit that read
+// while they commit would see a transfer's balances without its row, or the
+// reverse. It reads every second, for at most a minute.
+func (r *replayer) settle(ctx context.Context, tenants int) error {
+	var last string
+	for range 60 {
+		var now strings.Builder
+		for t := range tenants {
+			var list struct {
+				Accounts []struct {
+					ID      string `json:"id"`
+					Balance int64  `json:"balance"`
+				} `json:"accounts"`
+			}
+			if err := r.get(ctx, t, "/accounts", &list); err != nil {
+				return fmt.Errorf("audit: list accounts: %w", err)
+			}
+			for _, a := range list.Accounts {
+				fmt.Fprintf(&now, "%s=%d,", a.ID, a.Balance)
+			}
+		}
+		if now.String() == last {
+			return nil
+		}
+		last = now.String()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return errors.New("audit: the balances still change a minute after the day's end")
 }
 
 // audit reads every account and transfer of the day back over the API.
@@ -343,6 +419,7 @@ func (a Report) WriteTable(w io.Writer) error {
 	row("requests given up", a.GaveUp)
 	row("server kills", a.Kills)
 	row("transfers acknowledged (201)", a.Acknowledged)
+	row("transfers without a final answer", a.Unanswered)
 	row("duplicate transfers", a.Duplicates)
 	row("lost transfers (201 but missing)", a.Lost)
 	row("wrongly-accepted amount changes", fmt.Sprintf("%d of %d", a.WronglyAccepted, a.AmountChanges))

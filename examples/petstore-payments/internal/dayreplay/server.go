@@ -102,10 +102,10 @@ func (s *managedServer) start(ctx context.Context) error {
 }
 
 // chaos kills the server with SIGKILL at random moments and restarts it,
-// until ctx ends.
-func (s *managedServer) chaos(ctx context.Context, seed uint64, every time.Duration) {
+// until ctx ends or, when limit is positive, after limit kills.
+func (s *managedServer) chaos(ctx context.Context, seed uint64, every time.Duration, limit int) {
 	rng := rand.New(rand.NewPCG(seed, 42))
-	for {
+	for n := 0; limit <= 0 || n < limit; n++ {
 		wait := time.Duration(float64(every) * (0.5 + rng.Float64()))
 		select {
 		case <-ctx.Done():

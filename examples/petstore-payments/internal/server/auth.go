@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"math"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -20,16 +23,33 @@ func TenantFromRequest(r *http.Request) (string, bool) {
 	return t, ok && t != ""
 }
 
-// authenticate resolves the bearer key to its tenant or answers 401.
+// authenticate resolves the bearer key to its tenant or answers 401. A
+// client address that has failed too often is answered 429 without its key
+// being looked at, so that guessing keys costs time; a client that shares
+// the address with a guesser waits too, which is the price of not trusting
+// forwarding headers anyone can write.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := clientAddr(r)
+		if wait := s.authFails.wait(addr); wait > 0 {
+			s.writeProblem(w, http.StatusTooManyRequests, ProblemRateLimited,
+				"too many failed authentications from this address; retry after the Retry-After seconds", retrySeconds(wait))
+			return
+		}
 		auth := r.Header.Get("Authorization")
 		scheme, key, ok := strings.Cut(auth, " ")
 		tenant := ""
 		if ok && strings.EqualFold(scheme, "Bearer") {
-			tenant = s.lookupKey(strings.TrimSpace(key))
+			tenant = s.keys.lookup(strings.TrimSpace(key))
 		}
 		if tenant == "" {
+			// Checked again here: concurrent guesses may all have passed
+			// the check above while one failure was left.
+			if wait := s.authFails.fail(addr); wait > 0 {
+				s.writeProblem(w, http.StatusTooManyRequests, ProblemRateLimited,
+					"too many failed authentications from this address; retry after the Retry-After seconds", retrySeconds(wait))
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="petstore-payments"`)
 			s.writeProblem(w, http.StatusUnauthorized, ProblemUnauthorized,
 				"send Authorization: Bearer <key> with a valid API key", 0)
@@ -39,16 +59,132 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// lookupKey compares against every key in constant time, so that response
-// timing does not reveal how much of a guessed key was right.
-func (s *Server) lookupKey(key string) string {
+// clientAddr is the host of the connection's peer.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func retrySeconds(d time.Duration) int { return max(1, int(math.Ceil(d.Seconds()))) }
+
+// keyDigest is the SHA-256 of an API key.
+type keyDigest = [sha256.Size]byte
+
+// keyring maps the digest of each API key to its tenant. Comparing digests
+// rather than keys makes every comparison the same length, so the time a
+// lookup takes says nothing about a guessed key's length or prefix.
+type keyring []struct {
+	digest keyDigest
+	tenant string
+}
+
+func newKeyring(keys map[string]string) keyring {
+	var ring keyring
+	for k, t := range keys {
+		ring = append(ring, struct {
+			digest keyDigest
+			tenant string
+		}{sha256.Sum256([]byte(k)), t})
+	}
+	return ring
+}
+
+// lookup compares the key's digest with every digest, without stopping at a
+// match, and returns the tenant or "".
+func (ring keyring) lookup(key string) string {
+	d := sha256.Sum256([]byte(key))
 	tenant := ""
-	for k, t := range s.keys {
-		if subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
-			tenant = t
+	for _, e := range ring {
+		if subtle.ConstantTimeCompare(e.digest[:], d[:]) == 1 {
+			tenant = e.tenant
 		}
 	}
 	return tenant
+}
+
+// maxFailAddrs bounds the addresses whose failures are remembered. Past it,
+// the addresses that have waited out their failures are forgotten; if all
+// of them are still throttled, the oldest state is dropped whole, since a
+// guesser with that many addresses is beyond a per-address limit anyway.
+const maxFailAddrs = 10_000
+
+// failLimiter throttles failed authentications per client address: a
+// token bucket of perMinute tokens, refilled at perMinute a minute, from
+// which each failure takes one. A nil failLimiter throttles nothing.
+type failLimiter struct {
+	mu        sync.Mutex
+	perMinute int
+	addrs     map[string]*rate.Limiter
+	now       func() time.Time
+}
+
+func newFailLimiter(perMinute int) *failLimiter {
+	if perMinute <= 0 {
+		return nil
+	}
+	return &failLimiter{perMinute: perMinute, addrs: map[string]*rate.Limiter{}, now: time.Now}
+}
+
+// wait is how long addr must wait before its key is looked at; 0 when it
+// has failures left.
+func (l *failLimiter) wait(addr string) time.Duration {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim, ok := l.addrs[addr]
+	if !ok {
+		return 0
+	}
+	return untilToken(lim, l.now())
+}
+
+// fail records a failed authentication from addr. It returns 0 when the
+// failure fitted in addr's allowance, else how long addr must wait.
+func (l *failLimiter) fail(addr string) time.Duration {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	lim, ok := l.addrs[addr]
+	if !ok {
+		if len(l.addrs) >= maxFailAddrs {
+			l.forget(now)
+		}
+		lim = rate.NewLimiter(rate.Limit(float64(l.perMinute)/60), l.perMinute)
+		l.addrs[addr] = lim
+	}
+	if lim.AllowN(now, 1) {
+		return 0
+	}
+	return untilToken(lim, now)
+}
+
+// untilToken is the time until lim holds one whole token again.
+func untilToken(lim *rate.Limiter, now time.Time) time.Duration {
+	tokens := lim.TokensAt(now)
+	if tokens >= 1 {
+		return 0
+	}
+	return time.Duration((1 - tokens) / float64(lim.Limit()) * float64(time.Second))
+}
+
+// forget drops the addresses whose buckets are full again.
+func (l *failLimiter) forget(now time.Time) {
+	for a, lim := range l.addrs {
+		if lim.TokensAt(now) >= float64(l.perMinute) {
+			delete(l.addrs, a)
+		}
+	}
+	if len(l.addrs) >= maxFailAddrs {
+		clear(l.addrs)
+	}
 }
 
 // limiters holds one token bucket per tenant.
@@ -81,9 +217,8 @@ func (s *Server) rateLimit(next http.Handler) http.Handler {
 		res := s.limits.get(tenant).Reserve()
 		if delay := res.Delay(); delay > 0 {
 			res.Cancel()
-			secs := max(1, int(math.Ceil(delay.Seconds())))
 			s.writeProblem(w, http.StatusTooManyRequests, ProblemRateLimited,
-				"this API key is over its request rate; retry after the Retry-After seconds", secs)
+				"this API key is over its request rate; retry after the Retry-After seconds", retrySeconds(delay))
 			return
 		}
 		next.ServeHTTP(w, r)

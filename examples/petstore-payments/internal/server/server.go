@@ -37,6 +37,10 @@ type Config struct {
 	Keys map[string]string
 	// RateLimit is the per-tenant request rate per second; 0 is unlimited.
 	RateLimit float64
+	// AuthFailures is the number of failed authentications a client
+	// address may make per minute, and in a burst; beyond it the address
+	// is answered 429 until it has waited. 0 is unlimited.
+	AuthFailures int
 	// Idempotency is the idempotency middleware; nil runs without one.
 	Idempotency func(http.Handler) http.Handler
 	// Tx mounts the transactional operations. When it is nil they run in
@@ -59,7 +63,8 @@ type Server struct {
 	ledger      *ledger.Ledger
 	conn        ledger.DB
 	ready       func(ctx context.Context) error
-	keys        map[string]string
+	keys        keyring
+	authFails   *failLimiter
 	limits      *limiters
 	chaos       time.Duration
 	problemBase string
@@ -85,7 +90,8 @@ func New(cfg Config) (*Server, error) {
 		ledger:      cfg.Ledger,
 		conn:        cfg.Conn,
 		ready:       cfg.Ready,
-		keys:        cfg.Keys,
+		keys:        newKeyring(cfg.Keys),
+		authFails:   newFailLimiter(cfg.AuthFailures),
 		chaos:       cfg.ChaosDelay,
 		problemBase: cfg.ProblemBase,
 		maxBody:     cfg.MaxBodyBytes,

@@ -1,0 +1,21 @@
+package database
+
+import "regexp"
+
+// The parts of a database URL or key=value DSN that may carry a secret:
+// the password of user:password@ (matched up to the last @ of the word, so
+// that an unescaped @ in the password does not leave its tail behind), and
+// the value of a password parameter, quoted or not.
+var (
+	userinfoPassword = regexp.MustCompile(`(://[^:/@\s]*):\S*@`)
+	passwordParam    = regexp.MustCompile(`(?i)\b((?:ssl)?pass(?:word|wd)?|pwd)(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)`)
+)
+
+// Redact returns rawURL with every password replaced by xxxxx, for error
+// messages and logs. It works on text rather than on a parsed URL, so that
+// a string no parser accepts (the very one an error is about) is redacted
+// too.
+func Redact(rawURL string) string {
+	s := userinfoPassword.ReplaceAllString(rawURL, "$1:xxxxx@")
+	return passwordParam.ReplaceAllString(s, "${1}${2}xxxxx")
+}

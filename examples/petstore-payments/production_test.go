@@ -1,0 +1,321 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// dial opens a raw connection to the server.
+func dial(t *testing.T, s *server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// healthz sends GET /healthz on c and reads the answer, which must come
+// within d.
+func healthz(c net.Conn, br *bufio.Reader, d time.Duration) error {
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: petstore\r\n\r\n"); err != nil {
+		return err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != 200 {
+		return fmt.Errorf("healthz: %s", res.Status)
+	}
+	return nil
+}
+
+// closedWithin waits up to d for the server to close c, reading and
+// discarding whatever it sends first, and returns how long that took.
+func closedWithin(t *testing.T, c net.Conn, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	_ = c.SetReadDeadline(start.Add(d))
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the server kept the connection open for %v", d)
+	}
+	return time.Since(start)
+}
+
+// TestIdleConnectionsClosed: a keep-alive connection that sends nothing
+// after its request is closed by the server after --idle-timeout.
+func TestIdleConnectionsClosed(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, sqliteURL(t), "--idle-timeout", "300ms")
+	const n = 20
+	var wg sync.WaitGroup
+	for range n {
+		c := dial(t, s)
+		wg.Go(func() {
+			if err := healthz(c, bufio.NewReader(c), 5*time.Second); err != nil {
+				t.Error(err)
+				return
+			}
+			if took := closedWithin(t, c, 5*time.Second); took < 200*time.Millisecond {
+				t.Errorf("an idle connection was closed after %v, before the idle timeout", took)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestSlowBodyCutOff: a body dribbled a byte at a time is cut off by
+// --read-timeout, not read to its end.
+func TestSlowBodyCutOff(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, sqliteURL(t), "--read-timeout", "500ms")
+	c := dial(t, s)
+	body := `{"owner":"slow","currency":"EUR","initial_balance":1,"padding":"` + strings.Repeat("x", 60) + `"}`
+	head := "POST /accounts HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer " + keyAcme +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	// One byte every 100 ms: the whole body would take about 10 s.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for i := range len(body) {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := c.Write([]byte{body[i]}); err != nil {
+				return
+			}
+		}
+	}()
+	if took := closedWithin(t, c, 5*time.Second); took > 3*time.Second {
+		t.Errorf("the dribbling connection was closed after %v; the read timeout is 500ms", took)
+	}
+}
+
+// TestConnectionBound: with --max-conns 2, a third connection is not served
+// until one of the first two closes.
+func TestConnectionBound(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, sqliteURL(t), "--max-conns", "2")
+	first, second := dial(t, s), dial(t, s)
+	for _, c := range []net.Conn{first, second} {
+		if err := healthz(c, bufio.NewReader(c), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third := dial(t, s)
+	br := bufio.NewReader(third)
+	err := healthz(third, br, 700*time.Millisecond)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("a third connection was served while two were open (err %v)", err)
+	}
+	_ = first.Close()
+	// The request already sent is read once the connection is accepted.
+	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the third connection was not served after the first closed: %v", err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("third connection: %s", res.Status)
+	}
+}
+
+// TestHeaderBound: a header block beyond 64 KiB is refused with 431.
+func TestHeaderBound(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, sqliteURL(t))
+	c := newClient(t, s, keyAcme)
+	req, err := http.NewRequest("GET", s.URL+"/accounts", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keyAcme)
+	req.Header.Set("X-Padding", strings.Repeat("p", 100<<10))
+	res, err := c.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("a 100 KiB header: %s, want 431", res.Status)
+	}
+}
+
+// clientFrom is an HTTP client whose connections come from the loopback
+// address ip, so that a test can be two client addresses at once.
+func clientFrom(t *testing.T, s *server, apiKey, ip string) *client {
+	c := newClient(t, s, apiKey)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	c.http.Transport = &http.Transport{DialContext: d.DialContext}
+	return c
+}
+
+// TestFailedAuthThrottled: 40 wrong keys in a burst from one address get
+// ten 401s (the default --auth-failures) and then 429 with Retry-After;
+// the address is refused even with a right key until it has waited, while
+// another address is not affected.
+func TestFailedAuthThrottled(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, sqliteURL(t))
+	const burst = 40
+	statuses := make([]response, burst)
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Go(func() {
+			wrong := clientFrom(t, s, "guess-"+strconv.Itoa(i), "127.0.0.1")
+			statuses[i] = wrong.must("GET", "/accounts", "", "")
+		})
+	}
+	wg.Wait()
+	n401, n429, retryAfter := 0, 0, 0
+	for _, r := range statuses {
+		switch r.Status {
+		case 401:
+			n401++
+		case 429:
+			n429++
+			checkProblem(t, r, 429, "rate-limited")
+			ra, err := strconv.Atoi(r.Header.Get("Retry-After"))
+			if err != nil || ra < 1 {
+				t.Fatalf("429 with Retry-After %q", r.Header.Get("Retry-After"))
+			}
+			retryAfter = max(retryAfter, ra)
+		default:
+			t.Fatalf("a wrong key got %s", r)
+		}
+	}
+	// One more token may have trickled in while the burst ran (one every 6 s).
+	if n401 < 10 || n401 > 11 || n429 != burst-n401 {
+		t.Fatalf("%d × 401 and %d × 429 for %d wrong keys; want 10 failures, then 429", n401, n429, burst)
+	}
+
+	right := clientFrom(t, s, keyAcme, "127.0.0.1")
+	right.expectProblem(429, "rate-limited", "GET", "/accounts", "", "")
+	other := clientFrom(t, s, keyAcme, "127.0.0.2")
+	other.expect(200, "GET", "/accounts", "", "")
+	clientFrom(t, s, "guess", "127.0.0.2").expectProblem(401, "unauthorized", "GET", "/accounts", "", "")
+
+	time.Sleep(time.Duration(retryAfter) * time.Second)
+	right.expect(200, "GET", "/accounts", "", "")
+}
+
+// TestAPIKeysFromEnvAndFile: keys come from API_KEYS or --api-keys-file,
+// never both with --api-keys.
+func TestAPIKeysFromEnvAndFile(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, s *server, good, bad string) {
+		newClient(t, s, good).expect(200, "GET", "/accounts", "", "")
+		newClient(t, s, bad).expectProblem(401, "unauthorized", "GET", "/accounts", "", "")
+	}
+	t.Run("env", func(t *testing.T) {
+		s := launch(t, []string{"API_KEYS=env-key=acme"}, "--database-url", sqliteURL(t))
+		check(t, s, "env-key", "demo-key-acme")
+	})
+	t.Run("file", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "keys")
+		keys := "# the tenants' keys\nfile-key-1=acme\nfile-key-2=globex # added for globex\n\n"
+		if err := os.WriteFile(file, []byte(keys), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := launch(t, []string{"API_KEYS=env-key=acme"}, "--database-url", sqliteURL(t), "--api-keys-file", file)
+		check(t, s, "file-key-2", "env-key")
+		newClient(t, s, "file-key-1").expect(200, "GET", "/accounts", "", "")
+	})
+	t.Run("both", func(t *testing.T) {
+		out, code := runToExit(t, nil, "--database-url", sqliteURL(t), "--api-keys", apiKeys, "--api-keys-file", "keys")
+		if code != 2 || !strings.Contains(out, "not both") {
+			t.Fatalf("--api-keys with --api-keys-file: exit %d\n%s", code, out)
+		}
+	})
+}
+
+// runToExit runs the binary, which must exit on its own within 30 s, and
+// returns what it logged and its exit code.
+func runToExit(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, serverBinary, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("%v: did not exit within 30 s\n%s", args, out)
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// TestDatabasePasswordNeverLogged: a database URL the server cannot use,
+// for whatever reason, never puts its password into the log.
+func TestDatabasePasswordNeverLogged(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret-Pa55"
+	urls := []string{
+		"mysql://app:" + secret + "@127.0.0.1/payments",
+		"host=127.0.0.1 user=app password=" + secret + " dbname=payments",
+		"postgres://app:" + secret + "@127.0.0.1:1/payments?connect_timeout=2",
+		"postgres://app@127.0.0.1:1/payments?connect_timeout=2&password=" + secret,
+		"postgres://app:" + secret + "@[::1/payments",
+	}
+	if base := os.Getenv("IDEMGEN_TEST_DATABASE_URL"); base != "" {
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword(u.User.Username(), secret)
+		u.Path = "/payments_missing_" + randomHex(4)
+		urls = append(urls, u.String())
+	}
+	for _, dbURL := range urls {
+		for _, env := range [][]string{nil, {"DATABASE_URL=" + dbURL}} {
+			args := []string{"--database-url", dbURL}
+			if env != nil {
+				args = nil
+			}
+			out, code := runToExit(t, env, args...)
+			if code == 0 {
+				t.Errorf("%s: the server started", dbURL)
+			}
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, secret) {
+					t.Errorf("the password is in the log: %s", line)
+				}
+			}
+			if strings.Contains(dbURL, "payments_missing_") && !strings.Contains(out, "createdb payments_missing_") {
+				t.Errorf("a missing database is not explained with createdb:\n%s", out)
+			}
+		}
+	}
+}

@@ -119,7 +119,8 @@ type Transactor interface {
 // Tx is an open transaction that holds a won claim.
 type Tx interface {
 	// Driver is the transaction the handler writes with: a pgx.Tx for
-	// pgstore, a *sql.Tx for sqlitestore.
+	// pgstore, a *sqlitestore.Tx for sqlitestore. Neither lets the handler
+	// commit or roll back: Commit and Release do.
 	Driver() any
 	// Commit writes resp as the key's completion and commits it together
 	// with the handler's writes. When the lease token is no longer current

@@ -1,7 +1,8 @@
 // Package sqlitestore keeps idempotency keys in SQLite through the pure-Go
 // driver modernc.org/sqlite (driver name "sqlite"), so that a service needs
 // no cgo and no database server. It implements idem.Store, idem.Sweeper and
-// idem.Transactor; a transaction's Driver is a *sql.Tx.
+// idem.Transactor; a transaction's Driver is a *Tx, which reads and writes
+// like a *sql.Tx but cannot commit or roll back.
 //
 // SQLite lets one connection write at a time. The store is built around
 // that: readers never wait (the database runs in WAL mode), a claim that

@@ -2,7 +2,6 @@ package sqlitestore_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -51,9 +50,9 @@ func TestConformanceTx(t *testing.T) {
 		return storetest.TxStore{
 			Store: s,
 			Write: func(ctx context.Context, tx any, marker string) error {
-				sqlTx, ok := tx.(*sql.Tx)
+				sqlTx, ok := tx.(*sqlitestore.Tx)
 				if !ok {
-					return fmt.Errorf("Driver() is %T, want *sql.Tx", tx)
+					return fmt.Errorf("Driver() is %T, want *sqlitestore.Tx", tx)
 				}
 				_, err := sqlTx.ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, marker)
 				return err

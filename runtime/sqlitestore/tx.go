@@ -39,7 +39,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	return res, t, nil
 }
 
-func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*tx, error) {
+func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*storeTx, error) {
 	txCtx, cancel := context.WithTimeout(ctx, c.Lease)
 	sqlTx, err := s.db.BeginTx(txCtx, nil)
 	if err != nil {
@@ -52,7 +52,7 @@ func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*tx, error) {
 		cancel()
 		return nil, fmt.Errorf("sqlitestore: begin handler transaction: %w", err)
 	}
-	return &tx{s: s, tx: sqlTx, ctx: txCtx, cancel: cancel, id: id, token: c.Token, held: true}, nil
+	return &storeTx{s: s, tx: sqlTx, h: &Tx{tx: sqlTx}, ctx: txCtx, cancel: cancel, id: id, token: c.Token, held: true}, nil
 }
 
 // Begin implements idem.Transactor: a plain transaction for a keyless
@@ -62,13 +62,15 @@ func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: begin: %w", err)
 	}
-	return &tx{s: s, tx: sqlTx, ctx: ctx, cancel: func() {}}, nil
+	return &storeTx{s: s, tx: sqlTx, h: &Tx{tx: sqlTx}, ctx: ctx, cancel: func() {}}, nil
 }
 
-// tx is an idem.Tx on a *sql.Tx.
-type tx struct {
+// storeTx is the idem.Tx of sqlitestore: the *sql.Tx it ends itself, and
+// the Tx it hands the handler.
+type storeTx struct {
 	s      *Store
 	tx     *sql.Tx
+	h      *Tx
 	ctx    context.Context // the transaction's own context; done when its lease ran out
 	cancel context.CancelFunc
 	// held is true when the transaction holds a claim (ClaimTx), false for
@@ -78,11 +80,11 @@ type tx struct {
 	token string
 }
 
-// Driver implements idem.Tx; it returns the *sql.Tx.
-func (t *tx) Driver() any { return t.tx }
+// Driver implements idem.Tx; it returns the *Tx the handler writes with.
+func (t *storeTx) Driver() any { return t.h }
 
 // Commit implements idem.Tx.
-func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
+func (t *storeTx) Commit(ctx context.Context, resp idem.Response) error {
 	defer t.cancel()
 	if t.held {
 		if err := t.s.complete(ctx, t.tx, t.id, t.token, resp); err != nil {
@@ -97,7 +99,7 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 }
 
 // Release implements idem.Tx.
-func (t *tx) Release(ctx context.Context) error {
+func (t *storeTx) Release(ctx context.Context) error {
 	defer t.cancel()
 	rbErr := t.tx.Rollback()
 	if errors.Is(rbErr, sql.ErrTxDone) {
@@ -116,7 +118,7 @@ func (t *tx) Release(ctx context.Context) error {
 // ended explains an error from a transaction. One that failed because its
 // lease ran out has lost the claim as surely as a fenced one: a retry may
 // already have taken the key over.
-func (t *tx) ended(op string, err error) error {
+func (t *storeTx) ended(op string, err error) error {
 	if errors.Is(err, idem.ErrFenced) {
 		return fmt.Errorf("sqlitestore: %s: %w", op, err)
 	}
@@ -124,4 +126,65 @@ func (t *tx) ended(op string, err error) error {
 		return fmt.Errorf("sqlitestore: %s: the lease ran out and the transaction was rolled back (%v): %w", op, err, idem.ErrFenced)
 	}
 	return fmt.Errorf("sqlitestore: %s: %w", op, err)
+}
+
+// Tx is the transaction a transactional handler writes with (the Driver of
+// sqlitestore's idem.Tx; reach it with idem.TxFrom[*sqlitestore.Tx]). It
+// reads and writes like a *sql.Tx, but has no Commit or Rollback: the
+// idempotency layer commits the handler's writes together with the key's
+// completion, or rolls both back. A handler that committed on its own would
+// make its effect durable without its key, so that a retry ran it again; a
+// handler that rolled back would silently lose every write it made. To
+// undo its writes, a handler answers with a status that is not stored (or
+// panics).
+type Tx struct {
+	tx *sql.Tx
+}
+
+// ExecContext runs a statement that returns no rows inside the transaction.
+func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+// Exec is ExecContext with context.Background.
+func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(context.Background(), query, args...)
+}
+
+// QueryContext runs a query inside the transaction.
+func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+// Query is QueryContext with context.Background.
+func (t *Tx) Query(query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(context.Background(), query, args...)
+}
+
+// QueryRowContext runs a query that returns at most one row inside the
+// transaction.
+func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// QueryRow is QueryRowContext with context.Background.
+func (t *Tx) QueryRow(query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(context.Background(), query, args...)
+}
+
+// PrepareContext prepares a statement for use inside the transaction; it is
+// closed when the transaction ends.
+func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return t.tx.PrepareContext(ctx, query)
+}
+
+// Prepare is PrepareContext with context.Background.
+func (t *Tx) Prepare(query string) (*sql.Stmt, error) {
+	return t.tx.PrepareContext(context.Background(), query)
+}
+
+// StmtContext returns stmt, prepared on the database, as a statement that
+// runs inside the transaction.
+func (t *Tx) StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt {
+	return t.tx.StmtContext(ctx, stmt)
 }

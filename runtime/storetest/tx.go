@@ -50,6 +50,7 @@ func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
 		{"HandlerOutlivesLease", testTxHandlerOutlivesLease},
 		{"ConcurrentClaimTx", testTxConcurrent},
 		{"Begin", testTxBegin},
+		{"HandlerCannotEndTx", testTxHandlerCannotEndTx},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -311,4 +312,53 @@ func testTxBegin(t *testing.T, s TxStore) {
 		t.Fatalf("Release: %v", err)
 	}
 	wantCount(t, s, "keyless-rolled-back", 0)
+}
+
+// A handler cannot end the transaction it was given: whatever Commit or
+// Rollback method the driver value has (database/sql's or pgx's) fails, and
+// the store's Commit then commits the write with the completion. A handler
+// that could commit on its own made its effect durable while the
+// completion failed; the retry after the lease took the key over and the
+// effect happened twice.
+func testTxHandlerCannotEndTx(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	r.lease = shortLease
+	tx := mustClaimTx(t, s, r.claim())
+	mustWrite(t, s, tx, "escape")
+	var ended []string
+	switch d := tx.Driver().(type) {
+	case interface{ Commit() error }:
+		if d.Commit() == nil {
+			ended = append(ended, "Commit()")
+		}
+	case interface{ Commit(context.Context) error }:
+		if d.Commit(ctx) == nil {
+			ended = append(ended, "Commit(ctx)")
+		}
+	}
+	switch d := tx.Driver().(type) {
+	case interface{ Rollback() error }:
+		if d.Rollback() == nil {
+			ended = append(ended, "Rollback()")
+		}
+	case interface{ Rollback(context.Context) error }:
+		if d.Rollback(ctx) == nil {
+			ended = append(ended, "Rollback(ctx)")
+		}
+	}
+	if len(ended) > 0 {
+		t.Errorf("the handler's %T ended the transaction with %v", tx.Driver(), ended)
+	}
+	if err := tx.Commit(ctx, sampleResponse()); err != nil {
+		t.Errorf("Commit after the handler's attempts: %v", err)
+		// What the engine does next: the claim stays in flight, and the
+		// client's retry takes it over once the lease has run out.
+		time.Sleep(pastLease)
+		if tx2 := mustClaimTx(t, s, r.claim()); tx2 != nil {
+			mustWrite(t, s, tx2, "escape")
+			_ = tx2.Commit(ctx, sampleResponse())
+		}
+	}
+	wantCount(t, s, "escape", 1)
 }

@@ -12,6 +12,14 @@ import (
 // the key over. Nothing was changed.
 var ErrFenced = errors.New("idem: lease token is no longer current")
 
+// ErrOutcomeUnknown reports that a handler's effects may or may not have
+// committed: in transactional mode the handler ended or escaped the
+// transaction it was given (a raw COMMIT or ROLLBACK), so the store cannot
+// tell what its writes became. The store has left the key indeterminate
+// (or held) rather than free, so that no retry can repeat an applied
+// effect; an operator resolves it.
+var ErrOutcomeUnknown = errors.New("idem: the handler's effects may or may not have committed; the key is left indeterminate/held")
+
 // Identity is what the database keeps unique: one row per (tenant, scope, key).
 type Identity struct {
 	Tenant string

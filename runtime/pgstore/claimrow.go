@@ -30,6 +30,7 @@ const (
 	outcomeLost     = "lost"
 	outcomeMismatch = "mismatch"
 	outcomeBusy     = "busy"
+	outcomeBusyElse = "busy_other"
 )
 
 // claimColumns are the types of claimSQL's columns, in order.
@@ -201,15 +202,24 @@ func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 	case outcomeTookOver:
 		return idem.Result{Won: true, TookOver: true}, nil
 	case outcomeBusy:
-		// Another claimant holds the key's lock and its row is not visible
-		// yet (a claim in progress, or a transactional claim whose
-		// transaction is open). It is in flight; how long its lease has
-		// left is unknown. It is reported as the caller's own request: a
-		// row this claim cannot see cannot be compared.
+		// A claimant of the same request holds the key's locks and its row
+		// is not visible yet (a claim in progress, or a transactional claim
+		// whose transaction is open). It is in flight; how long its lease
+		// has left is unknown.
 		return idem.Result{Existing: idem.Record{
 			State:       idem.StateInFlight,
 			Operation:   c.Operation,
 			Fingerprint: bytes.Clone(c.Fingerprint),
+		}}, nil
+	case outcomeBusyElse:
+		// Another request holds the key's lock and its row is not visible
+		// yet (SEMANTICS §3.5: a different request is a 422 whatever the
+		// row's state). Which operation and fingerprint it holds cannot be
+		// read, only that they are not c's: the record carries c's
+		// operation and no fingerprint, which no claim's fingerprint equals.
+		return idem.Result{Existing: idem.Record{
+			State:     idem.StateInFlight,
+			Operation: c.Operation,
 		}}, nil
 	default:
 		return idem.Result{}, fmt.Errorf("unexpected claim outcome %q", r.outcome)

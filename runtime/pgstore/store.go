@@ -88,7 +88,7 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 	if s.unusable != nil {
 		return idem.Result{}, s.unusable
 	}
-	rows, err := s.pool.Query(ctx, claimSQL, claimArgs(c)...)
+	rows, err := s.pool.Query(ctx, claimSQL, claimArgs(c, false)...)
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
@@ -171,17 +171,23 @@ func checkClaim(c idem.Claim) error {
 	return nil
 }
 
-func claimArgs(c idem.Claim) []any {
-	fp := c.Fingerprint
-	if fp == nil {
-		// The column is NOT NULL; an empty fingerprint is still a value.
-		fp = []byte{}
-	}
+// claimArgs are claimSQL's arguments; hold asks a won claim to keep its
+// locks at session level too (transactional mode).
+func claimArgs(c idem.Claim, hold bool) []any {
 	return []any{
-		c.Tenant, c.Scope, c.Key, c.Operation, fp, c.Token,
+		c.Tenant, c.Scope, c.Key, c.Operation, fingerprintArg(c.Fingerprint), c.Token,
 		c.Lease.Microseconds(), c.TTL.Microseconds(),
-		c.OnLeaseExpiry == idem.Takeover,
+		c.OnLeaseExpiry == idem.Takeover, hold,
 	}
+}
+
+// fingerprintArg sends a nil fingerprint as an empty one: the column is NOT
+// NULL, and an empty fingerprint is still a value.
+func fingerprintArg(fp []byte) []byte {
+	if fp == nil {
+		return []byte{}
+	}
+	return fp
 }
 
 func completeArgs(id idem.Identity, token string, resp idem.Response) ([]any, error) {

@@ -57,6 +57,10 @@ func TestConformanceTx(t *testing.T) {
 				_, err := sqlTx.ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, marker)
 				return err
 			},
+			Exec: func(ctx context.Context, tx any, sql string) error {
+				_, err := tx.(*sqlitestore.Tx).ExecContext(ctx, sql)
+				return err
+			},
 			Count: func(ctx context.Context, marker string) (int, error) {
 				var n int
 				err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE marker = ?`, marker).Scan(&n)

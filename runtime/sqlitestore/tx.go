@@ -3,8 +3,12 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sync/atomic"
+
+	"modernc.org/sqlite"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -21,7 +25,15 @@ import (
 // The handler's transaction ends when the lease runs out: database/sql rolls
 // it back once its context is done. A hung handler therefore cannot hold
 // SQLite's only write lock past its lease, and a retry can take the key
-// over; the late handler's Commit then reports ErrFenced.
+// over; the late handler's Commit then reports ErrFenced. ctx bounds the
+// claim only: the transaction outlives it, so that a client that hangs up
+// does not roll back a handler that is still running.
+//
+// The handler cannot end the transaction with a raw COMMIT, ROLLBACK or
+// BEGIN either: while it runs, the connection's authorizer refuses every
+// transaction statement. A handler that committed on its own would have
+// made its effects durable with the claim still in flight, for a takeover
+// to repeat once the lease ran out.
 func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx, error) {
 	res, err := s.Claim(ctx, c)
 	if err != nil || !res.Won {
@@ -40,19 +52,70 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 }
 
 func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*storeTx, error) {
-	txCtx, cancel := context.WithTimeout(ctx, c.Lease)
-	sqlTx, err := s.db.BeginTx(txCtx, nil)
-	if err != nil {
-		cancel()
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Lease)
+	t := &storeTx{s: s, ctx: txCtx, cancel: cancel, id: c.Identity, token: c.Token, held: true}
+	fail := func(err error) (*storeTx, error) {
+		t.close()
 		return nil, fmt.Errorf("sqlitestore: begin handler transaction: %w", err)
 	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	t.conn = conn
+	if err := conn.Raw(func(dc any) error {
+		ar, ok := dc.(sqlite.AuthorizerRegisterer)
+		if !ok {
+			return fmt.Errorf("the driver connection %T has no authorizer", dc)
+		}
+		return ar.RegisterAuthorizer(t.authorize)
+	}); err != nil {
+		return fail(err)
+	}
+	t.authorized = true
+	sqlTx, err := conn.BeginTx(txCtx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	t.tx, t.h = sqlTx, &Tx{tx: sqlTx}
 	id := c.Identity
 	if err := fenced(sqlTx.ExecContext(txCtx, holdClaim, id.Tenant, id.Scope, id.Key, c.Token)); err != nil {
 		_ = sqlTx.Rollback()
-		cancel()
-		return nil, fmt.Errorf("sqlitestore: begin handler transaction: %w", err)
+		return fail(err)
 	}
-	return &storeTx{s: s, tx: sqlTx, h: &Tx{tx: sqlTx}, ctx: txCtx, cancel: cancel, id: id, token: c.Token, held: true}, nil
+	t.handlerOwns.Store(true)
+	return t, nil
+}
+
+// authorize is the authorizer of a handler transaction's connection: while
+// the handler owns the transaction it may not end it or start another. Once
+// the lease's deadline has passed, database/sql's own ROLLBACK must pass.
+func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, _, _, _, _ string) sqlite.AuthorizerReturnCode {
+	if action == sqlite.AuthTransaction && t.handlerOwns.Load() && t.ctx.Err() == nil {
+		return sqlite.AuthorizerDeny
+	}
+	return sqlite.AuthorizerOK
+}
+
+// close ends what beginHeld set up, once the transaction has ended: the
+// authorizer comes off the connection before it goes back to the pool, and
+// the lease's deadline is released. A connection whose authorizer cannot
+// be removed is discarded rather than pooled.
+func (t *storeTx) close() {
+	t.handlerOwns.Store(false)
+	if t.conn != nil {
+		if t.authorized {
+			err := t.conn.Raw(func(dc any) error {
+				return dc.(sqlite.AuthorizerRegisterer).RegisterAuthorizer(nil)
+			})
+			if err != nil {
+				_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}
+		_ = t.conn.Close()
+		t.conn = nil
+	}
+	t.cancel()
 }
 
 // Begin implements idem.Transactor: a plain transaction for a keyless
@@ -68,11 +131,16 @@ func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
 // storeTx is the idem.Tx of sqlitestore: the *sql.Tx it ends itself, and
 // the Tx it hands the handler.
 type storeTx struct {
-	s      *Store
-	tx     *sql.Tx
-	h      *Tx
-	ctx    context.Context // the transaction's own context; done when its lease ran out
-	cancel context.CancelFunc
+	s  *Store
+	tx *sql.Tx
+	h  *Tx
+	// conn is the connection of a held transaction, with authorize
+	// registered on it when authorized is set; nil for Begin.
+	conn        *sql.Conn
+	authorized  bool
+	handlerOwns atomic.Bool
+	ctx         context.Context // the transaction's own context; done when its lease ran out
+	cancel      context.CancelFunc
 	// held is true when the transaction holds a claim (ClaimTx), false for
 	// a keyless one (Begin).
 	held  bool
@@ -85,7 +153,8 @@ func (t *storeTx) Driver() any { return t.h }
 
 // Commit implements idem.Tx.
 func (t *storeTx) Commit(ctx context.Context, resp idem.Response) error {
-	defer t.cancel()
+	t.handlerOwns.Store(false)
+	defer t.close()
 	if t.held {
 		if err := t.s.complete(ctx, t.tx, t.id, t.token, resp); err != nil {
 			_ = t.tx.Rollback()
@@ -100,8 +169,9 @@ func (t *storeTx) Commit(ctx context.Context, resp idem.Response) error {
 
 // Release implements idem.Tx.
 func (t *storeTx) Release(ctx context.Context) error {
-	defer t.cancel()
+	t.handlerOwns.Store(false)
 	rbErr := t.tx.Rollback()
+	t.close()
 	if errors.Is(rbErr, sql.ErrTxDone) {
 		// Rolled back already, when the lease ran out.
 		rbErr = nil

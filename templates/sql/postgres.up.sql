@@ -47,6 +47,37 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON idempotency_keys (expires_at);
 
+-- idempotency_lock_id is the advisory lock id of a key: every write a
+-- claim makes to the key happens while it holds this lock (see
+-- idempotency_claim). The lengths make the hashed text unambiguous whatever
+-- the parts contain, and the table's oid as the seed keeps two schemas of
+-- one database apart.
+CREATE OR REPLACE FUNCTION idempotency_lock_id(p_tenant text, p_scope text, p_key text)
+RETURNS bigint
+LANGUAGE sql STABLE
+AS $$
+    SELECT hashtextextended(
+        length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope || p_key,
+        'idempotency_keys'::regclass::oid::bigint)
+$$;
+
+-- idempotency_request_lock_id is the advisory lock id of one request for a
+-- key: the key and what makes a request the same (operation and
+-- fingerprint). A claim takes it before the key's lock and holds it as
+-- long, so a claim that gets this lock but not the key's knows that the
+-- key is held by another request (see idempotency_claim, 'busy_other').
+CREATE OR REPLACE FUNCTION idempotency_request_lock_id(
+    p_tenant text, p_scope text, p_key text, p_operation text, p_fingerprint bytea)
+RETURNS bigint
+LANGUAGE sql STABLE
+AS $$
+    SELECT hashtextextended(
+        length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope
+        || length(p_key) || ':' || p_key || length(p_operation) || ':' || p_operation
+        || encode(p_fingerprint, 'hex'),
+        'idempotency_keys'::regclass::oid::bigint)
+$$;
+
 -- idempotency_claim is the atomic claim: one call, one round trip, never a
 -- wait on another claim. It returns one row whose r_outcome is
 --   'won'       the caller holds the key with p_token (a new or expired row);
@@ -54,9 +85,15 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
 --   'lost'      a live row stands; the r_* columns describe it (replay,
 --               in flight, or indeterminate, possibly just marked so here);
 --   'mismatch'  a live row of another request (fingerprint or operation);
---   'busy'      another claimant holds the key's lock right now and its row
---               is not visible yet: answer "in flight" and let the client
---               retry shortly. The r_* columns are NULL.
+--   'busy'      a claimant of the same request (operation and fingerprint)
+--               holds the key right now and its row is not visible yet:
+--               answer "in flight" and let the client retry shortly. The
+--               r_* columns are NULL.
+--   'busy_other' a claimant of another request holds the key right now and
+--               its row is not visible yet: the key is in flight for a
+--               different request (a 422 for the caller, SEMANTICS §3.5),
+--               although which operation and fingerprint it holds cannot
+--               be read. The r_* columns are NULL.
 --
 -- pgstore calls it only after a plain read in the same statement found no
 -- row that decides the claim (see pgstore's claimSQL), so the function
@@ -84,10 +121,22 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
 -- blocking on the row. If the process dies, PostgreSQL aborts the
 -- transaction and both vanish, so the client's next retry runs at once. For
 -- a claim outside a transaction the lock lasts only for this call. The lock
--- id is a 64-bit hash of the key; the lengths make the hashed text
--- unambiguous whatever the parts contain, and the table's oid as the seed
--- keeps two schemas of one database apart. A hash collision only makes a
--- claim answer "busy" once.
+-- id is a 64-bit hash of the key (idempotency_lock_id).
+--
+-- Before the key's lock a claim takes the lock of its request
+-- (idempotency_request_lock_id) the same way. A claim that gets its
+-- request's lock but not the key's therefore knows that the key is held by
+-- another request, even though that request's row is invisible inside its
+-- open transaction: it answers 'busy_other', and the caller a 422 rather
+-- than a 409. A claim that cannot get its request's lock meets its own
+-- request in flight ('busy'). A hash collision makes a claim answer 'busy'
+-- once, or, with odds of one in 2^64 per pair of concurrent keys, a 422.
+--
+-- p_hold (transactional mode) makes a won claim also take both locks at
+-- session level. They then outlive the transaction if the handler ends it
+-- with a raw COMMIT or ROLLBACK, so that no other claim can write the key
+-- until pgstore has seen what the handler did, left the key indeterminate
+-- if it cannot tell, and unlocked them.
 CREATE OR REPLACE FUNCTION idempotency_claim(
     p_tenant      text,
     p_scope       text,
@@ -98,6 +147,7 @@ CREATE OR REPLACE FUNCTION idempotency_claim(
     p_lease_us    bigint,
     p_ttl_us      bigint,
     p_takeover    boolean,
+    p_hold        boolean,
     OUT r_outcome            text,
     OUT r_state              text,
     OUT r_operation          text,
@@ -113,6 +163,8 @@ AS $$
 DECLARE
     v_now   timestamptz;
     v_row   idempotency_keys%ROWTYPE;
+    v_lock  bigint := idempotency_lock_id(p_tenant, p_scope, p_key);
+    v_req   bigint := idempotency_request_lock_id(p_tenant, p_scope, p_key, p_operation, p_fingerprint);
 BEGIN
     -- A lost insert must be followed by a read that sees the row that beat
     -- it, even one committed after this call began. The check comes first
@@ -123,10 +175,12 @@ BEGIN
             current_setting('transaction_isolation')
             USING ERRCODE = 'IK002';
     END IF;
-    IF NOT pg_try_advisory_xact_lock(hashtextextended(
-            length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope || p_key,
-            'idempotency_keys'::regclass::oid::bigint)) THEN
+    IF NOT pg_try_advisory_xact_lock(v_req) THEN
         r_outcome := 'busy';
+        RETURN;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(v_lock) THEN
+        r_outcome := 'busy_other';
         RETURN;
     END IF;
 
@@ -147,7 +201,7 @@ BEGIN
         ON CONFLICT (tenant, scope, key) DO NOTHING;
         IF FOUND THEN
             r_outcome := 'won';
-            RETURN;
+            EXIT;
         END IF;
 
         -- An expired row counts as absent: replace it in place.
@@ -168,7 +222,7 @@ BEGIN
            AND k.expires_at <= v_now;
         IF FOUND THEN
             r_outcome := 'won';
-            RETURN;
+            EXIT;
         END IF;
 
         SELECT * INTO v_row
@@ -198,7 +252,7 @@ BEGIN
                AND k.lease_until <= v_now;
             IF FOUND THEN
                 r_outcome := 'took_over';
-                RETURN;
+                EXIT;
             END IF;
         ELSE
             UPDATE idempotency_keys k
@@ -217,6 +271,14 @@ BEGIN
 
     IF r_outcome IS NULL THEN
         r_outcome := 'busy';
+        RETURN;
+    END IF;
+    IF r_outcome IN ('won', 'took_over') THEN
+        IF p_hold THEN
+            -- This session holds both locks already (at transaction level),
+            -- so these never wait.
+            PERFORM pg_advisory_lock(v_req), pg_advisory_lock(v_lock);
+        END IF;
         RETURN;
     END IF;
 

@@ -149,7 +149,7 @@ func (s *Store) claimLocked(ctx context.Context, c idem.Claim) (res idem.Result,
 	case insert:
 		_, err = conn.ExecContext(ctx, upsertClaim,
 			id.Tenant, id.Scope, id.Key, c.Operation, c.Fingerprint,
-			c.Token, nowMs+durMillis(c.Lease), nowMs+durMillis(c.TTL), nowMs)
+			c.Token, nowMs+durMillis(c.Lease), nowMs+durMillis(max(c.TTL, c.Lease)), nowMs)
 		res = idem.Result{Won: true}
 	case takeover:
 		_, err = conn.ExecContext(ctx, takeOver, c.Token, nowMs+durMillis(c.Lease), id.Tenant, id.Scope, id.Key)

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) idem.Store) {
 		{"OmittedResponse", testOmittedResponse},
 		{"ExpiredRowIsReplaced", testExpiredRowIsReplaced},
 		{"TTLRunsFromFirstClaim", testTTLRunsFromFirstClaim},
+		{"TakeoverLeaseOutlivesTTL", testTakeoverLeaseOutlivesTTL},
 		{"LeaseExpiryTakeover", testLeaseExpiryTakeover},
 		{"LeaseExpiryFailClosed", testLeaseExpiryFailClosed},
 		{"ExpiredLeaseOfOtherRequestIsNotTakenOver", testExpiredLeaseOtherRequest},
@@ -432,6 +433,46 @@ func testTTLRunsFromFirstClaim(t *testing.T, s idem.Store) {
 	other.body = `{"amount":5}`
 	if res := mustWin(t, s, other.claim()); res.TookOver {
 		t.Errorf("claim of an expired key reports TookOver")
+	}
+}
+
+// A takeover whose lease runs past the key's TTL keeps the key alive with
+// it: an in-flight row with a running lease is never absent, or another
+// claim would win, and run, while the holder still runs; nor is it swept.
+func testTakeoverLeaseOutlivesTTL(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	const ttl = 900 * time.Millisecond
+	r := newRequest("k1")
+	r.lease = shortLease
+	r.ttl = ttl
+	start := time.Now()
+	mustWin(t, s, r.claim())
+	time.Sleep(pastLease)
+	r.lease = longLease
+	holder := r.claim()
+	if res := mustWin(t, s, holder); !res.TookOver {
+		t.Fatalf("claim after the lease ran out did not take over")
+	}
+	time.Sleep(time.Until(start.Add(ttl + 200*time.Millisecond)))
+
+	if sw, ok := s.(idem.Sweeper); ok {
+		if n, err := sw.Sweep(ctx, 100); err != nil || n != 0 {
+			t.Errorf("Sweep past the TTL, with the holder's lease running = %d, %v; want 0, nil", n, err)
+		}
+	}
+	other := r
+	other.body = `{"amount":5}`
+	for _, c := range []idem.Claim{r.claim(), other.claim()} {
+		res := mustClaim(t, s, c)
+		if res.Won {
+			t.Fatalf("a claim won the key past its TTL while the taken-over holder's lease runs (two live executions)")
+		}
+		if res.Existing.State != idem.StateInFlight || res.Existing.LeaseRemaining <= 0 {
+			t.Errorf("claim past the TTL lost to %+v, want the holder in flight", res.Existing)
+		}
+	}
+	if err := s.Complete(ctx, holder.Identity, holder.Token, sampleResponse()); err != nil {
+		t.Errorf("holder's Complete past the first TTL: %v", err)
 	}
 }
 

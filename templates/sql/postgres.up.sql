@@ -197,7 +197,7 @@ BEGIN
                 lease_token, lease_until, expires_at, created_at)
         VALUES (p_tenant, p_scope, p_key, p_operation, p_fingerprint, 'in_flight',
                 p_token, v_now + p_lease_us * interval '1 microsecond',
-                v_now + p_ttl_us * interval '1 microsecond', v_now)
+                v_now + greatest(p_ttl_us, p_lease_us) * interval '1 microsecond', v_now)
         ON CONFLICT (tenant, scope, key) DO NOTHING;
         IF FOUND THEN
             r_outcome := 'won';
@@ -211,7 +211,7 @@ BEGIN
                state        = 'in_flight',
                lease_token  = p_token,
                lease_until  = v_now + p_lease_us * interval '1 microsecond',
-               expires_at   = v_now + p_ttl_us * interval '1 microsecond',
+               expires_at   = v_now + greatest(p_ttl_us, p_lease_us) * interval '1 microsecond',
                created_at   = v_now,
                completed_at = NULL,
                status       = NULL,
@@ -242,10 +242,15 @@ BEGIN
 
         -- The lease of this very request's earlier claim ran out. The
         -- UPDATE is fenced on the token read, like every write to a claim.
+        -- A takeover keeps expires_at (a key lives ttl from its first
+        -- claim) unless its lease would outlive it: an in-flight row with
+        -- a running lease is never absent, or a new claim would win while
+        -- this holder still runs.
         IF p_takeover THEN
             UPDATE idempotency_keys k
                SET lease_token = p_token,
-                   lease_until = v_now + p_lease_us * interval '1 microsecond'
+                   lease_until = v_now + p_lease_us * interval '1 microsecond',
+                   expires_at  = greatest(k.expires_at, v_now + p_lease_us * interval '1 microsecond')
              WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
                AND k.state = 'in_flight'
                AND k.lease_token = v_row.lease_token
@@ -334,7 +339,8 @@ END;
 $$;
 
 -- idempotency_sweep deletes at most p_limit expired rows and returns how
--- many it deleted. SKIP LOCKED passes over rows that a claim is replacing
+-- many it deleted. A row in flight under a running lease is never swept,
+-- whatever its expiry. SKIP LOCKED passes over rows that a claim is replacing
 -- right now (and rows another sweeper holds), so sweepers on every replica
 -- can run at once and a claim waits at most for one bounded DELETE.
 -- Operators who prefer to schedule it in the database can use pg_cron:
@@ -349,6 +355,7 @@ AS $$
         SELECT k.tenant, k.scope, k.key
           FROM idempotency_keys k
          WHERE k.expires_at <= clock_timestamp()
+           AND NOT (k.state = 'in_flight' AND k.lease_until > clock_timestamp())
          ORDER BY k.expires_at
          LIMIT p_limit
            FOR UPDATE SKIP LOCKED

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -241,7 +242,7 @@ func copyResponse(resp *idem.Response) *idem.Response {
 	if resp.Header != nil {
 		c.Header = make(http.Header, len(resp.Header))
 		for k, v := range resp.Header {
-			c.Header[k] = append([]string(nil), v...)
+			c.Header[k] = slices.Clone(v)
 		}
 	}
 	return &c

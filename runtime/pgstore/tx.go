@@ -186,13 +186,8 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 		// The connection is idle: the handler ended the transaction.
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
-	args, err := completeArgs(c.Identity, c.Token, resp)
-	if err != nil {
-		t.s.giveBack(ctx, conn, c)
-		return err
-	}
 	b := &pgx.Batch{}
-	b.Queue(completeTxSQL, args...)
+	b.Queue(completeTxSQL, completeArgs(c.Identity, c.Token, resp)...)
 	b.Queue(commitSQL)
 	b.Queue(unlockSQL, unlockArgs(c)...)
 	br := conn.SendBatch(ctx, b)

@@ -3,12 +3,12 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // execer is what the token-checked writes need: a *sql.DB or a *sql.Tx.
@@ -77,14 +77,7 @@ func (s *Store) writeLocked(ctx context.Context, f func(e execer) error) error {
 // through e: the database for Store.Complete, the handler's transaction for
 // Tx.Commit.
 func (s *Store) complete(ctx context.Context, e execer, id idem.Identity, token string, resp idem.Response) error {
-	var headers sql.NullString
-	if resp.Header != nil {
-		b, err := json.Marshal(resp.Header)
-		if err != nil {
-			return fmt.Errorf("encode headers: %w", err)
-		}
-		headers = sql.NullString{String: string(b), Valid: true}
-	}
+	headers := headerwire.Encode(resp.Header)
 	body := resp.Body
 	if resp.Omitted {
 		// An omitted body is never replayed, so none is kept.

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) idem.Store) {
 		{"TenantScopeOperationMismatch", testOperationMismatch},
 		{"CompletedReplay", testCompletedReplay},
 		{"ReturnedRecordsAreCopies", testReturnedRecordsAreCopies},
+		{"HeaderBytesRoundTrip", testHeaderBytesRoundTrip},
 		{"OmittedResponse", testOmittedResponse},
 		{"ExpiredRowIsReplaced", testExpiredRowIsReplaced},
 		{"TTLRunsFromFirstClaim", testTTLRunsFromFirstClaim},
@@ -303,6 +304,49 @@ func testCompletedReplay(t *testing.T, s idem.Store) {
 	mustFence(t, "Release after Complete", s.Release(ctx, c.Identity, c.Token))
 	mustFence(t, "Abandon after Complete", s.Abandon(ctx, c.Identity, c.Token, idem.FailClosed))
 	mustLose(t, s, r.claim(), idem.StateCompleted)
+}
+
+// Every header value a handler can write replays byte for byte: NUL, bytes
+// that are not UTF-8, empty values, many values under one name, a name
+// with no values, and no headers at all (nil) as against none kept ({}).
+func testHeaderBytesRoundTrip(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	many := make([]string, 40)
+	for i := range many {
+		many[i] = fmt.Sprintf("v%d", i)
+	}
+	cases := map[string]http.Header{
+		"bytes": {
+			"X-Nul":          {"a\x00b", "\x00"},
+			"X-Ff":           {"\xff\xfe\xfd"},
+			"X-Invalid-Utf8": {"\xc3\x28", "caf\xe9", "\xed\xa0\x80"},
+			"X-Empty":        {"", ""},
+			"X-Many":         many,
+			"X-Quote":        {`"\\u0000"`, "{}[]"},
+			"Content-Type":   {"application/json; charset=utf-8"},
+		},
+		"no-values": {"X-None": {}},
+		"empty":     {},
+		"nil":       nil,
+	}
+	for name, h := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := newRequest("headers-" + name)
+			c := r.claim()
+			mustWin(t, s, c)
+			want := idem.Response{Status: http.StatusCreated, Header: h, Body: []byte("{}")}
+			if err := s.Complete(ctx, c.Identity, c.Token, want); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			rec := mustLose(t, s, r.claim(), idem.StateCompleted)
+			if rec.Response == nil {
+				t.Fatal("completed record has no response")
+			}
+			if diff := cmp.Diff(want, *rec.Response); diff != "" {
+				t.Errorf("replayed response differs (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
 
 // Neither the caller's response nor a returned record may share memory with

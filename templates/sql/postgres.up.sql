@@ -34,8 +34,10 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
     completed_at timestamptz,
     status       integer,
-    -- The replayable response headers as a JSON object of string arrays.
-    headers      jsonb,
+    -- The replayable response headers as length-prefixed bytes (names and
+    -- values), not JSON: a header value may hold NUL or bytes that are not
+    -- UTF-8, and must replay byte for byte.
+    headers      bytea,
     body         bytea,
     -- True when the body was larger than the policy's snapshot limit: the
     -- record is completed without it and replays answer 409.
@@ -154,7 +156,7 @@ CREATE OR REPLACE FUNCTION idempotency_claim(
     OUT r_fingerprint        bytea,
     OUT r_lease_remaining_us bigint,
     OUT r_status             integer,
-    OUT r_headers            jsonb,
+    OUT r_headers            bytea,
     OUT r_body               bytea,
     OUT r_body_omitted       boolean
 )
@@ -313,7 +315,7 @@ CREATE OR REPLACE FUNCTION idempotency_complete(
     p_key          text,
     p_token        text,
     p_status       integer,
-    p_headers      jsonb,
+    p_headers      bytea,
     p_body         bytea,
     p_body_omitted boolean
 ) RETURNS void

@@ -392,7 +392,7 @@ func emitEngine(f *jen.File) {
 }
 
 func emitAdapter(f *jen.File, op model.Operation) {
-	comment(f, fmt.Sprintf("%s adapts h, the handler of %s %s (%s), which writes inside the transaction that also records its key; Tx is the store's transaction type (pgx.Tx for pgstore, *sql.Tx for sqlitestore).",
+	comment(f, fmt.Sprintf("%s adapts h, the handler of %s %s (%s), which writes inside the transaction that also records its key; Tx is the store's transaction type (pgx.Tx for pgstore, *sqlitestore.Tx for sqlitestore).",
 		op.GoName, op.Method, op.Path, op.ID))
 	f.Func().Id(op.GoName).Types(jen.Id("Tx").Any()).Params(
 		jen.Id("h").Func().Params(

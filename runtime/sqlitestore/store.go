@@ -31,13 +31,18 @@ func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, re
 // completion lost the lock again and again to a storm of new claims, and
 // could time out after its handler had answered, leaving a finished request
 // in flight.
+//
+// A completion waits up to the completion wait, not the claims' lock wait:
+// a slow transactional handler holds SQLite's only write lock for as long
+// as its lease, and a completion that gave up behind it would leave a key
+// whose client already has its answer in flight, to end outcome-unknown.
 func (s *Store) write(ctx context.Context, f func(e execer) error) error {
-	give := time.Now().Add(s.lockWait)
+	give := time.Now().Add(s.completeWait)
 	// A completion waits its whole turn: unlike a claim it has nothing to
 	// re-read meanwhile, and its handler has already answered.
-	done, err := s.admit(ctx, s.lockWait)
+	done, err := s.admit(ctx, s.completeWait)
 	if err != nil {
-		return fmt.Errorf("no write turn within %v: %w", s.lockWait, err)
+		return fmt.Errorf("no write turn within %v: %w", s.completeWait, err)
 	}
 	defer done()
 	for {
@@ -46,7 +51,7 @@ func (s *Store) write(ctx context.Context, f func(e execer) error) error {
 			return err
 		}
 		if time.Now().After(give) {
-			return fmt.Errorf("no write lock within %v: %w", s.lockWait, err)
+			return fmt.Errorf("no write lock within %v: %w", s.completeWait, err)
 		}
 	}
 }

@@ -249,11 +249,11 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 	}
 	unknown := errors.Is(cause, errHandlerEndedTx)
 	if err == nil {
-		var tag pgconn.CommandTag
 		if unknown {
-			tag, err = pc.Exec(rctx, failClosedTxSQL, c.Tenant, c.Scope, c.Key, c.Token,
+			_, err = pc.Exec(rctx, failClosedTxSQL, c.Tenant, c.Scope, c.Key, c.Token,
 				c.Operation, fingerprintArg(c.Fingerprint), c.TTL.Microseconds())
 		} else {
+			var tag pgconn.CommandTag
 			tag, err = pc.Exec(rctx, markCommittedSQL, c.Tenant, c.Scope, c.Key, c.Token)
 			unknown = tag.RowsAffected() > 0
 		}

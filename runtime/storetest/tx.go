@@ -363,10 +363,9 @@ func testTxHandlerCannotEndTx(t *testing.T, s TxStore) {
 		// What the engine does next: the claim stays in flight, and the
 		// client's retry takes it over once the lease has run out.
 		time.Sleep(pastLease)
-		if tx2 := mustClaimTx(t, s, r.claim()); tx2 != nil {
-			mustWrite(t, s, tx2, "escape")
-			_ = tx2.Commit(ctx, sampleResponse())
-		}
+		tx2 := mustClaimTx(t, s, r.claim())
+		mustWrite(t, s, tx2, "escape")
+		_ = tx2.Commit(ctx, sampleResponse())
 	}
 	wantCount(t, s, "escape", 1)
 }

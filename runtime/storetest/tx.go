@@ -370,17 +370,24 @@ func testTxHandlerCannotEndTx(t *testing.T, s TxStore) {
 	wantCount(t, s, "escape", 1)
 }
 
-// rawEnd has the handler end its transaction with a raw statement. A store
-// may refuse the statement (then the transaction must be intact and Commit
-// must store the write once); if it runs it, the store cannot know what the
-// handler's writes became and must never free the key for a takeover.
-// It reports whether the statement ran.
-func rawEnd(t *testing.T, s TxStore, tx idem.Tx, stmt string) bool {
+// rawEnd has the handler end its transaction with a raw statement, after a
+// write of marker. A store may refuse the statement: then the transaction
+// must be intact, and Commit must store the write once. If the statement
+// ran, the store cannot know what the handler's writes became and must
+// never free the key for a takeover. It reports whether the statement ran.
+func rawEnd(t *testing.T, s TxStore, tx idem.Tx, stmt, marker string) bool {
 	t.Helper()
 	if s.Exec == nil {
 		t.Skip("the store's test gives no Exec")
 	}
-	return s.Exec(context.Background(), tx.Driver(), stmt) == nil
+	if s.Exec(context.Background(), tx.Driver(), stmt) == nil {
+		return true
+	}
+	if err := tx.Commit(context.Background(), sampleResponse()); err != nil {
+		t.Fatalf("Commit after a refused %s: %v", stmt, err)
+	}
+	wantCount(t, s, marker, 1)
+	return false
 }
 
 // wantOutcomeUnknown checks what a store must do after its handler ended the
@@ -420,11 +427,7 @@ func testTxHandlerRawCommit(t *testing.T, s TxStore) {
 	r.lease = shortLease
 	tx := mustClaimTx(t, s, r.claim())
 	mustWrite(t, s, tx, "raw-commit")
-	if !rawEnd(t, s, tx, "COMMIT") {
-		if err := tx.Commit(context.Background(), sampleResponse()); err != nil {
-			t.Fatalf("Commit after a refused COMMIT: %v", err)
-		}
-		wantCount(t, s, "raw-commit", 1)
+	if !rawEnd(t, s, tx, "COMMIT", "raw-commit") {
 		return
 	}
 	time.Sleep(pastLease)
@@ -445,11 +448,7 @@ func testTxHandlerRawRollback(t *testing.T, s TxStore) {
 	r := newRequest("k1")
 	tx := mustClaimTx(t, s, r.claim())
 	mustWrite(t, s, tx, "before-rollback")
-	if !rawEnd(t, s, tx, "ROLLBACK") {
-		if err := tx.Commit(context.Background(), sampleResponse()); err != nil {
-			t.Fatalf("Commit after a refused ROLLBACK: %v", err)
-		}
-		wantCount(t, s, "before-rollback", 1)
+	if !rawEnd(t, s, tx, "ROLLBACK", "before-rollback") {
 		return
 	}
 	mustWrite(t, s, tx, "after-rollback")

@@ -12,11 +12,13 @@ import (
 // the key over. Nothing was changed.
 var ErrFenced = errors.New("idem: lease token is no longer current")
 
-// ErrOutcomeUnknown reports that a transactional handler ended the
-// transaction itself (a raw COMMIT or ROLLBACK through the driver): its
-// writes may or may not be durable, so the store left the key held or
-// indeterminate instead of completing or freeing it.
-var ErrOutcomeUnknown = errors.New("idem: the handler ended the idempotency transaction; the outcome is unknown")
+// ErrOutcomeUnknown reports that a handler's effects may or may not have
+// committed: in transactional mode the handler ended or escaped the
+// transaction it was given (a raw COMMIT or ROLLBACK), so the store cannot
+// tell what its writes became. The store has left the key indeterminate
+// (or held) rather than free, so that no retry can repeat an applied
+// effect; an operator resolves it.
+var ErrOutcomeUnknown = errors.New("idem: the handler's effects may or may not have committed; the key is left indeterminate/held")
 
 // Identity is what the database keeps unique: one row per (tenant, scope, key).
 type Identity struct {
@@ -125,7 +127,8 @@ type Transactor interface {
 // Tx is an open transaction that holds a won claim.
 type Tx interface {
 	// Driver is the transaction the handler writes with: a pgx.Tx for
-	// pgstore, a *sql.Tx for sqlitestore.
+	// pgstore, a *sqlitestore.Tx for sqlitestore. Neither lets the handler
+	// commit or roll back: Commit and Release do.
 	Driver() any
 	// Commit writes resp as the key's completion and commits it together
 	// with the handler's writes. When the lease token is no longer current

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,7 +88,8 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 			state:       idem.StateInFlight,
 			token:       c.Token,
 			leaseUntil:  now.Add(c.Lease),
-			expiresAt:   now.Add(c.TTL),
+			// A running lease never outlives its key (see takeover below).
+			expiresAt: now.Add(max(c.TTL, c.Lease)),
 		}
 		return idem.Result{Won: true}, nil
 	}
@@ -97,9 +99,14 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 		switch c.OnLeaseExpiry {
 		case idem.Takeover:
 			// expires_at stays: a key lives ttl from its first claim, not
-			// from the latest takeover.
+			// from the latest takeover; unless the new lease would outlive
+			// it. An in-flight row with a running lease is never absent,
+			// or a new claim would win while this holder still runs.
 			r.token = c.Token
 			r.leaseUntil = now.Add(c.Lease)
+			if r.expiresAt.Before(r.leaseUntil) {
+				r.expiresAt = r.leaseUntil
+			}
 			return idem.Result{Won: true, TookOver: true}, nil
 		case idem.FailClosed:
 			r.state = idem.StateIndeterminate
@@ -180,7 +187,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 		if n == limit {
 			break
 		}
-		if !r.expiresAt.After(now) {
+		if !r.expiresAt.After(now) && !r.leaseRunning(now) {
 			delete(s.rows, id)
 			n++
 		}
@@ -194,6 +201,12 @@ func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.rows)
+}
+
+// leaseRunning reports whether r is in flight under a lease that has not run
+// out: such a row is never swept, whatever its expiry says.
+func (r *row) leaseRunning(now time.Time) bool {
+	return r.state == idem.StateInFlight && r.leaseUntil.After(now)
 }
 
 // held returns the in-flight row that token currently holds. The caller
@@ -229,7 +242,7 @@ func copyResponse(resp *idem.Response) *idem.Response {
 	if resp.Header != nil {
 		c.Header = make(http.Header, len(resp.Header))
 		for k, v := range resp.Header {
-			c.Header[k] = append([]string(nil), v...)
+			c.Header[k] = slices.Clone(v)
 		}
 	}
 	return &c

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // The claim's row is read from PostgreSQL's binary format directly rather
@@ -30,6 +31,7 @@ const (
 	outcomeLost     = "lost"
 	outcomeMismatch = "mismatch"
 	outcomeBusy     = "busy"
+	outcomeBusyElse = "busy_other"
 )
 
 // claimColumns are the types of claimSQL's columns, in order.
@@ -37,7 +39,7 @@ func claimColumns() [10]uint32 {
 	return [10]uint32{
 		pgtype.TextOID, pgtype.TextOID, pgtype.ByteaOID, // state, operation, fingerprint
 		pgtype.TimestamptzOID, pgtype.TimestamptzOID, // lease_until, now
-		pgtype.Int4OID, pgtype.JSONBOID, pgtype.ByteaOID, pgtype.BoolOID, // status, headers, body, body_omitted
+		pgtype.Int4OID, pgtype.ByteaOID, pgtype.ByteaOID, pgtype.BoolOID, // status, headers, body, body_omitted
 		pgtype.RecordOID, // idempotency_claim(...)
 	}
 }
@@ -47,7 +49,7 @@ func claimFields() [9]uint32 {
 	return [9]uint32{
 		pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.ByteaOID, // outcome, state, operation, fingerprint
 		pgtype.Int8OID,                                                   // lease remaining in µs
-		pgtype.Int4OID, pgtype.JSONBOID, pgtype.ByteaOID, pgtype.BoolOID, // status, headers, body, body_omitted
+		pgtype.Int4OID, pgtype.ByteaOID, pgtype.ByteaOID, pgtype.BoolOID, // status, headers, body, body_omitted
 	}
 }
 
@@ -60,7 +62,7 @@ type claimRow struct {
 	fingerprint []byte
 	remaining   time.Duration
 	status      int32
-	headers     []byte // jsonb text in the driver's buffer, still to be decoded
+	headers     []byte // headerwire bytes in the driver's buffer, still to be decoded
 	body        []byte
 	omitted     bool
 }
@@ -96,9 +98,9 @@ func decodeClaimRow(fds []pgconn.FieldDescription, values [][]byte) (claimRow, e
 		return claimRow{}, fmt.Errorf("the claim returned %d columns, want %d", len(values), len(want))
 	}
 	for i, fd := range fds {
-		// pgx asks for text and jsonb in the text format, the rest in
-		// binary; text is the same bytes in both.
-		textual := fd.DataTypeOID == pgtype.TextOID || fd.DataTypeOID == pgtype.JSONBOID
+		// pgx asks for text in the text format, the rest in binary; text
+		// is the same bytes in both.
+		textual := fd.DataTypeOID == pgtype.TextOID
 		if fd.DataTypeOID != want[i] || (fd.Format != pgtype.BinaryFormatCode && !textual) {
 			return claimRow{}, fmt.Errorf("claim column %d is type %d in format %d, want type %d in binary (%w)",
 				i, fd.DataTypeOID, fd.Format, want[i], ErrQueryExecMode)
@@ -117,7 +119,7 @@ func decodeClaimRow(fds []pgconn.FieldDescription, values [][]byte) (claimRow, e
 	leaseUntil, hasLease := d.int64(values[3])
 	now, hasNow := d.int64(values[4])
 	r.status, _ = d.int32(values[5])
-	r.headers = d.jsonb(values[6], fds[6].Format)
+	r.headers = values[6]
 	r.body = d.bytea(values[7])
 	r.omitted, _ = d.bool(values[8])
 	if d.err != nil {
@@ -164,7 +166,7 @@ func decodeClaimRecord(src []byte) (claimRow, error) {
 		case 5:
 			r.status, _ = d.int32(v)
 		case 6:
-			r.headers = d.jsonb(v, pgtype.BinaryFormatCode)
+			r.headers = v
 		case 7:
 			r.body = d.bytea(v)
 		case 8:
@@ -201,15 +203,24 @@ func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 	case outcomeTookOver:
 		return idem.Result{Won: true, TookOver: true}, nil
 	case outcomeBusy:
-		// Another claimant holds the key's lock and its row is not visible
-		// yet (a claim in progress, or a transactional claim whose
-		// transaction is open). It is in flight; how long its lease has
-		// left is unknown. It is reported as the caller's own request: a
-		// row this claim cannot see cannot be compared.
+		// A claimant of the same request holds the key's locks and its row
+		// is not visible yet (a claim in progress, or a transactional claim
+		// whose transaction is open). It is in flight; how long its lease
+		// has left is unknown.
 		return idem.Result{Existing: idem.Record{
 			State:       idem.StateInFlight,
 			Operation:   c.Operation,
 			Fingerprint: bytes.Clone(c.Fingerprint),
+		}}, nil
+	case outcomeBusyElse:
+		// Another request holds the key's lock and its row is not visible
+		// yet (SEMANTICS §3.5: a different request is a 422 whatever the
+		// row's state). Which operation and fingerprint it holds cannot be
+		// read, only that they are not c's: the record carries c's
+		// operation and no fingerprint, which no claim's fingerprint equals.
+		return idem.Result{Existing: idem.Record{
+			State:     idem.StateInFlight,
+			Operation: c.Operation,
 		}}, nil
 	default:
 		return idem.Result{}, fmt.Errorf("unexpected claim outcome %q", r.outcome)
@@ -228,13 +239,11 @@ func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 	case idem.StateCompleted:
 		// A NULL status or body_omitted reads as the zero value.
 		resp := &idem.Response{Body: r.body, Status: int(r.status), Omitted: r.omitted}
-		if len(r.headers) > 0 {
-			h, err := decodeHeaders(r.headers)
-			if err != nil {
-				return idem.Result{}, fmt.Errorf("stored headers: %w", err)
-			}
-			resp.Header = h
+		h, err := headerwire.Decode(r.headers)
+		if err != nil {
+			return idem.Result{}, fmt.Errorf("stored headers: %w", err)
 		}
+		resp.Header = h
 		rec.Response = resp
 	}
 	return idem.Result{Existing: rec}, nil
@@ -263,20 +272,6 @@ func (d *wireDecoder) bytea(v []byte) []byte {
 		return nil
 	}
 	return append([]byte{}, v...)
-}
-
-// jsonb returns the JSON text of a jsonb value in format, without the
-// binary format's version byte. It does not copy: decodeHeaders copies what
-// it keeps.
-func (d *wireDecoder) jsonb(v []byte, format int16) []byte {
-	if v == nil || format == pgtype.TextFormatCode {
-		return v
-	}
-	if len(v) == 0 || v[0] != 1 {
-		d.fail("jsonb", v)
-		return nil
-	}
-	return v[1:]
 }
 
 func (d *wireDecoder) int32(v []byte) (int32, bool) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // The wire decoder is exercised against the real database by every store
@@ -21,7 +23,7 @@ func claimFDs() []pgconn.FieldDescription {
 	var fds []pgconn.FieldDescription
 	for _, oid := range claimColumns() {
 		format := int16(pgtype.BinaryFormatCode)
-		if oid == pgtype.TextOID || oid == pgtype.JSONBOID {
+		if oid == pgtype.TextOID {
 			format = pgtype.TextFormatCode // as pgx asks for them
 		}
 		fds = append(fds, pgconn.FieldDescription{DataTypeOID: oid, Format: format})
@@ -87,7 +89,7 @@ func TestDecodeFunctionRecord(t *testing.T) {
 	vals[9] = record(
 		pgtype.TextOID, []byte("lost"), pgtype.TextOID, []byte("completed"), pgtype.TextOID, []byte("op"),
 		pgtype.ByteaOID, []byte{9}, pgtype.Int8OID, []byte(nil), pgtype.Int4OID, be32(201),
-		pgtype.JSONBOID, append([]byte{1}, `{"Location": ["/x"]}`...), pgtype.ByteaOID, []byte("body"),
+		pgtype.ByteaOID, headerwire.Encode(http.Header{"Location": {"/x"}}), pgtype.ByteaOID, []byte("body"),
 		pgtype.BoolOID, []byte{0},
 	)
 	r, err := decodeClaimRow(claimFDs(), vals)
@@ -133,7 +135,7 @@ func TestDecodeRejectsOtherShapes(t *testing.T) {
 			v := make([][]byte, 10)
 			v[9] = record(pgtype.TextOID, []byte("won"), pgtype.Int4OID, be32(1), pgtype.TextOID, []byte(nil),
 				pgtype.ByteaOID, []byte(nil), pgtype.Int8OID, []byte(nil), pgtype.Int4OID, []byte(nil),
-				pgtype.JSONBOID, []byte(nil), pgtype.ByteaOID, []byte(nil), pgtype.BoolOID, []byte(nil))
+				pgtype.ByteaOID, []byte(nil), pgtype.ByteaOID, []byte(nil), pgtype.BoolOID, []byte(nil))
 			return v
 		}, "field 1", false},
 		{"truncated record", claimFDs, func() [][]byte {
@@ -145,7 +147,7 @@ func TestDecodeRejectsOtherShapes(t *testing.T) {
 			v := make([][]byte, 10)
 			v[9] = record(pgtype.TextOID, []byte(nil), pgtype.TextOID, []byte(nil), pgtype.TextOID, []byte(nil),
 				pgtype.ByteaOID, []byte(nil), pgtype.Int8OID, []byte(nil), pgtype.Int4OID, []byte(nil),
-				pgtype.JSONBOID, []byte(nil), pgtype.ByteaOID, []byte(nil), pgtype.BoolOID, []byte(nil))
+				pgtype.ByteaOID, []byte(nil), pgtype.ByteaOID, []byte(nil), pgtype.BoolOID, []byte(nil))
 			return v
 		}, "no outcome", false},
 	}

@@ -41,6 +41,10 @@ func TestConformanceTx(t *testing.T) {
 				return storetest.TxStore{
 					Store: s,
 					Write: writeEffect,
+					Exec: func(ctx context.Context, driver any, sql string) error {
+						_, err := driver.(pgx.Tx).Exec(ctx, sql)
+						return err
+					},
 					Count: func(ctx context.Context, marker string) (int, error) {
 						return countEffects(ctx, pool, marker)
 					},

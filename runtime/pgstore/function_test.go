@@ -48,7 +48,7 @@ func TestClaimFunctionDecidesAlone(t *testing.T) {
 	for _, c := range cases {
 		var outcome, state pgtype.Text
 		err := pool.QueryRow(ctx, `SELECT r_outcome, r_state
-			FROM idempotency_claim('t', 's', $1, 'op', $2::bytea, 'new-token', 60000000, 3600000000, $3)`,
+			FROM idempotency_claim('t', 's', $1, 'op', $2::bytea, 'new-token', 60000000, 3600000000, $3, false)`,
 			c.key, c.fingerprint, c.takeover).Scan(&outcome, &state)
 		if err != nil {
 			t.Fatalf("claim %s: %v", c.key, err)
@@ -76,7 +76,7 @@ func TestClaimFunctionDecidesAlone(t *testing.T) {
 	}
 	var outcome, state pgtype.Text
 	if err := pool.QueryRow(ctx, `SELECT r_outcome, r_state
-		FROM idempotency_claim('t', 's', 'abandoned', 'op', '\x01', 'other', 60000000, 3600000000, false)`).Scan(&outcome, &state); err != nil {
+		FROM idempotency_claim('t', 's', 'abandoned', 'op', '\x01', 'other', 60000000, 3600000000, false, false)`).Scan(&outcome, &state); err != nil {
 		t.Fatal(err)
 	}
 	if outcome.String != "lost" || state.String != "indeterminate" {

@@ -40,7 +40,7 @@ package pgstore
 const claimSQL = `SELECT k.state, k.operation, k.fingerprint, k.lease_until, t.now,
        k.status, k.headers, k.body, k.body_omitted,
        CASE WHEN k.key IS NULL
-            THEN idempotency_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)
+            THEN idempotency_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
        END
   FROM (SELECT clock_timestamp() AS now) t
   LEFT JOIN idempotency_keys k
@@ -95,6 +95,53 @@ const sweepSQL = `SELECT idempotency_sweep($1)`
 // with the transaction, so the pooled connection comes back clean.
 const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
        set_config('statement_timeout', $1, true)`
+
+// unlockSQL releases the session-level locks that a transactional claim
+// takes beside its transaction's (idempotency_claim's p_hold). Queued
+// behind COMMIT, it costs no round trip of its own.
+const unlockSQL = `SELECT pg_advisory_unlock(idempotency_request_lock_id($1, $2, $3, $4, $5)),
+       pg_advisory_unlock(idempotency_lock_id($1, $2, $3))`
+
+// markCommittedSQL runs when a transactional Commit failed: its claim row
+// should have been rolled back with it. A row that is still in flight under
+// the claim's token was committed by the handler itself (a raw COMMIT), with
+// some of its effects, so the key is marked indeterminate rather than left
+// for a takeover that could repeat them. It runs while the claim's session
+// locks keep every other claim out, and is fenced on the token.
+const markCommittedSQL = `UPDATE idempotency_keys
+   SET state = 'indeterminate', lease_until = NULL
+ WHERE tenant = $1 AND scope = $2 AND key = $3
+   AND lease_token = $4 AND state = 'in_flight'`
+
+// failClosedTxSQL runs when the handler ended its transaction itself (a raw
+// COMMIT or ROLLBACK): what its writes became cannot be known, so the key
+// becomes indeterminate whether its claim row survived (COMMIT) or vanished
+// (ROLLBACK). The conflict branch is fenced: it marks only the claim's own
+// in-flight row, or replaces an expired one, and never overwrites a row
+// that another request holds. It runs while the claim's session locks keep
+// every other claim out. The TTL runs from now, as for a new claim.
+const failClosedTxSQL = `INSERT INTO idempotency_keys AS k
+       (tenant, scope, key, operation, fingerprint, state,
+        lease_token, lease_until, expires_at, created_at)
+VALUES ($1, $2, $3, $5, $6, 'indeterminate', $4, NULL,
+        clock_timestamp() + $7 * interval '1 microsecond', clock_timestamp())
+ON CONFLICT (tenant, scope, key) DO UPDATE
+   SET state        = 'indeterminate',
+       operation    = excluded.operation,
+       fingerprint  = excluded.fingerprint,
+       lease_token  = excluded.lease_token,
+       lease_until  = NULL,
+       expires_at   = CASE WHEN k.expires_at <= clock_timestamp()
+                           THEN excluded.expires_at ELSE k.expires_at END,
+       created_at   = CASE WHEN k.expires_at <= clock_timestamp()
+                           THEN excluded.created_at ELSE k.created_at END,
+       completed_at = NULL,
+       status       = NULL,
+       headers      = NULL,
+       body         = NULL,
+       body_omitted = false
+ WHERE (k.lease_token = excluded.lease_token AND k.state = 'in_flight')
+    OR k.expires_at <= clock_timestamp()`
 
 const (
 	commitSQL   = `COMMIT`

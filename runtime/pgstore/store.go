@@ -12,17 +12,15 @@
 // The pool must use a query execution mode that describes statements: pgx's
 // default (QueryExecModeCacheStatement) or QueryExecModeCacheDescribe. The
 // claim's result carries a record that is readable only in the binary
-// format, and the stored headers travel as jsonb parameters; the exec and
-// simple_protocol modes send and receive text without the types.
+// format; the exec and simple_protocol modes send and receive text without
+// the types.
 package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // Store is an idempotency store backed by a PostgreSQL pool. It implements
@@ -88,7 +87,7 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 	if s.unusable != nil {
 		return idem.Result{}, s.unusable
 	}
-	rows, err := s.pool.Query(ctx, claimSQL, claimArgs(c)...)
+	rows, err := s.pool.Query(ctx, claimSQL, claimArgs(c, false)...)
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
@@ -102,11 +101,7 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 // Complete stores resp for the claim held with token, or returns
 // idem.ErrFenced.
 func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
-	args, err := completeArgs(id, token, resp)
-	if err != nil {
-		return err
-	}
-	tag, err := s.pool.Exec(ctx, completeSQL, args...)
+	tag, err := s.pool.Exec(ctx, completeSQL, completeArgs(id, token, resp)...)
 	if err != nil {
 		return fmt.Errorf("pgstore: complete: %w", err)
 	}
@@ -171,33 +166,31 @@ func checkClaim(c idem.Claim) error {
 	return nil
 }
 
-func claimArgs(c idem.Claim) []any {
-	fp := c.Fingerprint
-	if fp == nil {
-		// The column is NOT NULL; an empty fingerprint is still a value.
-		fp = []byte{}
-	}
+// claimArgs are claimSQL's arguments; hold asks a won claim to keep its
+// locks at session level too (transactional mode).
+func claimArgs(c idem.Claim, hold bool) []any {
 	return []any{
-		c.Tenant, c.Scope, c.Key, c.Operation, fp, c.Token,
+		c.Tenant, c.Scope, c.Key, c.Operation, fingerprintArg(c.Fingerprint), c.Token,
 		c.Lease.Microseconds(), c.TTL.Microseconds(),
-		c.OnLeaseExpiry == idem.Takeover,
+		c.OnLeaseExpiry == idem.Takeover, hold,
 	}
 }
 
-func completeArgs(id idem.Identity, token string, resp idem.Response) ([]any, error) {
-	var headers []byte
-	if resp.Header != nil {
-		var err error
-		headers, err = json.Marshal(http.Header(resp.Header))
-		if err != nil {
-			return nil, fmt.Errorf("pgstore: complete: encode headers: %w", err)
-		}
+// fingerprintArg sends a nil fingerprint as an empty one: the column is NOT
+// NULL, and an empty fingerprint is still a value.
+func fingerprintArg(fp []byte) []byte {
+	if fp == nil {
+		return []byte{}
 	}
+	return fp
+}
+
+func completeArgs(id idem.Identity, token string, resp idem.Response) []any {
 	body := resp.Body
 	if resp.Omitted {
 		body = nil
 	}
-	return []any{id.Tenant, id.Scope, id.Key, token, int32(resp.Status), headers, body, resp.Omitted}, nil
+	return []any{id.Tenant, id.Scope, id.Key, token, int32(resp.Status), headerwire.Encode(resp.Header), body, resp.Omitted}
 }
 
 func isFenced(err error) bool {

@@ -127,7 +127,7 @@ func TestClaimRequiresReadCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = tx.Exec(ctx, `SELECT * FROM idempotency_claim('t', 's', 'k', 'op', '\x01', 'tok', 1000000, 1000000, true)`)
+	_, err = tx.Exec(ctx, `SELECT * FROM idempotency_claim('t', 's', 'k', 'op', '\x01', 'tok', 1000000, 1000000, true, false)`)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "IK002" {
 		t.Fatalf("claim under REPEATABLE READ = %v, want SQLSTATE IK002", err)

@@ -55,7 +55,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	b.Queue(txTimeoutsSQL, timeoutSetting(c.Lease))
-	b.Queue(claimSQL, claimArgs(c)...)
+	b.Queue(claimSQL, claimArgs(c, true)...)
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
 	if err == nil {
@@ -72,14 +72,16 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		err = cerr
 	}
 	if err != nil {
-		s.giveBack(ctx, conn)
+		// The claim may have been won before the error: its session locks
+		// must not stay on a pooled connection.
+		s.giveBack(ctx, conn, &c)
 		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if !res.Won {
-		s.giveBack(ctx, conn)
+		s.giveBack(ctx, conn, nil)
 		return res, nil, nil
 	}
-	return res, &tx{s: s, conn: conn, h: &handlerTx{tx: br.Tx()}, keyed: true, id: c.Identity, token: c.Token}, nil
+	return res, &tx{s: s, conn: conn, h: &handlerTx{tx: br.Tx()}, claim: &c}, nil
 }
 
 // Begin starts a plain READ COMMITTED transaction for a transactional
@@ -95,7 +97,7 @@ func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
 	}
 	ptx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		s.giveBack(ctx, conn)
+		s.giveBack(ctx, conn, nil)
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
 	return &tx{s: s, conn: conn, h: &handlerTx{tx: ptx}}, nil
@@ -108,20 +110,35 @@ func timeoutSetting(lease time.Duration) string {
 	return strconv.FormatInt(int64(max(ms, 1)), 10)
 }
 
-// giveBack rolls back whatever transaction conn still has open and returns
-// it to the pool. The rollback runs even when ctx is already cancelled;
-// should it fail, the pool closes the connection (it never pools one that
-// is not idle) and PostgreSQL aborts the transaction with it.
-func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn) {
+// cleanupTimeout bounds each statement that gives a connection back clean.
+const cleanupTimeout = 5 * time.Second
+
+// giveBack rolls back whatever transaction conn still has open, releases
+// the session locks of held when it is not nil (a claim that may have been
+// won with them), and returns conn to the pool. It runs even when ctx is
+// already cancelled. Should a statement fail, the connection is closed:
+// PostgreSQL then aborts the transaction and drops the locks with it, and
+// the pool never hands out a connection that still holds them.
+func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, held *idem.Claim) {
 	pc := conn.Conn()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	var err error
 	if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if _, err := pc.Exec(rctx, rollbackSQL); err != nil {
-			s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: rollback failed; closing the connection", slog.Any("err", err))
-		}
-		cancel()
+		_, err = pc.Exec(rctx, rollbackSQL)
+	}
+	if err == nil && held != nil && !pc.IsClosed() {
+		_, err = pc.Exec(rctx, unlockSQL, unlockArgs(held)...)
+	}
+	if err != nil {
+		s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: cleaning up a connection failed; closing it", slog.Any("err", err))
+		_ = pc.Close(rctx)
 	}
 	conn.Release()
+}
+
+func unlockArgs(c *idem.Claim) []any {
+	return []any{c.Tenant, c.Scope, c.Key, c.Operation, fingerprintArg(c.Fingerprint)}
 }
 
 // isLeaseTimeout reports the error of a session that
@@ -133,12 +150,12 @@ func isLeaseTimeout(err error) bool {
 
 // tx is the idem.Tx of pgstore.
 type tx struct {
-	s     *Store
-	conn  *pgxpool.Conn // nil once the transaction has ended
-	h     *handlerTx
-	keyed bool
-	id    idem.Identity
-	token string
+	s    *Store
+	conn *pgxpool.Conn // nil once the transaction has ended
+	h    *handlerTx
+	// claim is the won claim the transaction holds, with its session
+	// locks; nil for a keyless transaction (Begin).
+	claim *idem.Claim
 }
 
 var errTxEnded = errors.New("pgstore: transaction already ended")
@@ -147,68 +164,157 @@ var errTxEnded = errors.New("pgstore: transaction already ended")
 func (t *tx) Driver() any { return pgx.Tx(t.h) }
 
 // Commit writes resp as the key's completion and commits, in one round
-// trip: idempotency_complete and COMMIT are pipelined in one batch. When the
-// token is no longer current the function raises, the transaction aborts,
-// the COMMIT is never executed, everything is rolled back and Commit
-// returns idem.ErrFenced.
+// trip: idempotency_complete, COMMIT and the release of the claim's session
+// locks are pipelined in one batch. When the token is no longer current the
+// function raises, the transaction aborts, the COMMIT is never executed,
+// everything is rolled back and Commit returns idem.ErrFenced.
+//
+// A handler that ended the transaction itself (a raw COMMIT or ROLLBACK
+// through Exec or Conn) has written outside it: its effects may or may not
+// have committed. Commit then writes no completion, leaves the key
+// indeterminate and returns an error wrapping idem.ErrOutcomeUnknown.
 func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 	conn, err := t.end()
 	if err != nil {
 		return err
 	}
-	defer t.s.giveBack(ctx, conn)
+	if t.claim == nil {
+		return t.commitKeyless(ctx, conn)
+	}
+	c := t.claim
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		// The connection is idle: the handler ended the transaction.
+		return t.settle(ctx, conn, errHandlerEndedTx)
+	}
 	b := &pgx.Batch{}
-	if t.keyed {
-		args, err := completeArgs(t.id, t.token, resp)
-		if err != nil {
-			return err
-		}
-		b.Queue(completeTxSQL, args...)
-	}
+	b.Queue(completeTxSQL, completeArgs(c.Identity, c.Token, resp)...)
 	b.Queue(commitSQL)
+	b.Queue(unlockSQL, unlockArgs(c)...)
 	br := conn.SendBatch(ctx, b)
-	var err2 error
-	if t.keyed {
-		_, err2 = br.Exec()
-	}
+	_, err = br.Exec()
 	var tag pgconn.CommandTag
-	if err2 == nil {
-		tag, err2 = br.Exec()
+	if err == nil {
+		tag, err = br.Exec()
 	}
-	if cerr := br.Close(); err2 == nil {
-		err2 = cerr
+	if err == nil {
+		_, err = br.Exec()
 	}
-	if err2 != nil {
-		if isFenced(err2) {
-			return idem.ErrFenced
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err == nil && tag.String() == "COMMIT":
+		conn.Release()
+		return nil
+	case err == nil:
+		// COMMIT of a transaction in which a statement failed (the handler
+		// carried on after an error) answers ROLLBACK rather than an error.
+		return t.settle(ctx, conn, fmt.Errorf("pgstore: commit: the transaction was rolled back (%s): a statement in it failed", tag))
+	case isLeaseTimeout(err):
+		// The handler sat idle past its lease and PostgreSQL ended the
+		// session: its writes, its claim and its locks are gone, and the key
+		// may already belong to a retry. That is a fenced completion.
+		t.s.giveBack(ctx, conn, nil)
+		return fmt.Errorf("%w: the database ended the transaction when the lease ran out: %w", idem.ErrFenced, err)
+	case isFenced(err):
+		// While this transaction holds the key's locks no claim can take
+		// the key over, so a claim row that is not current any more was
+		// ended by the handler: a raw ROLLBACK, then a new transaction.
+		return t.settle(ctx, conn, errHandlerEndedTx)
+	default:
+		return t.settle(ctx, conn, fmt.Errorf("pgstore: commit: %w", err))
+	}
+}
+
+// errHandlerEndedTx is why settle fails a key closed.
+var errHandlerEndedTx = errors.New("the handler ended the transaction itself (a raw COMMIT or ROLLBACK)")
+
+// settle ends a keyed transaction whose commit did not go through. It rolls
+// back what is left of it and then, while the claim's session locks still
+// keep every other claim away from the key, makes sure that no takeover can
+// repeat what the handler may have committed on its own: when the handler
+// ended the transaction (cause is errHandlerEndedTx) the key becomes
+// indeterminate whatever its row became; otherwise a claim row that is still
+// in flight under the token can only have been committed by the handler,
+// and is marked indeterminate. Only then are the locks released. It returns
+// an error wrapping idem.ErrOutcomeUnknown in both cases, cause otherwise.
+func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error {
+	c := t.claim
+	pc := conn.Conn()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	var err error
+	if pc.PgConn().TxStatus() != 'I' {
+		_, err = pc.Exec(rctx, rollbackSQL)
+	}
+	unknown := errors.Is(cause, errHandlerEndedTx)
+	if err == nil {
+		if unknown {
+			_, err = pc.Exec(rctx, failClosedTxSQL, c.Tenant, c.Scope, c.Key, c.Token,
+				c.Operation, fingerprintArg(c.Fingerprint), c.TTL.Microseconds())
+		} else {
+			var tag pgconn.CommandTag
+			tag, err = pc.Exec(rctx, markCommittedSQL, c.Tenant, c.Scope, c.Key, c.Token)
+			unknown = tag.RowsAffected() > 0
 		}
-		if isLeaseTimeout(err2) {
-			// The handler sat idle past its lease and PostgreSQL ended the
-			// session: its writes and its claim are gone and the key may
-			// already belong to a retry. That is a fenced completion.
-			return fmt.Errorf("%w: the database ended the transaction when the lease ran out: %w", idem.ErrFenced, err2)
-		}
-		return fmt.Errorf("pgstore: commit: %w", err2)
 	}
-	// COMMIT of a transaction in which a statement failed (the handler
-	// carried on after an error) answers ROLLBACK rather than an error.
+	if err != nil {
+		// The key could not be marked: its claim row, if the handler
+		// committed one, stays in flight and is judged under onLeaseExpiry
+		// after its lease.
+		t.s.logger.LogAttrs(ctx, slog.LevelError, "pgstore: a transaction the handler may have ended could not be settled",
+			slog.Any("cause", cause), slog.Any("err", err))
+		t.s.giveBack(ctx, conn, c)
+		return fmt.Errorf("pgstore: commit: %w; settling it: %w", cause, err)
+	}
+	t.s.giveBack(ctx, conn, c)
+	if unknown {
+		return fmt.Errorf("pgstore: commit: %w: %w", cause, idem.ErrOutcomeUnknown)
+	}
+	return cause
+}
+
+// commitKeyless commits a transaction that holds no claim (Begin).
+func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
+	defer t.s.giveBack(ctx, conn, nil)
+	tag, err := conn.Exec(ctx, commitSQL)
+	if err != nil {
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
 	if tag.String() != "COMMIT" {
 		return fmt.Errorf("pgstore: commit: the transaction was rolled back (%s): a statement in it failed", tag)
 	}
 	return nil
 }
 
-// Release rolls back the handler's writes and the claim with them.
+// Release rolls back the handler's writes and the claim with them, and
+// releases the claim's session locks, in one round trip. A handler that
+// ended the transaction itself is settled as by Commit: its key becomes
+// indeterminate, and the error wraps idem.ErrOutcomeUnknown.
 func (t *tx) Release(ctx context.Context) error {
 	conn, err := t.end()
 	if err != nil {
 		return err
 	}
-	_, err = conn.Exec(ctx, rollbackSQL)
-	t.s.giveBack(ctx, conn)
-	if err != nil {
-		return fmt.Errorf("pgstore: release: %w", err)
+	if t.claim == nil {
+		_, err = conn.Exec(ctx, rollbackSQL)
+		t.s.giveBack(ctx, conn, nil)
+		if err != nil {
+			return fmt.Errorf("pgstore: release: %w", err)
+		}
+		return nil
 	}
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		return t.settle(ctx, conn, errHandlerEndedTx)
+	}
+	b := &pgx.Batch{}
+	b.Queue(rollbackSQL)
+	b.Queue(unlockSQL, unlockArgs(t.claim)...)
+	err = conn.SendBatch(ctx, b).Close()
+	if err != nil {
+		return t.settle(ctx, conn, fmt.Errorf("pgstore: release: %w", err))
+	}
+	conn.Release()
 	return nil
 }
 
@@ -303,8 +409,12 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	return h.tx.QueryRow(ctx, sql, args...)
 }
 
-// Conn returns the underlying connection.
-func (h *handlerTx) Conn() *pgx.Conn { return h.tx.Conn() }
+// Conn returns nil. The connection is the idempotency layer's: through it a
+// handler could end the transaction or write outside it, and the key could
+// not be kept. A handler that calls a method on the nil connection panics,
+// which the engine treats like any panic: the transaction is rolled back
+// and the key released.
+func (h *handlerTx) Conn() *pgx.Conn { return nil }
 
 // closedRows answers every call on an ended transaction with
 // pgx.ErrTxClosed.

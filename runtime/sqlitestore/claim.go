@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -13,6 +12,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // lockSlice is how long one attempt at the write lock waits before the
@@ -34,7 +34,7 @@ type stored struct {
 	leaseUntil  sql.NullInt64
 	expiresAt   int64
 	status      sql.NullInt64
-	headers     sql.NullString
+	headers     []byte
 	body        []byte
 	omitted     bool
 }
@@ -149,7 +149,7 @@ func (s *Store) claimLocked(ctx context.Context, c idem.Claim) (res idem.Result,
 	case insert:
 		_, err = conn.ExecContext(ctx, upsertClaim,
 			id.Tenant, id.Scope, id.Key, c.Operation, c.Fingerprint,
-			c.Token, nowMs+durMillis(c.Lease), nowMs+durMillis(c.TTL), nowMs)
+			c.Token, nowMs+durMillis(c.Lease), nowMs+durMillis(max(c.TTL, c.Lease)), nowMs)
 		res = idem.Result{Won: true}
 	case takeover:
 		_, err = conn.ExecContext(ctx, takeOver, c.Token, nowMs+durMillis(c.Lease), id.Tenant, id.Scope, id.Key)
@@ -251,11 +251,11 @@ func (r *stored) record(now int64) (idem.Record, error) {
 			Body:    r.body,
 			Omitted: r.omitted,
 		}
-		if r.headers.Valid {
-			if err := json.Unmarshal([]byte(r.headers.String), &resp.Header); err != nil {
-				return idem.Record{}, fmt.Errorf("sqlitestore: stored headers are not a JSON object of string arrays: %w", err)
-			}
+		h, err := headerwire.Decode(r.headers)
+		if err != nil {
+			return idem.Record{}, fmt.Errorf("sqlitestore: stored headers: %w", err)
 		}
+		resp.Header = h
 		rec.Response = resp
 	}
 	return rec, nil

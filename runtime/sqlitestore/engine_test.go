@@ -2,12 +2,12 @@ package sqlitestore_test
 
 import (
 	"context"
-	"database/sql"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
@@ -40,7 +40,7 @@ func TestEngineTransactional(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.EngineTx(t, s,
-		func(ctx context.Context, tx *sql.Tx, marker string) error {
+		func(ctx context.Context, tx *sqlitestore.Tx, marker string) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, marker)
 			return err
 		},

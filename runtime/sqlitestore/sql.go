@@ -38,11 +38,14 @@ ON CONFLICT (tenant, scope, key) DO UPDATE
        body_omitted = 0`
 
 // takeOver hands an abandoned claim to a new token. expires_at is left
-// alone: a key lives ttl from its first claim, not from its latest holder.
+// alone, since a key lives ttl from its first claim, not from its latest
+// holder, unless the new lease would outlive it: an in-flight row with a
+// running lease is never absent, or a new claim would win while the new
+// holder still runs.
 const takeOver = `
 UPDATE idempotency_keys
-   SET lease_token = ?, lease_until = ?
- WHERE tenant = ? AND scope = ? AND key = ?`
+   SET lease_token = ?1, lease_until = ?2, expires_at = max(expires_at, ?2)
+ WHERE tenant = ?3 AND scope = ?4 AND key = ?5`
 
 // failClosed marks an abandoned claim indeterminate for an operator.
 const failClosed = `
@@ -91,9 +94,11 @@ UPDATE idempotency_keys
    AND lease_token = ? AND state = 'in_flight'`
 
 // sweep deletes a bounded batch of expired rows, found through the
-// expires_at index, so that the write lock is held only briefly.
+// expires_at index, so that the write lock is held only briefly. A row in
+// flight under a running lease is never swept, whatever its expiry.
 const sweep = `
 DELETE FROM idempotency_keys
  WHERE rowid IN (SELECT rowid FROM idempotency_keys
-                  WHERE expires_at <= ?
-                  LIMIT ?)`
+                  WHERE expires_at <= ?1
+                    AND NOT (state = 'in_flight' AND lease_until > ?1)
+                  LIMIT ?2)`

@@ -1,7 +1,8 @@
 // Package sqlitestore keeps idempotency keys in SQLite through the pure-Go
 // driver modernc.org/sqlite (driver name "sqlite"), so that a service needs
 // no cgo and no database server. It implements idem.Store, idem.Sweeper and
-// idem.Transactor; a transaction's Driver is a *sql.Tx.
+// idem.Transactor; a transaction's Driver is a *Tx, which reads and writes
+// like a *sql.Tx but cannot commit or roll back.
 //
 // SQLite lets one connection write at a time. The store is built around
 // that: readers never wait (the database runs in WAL mode), a claim that
@@ -52,6 +53,19 @@ func WithLockWait(d time.Duration) Option {
 	}
 }
 
+// WithCompletionWait sets how long a completion, release or abandonment may
+// wait for SQLite's write lock before it fails (default 2m). It should be
+// longer than the longest lease of a transactional operation, whose handler
+// holds the lock for up to its lease; the context passed to the call bounds
+// the wait too.
+func WithCompletionWait(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.completeWait = d
+		}
+	}
+}
+
 // Store is an idem.Store, idem.Sweeper and idem.Transactor on one SQLite
 // database holding the idempotency_keys table.
 type Store struct {
@@ -59,6 +73,9 @@ type Store struct {
 	ownsDB   bool
 	now      func() time.Time
 	lockWait time.Duration
+	// completeWait bounds how long a completion, release or abandonment
+	// waits for the write lock (see Store.write).
+	completeWait time.Duration
 	// writers admits one of this process's short writes (a claim's write
 	// path, a completion, a release) at a time, in arrival order. SQLite has
 	// a single writer anyway; queueing here instead of in SQLite's busy
@@ -113,7 +130,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // store relies on WAL mode and on transactions that begin IMMEDIATE. Close
 // leaves db open.
 func New(db *sql.DB, opts ...Option) *Store {
-	s := &Store{db: db, now: time.Now, lockWait: 5 * time.Second, writers: make(chan struct{}, 1)}
+	s := &Store{db: db, now: time.Now, lockWait: 5 * time.Second, completeWait: 2 * time.Minute, writers: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(s)
 	}

@@ -2,11 +2,11 @@ package sqlitestore_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
@@ -51,11 +51,15 @@ func TestConformanceTx(t *testing.T) {
 		return storetest.TxStore{
 			Store: s,
 			Write: func(ctx context.Context, tx any, marker string) error {
-				sqlTx, ok := tx.(*sql.Tx)
+				sqlTx, ok := tx.(*sqlitestore.Tx)
 				if !ok {
-					return fmt.Errorf("Driver() is %T, want *sql.Tx", tx)
+					return fmt.Errorf("Driver() is %T, want *sqlitestore.Tx", tx)
 				}
 				_, err := sqlTx.ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, marker)
+				return err
+			},
+			Exec: func(ctx context.Context, tx any, sql string) error {
+				_, err := tx.(*sqlitestore.Tx).ExecContext(ctx, sql)
 				return err
 			},
 			Count: func(ctx context.Context, marker string) (int, error) {
@@ -114,5 +118,57 @@ func TestStoreErrorsAreReported(t *testing.T) {
 	}
 	if err := s.Complete(ctx, c.Identity, c.Token, idem.Response{Status: 200}); err == nil || errors.Is(err, idem.ErrFenced) {
 		t.Errorf("Complete without a table = %v, want a store error that is not ErrFenced", err)
+	}
+}
+
+// A slow transactional handler holds SQLite's write lock far longer than a
+// claim's lock wait; the completions of other keys, whose clients already
+// have their answers, must wait for it rather than fail and leave their
+// keys in flight.
+func TestCompletionsOutwaitASlowTransaction(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, sqlitestore.WithLockWait(200*time.Millisecond))
+	claim := func(key string) idem.Claim {
+		return idem.Claim{
+			Identity:      idem.Identity{Tenant: "t", Scope: "op", Key: key},
+			Operation:     "op",
+			Fingerprint:   []byte{1},
+			Token:         "tok-" + key,
+			Lease:         time.Minute,
+			TTL:           time.Hour,
+			OnLeaseExpiry: idem.Takeover,
+		}
+	}
+	const keys = 6
+	for i := range keys {
+		if res, err := s.Claim(ctx, claim(fmt.Sprint(i))); err != nil || !res.Won {
+			t.Fatalf("claim %d: won %v, %v", i, res.Won, err)
+		}
+	}
+	res, tx, err := s.ClaimTx(ctx, claim("slow"))
+	if err != nil || !res.Won {
+		t.Fatalf("ClaimTx: won %v, %v", res.Won, err)
+	}
+	errs := make(chan error, keys)
+	for i := range keys {
+		go func() {
+			c := claim(fmt.Sprint(i))
+			errs <- s.Complete(ctx, c.Identity, c.Token, idem.Response{Status: 201})
+		}()
+	}
+	time.Sleep(1500 * time.Millisecond) // the slow handler, holding the lock
+	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+		t.Fatalf("slow Commit: %v", err)
+	}
+	for range keys {
+		if err := <-errs; err != nil {
+			t.Errorf("Complete behind a slow transaction: %v", err)
+		}
+	}
+	for i := range keys {
+		res, err := s.Claim(ctx, claim(fmt.Sprint(i)))
+		if err != nil || res.Won || res.Existing.State != idem.StateCompleted {
+			t.Errorf("key %d after its completion: %+v, %v; want completed", i, res, err)
+		}
 	}
 }

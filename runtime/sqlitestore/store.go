@@ -3,12 +3,12 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // execer is what the token-checked writes need: a *sql.DB or a *sql.Tx.
@@ -31,13 +31,18 @@ func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, re
 // completion lost the lock again and again to a storm of new claims, and
 // could time out after its handler had answered, leaving a finished request
 // in flight.
+//
+// A completion waits up to the completion wait, not the claims' lock wait:
+// a slow transactional handler holds SQLite's only write lock for as long
+// as its lease, and a completion that gave up behind it would leave a key
+// whose client already has its answer in flight, to end outcome-unknown.
 func (s *Store) write(ctx context.Context, f func(e execer) error) error {
-	give := time.Now().Add(s.lockWait)
+	give := time.Now().Add(s.completeWait)
 	// A completion waits its whole turn: unlike a claim it has nothing to
 	// re-read meanwhile, and its handler has already answered.
-	done, err := s.admit(ctx, s.lockWait)
+	done, err := s.admit(ctx, s.completeWait)
 	if err != nil {
-		return fmt.Errorf("no write turn within %v: %w", s.lockWait, err)
+		return fmt.Errorf("no write turn within %v: %w", s.completeWait, err)
 	}
 	defer done()
 	for {
@@ -46,7 +51,7 @@ func (s *Store) write(ctx context.Context, f func(e execer) error) error {
 			return err
 		}
 		if time.Now().After(give) {
-			return fmt.Errorf("no write lock within %v: %w", s.lockWait, err)
+			return fmt.Errorf("no write lock within %v: %w", s.completeWait, err)
 		}
 	}
 }
@@ -77,14 +82,7 @@ func (s *Store) writeLocked(ctx context.Context, f func(e execer) error) error {
 // through e: the database for Store.Complete, the handler's transaction for
 // Tx.Commit.
 func (s *Store) complete(ctx context.Context, e execer, id idem.Identity, token string, resp idem.Response) error {
-	var headers sql.NullString
-	if resp.Header != nil {
-		b, err := json.Marshal(resp.Header)
-		if err != nil {
-			return fmt.Errorf("encode headers: %w", err)
-		}
-		headers = sql.NullString{String: string(b), Valid: true}
-	}
+	headers := headerwire.Encode(resp.Header)
 	body := resp.Body
 	if resp.Omitted {
 		// An omitted body is never replayed, so none is kept.

@@ -3,8 +3,12 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sync/atomic"
+
+	"modernc.org/sqlite"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -21,7 +25,15 @@ import (
 // The handler's transaction ends when the lease runs out: database/sql rolls
 // it back once its context is done. A hung handler therefore cannot hold
 // SQLite's only write lock past its lease, and a retry can take the key
-// over; the late handler's Commit then reports ErrFenced.
+// over; the late handler's Commit then reports ErrFenced. ctx bounds the
+// claim only: the transaction outlives it, so that a client that hangs up
+// does not roll back a handler that is still running.
+//
+// The handler cannot end the transaction with a raw COMMIT, ROLLBACK or
+// BEGIN either: while it runs, the connection's authorizer refuses every
+// transaction statement. A handler that committed on its own would have
+// made its effects durable with the claim still in flight, for a takeover
+// to repeat once the lease ran out.
 func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx, error) {
 	res, err := s.Claim(ctx, c)
 	if err != nil || !res.Won {
@@ -39,20 +51,71 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	return res, t, nil
 }
 
-func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*tx, error) {
-	txCtx, cancel := context.WithTimeout(ctx, c.Lease)
-	sqlTx, err := s.db.BeginTx(txCtx, nil)
-	if err != nil {
-		cancel()
+func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*storeTx, error) {
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Lease)
+	t := &storeTx{s: s, ctx: txCtx, cancel: cancel, id: c.Identity, token: c.Token, held: true}
+	fail := func(err error) (*storeTx, error) {
+		t.close()
 		return nil, fmt.Errorf("sqlitestore: begin handler transaction: %w", err)
 	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	t.conn = conn
+	if err := conn.Raw(func(dc any) error {
+		ar, ok := dc.(sqlite.AuthorizerRegisterer)
+		if !ok {
+			return fmt.Errorf("the driver connection %T has no authorizer", dc)
+		}
+		return ar.RegisterAuthorizer(t.authorize)
+	}); err != nil {
+		return fail(err)
+	}
+	t.authorized = true
+	sqlTx, err := conn.BeginTx(txCtx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	t.tx, t.h = sqlTx, &Tx{tx: sqlTx}
 	id := c.Identity
 	if err := fenced(sqlTx.ExecContext(txCtx, holdClaim, id.Tenant, id.Scope, id.Key, c.Token)); err != nil {
 		_ = sqlTx.Rollback()
-		cancel()
-		return nil, fmt.Errorf("sqlitestore: begin handler transaction: %w", err)
+		return fail(err)
 	}
-	return &tx{s: s, tx: sqlTx, ctx: txCtx, cancel: cancel, id: id, token: c.Token, held: true}, nil
+	t.handlerOwns.Store(true)
+	return t, nil
+}
+
+// authorize is the authorizer of a handler transaction's connection: while
+// the handler owns the transaction it may not end it or start another. Once
+// the lease's deadline has passed, database/sql's own ROLLBACK must pass.
+func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, _, _, _, _ string) sqlite.AuthorizerReturnCode {
+	if action == sqlite.AuthTransaction && t.handlerOwns.Load() && t.ctx.Err() == nil {
+		return sqlite.AuthorizerDeny
+	}
+	return sqlite.AuthorizerOK
+}
+
+// close ends what beginHeld set up, once the transaction has ended: the
+// authorizer comes off the connection before it goes back to the pool, and
+// the lease's deadline is released. A connection whose authorizer cannot
+// be removed is discarded rather than pooled.
+func (t *storeTx) close() {
+	t.handlerOwns.Store(false)
+	if t.conn != nil {
+		if t.authorized {
+			err := t.conn.Raw(func(dc any) error {
+				return dc.(sqlite.AuthorizerRegisterer).RegisterAuthorizer(nil)
+			})
+			if err != nil {
+				_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}
+		_ = t.conn.Close()
+		t.conn = nil
+	}
+	t.cancel()
 }
 
 // Begin implements idem.Transactor: a plain transaction for a keyless
@@ -62,15 +125,22 @@ func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: begin: %w", err)
 	}
-	return &tx{s: s, tx: sqlTx, ctx: ctx, cancel: func() {}}, nil
+	return &storeTx{s: s, tx: sqlTx, h: &Tx{tx: sqlTx}, ctx: ctx, cancel: func() {}}, nil
 }
 
-// tx is an idem.Tx on a *sql.Tx.
-type tx struct {
-	s      *Store
-	tx     *sql.Tx
-	ctx    context.Context // the transaction's own context; done when its lease ran out
-	cancel context.CancelFunc
+// storeTx is the idem.Tx of sqlitestore: the *sql.Tx it ends itself, and
+// the Tx it hands the handler.
+type storeTx struct {
+	s  *Store
+	tx *sql.Tx
+	h  *Tx
+	// conn is the connection of a held transaction, with authorize
+	// registered on it when authorized is set; nil for Begin.
+	conn        *sql.Conn
+	authorized  bool
+	handlerOwns atomic.Bool
+	ctx         context.Context // the transaction's own context; done when its lease ran out
+	cancel      context.CancelFunc
 	// held is true when the transaction holds a claim (ClaimTx), false for
 	// a keyless one (Begin).
 	held  bool
@@ -78,12 +148,13 @@ type tx struct {
 	token string
 }
 
-// Driver implements idem.Tx; it returns the *sql.Tx.
-func (t *tx) Driver() any { return t.tx }
+// Driver implements idem.Tx; it returns the *Tx the handler writes with.
+func (t *storeTx) Driver() any { return t.h }
 
 // Commit implements idem.Tx.
-func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
-	defer t.cancel()
+func (t *storeTx) Commit(ctx context.Context, resp idem.Response) error {
+	t.handlerOwns.Store(false)
+	defer t.close()
 	if t.held {
 		if err := t.s.complete(ctx, t.tx, t.id, t.token, resp); err != nil {
 			_ = t.tx.Rollback()
@@ -97,9 +168,10 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 }
 
 // Release implements idem.Tx.
-func (t *tx) Release(ctx context.Context) error {
-	defer t.cancel()
+func (t *storeTx) Release(ctx context.Context) error {
+	t.handlerOwns.Store(false)
 	rbErr := t.tx.Rollback()
+	t.close()
 	if errors.Is(rbErr, sql.ErrTxDone) {
 		// Rolled back already, when the lease ran out.
 		rbErr = nil
@@ -116,7 +188,7 @@ func (t *tx) Release(ctx context.Context) error {
 // ended explains an error from a transaction. One that failed because its
 // lease ran out has lost the claim as surely as a fenced one: a retry may
 // already have taken the key over.
-func (t *tx) ended(op string, err error) error {
+func (t *storeTx) ended(op string, err error) error {
 	if errors.Is(err, idem.ErrFenced) {
 		return fmt.Errorf("sqlitestore: %s: %w", op, err)
 	}
@@ -124,4 +196,65 @@ func (t *tx) ended(op string, err error) error {
 		return fmt.Errorf("sqlitestore: %s: the lease ran out and the transaction was rolled back (%v): %w", op, err, idem.ErrFenced)
 	}
 	return fmt.Errorf("sqlitestore: %s: %w", op, err)
+}
+
+// Tx is the transaction a transactional handler writes with (the Driver of
+// sqlitestore's idem.Tx; reach it with idem.TxFrom[*sqlitestore.Tx]). It
+// reads and writes like a *sql.Tx, but has no Commit or Rollback: the
+// idempotency layer commits the handler's writes together with the key's
+// completion, or rolls both back. A handler that committed on its own would
+// make its effect durable without its key, so that a retry ran it again; a
+// handler that rolled back would silently lose every write it made. To
+// undo its writes, a handler answers with a status that is not stored (or
+// panics).
+type Tx struct {
+	tx *sql.Tx
+}
+
+// ExecContext runs a statement that returns no rows inside the transaction.
+func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+// Exec is ExecContext with context.Background.
+func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(context.Background(), query, args...)
+}
+
+// QueryContext runs a query inside the transaction.
+func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+// Query is QueryContext with context.Background.
+func (t *Tx) Query(query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(context.Background(), query, args...)
+}
+
+// QueryRowContext runs a query that returns at most one row inside the
+// transaction.
+func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// QueryRow is QueryRowContext with context.Background.
+func (t *Tx) QueryRow(query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(context.Background(), query, args...)
+}
+
+// PrepareContext prepares a statement for use inside the transaction; it is
+// closed when the transaction ends.
+func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return t.tx.PrepareContext(ctx, query)
+}
+
+// Prepare is PrepareContext with context.Background.
+func (t *Tx) Prepare(query string) (*sql.Stmt, error) {
+	return t.tx.PrepareContext(context.Background(), query)
+}
+
+// StmtContext returns stmt, prepared on the database, as a statement that
+// runs inside the transaction.
+func (t *Tx) StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt {
+	return t.tx.StmtContext(ctx, stmt)
 }

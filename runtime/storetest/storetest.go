@@ -54,9 +54,11 @@ func Run(t *testing.T, open func(t *testing.T) idem.Store) {
 		{"TenantScopeOperationMismatch", testOperationMismatch},
 		{"CompletedReplay", testCompletedReplay},
 		{"ReturnedRecordsAreCopies", testReturnedRecordsAreCopies},
+		{"HeaderBytesRoundTrip", testHeaderBytesRoundTrip},
 		{"OmittedResponse", testOmittedResponse},
 		{"ExpiredRowIsReplaced", testExpiredRowIsReplaced},
 		{"TTLRunsFromFirstClaim", testTTLRunsFromFirstClaim},
+		{"TakeoverLeaseOutlivesTTL", testTakeoverLeaseOutlivesTTL},
 		{"LeaseExpiryTakeover", testLeaseExpiryTakeover},
 		{"LeaseExpiryFailClosed", testLeaseExpiryFailClosed},
 		{"ExpiredLeaseOfOtherRequestIsNotTakenOver", testExpiredLeaseOtherRequest},
@@ -304,6 +306,49 @@ func testCompletedReplay(t *testing.T, s idem.Store) {
 	mustLose(t, s, r.claim(), idem.StateCompleted)
 }
 
+// Every header value a handler can write replays byte for byte: NUL, bytes
+// that are not UTF-8, empty values, many values under one name, a name
+// with no values, and no headers at all (nil) as against none kept ({}).
+func testHeaderBytesRoundTrip(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	many := make([]string, 40)
+	for i := range many {
+		many[i] = fmt.Sprintf("v%d", i)
+	}
+	cases := map[string]http.Header{
+		"bytes": {
+			"X-Nul":          {"a\x00b", "\x00"},
+			"X-Ff":           {"\xff\xfe\xfd"},
+			"X-Invalid-Utf8": {"\xc3\x28", "caf\xe9", "\xed\xa0\x80"},
+			"X-Empty":        {"", ""},
+			"X-Many":         many,
+			"X-Quote":        {`"\\u0000"`, "{}[]"},
+			"Content-Type":   {"application/json; charset=utf-8"},
+		},
+		"no-values": {"X-None": {}},
+		"empty":     {},
+		"nil":       nil,
+	}
+	for name, h := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := newRequest("headers-" + name)
+			c := r.claim()
+			mustWin(t, s, c)
+			want := idem.Response{Status: http.StatusCreated, Header: h, Body: []byte("{}")}
+			if err := s.Complete(ctx, c.Identity, c.Token, want); err != nil {
+				t.Fatalf("Complete: %v", err)
+			}
+			rec := mustLose(t, s, r.claim(), idem.StateCompleted)
+			if rec.Response == nil {
+				t.Fatal("completed record has no response")
+			}
+			if diff := cmp.Diff(want, *rec.Response); diff != "" {
+				t.Errorf("replayed response differs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // Neither the caller's response nor a returned record may share memory with
 // what the store keeps.
 func testReturnedRecordsAreCopies(t *testing.T, s idem.Store) {
@@ -432,6 +477,46 @@ func testTTLRunsFromFirstClaim(t *testing.T, s idem.Store) {
 	other.body = `{"amount":5}`
 	if res := mustWin(t, s, other.claim()); res.TookOver {
 		t.Errorf("claim of an expired key reports TookOver")
+	}
+}
+
+// A takeover whose lease runs past the key's TTL keeps the key alive with
+// it: an in-flight row with a running lease is never absent, or another
+// claim would win, and run, while the holder still runs; nor is it swept.
+func testTakeoverLeaseOutlivesTTL(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	const ttl = 900 * time.Millisecond
+	r := newRequest("k1")
+	r.lease = shortLease
+	r.ttl = ttl
+	start := time.Now()
+	mustWin(t, s, r.claim())
+	time.Sleep(pastLease)
+	r.lease = longLease
+	holder := r.claim()
+	if res := mustWin(t, s, holder); !res.TookOver {
+		t.Fatalf("claim after the lease ran out did not take over")
+	}
+	time.Sleep(time.Until(start.Add(ttl + 200*time.Millisecond)))
+
+	if sw, ok := s.(idem.Sweeper); ok {
+		if n, err := sw.Sweep(ctx, 100); err != nil || n != 0 {
+			t.Errorf("Sweep past the TTL, with the holder's lease running = %d, %v; want 0, nil", n, err)
+		}
+	}
+	other := r
+	other.body = `{"amount":5}`
+	for _, c := range []idem.Claim{r.claim(), other.claim()} {
+		res := mustClaim(t, s, c)
+		if res.Won {
+			t.Fatalf("a claim won the key past its TTL while the taken-over holder's lease runs (two live executions)")
+		}
+		if res.Existing.State != idem.StateInFlight || res.Existing.LeaseRemaining <= 0 {
+			t.Errorf("claim past the TTL lost to %+v, want the holder in flight", res.Existing)
+		}
+	}
+	if err := s.Complete(ctx, holder.Identity, holder.Token, sampleResponse()); err != nil {
+		t.Errorf("holder's Complete past the first TTL: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,9 @@ type TxStore struct {
 	Write func(ctx context.Context, tx any, marker string) error
 	// Count reports how many committed business writes record marker.
 	Count func(ctx context.Context, marker string) (int, error)
+	// Exec runs one raw SQL statement through tx, the value that the
+	// store's Tx.Driver returned, as a handler could.
+	Exec func(ctx context.Context, tx any, sql string) error
 	// SkipLeaseFence, when not empty, skips the subtest in which a handler
 	// outlives its lease and another request takes its key over; it says
 	// why the store cannot let that happen.
@@ -50,6 +54,11 @@ func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
 		{"HandlerOutlivesLease", testTxHandlerOutlivesLease},
 		{"ConcurrentClaimTx", testTxConcurrent},
 		{"Begin", testTxBegin},
+		{"HandlerCannotEndTx", testTxHandlerCannotEndTx},
+		{"HandlerRawCommit", testTxHandlerRawCommit},
+		{"HandlerRawRollback", testTxHandlerRawRollback},
+		{"OtherRequestMeetsOpenTx", testTxOtherRequestMeetsOpenTx},
+		{"ClaimContextEndsEarly", testTxClaimContextEndsEarly},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -311,4 +320,210 @@ func testTxBegin(t *testing.T, s TxStore) {
 		t.Fatalf("Release: %v", err)
 	}
 	wantCount(t, s, "keyless-rolled-back", 0)
+}
+
+// A handler cannot end the transaction it was given: whatever Commit or
+// Rollback method the driver value has (database/sql's or pgx's) fails, and
+// the store's Commit then commits the write with the completion. A handler
+// that could commit on its own made its effect durable while the
+// completion failed; the retry after the lease took the key over and the
+// effect happened twice.
+func testTxHandlerCannotEndTx(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	r.lease = shortLease
+	tx := mustClaimTx(t, s, r.claim())
+	mustWrite(t, s, tx, "escape")
+	var ended []string
+	switch d := tx.Driver().(type) {
+	case interface{ Commit() error }:
+		if d.Commit() == nil {
+			ended = append(ended, "Commit()")
+		}
+	case interface{ Commit(context.Context) error }:
+		if d.Commit(ctx) == nil {
+			ended = append(ended, "Commit(ctx)")
+		}
+	}
+	switch d := tx.Driver().(type) {
+	case interface{ Rollback() error }:
+		if d.Rollback() == nil {
+			ended = append(ended, "Rollback()")
+		}
+	case interface{ Rollback(context.Context) error }:
+		if d.Rollback(ctx) == nil {
+			ended = append(ended, "Rollback(ctx)")
+		}
+	}
+	if len(ended) > 0 {
+		t.Errorf("the handler's %T ended the transaction with %v", tx.Driver(), ended)
+	}
+	if err := tx.Commit(ctx, sampleResponse()); err != nil {
+		t.Errorf("Commit after the handler's attempts: %v", err)
+		// What the engine does next: the claim stays in flight, and the
+		// client's retry takes it over once the lease has run out.
+		time.Sleep(pastLease)
+		tx2 := mustClaimTx(t, s, r.claim())
+		mustWrite(t, s, tx2, "escape")
+		_ = tx2.Commit(ctx, sampleResponse())
+	}
+	wantCount(t, s, "escape", 1)
+}
+
+// rawEnd has the handler end its transaction with a raw statement, after a
+// write of marker. A store may refuse the statement: then the transaction
+// must be intact, and Commit must store the write once. If the statement
+// ran, the store cannot know what the handler's writes became and must
+// never free the key for a takeover. It reports whether the statement ran.
+func rawEnd(t *testing.T, s TxStore, tx idem.Tx, stmt, marker string) bool {
+	t.Helper()
+	if s.Exec == nil {
+		t.Skip("the store's test gives no Exec")
+	}
+	if s.Exec(context.Background(), tx.Driver(), stmt) == nil {
+		return true
+	}
+	if err := tx.Commit(context.Background(), sampleResponse()); err != nil {
+		t.Fatalf("Commit after a refused %s: %v", stmt, err)
+	}
+	wantCount(t, s, marker, 1)
+	return false
+}
+
+// wantOutcomeUnknown checks what a store must do after its handler ended the
+// transaction: Commit reports idem.ErrOutcomeUnknown and the key is
+// indeterminate, for the same request and for a takeover.
+func wantOutcomeUnknown(t *testing.T, s TxStore, tx idem.Tx, r request) {
+	t.Helper()
+	if err := tx.Commit(context.Background(), sampleResponse()); !errors.Is(err, idem.ErrOutcomeUnknown) {
+		t.Errorf("Commit after the handler ended its transaction = %v, want idem.ErrOutcomeUnknown", err)
+	}
+	mustLose(t, s.Store, r.claimWith(idem.Takeover), idem.StateIndeterminate)
+}
+
+// retryRuns is a retry of r that, if its claim wins, runs the handler
+// again: it reports whether it won.
+func retryRuns(t *testing.T, s TxStore, r request, marker string) bool {
+	t.Helper()
+	res, tx, err := s.Store.ClaimTx(context.Background(), r.claim())
+	if err != nil {
+		t.Fatalf("retry's ClaimTx: %v", err)
+	}
+	if !res.Won {
+		return false
+	}
+	mustWrite(t, s, tx, marker)
+	if err := tx.Commit(context.Background(), sampleResponse()); err != nil {
+		t.Errorf("retry's Commit: %v", err)
+	}
+	return true
+}
+
+// A handler commits with a raw COMMIT, writes on, and outlives its lease.
+// Its effect is durable, so no retry may take the key over, however long
+// the handler takes; its Commit leaves the key indeterminate.
+func testTxHandlerRawCommit(t *testing.T, s TxStore) {
+	r := newRequest("k1")
+	r.lease = shortLease
+	tx := mustClaimTx(t, s, r.claim())
+	mustWrite(t, s, tx, "raw-commit")
+	if !rawEnd(t, s, tx, "COMMIT", "raw-commit") {
+		return
+	}
+	time.Sleep(pastLease)
+	if retryRuns(t, s, r, "raw-commit") {
+		t.Errorf("a retry took the key over from a handler that had committed on its own")
+	}
+	wantOutcomeUnknown(t, s, tx, r)
+	if retryRuns(t, s, r, "raw-commit") {
+		t.Errorf("a retry won the key after the handler's Commit")
+	}
+	wantCount(t, s, "raw-commit", 1)
+}
+
+// A handler rolls back with a raw ROLLBACK and writes on outside any
+// transaction (its writes commit one by one), while its client retries.
+// The retry must not run the handler again.
+func testTxHandlerRawRollback(t *testing.T, s TxStore) {
+	r := newRequest("k1")
+	tx := mustClaimTx(t, s, r.claim())
+	mustWrite(t, s, tx, "before-rollback")
+	if !rawEnd(t, s, tx, "ROLLBACK", "before-rollback") {
+		return
+	}
+	mustWrite(t, s, tx, "after-rollback")
+	if retryRuns(t, s, r, "after-rollback") {
+		t.Errorf("a concurrent retry won the key of a handler that rolled back on its own and wrote on")
+	}
+	wantOutcomeUnknown(t, s, tx, r)
+	if retryRuns(t, s, r, "after-rollback") {
+		t.Errorf("a retry won the key after the handler's Commit")
+	}
+	wantCount(t, s, "after-rollback", 1)
+}
+
+// A different request meets a key whose transactional claim is open: it
+// loses, and the record it gets is not its own request, so the engine
+// answers 422 (SEMANTICS §3.5), not 409, whatever the row's state.
+func testTxOtherRequestMeetsOpenTx(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	r.id.Scope = "" // scope tenant: the operation belongs to the request too
+	held := r.claim()
+	tx := mustClaimTx(t, s, held)
+	defer func() { _ = tx.Release(ctx) }()
+
+	body := r
+	body.body = `{"amount":1}`
+	op := r
+	op.operation = "createRefund"
+	for name, other := range map[string]request{"fingerprint": body, "operation": op} {
+		oc := other.claim()
+		for _, transactional := range []bool{false, true} {
+			var res idem.Result
+			var err error
+			if transactional {
+				var tx2 idem.Tx
+				res, tx2, err = s.Store.ClaimTx(ctx, oc)
+				if tx2 != nil {
+					_ = tx2.Release(ctx)
+				}
+			} else {
+				res, err = s.Store.Claim(ctx, oc)
+			}
+			if err != nil {
+				t.Fatalf("other %s, transactional %v: %v", name, transactional, err)
+			}
+			rec := res.Existing
+			if res.Won {
+				t.Errorf("other %s, transactional %v: won a held key", name, transactional)
+			} else if bytes.Equal(rec.Fingerprint, oc.Fingerprint) && rec.Operation == oc.Operation {
+				t.Errorf("other %s, transactional %v: lost to a record of its own request (%s %x), want the holder's", name, transactional, rec.Operation, rec.Fingerprint)
+			}
+		}
+	}
+	// The holder's own request still meets itself.
+	rec := mustLose(t, s.Store, r.claim(), idem.StateInFlight)
+	if !bytes.Equal(rec.Fingerprint, held.Fingerprint) || rec.Operation != held.Operation {
+		t.Errorf("the same request lost to %s %x, want its own record", rec.Operation, rec.Fingerprint)
+	}
+}
+
+// The context given to ClaimTx bounds the claim only: the transaction it
+// opens lives on after that context ends, until Commit or Release.
+func testTxClaimContextEndsEarly(t *testing.T, s TxStore) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := newRequest("k1")
+	res, tx, err := s.Store.ClaimTx(ctx, r.claim())
+	cancel()
+	if err != nil || !res.Won {
+		t.Fatalf("ClaimTx = won %v, err %v", res.Won, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	mustWrite(t, s, tx, "after-cancel")
+	if err := tx.Commit(context.Background(), sampleResponse()); err != nil {
+		t.Fatalf("Commit after the claim's context ended: %v", err)
+	}
+	wantCount(t, s, "after-cancel", 1)
+	mustLose(t, s.Store, r.claim(), idem.StateCompleted)
 }

@@ -3,8 +3,8 @@
 -- Applying this file twice is harmless: every object is created with
 -- IF NOT EXISTS. The columns mirror the PostgreSQL table, with SQLite's
 -- types: times are INTEGER unix milliseconds read from the store's clock,
--- booleans are 0 or 1, and the replayable headers are a JSON object of
--- string arrays kept as TEXT.
+-- booleans are 0 or 1, and the replayable headers are kept as a BLOB of
+-- length-prefixed bytes, so that every header value replays byte for byte.
 
 -- One row per (tenant, scope, key): the primary key is the UNIQUE
 -- constraint that makes a key mean one request. This is an ordinary rowid
@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     created_at   INTEGER NOT NULL,
     completed_at INTEGER,
     status       INTEGER,
-    headers      TEXT,
+    headers      BLOB,
     body         BLOB,
     -- 1 when the body was larger than the policy's snapshot limit: the
     -- record is completed without it and replays answer 409.

@@ -152,8 +152,8 @@ func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 
 // CreateAdoption adapts h, the handler of POST /pets/{pet_id}/adoptions
 // (createAdoption), which writes inside the transaction that also records its
-// key; Tx is the store's transaction type (pgx.Tx for pgstore, *sql.Tx for
-// sqlitestore).
+// key; Tx is the store's transaction type (pgx.Tx for pgstore, *sqlitestore.Tx
+// for sqlitestore).
 func CreateAdoption[Tx any](h func(w http.ResponseWriter, r *http.Request, tx Tx)) http.Handler {
 	return idem.TxHandler("createAdoption", h)
 }
@@ -169,7 +169,8 @@ func CreateAdoptionTx[Tx any](ctx context.Context) (Tx, error) {
 
 // CreateTransfer adapts h, the handler of POST /transfers (createTransfer),
 // which writes inside the transaction that also records its key; Tx is the
-// store's transaction type (pgx.Tx for pgstore, *sql.Tx for sqlitestore).
+// store's transaction type (pgx.Tx for pgstore, *sqlitestore.Tx for
+// sqlitestore).
 func CreateTransfer[Tx any](h func(w http.ResponseWriter, r *http.Request, tx Tx)) http.Handler {
 	return idem.TxHandler("createTransfer", h)
 }

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -14,11 +13,12 @@ import (
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
 // idempotencyStore returns the store for db and the way the transactional
 // operations reach it: through the generated adapters, typed by the store's
-// transaction (pgx.Tx or *sql.Tx), each adapted to the ledger's DB.
+// transaction (pgx.Tx or *sqlitestore.Tx), each adapted to the ledger's DB.
 func idempotencyStore(db *database.DB, log *slog.Logger) (idem.Store, server.TxMount, error) {
 	switch db.Dialect {
 	case ledger.Postgres:
@@ -39,7 +39,7 @@ func idempotencyStore(db *database.DB, log *slog.Logger) (idem.Store, server.TxM
 			return nil, nil, err
 		}
 		mount := func(op string, h server.TxHandlerFunc) http.Handler {
-			adapt := func(w http.ResponseWriter, r *http.Request, tx *sql.Tx) { h(w, r, database.SQL(tx)) }
+			adapt := func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) { h(w, r, database.SQL(tx)) }
 			switch op {
 			case server.OpCreateTransfer:
 				return api.CreateTransfer(adapt)

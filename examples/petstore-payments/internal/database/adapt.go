@@ -55,7 +55,8 @@ func (r pgxRow) Scan(dest ...any) error {
 	return err
 }
 
-// sqlQuerier is what *sql.Tx, *sql.Conn and *sql.DB have in common.
+// sqlQuerier is what *sqlitestore.Tx, *sql.Tx, *sql.Conn and *sql.DB have
+// in common.
 type sqlQuerier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)

@@ -67,7 +67,7 @@ func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 
 // RefundOrder adapts h, the handler of POST /orders/{order_id}/refunds
 // (refundOrder), which writes inside the transaction that also records its key;
-// Tx is the store's transaction type (pgx.Tx for pgstore, *sql.Tx for
+// Tx is the store's transaction type (pgx.Tx for pgstore, *sqlitestore.Tx for
 // sqlitestore).
 func RefundOrder[Tx any](h func(w http.ResponseWriter, r *http.Request, tx Tx)) http.Handler {
 	return idem.TxHandler("refundOrder", h)

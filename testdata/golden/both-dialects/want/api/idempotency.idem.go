@@ -60,7 +60,7 @@ func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 
 // CreatePayout adapts h, the handler of POST /payouts (createPayout), which
 // writes inside the transaction that also records its key; Tx is the store's
-// transaction type (pgx.Tx for pgstore, *sql.Tx for sqlitestore).
+// transaction type (pgx.Tx for pgstore, *sqlitestore.Tx for sqlitestore).
 func CreatePayout[Tx any](h func(w http.ResponseWriter, r *http.Request, tx Tx)) http.Handler {
 	return idem.TxHandler("createPayout", h)
 }

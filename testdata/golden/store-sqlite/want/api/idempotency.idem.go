@@ -5,12 +5,12 @@ package api
 
 import (
 	"context"
-	"database/sql"
 	"net/http"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -88,7 +88,7 @@ func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 // which writes inside the transaction that also records its key; tx is
 // sqlitestore's transaction, so a handler written for another store does not
 // compile.
-func CreateTransfer(h func(w http.ResponseWriter, r *http.Request, tx *sql.Tx)) http.Handler {
+func CreateTransfer(h func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx)) http.Handler {
 	return idem.TxHandler("createTransfer", h)
 }
 
@@ -97,6 +97,6 @@ func CreateTransfer(h func(w http.ResponseWriter, r *http.Request, tx *sql.Tx)) 
 // an oapi-codegen strict-server method. An error (it wraps idem.ErrNoTx) means
 // the request did not come through the idempotency engine with that store:
 // write nothing and answer 500.
-func CreateTransferTx(ctx context.Context) (*sql.Tx, error) {
-	return idem.TxFor[*sql.Tx](ctx, "createTransfer")
+func CreateTransferTx(ctx context.Context) (*sqlitestore.Tx, error) {
+	return idem.TxFor[*sqlitestore.Tx](ctx, "createTransfer")
 }

@@ -38,8 +38,10 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
     completed_at timestamptz,
     status       integer,
-    -- The replayable response headers as a JSON object of string arrays.
-    headers      jsonb,
+    -- The replayable response headers as length-prefixed bytes (names and
+    -- values), not JSON: a header value may hold NUL or bytes that are not
+    -- UTF-8, and must replay byte for byte.
+    headers      bytea,
     body         bytea,
     -- True when the body was larger than the policy's snapshot limit: the
     -- record is completed without it and replays answer 409.
@@ -51,6 +53,37 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON idempotency_keys (expires_at);
 
+-- idempotency_lock_id is the advisory lock id of a key: every write a
+-- claim makes to the key happens while it holds this lock (see
+-- idempotency_claim). The lengths make the hashed text unambiguous whatever
+-- the parts contain, and the table's oid as the seed keeps two schemas of
+-- one database apart.
+CREATE OR REPLACE FUNCTION idempotency_lock_id(p_tenant text, p_scope text, p_key text)
+RETURNS bigint
+LANGUAGE sql STABLE
+AS $$
+    SELECT hashtextextended(
+        length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope || p_key,
+        'idempotency_keys'::regclass::oid::bigint)
+$$;
+
+-- idempotency_request_lock_id is the advisory lock id of one request for a
+-- key: the key and what makes a request the same (operation and
+-- fingerprint). A claim takes it before the key's lock and holds it as
+-- long, so a claim that gets this lock but not the key's knows that the
+-- key is held by another request (see idempotency_claim, 'busy_other').
+CREATE OR REPLACE FUNCTION idempotency_request_lock_id(
+    p_tenant text, p_scope text, p_key text, p_operation text, p_fingerprint bytea)
+RETURNS bigint
+LANGUAGE sql STABLE
+AS $$
+    SELECT hashtextextended(
+        length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope
+        || length(p_key) || ':' || p_key || length(p_operation) || ':' || p_operation
+        || encode(p_fingerprint, 'hex'),
+        'idempotency_keys'::regclass::oid::bigint)
+$$;
+
 -- idempotency_claim is the atomic claim: one call, one round trip, never a
 -- wait on another claim. It returns one row whose r_outcome is
 --   'won'       the caller holds the key with p_token (a new or expired row);
@@ -58,9 +91,15 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
 --   'lost'      a live row stands; the r_* columns describe it (replay,
 --               in flight, or indeterminate, possibly just marked so here);
 --   'mismatch'  a live row of another request (fingerprint or operation);
---   'busy'      another claimant holds the key's lock right now and its row
---               is not visible yet: answer "in flight" and let the client
---               retry shortly. The r_* columns are NULL.
+--   'busy'      a claimant of the same request (operation and fingerprint)
+--               holds the key right now and its row is not visible yet:
+--               answer "in flight" and let the client retry shortly. The
+--               r_* columns are NULL.
+--   'busy_other' a claimant of another request holds the key right now and
+--               its row is not visible yet: the key is in flight for a
+--               different request (a 422 for the caller, SEMANTICS §3.5),
+--               although which operation and fingerprint it holds cannot
+--               be read. The r_* columns are NULL.
 --
 -- pgstore calls it only after a plain read in the same statement found no
 -- row that decides the claim (see pgstore's claimSQL), so the function
@@ -88,10 +127,22 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
 -- blocking on the row. If the process dies, PostgreSQL aborts the
 -- transaction and both vanish, so the client's next retry runs at once. For
 -- a claim outside a transaction the lock lasts only for this call. The lock
--- id is a 64-bit hash of the key; the lengths make the hashed text
--- unambiguous whatever the parts contain, and the table's oid as the seed
--- keeps two schemas of one database apart. A hash collision only makes a
--- claim answer "busy" once.
+-- id is a 64-bit hash of the key (idempotency_lock_id).
+--
+-- Before the key's lock a claim takes the lock of its request
+-- (idempotency_request_lock_id) the same way. A claim that gets its
+-- request's lock but not the key's therefore knows that the key is held by
+-- another request, even though that request's row is invisible inside its
+-- open transaction: it answers 'busy_other', and the caller a 422 rather
+-- than a 409. A claim that cannot get its request's lock meets its own
+-- request in flight ('busy'). A hash collision makes a claim answer 'busy'
+-- once, or, with odds of one in 2^64 per pair of concurrent keys, a 422.
+--
+-- p_hold (transactional mode) makes a won claim also take both locks at
+-- session level. They then outlive the transaction if the handler ends it
+-- with a raw COMMIT or ROLLBACK, so that no other claim can write the key
+-- until pgstore has seen what the handler did, left the key indeterminate
+-- if it cannot tell, and unlocked them.
 CREATE OR REPLACE FUNCTION idempotency_claim(
     p_tenant      text,
     p_scope       text,
@@ -102,13 +153,14 @@ CREATE OR REPLACE FUNCTION idempotency_claim(
     p_lease_us    bigint,
     p_ttl_us      bigint,
     p_takeover    boolean,
+    p_hold        boolean,
     OUT r_outcome            text,
     OUT r_state              text,
     OUT r_operation          text,
     OUT r_fingerprint        bytea,
     OUT r_lease_remaining_us bigint,
     OUT r_status             integer,
-    OUT r_headers            jsonb,
+    OUT r_headers            bytea,
     OUT r_body               bytea,
     OUT r_body_omitted       boolean
 )
@@ -117,6 +169,8 @@ AS $$
 DECLARE
     v_now   timestamptz;
     v_row   idempotency_keys%ROWTYPE;
+    v_lock  bigint := idempotency_lock_id(p_tenant, p_scope, p_key);
+    v_req   bigint := idempotency_request_lock_id(p_tenant, p_scope, p_key, p_operation, p_fingerprint);
 BEGIN
     -- A lost insert must be followed by a read that sees the row that beat
     -- it, even one committed after this call began. The check comes first
@@ -127,10 +181,12 @@ BEGIN
             current_setting('transaction_isolation')
             USING ERRCODE = 'IK002';
     END IF;
-    IF NOT pg_try_advisory_xact_lock(hashtextextended(
-            length(p_tenant) || ':' || p_tenant || length(p_scope) || ':' || p_scope || p_key,
-            'idempotency_keys'::regclass::oid::bigint)) THEN
+    IF NOT pg_try_advisory_xact_lock(v_req) THEN
         r_outcome := 'busy';
+        RETURN;
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(v_lock) THEN
+        r_outcome := 'busy_other';
         RETURN;
     END IF;
 
@@ -147,11 +203,11 @@ BEGIN
                 lease_token, lease_until, expires_at, created_at)
         VALUES (p_tenant, p_scope, p_key, p_operation, p_fingerprint, 'in_flight',
                 p_token, v_now + p_lease_us * interval '1 microsecond',
-                v_now + p_ttl_us * interval '1 microsecond', v_now)
+                v_now + greatest(p_ttl_us, p_lease_us) * interval '1 microsecond', v_now)
         ON CONFLICT (tenant, scope, key) DO NOTHING;
         IF FOUND THEN
             r_outcome := 'won';
-            RETURN;
+            EXIT;
         END IF;
 
         -- An expired row counts as absent: replace it in place.
@@ -161,7 +217,7 @@ BEGIN
                state        = 'in_flight',
                lease_token  = p_token,
                lease_until  = v_now + p_lease_us * interval '1 microsecond',
-               expires_at   = v_now + p_ttl_us * interval '1 microsecond',
+               expires_at   = v_now + greatest(p_ttl_us, p_lease_us) * interval '1 microsecond',
                created_at   = v_now,
                completed_at = NULL,
                status       = NULL,
@@ -172,7 +228,7 @@ BEGIN
            AND k.expires_at <= v_now;
         IF FOUND THEN
             r_outcome := 'won';
-            RETURN;
+            EXIT;
         END IF;
 
         SELECT * INTO v_row
@@ -192,17 +248,22 @@ BEGIN
 
         -- The lease of this very request's earlier claim ran out. The
         -- UPDATE is fenced on the token read, like every write to a claim.
+        -- A takeover keeps expires_at (a key lives ttl from its first
+        -- claim) unless its lease would outlive it: an in-flight row with
+        -- a running lease is never absent, or a new claim would win while
+        -- this holder still runs.
         IF p_takeover THEN
             UPDATE idempotency_keys k
                SET lease_token = p_token,
-                   lease_until = v_now + p_lease_us * interval '1 microsecond'
+                   lease_until = v_now + p_lease_us * interval '1 microsecond',
+                   expires_at  = greatest(k.expires_at, v_now + p_lease_us * interval '1 microsecond')
              WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
                AND k.state = 'in_flight'
                AND k.lease_token = v_row.lease_token
                AND k.lease_until <= v_now;
             IF FOUND THEN
                 r_outcome := 'took_over';
-                RETURN;
+                EXIT;
             END IF;
         ELSE
             UPDATE idempotency_keys k
@@ -221,6 +282,14 @@ BEGIN
 
     IF r_outcome IS NULL THEN
         r_outcome := 'busy';
+        RETURN;
+    END IF;
+    IF r_outcome IN ('won', 'took_over') THEN
+        IF p_hold THEN
+            -- This session holds both locks already (at transaction level),
+            -- so these never wait.
+            PERFORM pg_advisory_lock(v_req), pg_advisory_lock(v_lock);
+        END IF;
         RETURN;
     END IF;
 
@@ -250,7 +319,7 @@ CREATE OR REPLACE FUNCTION idempotency_complete(
     p_key          text,
     p_token        text,
     p_status       integer,
-    p_headers      jsonb,
+    p_headers      bytea,
     p_body         bytea,
     p_body_omitted boolean
 ) RETURNS void
@@ -276,7 +345,8 @@ END;
 $$;
 
 -- idempotency_sweep deletes at most p_limit expired rows and returns how
--- many it deleted. SKIP LOCKED passes over rows that a claim is replacing
+-- many it deleted. A row in flight under a running lease is never swept,
+-- whatever its expiry. SKIP LOCKED passes over rows that a claim is replacing
 -- right now (and rows another sweeper holds), so sweepers on every replica
 -- can run at once and a claim waits at most for one bounded DELETE.
 -- Operators who prefer to schedule it in the database can use pg_cron:
@@ -291,6 +361,7 @@ AS $$
         SELECT k.tenant, k.scope, k.key
           FROM idempotency_keys k
          WHERE k.expires_at <= clock_timestamp()
+           AND NOT (k.state = 'in_flight' AND k.lease_until > clock_timestamp())
          ORDER BY k.expires_at
          LIMIT p_limit
            FOR UPDATE SKIP LOCKED

@@ -64,7 +64,7 @@ func TestStoreTypedAdapters(t *testing.T) {
 	write("go.mod", string(gomod))
 	write("go.sum", string(gosum))
 
-	const pgxImport, sqlImport = `"github.com/jackc/pgx/v5"`, `"database/sql"`
+	const pgxImport, sqlImport = `"github.com/jackc/pgx/v5"`, `"github.com/idemgen/idemgen/runtime/sqlitestore"`
 	for _, store := range []string{"postgres", "sqlite"} {
 		dir := filepath.Join(goldenDir, "store-"+store)
 		opts := readCaseOptions(t, dir)
@@ -76,8 +76,8 @@ func TestStoreTypedAdapters(t *testing.T) {
 		write("api"+store+"/idempotency.idem.go", string(files["api"+store+"/idempotency.idem.go"]))
 	}
 	write("goodpostgres/main.go", handlerSource("apipostgres", pgxImport, "pgx.Tx"))
-	write("badpostgres/main.go", handlerSource("apipostgres", sqlImport, "*sql.Tx"))
-	write("goodsqlite/main.go", handlerSource("apisqlite", sqlImport, "*sql.Tx"))
+	write("badpostgres/main.go", handlerSource("apipostgres", sqlImport, "*sqlitestore.Tx"))
+	write("goodsqlite/main.go", handlerSource("apisqlite", sqlImport, "*sqlitestore.Tx"))
 	write("badsqlite/main.go", handlerSource("apisqlite", pgxImport, "pgx.Tx"))
 
 	cmd := exec.Command(gobin, "build", "-o", os.DevNull, "./...")

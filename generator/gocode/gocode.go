@@ -72,7 +72,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 		pathFingerprint: "fingerprint",
 	})
 	f.HeaderComment(Header[len("// "):])
-	f.HeaderComment("source: " + opts.Source)
+	f.HeaderComment("// source: " + commentText(opts.Source))
 
 	emitConsts(f, ops)
 	for _, op := range ops {
@@ -196,13 +196,6 @@ func opLabel(op model.Operation) string {
 	return fmt.Sprintf("%s %s (%s)", op.Method, op.Path, op.ID)
 }
 
-// comment adds each line of text as a // comment to f.
-func comment(f *jen.File, text string) {
-	for _, line := range wrap(text, 77) {
-		f.Comment(line)
-	}
-}
-
 func emitConsts(f *jen.File, ops []model.Operation) {
 	if len(ops) == 0 {
 		return
@@ -214,9 +207,7 @@ func emitConsts(f *jen.File, ops []model.Operation) {
 			if i > 0 {
 				g.Line()
 			}
-			for _, line := range wrap(fmt.Sprintf("Op%s is the operation ID of %s %s.", op.GoName, op.Method, op.Path), 73) {
-				g.Comment(line)
-			}
+			comment(g, fmt.Sprintf("Op%s is the operation ID of %s %s.", op.GoName, op.Method, commentText(op.Path)), 73)
 			g.Id("Op" + op.GoName).Op("=").Lit(op.ID)
 		}
 	})
@@ -225,7 +216,7 @@ func emitConsts(f *jen.File, ops []model.Operation) {
 func emitPolicy(f *jen.File, op model.Operation) {
 	p := op.Policy
 	comment(f, fmt.Sprintf("%sPolicy returns the x-idempotency policy of %s %s (%s): %s.",
-		op.GoName, op.Method, op.Path, op.ID, Summary(op)))
+		op.GoName, op.Method, commentText(op.Path), commentText(op.ID), commentText(Summary(op))), 77)
 	fields := []jen.Code{
 		field("OperationID", jen.Lit(op.ID)),
 		field("Method", methodCode(op.Method)),
@@ -393,7 +384,7 @@ func emitEngine(f *jen.File) {
 
 func emitAdapter(f *jen.File, op model.Operation) {
 	comment(f, fmt.Sprintf("%s adapts h, the handler of %s %s (%s), which writes inside the transaction that also records its key; Tx is the store's transaction type (pgx.Tx for pgstore, *sql.Tx for sqlitestore).",
-		op.GoName, op.Method, op.Path, op.ID))
+		op.GoName, op.Method, commentText(op.Path), commentText(op.ID)), 77)
 	f.Func().Id(op.GoName).Types(jen.Id("Tx").Any()).Params(
 		jen.Id("h").Func().Params(
 			jen.Id("w").Qual(pathHTTP, "ResponseWriter"),

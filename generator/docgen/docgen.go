@@ -36,13 +36,13 @@ type operation struct {
 	// ID and Route are Markdown code (or escaped text); Heading and
 	// Summary escaped text.
 	ID, Route, Heading, Anchor, Summary string
-	Key, KeyShort                     string
-	KeyMaxLength                      int
-	Required, TenantScope             bool
-	Scope, TTL, Lease, LeaseExpiry    string
-	Fingerprint                       string
-	Stored, ReplayHeaders             string
-	MaxSnapshot                       string
+	Key, KeyShort                       string
+	KeyMaxLength                        int
+	Required, TenantScope               bool
+	Scope, TTL, Lease, LeaseExpiry      string
+	Fingerprint                         string
+	Stored, ReplayHeaders               string
+	MaxSnapshot                         string
 }
 
 // Emit renders the documentation page of spec.

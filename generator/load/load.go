@@ -75,9 +75,9 @@ func LoadData(ctx context.Context, data []byte, file string, opts Options) (*mod
 
 	doc := &openapi3.T{}
 	if err := doc.UnmarshalYAML(t.root); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w: %w", file, ErrNotOpenAPI3, err)
+		return nil, t.diags, fmt.Errorf("%s: %w: %w", file, ErrNotOpenAPI3, err)
 	}
-	l := &loader{t: t, doc: doc, opts: opts}
+	l := &loader{t: t, doc: doc, opts: opts, diags: t.diags}
 	loader := openapi3.NewLoader()
 	loader.Context = ctx
 	loader.IsExternalRefsAllowed = false

@@ -112,15 +112,10 @@ func (r reporter) add(sev model.Severity, pos model.Pos, field, format string, a
 // known, typed and in range, or reported.
 func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 	l := &layer{pos: t.pos(keyNode)}
-	seen := map[string]*yaml.Node{}
+	// A field set twice was reported and dropped while parsing.
 	for _, p := range pairs(n) {
 		name, v := p.key.Value, deref(p.val)
 		pos := t.pos(p.key)
-		if first, dup := seen[name]; dup {
-			r.errorf(pos, name, "set twice (first on line %d)", first.Line)
-			continue
-		}
-		seen[name] = p.key
 		switch name {
 		case "scope":
 			l.scope = decodeEnum(v, pos, name, r, []string{"operation", "tenant"}, "a scope")

@@ -20,7 +20,7 @@ func decodeYAML(t *testing.T, src string) (*layer, []string) {
 		t.Fatal(err)
 	}
 	k, v := get(tr.root, "x-idempotency")
-	var diags []model.Diagnostic
+	diags := tr.diags
 	l := decodeLayer(tr, k, v, reporter{diags: &diags})
 	var out []string
 	model.SortDiagnostics(diags)

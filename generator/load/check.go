@@ -145,9 +145,12 @@ func (c *opCheck) parameters() []param {
 	return out
 }
 
+// maxRefHops bounds a chain of $refs to $refs, which may loop.
+const maxRefHops = 64
+
 // followRef follows local $refs in the node tree.
 func (l *loader) followRef(n *yaml.Node) *yaml.Node {
-	for range maxSchemaDepth {
+	for range maxRefHops {
 		_, ref := get(n, "$ref")
 		if ref == nil || ref.Kind != yaml.ScalarNode {
 			return n
@@ -345,6 +348,10 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 		res := findPointer(schema, toks, "")
 		switch {
 		case res.found:
+			if res.nearMiss != "" {
+				c.r.warnf(it.pos, "fingerprint", "%s is not a declared property; additionalProperties lets it through, but did you mean %s/%s?",
+					it.v, res.nearAt, escapeTokens([]string{res.nearMiss})[0])
+			}
 			c.op.Policy.Fingerprint = append(c.op.Policy.Fingerprint, model.Field{Pointer: it.v, Type: res.typ, Pos: it.pos})
 		case res.brokenRef >= 0:
 			c.useBrokenRef(res.brokenRef, "fingerprint", "the fingerprint's "+it.v+" needs the schema it points at")

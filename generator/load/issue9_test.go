@@ -111,7 +111,15 @@ func TestCompositionCyclesAreWalkedOnce(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("loading took %v", d)
 	}
-	wantDiags(t, got, `spec.yaml:9:22: POST /x (x): x-idempotency.fingerprint: /and/nope points into the array /and, which is fingerprinted as one whole value; list /and instead`)
+	// validate also validates the whole document.
+	start = time.Now()
+	if _, _, err := LoadData(context.Background(), []byte(src), "spec.yaml", Options{ValidateDocument: true}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("loading with whole-document validation took %v", d)
+	}
+	wantDiags(t, got, `spec.yaml:8:23: POST /x (x): x-idempotency.fingerprint: /and/nope points into the array /and, which is fingerprinted as one whole value; list /and instead`)
 }
 
 func TestMisspeltExtensionWarns(t *testing.T) {
@@ -130,9 +138,9 @@ paths:
       responses: {"200": {description: ok}}
 `)
 	wantDiags(t, got,
-		`spec.yaml:3:1: warning: the extension X-Idempotency is not x-idempotency, so it is ignored (did you mean x-idempotency?)`,
-		`spec.yaml:6:5: warning: the extension x-idempotancy is not x-idempotency, so it is ignored (did you mean x-idempotency?)`,
-		`spec.yaml:8:7: warning: the extension x-idempotent is not x-idempotency, so it is ignored (did you mean x-idempotency?)`,
+		`spec.yaml:3:1: warning: X-Idempotency is not an extension idemgen reads, so it is ignored (did you mean x-idempotency?)`,
+		`spec.yaml:6:5: warning: x-idempotancy is not an extension idemgen reads, so it is ignored (did you mean x-idempotency?)`,
+		`spec.yaml:8:7: warning: x-idempotent is not an extension idemgen reads, so it is ignored (did you mean x-idempotency?)`,
 	)
 }
 
@@ -165,5 +173,17 @@ func TestNonASCIIOperationIDs(t *testing.T) {
 		if got := goName(id); got != want {
 			t.Errorf("goName(%q) = %q, want %q", id, got, want)
 		}
+	}
+}
+
+func TestNearMissUnderOpenObjectWarns(t *testing.T) {
+	spec, got := loadString(t, schemaSpec("application/json", `type: object
+additionalProperties: true
+properties:
+  date_of_birth: {type: string}
+  name: {type: string}`, "[/date_of_birthZq, /nickname]"))
+	wantDiags(t, got, `spec.yaml:8:23: warning: POST /x (x): x-idempotency.fingerprint: /date_of_birthZq is not a declared property; additionalProperties lets it through, but did you mean /date_of_birth?`)
+	if spec == nil || len(spec.Operations[0].Policy.Fingerprint) != 2 {
+		t.Fatalf("spec %+v", spec)
 	}
 }

@@ -183,6 +183,7 @@ func (l *loader) run() *model.Spec {
 	}
 
 	optedIn := 0
+	l.checkSpelling(l.t.root)
 	_, paths := get(l.t.root, "paths")
 	for _, p := range pairs(paths) {
 		path := p.key.Value
@@ -192,6 +193,7 @@ func (l *loader) run() *model.Spec {
 				item = target
 			}
 		}
+		l.checkSpelling(item)
 		if k, _ := get(item, extension); k != nil {
 			l.report("").errorf(l.t.pos(k), "", "%s on the path item %s has no effect; put it on the operation (post: or patch:)", extension, path)
 		}
@@ -200,6 +202,7 @@ func (l *loader) run() *model.Spec {
 			if mKey == nil {
 				continue
 			}
+			l.checkSpelling(opNode)
 			extKey, extVal := get(opNode, extension)
 			if extKey == nil {
 				continue
@@ -234,6 +237,21 @@ func (l *loader) run() *model.Spec {
 		seen[op.GoName] = op
 	}
 	return spec
+}
+
+// checkSpelling warns about extensions of n that are near misses of
+// x-idempotency: idemgen would ignore them, and the operation would ship
+// without the protection its author meant to give it.
+func (l *loader) checkSpelling(n *yaml.Node) {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; misspeltExtension(k.Value) {
+			l.report("").warnf(l.t.pos(k), "", "%s is not an extension idemgen reads, so it is ignored (did you mean %s?)", k.Value, extension)
+		}
+	}
 }
 
 func isFalse(s string) bool {

@@ -58,7 +58,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 		return nil, nil, fmt.Errorf("gocode: package name %q is not a Go identifier", opts.Package)
 	}
 	ops := sortedOps(spec.Operations)
-	if diags := checkNames(ops); len(diags) > 0 {
+	if diags := CheckNames(spec); len(diags) > 0 {
 		return nil, diags, nil
 	}
 
@@ -142,10 +142,14 @@ func sortedOps(ops []model.Operation) []model.Operation {
 // The identifiers the file always declares.
 var fixedNames = []string{"Policies", "NewEngine"}
 
-// checkNames reports every generated identifier declared twice: the
-// loader keeps GoNames unique, but derived names (FooPolicy, OpFoo, the
-// adapter Foo) can still meet another operation's or a fixed one.
-func checkNames(ops []model.Operation) []model.Diagnostic {
+// CheckNames reports every identifier the Go file would declare twice:
+// two operations with one Go name, or a derived name (FooPolicy, OpFoo,
+// the adapter Foo) that meets another operation's or a fixed one
+// (Policies, NewEngine). It is the one check of generated names: Emit
+// refuses what it reports, and validate runs it too, so that validate
+// finds everything generate refuses.
+func CheckNames(spec *model.Spec) []model.Diagnostic {
+	ops := sortedOps(spec.Operations)
 	type owner struct {
 		op  *model.Operation
 		how string
@@ -182,10 +186,21 @@ func checkNames(ops []model.Operation) []model.Diagnostic {
 	}
 	for i := range ops {
 		op := &ops[i]
-		declare(op, "Op"+op.GoName, "constant")
-		declare(op, op.GoName+"Policy", "policy function")
-		if op.Policy.Transactional {
-			declare(op, op.GoName, "handler adapter")
+		// One diagnostic per operation: its names all derive from one
+		// operationId, and renaming it settles every clash.
+		for _, d := range []struct{ name, how string }{
+			{"Op" + op.GoName, "constant"},
+			{op.GoName + "Policy", "policy function"},
+			{op.GoName, "handler adapter"},
+		} {
+			if d.how == "handler adapter" && !op.Policy.Transactional {
+				continue
+			}
+			before := len(diags)
+			declare(op, d.name, d.how)
+			if len(diags) > before {
+				break
+			}
 		}
 	}
 	return diags

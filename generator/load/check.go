@@ -53,9 +53,8 @@ func (c *opCheck) resolve() {
 	p.KeyMaxLength, _ = pick(own.keyMaxLength, def.keyMaxLength, defaultKeyMaxLength, at)
 	var requiredPos model.Pos
 	p.Required, requiredPos = pick(own.required, def.required, false, at)
-	var ttlPos, leasePos model.Pos
-	p.TTL, ttlPos = pick(own.ttl, def.ttl, defaultTTL, at)
-	p.Lease, leasePos = pick(own.lease, def.lease, defaultLease, at)
+	p.TTL, _ = pick(own.ttl, def.ttl, defaultTTL, at)
+	p.Lease, _ = pick(own.lease, def.lease, defaultLease, at)
 	p.ClientRetryBudget, _ = pick(own.clientRetryBudget, def.clientRetryBudget, 0, at)
 	p.MaxSnapshotBytes, _ = pick(own.maxSnapshotBytes, def.maxSnapshotBytes, defaultMaxSnapshotBytes, at)
 	replay, _ := pick(own.replayHeaders, def.replayHeaders, nil, at)
@@ -72,19 +71,7 @@ func (c *opCheck) resolve() {
 	onExpiry, onExpiryPos := pick(own.onLeaseExpiry, def.onLeaseExpiry, onExpiryDefault, at)
 	p.OnLeaseExpiry = onExpiry
 
-	// Conflicts among the document's own defaults were reported once by
-	// checkDefaults; here only those the operation takes part in.
-	if (own.ttl.ok || own.lease.ok) && p.Lease >= p.TTL {
-		pos, field := leasePos, "lease"
-		if !own.lease.ok {
-			pos, field = ttlPos, "ttl"
-		}
-		c.r.errorf(pos, field, "lease %s must be shorter than ttl %s", fmtDuration(p.Lease), fmtDuration(p.TTL))
-	}
-	if (own.ttl.ok || own.clientRetryBudget.ok) && p.ClientRetryBudget > 0 && p.TTL < p.ClientRetryBudget {
-		c.r.errorf(ttlPos, "ttl", "ttl %s is shorter than clientRetryBudget %s: a client still retrying would meet a forgotten key and run the request again",
-			fmtDuration(p.TTL), fmtDuration(p.ClientRetryBudget))
-	}
+	c.l.checkLifetimes(false, scoped{own, c.r}, scoped{def, c.l.report("")})
 	if p.OnLeaseExpiry == "takeover" && !p.Transactional && (own.onLeaseExpiry.ok || def.onLeaseExpiry.ok) {
 		c.r.warnf(onExpiryPos, "onLeaseExpiry", "takeover without transactional: a retry that takes over an abandoned claim runs the handler again, so any effect the first attempt already made happens twice")
 	}

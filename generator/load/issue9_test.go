@@ -187,3 +187,39 @@ properties:
 		t.Fatalf("spec %+v", spec)
 	}
 }
+
+// One mistake, one diagnostic: an operation's bad ttl used to draw a second
+// error about the document's ttl against its clientRetryBudget, at a line
+// the user never touched; and a ttl/budget conflict points at the field the
+// operation itself set.
+func TestLifetimeConflictsPointAtWhatWasSet(t *testing.T) {
+	spec := func(opPolicy string) string {
+		return `openapi: 3.0.3
+info: {title: t, version: "1"}
+x-idempotency:
+  clientRetryBudget: 3d
+paths:
+  /x:
+    post:
+      operationId: x
+      x-idempotency: ` + opPolicy + `
+      responses: {"200": {description: ok}}
+`
+	}
+	_, got := loadString(t, spec(`{ttl: "7 days"}`))
+	wantDiags(t, got, `spec.yaml:9:23: POST /x (x): x-idempotency.ttl: "7 days" is not a duration (use 7d, 24h, 90m)`)
+
+	_, got = loadString(t, spec(`{ttl: 7d}`))
+	wantDiags(t, got)
+
+	_, got = loadString(t, spec(`{ttl: 2d}`))
+	wantDiags(t, got, `spec.yaml:9:23: POST /x (x): x-idempotency.ttl: ttl 2d is shorter than clientRetryBudget 3d: a client still retrying would meet a forgotten key and run the request again`)
+
+	// Taking the document's budget with the built-in ttl: the document's
+	// field is at fault, reported once however many operations inherit it.
+	_, got = loadString(t, spec(`true`))
+	wantDiags(t, got, `spec.yaml:4:3: x-idempotency.clientRetryBudget: ttl 1d is shorter than clientRetryBudget 3d: a client still retrying would meet a forgotten key and run the request again`)
+
+	_, got = loadString(t, spec(`{lease: 5d, ttl: 4d}`))
+	wantDiags(t, got, `spec.yaml:9:23: POST /x (x): x-idempotency.lease: lease 5d must be shorter than ttl 4d`)
+}

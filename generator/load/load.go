@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	yaml "go.yaml.in/yaml/v4"
@@ -136,6 +135,10 @@ type loader struct {
 	opts          Options
 	validationCtx context.Context
 	diags         []model.Diagnostic
+	// reported holds the lifetime conflicts already reported, so that one
+	// in the document's defaults is reported once, not once per operation
+	// that inherits it.
+	reported map[string]bool
 }
 
 func (l *loader) report(op string) reporter {
@@ -176,6 +179,7 @@ func (l *loader) run() *model.Spec {
 		} else {
 			defaults = decodeLayer(l.t, docKey, docVal, l.report(""))
 			l.checkDefaults(defaults)
+			l.checkLifetimes(true, scoped{defaults, l.report("")})
 		}
 	}
 	if defaults == nil {
@@ -259,24 +263,10 @@ func opLabel(op model.Operation) string {
 	return fmt.Sprintf("%s %s (%s)", op.Method, op.Path, op.ID)
 }
 
-// checkDefaults checks the document-level defaults on their own, so that a
-// conflict among them is reported once, at the document level, rather than
-// for every operation that inherits it.
+// checkDefaults warns about document-level defaults that are usually
+// set per operation.
 func (l *loader) checkDefaults(d *layer) {
 	r := l.report("")
-	ttl, ttlPos := pick(d.ttl, setting[time.Duration]{}, defaultTTL, d.pos)
-	lease, leasePos := pick(d.lease, setting[time.Duration]{}, defaultLease, d.pos)
-	if (d.ttl.ok || d.lease.ok) && lease >= ttl {
-		pos, field := leasePos, "lease"
-		if !d.lease.ok {
-			pos, field = ttlPos, "ttl"
-		}
-		r.errorf(pos, field, "lease %s must be shorter than ttl %s", fmtDuration(lease), fmtDuration(ttl))
-	}
-	if d.clientRetryBudget.ok && ttl < d.clientRetryBudget.v {
-		r.errorf(ttlPos, "ttl", "ttl %s is shorter than clientRetryBudget %s: a client still retrying would meet a forgotten key and run the request again",
-			fmtDuration(ttl), fmtDuration(d.clientRetryBudget.v))
-	}
 	if d.fingerprint.ok {
 		r.warnf(d.fingerprint.pos, "fingerprint", "a document-level fingerprint applies to the request body of every annotated operation; it is usually set per operation")
 	}

@@ -79,6 +79,11 @@ type layer struct {
 	transactional     setting[bool]
 	fingerprint       setting[[]item]
 	query             setting[[]item]
+
+	// rejected names the fields that were written but refused: what the
+	// author meant is unknown, so checks that would compare it with
+	// other fields stay silent rather than report the same mistake again.
+	rejected map[string]bool
 }
 
 // reporter collects diagnostics for one operation (or the document).
@@ -113,9 +118,11 @@ func (r reporter) add(sev model.Severity, pos model.Pos, field, format string, a
 func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 	l := &layer{pos: t.pos(keyNode)}
 	// A field set twice was reported and dropped while parsing.
+	l.rejected = map[string]bool{}
 	for _, p := range pairs(n) {
 		name, v := p.key.Value, deref(p.val)
 		pos := t.pos(p.key)
+		before := len(*r.diags)
 		switch name {
 		case "scope":
 			l.scope = decodeEnum(v, pos, name, r, []string{"operation", "tenant"}, "a scope")
@@ -155,6 +162,9 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 			*r.diags = append(*r.diags, model.Diagnostic{
 				Severity: model.Error, Pos: pos, Operation: r.op, Field: extension, Message: msg,
 			})
+		}
+		if model.HasErrors((*r.diags)[before:]) {
+			l.rejected[name] = true
 		}
 	}
 	return l

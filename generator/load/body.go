@@ -137,4 +137,3 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 		}
 	}
 }
-

@@ -166,4 +166,3 @@ func (c *opCheck) checkQuery(params []param, key keySource) {
 	}
 	slices.Sort(c.op.Policy.Query)
 }
-

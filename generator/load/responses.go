@@ -29,4 +29,3 @@ func (c *opCheck) checkResponses() {
 	c.r.warnf(c.op.Pos, "", "responses of type %s are streamed: the response is captured whole before it is stored, a replay sends it in one piece, and one larger than maxSnapshotBytes (%d bytes) cannot be replayed",
 		strings.Join(streams, ", "), c.op.Policy.MaxSnapshotBytes)
 }
-

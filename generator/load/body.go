@@ -83,6 +83,20 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 		}
 		return
 	}
+	if mt, mtPos := pick(c.own.mediaType, c.def.mediaType, "", c.own.pos); mt != "" {
+		if _, declared := mts[mt]; !declared {
+			c.r.errorf(mtPos, "mediaType", "the request body does not declare %s (it declares %s)", mt, strings.Join(sortedKeys(mts), ", "))
+			return
+		}
+		chosen = mt
+	} else if others := otherKinds(mts, chosen); len(others) > 0 {
+		// The runtime reads one kind of body per operation and answers a
+		// keyed request of any other kind with 415: pinning one silently
+		// would turn away every client that sends the other.
+		c.r.errorf(c.op.Pos, "", "the request body is declared as %s and also as %s, but the policy fingerprints one kind of body: a request of the other kind that carries a key would be refused with 415 before the handler runs. Set mediaType: %s to protect those bodies alone, knowingly, or declare one kind",
+			chosen, strings.Join(others, ", "), chosen)
+		return
+	}
 	if isJSONMediaType(chosen) {
 		c.op.BodyMediaType = "application/json"
 	} else {
@@ -136,4 +150,37 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 			c.r.errorf(keyPos, "key", "%s", missingMessage(key.name, "the key "+key.name, res))
 		}
 	}
+}
+
+// mediaKind groups media types the way the runtime reads bodies: JSON (any
+// +json type), forms, and everything else.
+func mediaKind(mt string) int {
+	switch {
+	case isJSONMediaType(mt):
+		return 0
+	case mt == formMediaType:
+		return 1
+	}
+	return 2
+}
+
+// otherKinds lists, sorted, the declared media types of another kind than
+// chosen.
+func otherKinds(mts map[string]*openapi3.MediaType, chosen string) []string {
+	var out []string
+	for _, mt := range sortedKeys(mts) {
+		if mediaKind(mt) != mediaKind(chosen) {
+			out = append(out, mt)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

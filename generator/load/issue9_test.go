@@ -223,3 +223,34 @@ paths:
 	_, got = loadString(t, spec(`{lease: 5d, ttl: 4d}`))
 	wantDiags(t, got, `spec.yaml:9:23: POST /x (x): x-idempotency.lease: lease 5d must be shorter than ttl 4d`)
 }
+
+// A body declared as JSON and multipart used to be pinned to JSON without a
+// word, so every multipart request with a key got 415.
+func TestTwoMediaTypesAreAmbiguous(t *testing.T) {
+	src := func(policy string) string {
+		return `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /files:
+    post:
+      operationId: upload
+      x-idempotency: ` + policy + `
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, properties: {name: {type: string}}}
+          multipart/form-data:
+            schema: {type: object, properties: {file: {type: string, format: binary}}}
+      responses: {"200": {description: ok}}
+`
+	}
+	_, got := loadString(t, src("true"))
+	wantDiags(t, got, `spec.yaml:7:7: POST /files (upload): the request body is declared as application/json and also as multipart/form-data, but the policy fingerprints one kind of body: a request of the other kind that carries a key would be refused with 415 before the handler runs. Set mediaType: application/json to protect those bodies alone, knowingly, or declare one kind`)
+	spec, got := loadString(t, src("{mediaType: application/json}"))
+	wantDiags(t, got)
+	if spec == nil || spec.Operations[0].BodyMediaType != "application/json" {
+		t.Fatalf("spec %+v", spec)
+	}
+	_, got = loadString(t, src("{mediaType: application/x-www-form-urlencoded}"))
+	wantDiags(t, got, `spec.yaml:7:23: POST /files (upload): x-idempotency.mediaType: the request body does not declare application/x-www-form-urlencoded (it declares application/json, multipart/form-data)`)
+}

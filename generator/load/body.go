@@ -89,6 +89,8 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 			return
 		}
 		chosen = mt
+	} else if c.own.rejected["mediaType"] || c.def.rejected["mediaType"] {
+		return // the refused mediaType was reported; it meant to settle this
 	} else if others := otherKinds(mts, chosen); len(others) > 0 {
 		// The runtime reads one kind of body per operation and answers a
 		// keyed request of any other kind with 415: pinning one silently

@@ -1,10 +1,11 @@
 package docgen
 
 import (
-	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/generator/internal/spectext"
 )
 
 // The generated page is Markdown, and a spec is untrusted input: a summary,
@@ -56,36 +57,8 @@ func code(s string) string {
 	return "`" + v + "`"
 }
 
-// visible puts s on one line: white space of every kind (line and
-// paragraph separators included) becomes one space, and control and
-// Unicode format characters (bidi overrides and isolates, zero-width
-// characters) are written as \uXXXX, so they can neither break the layout
-// nor reorder what a reader sees.
-func visible(s string) string {
-	var b strings.Builder
-	space := false
-	for i, w := 0, 0; i < len(s); i += w {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		w = size
-		switch {
-		case r == utf8.RuneError && size == 1:
-			r = unicode.ReplacementChar
-		case unicode.IsSpace(r):
-			space = b.Len() > 0
-			continue
-		}
-		if space {
-			b.WriteByte(' ')
-			space = false
-		}
-		if unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co, unicode.Cs) {
-			fmt.Fprintf(&b, `\u%04X`, r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// visible puts s on one line as a reader should see it.
+func visible(s string) string { return spectext.Visible(s) }
 
 // commentText makes s safe inside an HTML comment: on one line, and with
 // no "--", which could close the comment.

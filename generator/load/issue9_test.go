@@ -254,3 +254,30 @@ paths:
 	_, got = loadString(t, src("{mediaType: application/x-www-form-urlencoded}"))
 	wantDiags(t, got, `spec.yaml:7:23: POST /files (upload): x-idempotency.mediaType: the request body does not declare application/x-www-form-urlencoded (it declares application/json, multipart/form-data)`)
 }
+
+// A key parameter's declared maxLength used to be ignored: the policy kept
+// 255 while the spec told clients something else.
+func TestKeyParameterMaxLength(t *testing.T) {
+	src := func(policy string, maxLength int) string {
+		return `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /x:
+    post:
+      operationId: x
+      x-idempotency: ` + policy + `
+      parameters:
+        - {name: Idempotency-Key, in: header, schema: {type: string, maxLength: ` + strconv.Itoa(maxLength) + `}}
+      responses: {"200": {description: ok}}
+`
+	}
+	spec, got := loadString(t, src("true", 64))
+	wantDiags(t, got)
+	if spec == nil || spec.Operations[0].Policy.KeyMaxLength != 64 {
+		t.Fatalf("keyMaxLength not taken from the parameter: %+v", spec)
+	}
+	_, got = loadString(t, src("{keyMaxLength: 100}", 64))
+	wantDiags(t, got, `spec.yaml:7:23: warning: POST /x (x): x-idempotency.keyMaxLength: 100 contradicts the maxLength 64 the spec declares for the header parameter Idempotency-Key (line 9); clients follow the spec, so make them agree`)
+	_, got = loadString(t, src("true", 300))
+	wantDiags(t, got, `spec.yaml:7:7: warning: POST /x (x): x-idempotency.keyMaxLength: the spec lets the header parameter Idempotency-Key (line 9) be 300 characters long, but a key is at most 255; keys longer than that are refused with 400`)
+}

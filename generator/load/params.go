@@ -18,6 +18,7 @@ type param struct {
 	node        *yaml.Node
 	schemaType  string // "" when not known
 	schemaShown string // how the type is shown in messages
+	maxLength   int    // the schema's maxLength; 0 when it declares none
 }
 
 // parameters returns the parameters of the operation and its path item;
@@ -42,6 +43,12 @@ func (c *opCheck) parameters() []param {
 			}
 			_, schema := get(pn, "schema")
 			p.schemaType, p.schemaShown = c.l.nodeSchemaType(schema)
+			if _, ml := get(c.l.followRef(schema), "maxLength"); ml != nil && ml.Tag == tagInt {
+				var n int64
+				if err := ml.Decode(&n); err == nil && n > 0 {
+					p.maxLength = int(min(n, 1<<20))
+				}
+			}
 			i := slices.IndexFunc(out, func(q param) bool {
 				return q.in == p.in && (q.name == p.name || p.in == "header" && strings.EqualFold(q.name, p.name))
 			})
@@ -126,6 +133,7 @@ func (c *opCheck) checkKeyParam(params []param, key keySource, keyPos, requiredP
 		c.r.errorf(keyPos, "key", "the spec declares the %s as %s, but an idempotency key is a string; declare its schema as type: string",
 			what, decl.schemaShown)
 	}
+	c.checkKeyLength(decl, what)
 	switch p := c.op.Policy; {
 	case p.Required && !decl.required:
 		c.r.warnf(requiredPos, "required", "the policy requires a key, but the spec declares the %s optional, so clients reading the spec may not send it; mark it required: true",
@@ -165,4 +173,26 @@ func (c *opCheck) checkQuery(params []param, key keySource) {
 		}
 	}
 	slices.Sort(c.op.Policy.Query)
+}
+
+// checkKeyLength honours the maxLength the spec declares for the key's
+// parameter: without a keyMaxLength of its own the policy takes it (up to
+// the 255 a key may have), and a keyMaxLength that contradicts it is a
+// warning, since clients read the spec and the policy is what the server
+// enforces.
+func (c *opCheck) checkKeyLength(decl *param, what string) {
+	if decl.maxLength == 0 {
+		return
+	}
+	n, pos := pick(c.own.keyMaxLength, c.def.keyMaxLength, 0, c.own.pos)
+	switch {
+	case n == 0 && decl.maxLength <= defaultKeyMaxLength:
+		c.op.Policy.KeyMaxLength = decl.maxLength
+	case n == 0:
+		c.r.warnf(c.op.Pos, "keyMaxLength", "the spec lets the %s be %d characters long, but a key is at most %d; keys longer than that are refused with 400",
+			what, decl.maxLength, defaultKeyMaxLength)
+	case n != decl.maxLength:
+		c.r.warnf(pos, "keyMaxLength", "%d contradicts the maxLength %d the spec declares for the %s; clients follow the spec, so make them agree",
+			n, decl.maxLength, what)
+	}
 }

@@ -254,6 +254,14 @@ func relSlash(from, target string) string {
 // nothing.
 func Validate(ctx context.Context, file string) (*model.Spec, []model.Diagnostic, error) {
 	spec, diags, err := loadSpec(ctx, file, file, true)
+	if err == nil && spec != nil {
+		// What the Go emitter would refuse, so that validate passes only
+		// what generate accepts.
+		if nameDiags := gocode.CheckNames(spec); len(nameDiags) > 0 {
+			diags = append(diags, nameDiags...)
+			spec = nil
+		}
+	}
 	model.SortDiagnostics(diags)
 	return spec, diags, err
 }

@@ -142,6 +142,13 @@ func countPolicies(src []byte) int {
 // that uses this checkout of idemgen.
 func buildModule(t *testing.T, dir string) {
 	t.Helper()
+	goInModule(t, dir, "build", "./...")
+}
+
+// goInModule makes dir a module of its own that uses this checkout of
+// idemgen and runs the go command in it with args.
+func goInModule(t *testing.T, dir string, args ...string) {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join(".."))
 	if err != nil {
 		t.Fatal(err)
@@ -150,12 +157,12 @@ func buildModule(t *testing.T, dir string) {
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "./...")
+	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
 	cmd.Env = goEnv()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		// Name the checkout neutrally: the output is read elsewhere.
-		t.Fatalf("generated code does not compile: %v\n%s", err, strings.ReplaceAll(string(out), root, "<idemgen>"))
+		t.Fatalf("go %s on the generated code: %v\n%s", strings.Join(args, " "), err, strings.ReplaceAll(string(out), root, "<idemgen>"))
 	}
 }
 

@@ -33,27 +33,29 @@ type page struct {
 // operation holds one operation's policy as finished phrases, so the
 // template stays free of logic.
 type operation struct {
-	ID, Method, Path, Anchor, Summary string
-	Key, KeyShort                     string
-	KeyMaxLength                      int
-	Required, TenantScope             bool
-	Scope, TTL, Lease, LeaseExpiry    string
-	Fingerprint                       string
-	Stored, ReplayHeaders             string
-	MaxSnapshot                       string
+	// ID and Route are Markdown code (or escaped text); Heading and
+	// Summary escaped text.
+	ID, Route, Heading, Anchor, Summary string
+	Key, KeyShort                       string
+	KeyMaxLength                        int
+	Required, TenantScope               bool
+	Scope, TTL, Lease, LeaseExpiry      string
+	Fingerprint                         string
+	Stored, ReplayHeaders               string
+	MaxSnapshot                         string
 }
 
 // Emit renders the documentation page of spec.
 func Emit(spec *model.Spec, opts Options) ([]byte, error) {
-	text, err := templates.DocsTemplate()
+	src, err := templates.DocsTemplate()
 	if err != nil {
 		return nil, fmt.Errorf("docgen: %w", err)
 	}
-	tmpl, err := template.New("api.md").Option("missingkey=error").Parse(text)
+	tmpl, err := template.New("api.md").Option("missingkey=error").Parse(src)
 	if err != nil {
 		return nil, fmt.Errorf("docgen: parse template: %w", err)
 	}
-	p := page{Source: opts.Source, Title: oneLine(spec.Title), Version: oneLine(spec.Version)}
+	p := page{Source: commentText(opts.Source), Title: text(spec.Title), Version: text(spec.Version)}
 	for _, op := range spec.Operations {
 		p.Operations = append(p.Operations, describeOp(op))
 	}
@@ -67,12 +69,11 @@ func Emit(spec *model.Spec, opts Options) ([]byte, error) {
 func describeOp(op model.Operation) operation {
 	p := op.Policy
 	o := operation{
-		ID:           op.ID,
-		Method:       op.Method,
-		Path:         op.Path,
+		ID:           code(op.ID),
+		Route:        code(op.Method + " " + op.Path),
+		Heading:      text(op.Method + " " + op.Path),
 		Anchor:       anchor(op.Method + " " + op.Path),
-		Summary:      oneLine(op.Summary),
-		Key:          describe.KeySource(p),
+		Summary:      text(op.Summary),
 		KeyMaxLength: p.KeyMaxLength,
 		Required:     p.Required,
 		TenantScope:  p.Scope == "tenant",
@@ -84,14 +85,14 @@ func describeOp(op model.Operation) operation {
 	}
 	switch p.KeyIn {
 	case model.KeyInBody:
-		o.KeyShort = "body field `" + p.KeyName + "`"
-		o.Key = "the body field `" + p.KeyName + "`"
+		o.KeyShort = "body field " + code(p.KeyName)
+		o.Key = "the body field " + code(p.KeyName)
 	case model.KeyInQuery:
-		o.KeyShort = "query parameter `" + p.KeyName + "`"
-		o.Key = "the query parameter `" + p.KeyName + "`"
+		o.KeyShort = "query parameter " + code(p.KeyName)
+		o.Key = "the query parameter " + code(p.KeyName)
 	default:
-		o.KeyShort = "header `" + p.KeyName + "`"
-		o.Key = "the `" + p.KeyName + "` header"
+		o.KeyShort = "header " + code(p.KeyName)
+		o.Key = "the " + code(p.KeyName) + " header"
 	}
 	if p.OnLeaseExpiry == "takeover" {
 		o.LeaseExpiry = "the next retry takes the key over and runs the operation again."
@@ -126,7 +127,7 @@ func fingerprint(op model.Operation) string {
 	case op.BodyMediaType == "":
 		// No body: only path and query parameters remain.
 	case p.KeyIn == model.KeyInBody:
-		parts = append(parts, "the whole request body except `"+p.KeyName+"`")
+		parts = append(parts, "the whole request body except "+code(p.KeyName))
 	default:
 		parts = append(parts, "the whole request body")
 	}
@@ -149,10 +150,11 @@ func plural(one, many string, items []string) string {
 	return many + list(items)
 }
 
+// quoteAll writes each of ss as Markdown code.
 func quoteAll(ss []string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
-		out[i] = "`" + s + "`"
+		out[i] = code(s)
 	}
 	return out
 }
@@ -180,9 +182,4 @@ func anchor(heading string) string {
 		}
 	}
 	return b.String()
-}
-
-// oneLine keeps free text from the spec from breaking the page's layout.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -80,7 +80,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 		return nil, nil, fmt.Errorf("gocode: unknown store %q (use %s)", opts.Store, strings.Join(Stores, ", "))
 	}
 	ops := sortedOps(spec.Operations)
-	if diags := checkNames(ops); len(diags) > 0 {
+	if diags := CheckNames(spec); len(diags) > 0 {
 		return nil, diags, nil
 	}
 
@@ -97,7 +97,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 		pathPgx:         "pgx",
 	})
 	f.HeaderComment(Header[len("// "):])
-	f.HeaderComment("source: " + opts.Source)
+	f.HeaderComment("// source: " + commentText(opts.Source))
 
 	emitConsts(f, ops)
 	for _, op := range ops {
@@ -167,10 +167,14 @@ func sortedOps(ops []model.Operation) []model.Operation {
 // The identifiers the file always declares.
 var fixedNames = []string{"Policies", "NewEngine"}
 
-// checkNames reports every generated identifier declared twice: the
-// loader keeps GoNames unique, but derived names (FooPolicy, OpFoo, the
-// adapter Foo) can still meet another operation's or a fixed one.
-func checkNames(ops []model.Operation) []model.Diagnostic {
+// CheckNames reports every identifier the Go file would declare twice:
+// two operations with one Go name, or a derived name (FooPolicy, OpFoo,
+// the adapter Foo) that meets another operation's or a fixed one
+// (Policies, NewEngine). It is the one check of generated names: Emit
+// refuses what it reports, and validate runs it too, so that validate
+// finds everything generate refuses.
+func CheckNames(spec *model.Spec) []model.Diagnostic {
+	ops := sortedOps(spec.Operations)
 	type owner struct {
 		op  *model.Operation
 		how string
@@ -207,11 +211,22 @@ func checkNames(ops []model.Operation) []model.Diagnostic {
 	}
 	for i := range ops {
 		op := &ops[i]
-		declare(op, "Op"+op.GoName, "constant")
-		declare(op, op.GoName+"Policy", "policy function")
-		if op.Policy.Transactional {
-			declare(op, op.GoName, "handler adapter")
-			declare(op, op.GoName+"Tx", "transaction accessor")
+		// One diagnostic per operation: its names all derive from one
+		// operationId, and renaming it settles every clash.
+		for _, d := range []struct{ name, how string }{
+			{"Op" + op.GoName, "constant"},
+			{op.GoName + "Policy", "policy function"},
+			{op.GoName, "handler adapter"},
+			{op.GoName + "Tx", "transaction accessor"},
+		} {
+			if (d.how == "handler adapter" || d.how == "transaction accessor") && !op.Policy.Transactional {
+				continue
+			}
+			before := len(diags)
+			declare(op, d.name, d.how)
+			if len(diags) > before {
+				break
+			}
 		}
 	}
 	return diags
@@ -220,13 +235,6 @@ func checkNames(ops []model.Operation) []model.Diagnostic {
 // opLabel names an operation the way diagnostics do.
 func opLabel(op model.Operation) string {
 	return fmt.Sprintf("%s %s (%s)", op.Method, op.Path, op.ID)
-}
-
-// comment adds each line of text as a // comment to f.
-func comment(f *jen.File, text string) {
-	for _, line := range wrap(text, 77) {
-		f.Comment(line)
-	}
 }
 
 func emitConsts(f *jen.File, ops []model.Operation) {
@@ -240,9 +248,7 @@ func emitConsts(f *jen.File, ops []model.Operation) {
 			if i > 0 {
 				g.Line()
 			}
-			for _, line := range wrap(fmt.Sprintf("Op%s is the operation ID of %s %s.", op.GoName, op.Method, op.Path), 73) {
-				g.Comment(line)
-			}
+			comment(g, fmt.Sprintf("Op%s is the operation ID of %s %s.", op.GoName, op.Method, commentText(op.Path)), 73)
 			g.Id("Op" + op.GoName).Op("=").Lit(op.ID)
 		}
 	})
@@ -251,7 +257,7 @@ func emitConsts(f *jen.File, ops []model.Operation) {
 func emitPolicy(f *jen.File, op model.Operation) {
 	p := op.Policy
 	comment(f, fmt.Sprintf("%sPolicy returns the x-idempotency policy of %s %s (%s): %s.",
-		op.GoName, op.Method, op.Path, op.ID, Summary(op)))
+		op.GoName, op.Method, commentText(op.Path), commentText(op.ID), commentText(Summary(op))), 77)
 	fields := []jen.Code{
 		field("OperationID", jen.Lit(op.ID)),
 		field("Method", methodCode(op.Method)),
@@ -424,7 +430,7 @@ func emitEngine(f *jen.File) {
 // store's transaction type, so a handler written for another store does
 // not compile; without one they are generic over it.
 func emitAdapter(f *jen.File, op model.Operation, store string) {
-	what := fmt.Sprintf("%s %s (%s)", op.Method, op.Path, op.ID)
+	what := fmt.Sprintf("%s %s (%s)", op.Method, commentText(op.Path), commentText(op.ID))
 	txType, typeParams, typeArgs := txTypeCode(store)
 	var whose string
 	switch store {
@@ -436,7 +442,7 @@ func emitAdapter(f *jen.File, op model.Operation, store string) {
 		whose = "Tx is the store's transaction type (pgx.Tx for pgstore, *sqlitestore.Tx for sqlitestore)."
 	}
 	comment(f, fmt.Sprintf("%s adapts h, the handler of %s, which writes inside the transaction that also records its key; %s",
-		op.GoName, what, whose))
+		op.GoName, what, whose), 77)
 	f.Func().Id(op.GoName).Types(typeParams...).Params(
 		jen.Id("h").Func().Params(
 			jen.Id("w").Qual(pathHTTP, "ResponseWriter"),
@@ -449,7 +455,7 @@ func emitAdapter(f *jen.File, op model.Operation, store string) {
 
 	comment(f, fmt.Sprintf("%sTx returns the transaction of a request of %s, for a handler that gets only the request's context, such as an oapi-codegen strict-server method. "+
 		"An error (it wraps idem.ErrNoTx) means the request did not come through the idempotency engine with that store: write nothing and answer 500.",
-		op.GoName, what))
+		op.GoName, what), 77)
 	f.Func().Id(op.GoName+"Tx").Types(typeParams...).Params(jen.Id("ctx").Qual(pathContext, "Context")).
 		Params(txType, jen.Error()).Block(
 		jen.Return(jen.Qual(pathIdem, "TxFor").Types(typeArgs).Call(jen.Id("ctx"), jen.Lit(op.ID))),

@@ -49,7 +49,11 @@
 //     additionalProperties allows it. An array is one value: a pointer into
 //     its items is refused with a hint to point at the array.
 //   - The body media type is application/json (or any +json type), else
-//     application/x-www-form-urlencoded. An operation whose body has only
+//     application/x-www-form-urlencoded. A body declared with media types
+//     of two kinds (JSON and multipart, JSON and form) is an error unless
+//     the policy's mediaType names the one to fingerprint: the runtime
+//     reads one kind per operation and refuses keyed requests of another
+//     with 415, which must not happen by accident. An operation whose body has only
 //     other media types is an error when the policy names body fields or a
 //     body key; with a whole-body fingerprint it is a warning, since real
 //     specs annotate such operations (Stripe's file upload) and a request
@@ -65,13 +69,22 @@
 //     silently ignored). The document-level object must be an object; a
 //     warning says when no operation opts in to it, and when it sets
 //     fingerprint or query, which are per-operation by nature.
-//   - A conflict among the document-level defaults (lease not shorter than
-//     ttl, ttl shorter than clientRetryBudget) is reported once, at the
-//     document level; an operation is checked for the conflicts its own
-//     fields take part in. onLeaseExpiry: takeover without transactional
-//     draws a warning (the handler may run twice).
+//   - onLeaseExpiry: takeover without transactional draws a warning (the
+//     handler may run twice).
 //   - An operation without operationId gets one from method and path
 //     (POST /v1/customers/{customer}/sources → post_v1_customers_customer_sources);
-//     Go names split IDs at non-alphanumerics and capitalize each part, and
-//     two operations with the same Go name are an error.
+//     Go names split IDs at characters that are neither letters nor digits
+//     (of any script, after NFC composition) and capitalize each part; a
+//     name without a capital first letter gets an "Op" prefix. Names that
+//     clash are judged by the Go emitter (gocode.CheckNames), which
+//     validate runs too.
+//   - A key set twice in one object is a warning (the later value is used,
+//     as JSON parsers do), and an error inside x-idempotency. An extension
+//     one or two letters from x-idempotency, or in another case, is a
+//     warning: it would be ignored.
+//   - JSON is parsed as YAML; surrogate-pair escapes, which YAML refuses,
+//     are rewritten to YAML's \U escapes first, keeping columns.
+//   - Lifetime conflicts (lease not shorter than ttl, ttl shorter than
+//     clientRetryBudget) are checked by one function for the document and
+//     each operation, and reported at the most specific field taking part.
 package load

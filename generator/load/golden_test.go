@@ -13,8 +13,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the stderr.txt of the failing golden cases")
 
-// TestGoldenFailures loads every testdata/golden/fail-* spec and compares
-// the diagnostics with the case's stderr.txt.
+// TestGoldenFailures loads every testdata/golden/fail-* spec, except the
+// fail-emit-* ones, and compares the diagnostics with the case's
+// stderr.txt.
 func TestGoldenFailures(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join("..", "..", "testdata", "golden", "fail-*"))
 	if err != nil {
@@ -24,6 +25,11 @@ func TestGoldenFailures(t *testing.T) {
 		t.Fatal("no testdata/golden/fail-* cases")
 	}
 	for _, dir := range dirs {
+		if strings.HasPrefix(filepath.Base(dir), "fail-emit-") {
+			// Refused by the Go emitter's name check (gocode.CheckNames),
+			// which the loader does not run.
+			continue
+		}
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			name := "spec.yaml"
 			if _, err := os.Stat(filepath.Join(dir, "spec.json")); err == nil {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	yaml "go.yaml.in/yaml/v4"
@@ -76,9 +75,9 @@ func LoadData(ctx context.Context, data []byte, file string, opts Options) (*mod
 
 	doc := &openapi3.T{}
 	if err := doc.UnmarshalYAML(t.root); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w: %w", file, ErrNotOpenAPI3, err)
+		return nil, t.diags, fmt.Errorf("%s: %w: %w", file, ErrNotOpenAPI3, err)
 	}
-	l := &loader{t: t, doc: doc, opts: opts}
+	l := &loader{t: t, doc: doc, opts: opts, diags: t.diags}
 	loader := openapi3.NewLoader()
 	loader.Context = ctx
 	loader.IsExternalRefsAllowed = false
@@ -137,6 +136,10 @@ type loader struct {
 	opts          Options
 	validationCtx context.Context
 	diags         []model.Diagnostic
+	// reported holds the lifetime conflicts already reported, so that one
+	// in the document's defaults is reported once, not once per operation
+	// that inherits it.
+	reported map[string]bool
 }
 
 func (l *loader) report(op string) reporter {
@@ -177,6 +180,7 @@ func (l *loader) run() *model.Spec {
 		} else {
 			defaults = decodeLayer(l.t, docKey, docVal, l.report(""))
 			l.checkDefaults(defaults)
+			l.checkLifetimes(true, scoped{defaults, l.report("")})
 		}
 	}
 	if defaults == nil {
@@ -184,6 +188,7 @@ func (l *loader) run() *model.Spec {
 	}
 
 	optedIn := 0
+	l.checkSpelling(l.t.root)
 	_, paths := get(l.t.root, "paths")
 	for _, p := range pairs(paths) {
 		path := p.key.Value
@@ -193,6 +198,7 @@ func (l *loader) run() *model.Spec {
 				item = target
 			}
 		}
+		l.checkSpelling(item)
 		if k, _ := get(item, extension); k != nil {
 			l.report("").errorf(l.t.pos(k), "", "%s on the path item %s has no effect; put it on the operation (post: or patch:)", extension, path)
 		}
@@ -201,6 +207,7 @@ func (l *loader) run() *model.Spec {
 			if mKey == nil {
 				continue
 			}
+			l.checkSpelling(opNode)
 			extKey, extVal := get(opNode, extension)
 			if extKey == nil {
 				continue
@@ -226,15 +233,8 @@ func (l *loader) run() *model.Spec {
 		return strings.Compare(a.Method, b.Method)
 	})
 	l.checkOverlaps(spec.Operations)
-	seen := map[string]model.Operation{}
-	for _, op := range spec.Operations {
-		if first, dup := seen[op.GoName]; dup {
-			l.report(opLabel(op)).errorf(op.Pos, "", "its Go name %s is already taken by %s; give one of them a different operationId",
-				op.GoName, opLabel(first))
-			continue
-		}
-		seen[op.GoName] = op
-	}
+	// Go names that clash are the Go emitter's to judge (gocode.CheckNames):
+	// it alone knows every name it declares.
 	return spec
 }
 
@@ -253,6 +253,21 @@ func (l *loader) checkOverlaps(ops []model.Operation) {
 				l.report(opLabel(ops[i])).errorf(ops[i].Pos, "", "its path matches the same requests as %s and neither is more specific; make one path's literal text differ",
 					opLabel(ops[j]))
 			}
+		}
+	}
+}
+
+// checkSpelling warns about extensions of n that are near misses of
+// x-idempotency: idemgen would ignore them, and the operation would ship
+// without the protection its author meant to give it.
+func (l *loader) checkSpelling(n *yaml.Node) {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; misspeltExtension(k.Value) {
+			l.report("").warnf(l.t.pos(k), "", "%s is not an extension idemgen reads, so it is ignored (did you mean %s?)", k.Value, extension)
 		}
 	}
 }
@@ -295,24 +310,10 @@ func opLabel(op model.Operation) string {
 	return fmt.Sprintf("%s %s (%s)", op.Method, op.Path, op.ID)
 }
 
-// checkDefaults checks the document-level defaults on their own, so that a
-// conflict among them is reported once, at the document level, rather than
-// for every operation that inherits it.
+// checkDefaults warns about document-level defaults that are usually
+// set per operation.
 func (l *loader) checkDefaults(d *layer) {
 	r := l.report("")
-	ttl, ttlPos := pick(d.ttl, setting[time.Duration]{}, defaultTTL, d.pos)
-	lease, leasePos := pick(d.lease, setting[time.Duration]{}, defaultLease, d.pos)
-	if (d.ttl.ok || d.lease.ok) && lease >= ttl {
-		pos, field := leasePos, "lease"
-		if !d.lease.ok {
-			pos, field = ttlPos, "ttl"
-		}
-		r.errorf(pos, field, "lease %s must be shorter than ttl %s", fmtDuration(lease), fmtDuration(ttl))
-	}
-	if d.clientRetryBudget.ok && ttl < d.clientRetryBudget.v {
-		r.errorf(ttlPos, "ttl", "ttl %s is shorter than clientRetryBudget %s: a client still retrying would meet a forgotten key and run the request again",
-			fmtDuration(ttl), fmtDuration(d.clientRetryBudget.v))
-	}
 	if d.fingerprint.ok {
 		r.warnf(d.fingerprint.pos, "fingerprint", "a document-level fingerprint applies to the request body of every annotated operation; it is usually set per operation")
 	}

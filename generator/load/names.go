@@ -3,6 +3,9 @@ package load
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // suggest returns the candidate closest to s when it is close enough to be
@@ -57,8 +60,8 @@ func deriveID(method, path string) string {
 	var b strings.Builder
 	b.WriteString(strings.ToLower(method))
 	sep := true
-	for _, r := range path {
-		if r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+	for _, r := range norm.NFC.String(path) {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
 			if sep {
 				b.WriteByte('_')
 				sep = false
@@ -74,13 +77,17 @@ func deriveID(method, path string) string {
 // goName turns an operation ID into an exported Go identifier: the ID is
 // split at every character that cannot appear in one, and each part starts
 // with a capital ("createTransfer" → "CreateTransfer",
-// "post_v1_customers" → "PostV1Customers", "get-pet.by-id" → "GetPetById").
-// An ID that starts with a digit gets an "Op" prefix.
+// "post_v1_customers" → "PostV1Customers", "get-pet.by-id" → "GetPetById",
+// "créerPaiement" → "CréerPaiement"). Letters and digits of every script
+// are kept, as Go allows, after composing accents with their letters (NFC:
+// a combining mark cannot stand in a Go name). A name whose first
+// character has no capital (a digit, 支) gets an "Op" prefix, since only
+// an upper-case letter exports it.
 func goName(id string) string {
 	var b strings.Builder
 	upper := true
-	for _, r := range id {
-		if r >= 128 || !(unicode.IsLetter(r) || unicode.IsDigit(r)) {
+	for _, r := range norm.NFC.String(id) {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 			upper = true
 			continue
 		}
@@ -91,8 +98,20 @@ func goName(id string) string {
 		b.WriteRune(r)
 	}
 	s := b.String()
-	if s == "" || unicode.IsDigit(rune(s[0])) {
+	if first, _ := utf8.DecodeRuneInString(s); !unicode.IsUpper(first) {
 		s = "Op" + s
 	}
 	return s
+}
+
+// misspeltExtension reports whether an extension's name is a near miss of
+// x-idempotency: another case (X-Idempotency) or one or two letters off
+// (x-idempotent, x-idempotancy), with - and _ ignored. x-idempotency-key
+// and other longer names are extensions of their own.
+func misspeltExtension(name string) bool {
+	if name == extension || len(name) < 2 || !strings.EqualFold(name[:2], "x-") {
+		return false
+	}
+	n := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
+	return editDistance(n(name), n(extension)) <= 2
 }

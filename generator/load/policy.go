@@ -3,6 +3,7 @@ package load
 import (
 	"fmt"
 	"math"
+	"mime"
 	"net/textproto"
 	"regexp"
 	"slices"
@@ -37,7 +38,7 @@ const (
 var fieldNames = []string{
 	"scope", "fingerprint", "query", "ttl", "lease", "clientRetryBudget", "key",
 	"keyMaxLength", "required", "maxSnapshotBytes", "replayHeaders",
-	"cacheServerErrors", "onLeaseExpiry", "transactional",
+	"cacheServerErrors", "onLeaseExpiry", "transactional", "mediaType",
 }
 
 // setting is one field's value in one x-idempotency object, with where it
@@ -81,6 +82,12 @@ type layer struct {
 	transactional     setting[bool]
 	fingerprint       setting[[]item]
 	query             setting[[]item]
+	mediaType         setting[string]
+
+	// rejected names the fields that were written but refused: what the
+	// author meant is unknown, so checks that would compare it with
+	// other fields stay silent rather than report the same mistake again.
+	rejected map[string]bool
 }
 
 // reporter collects diagnostics for one operation (or the document).
@@ -114,15 +121,12 @@ func (r reporter) add(sev model.Severity, pos model.Pos, field, format string, a
 // known, typed and in range, or reported.
 func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 	l := &layer{pos: t.pos(keyNode)}
-	seen := map[string]*yaml.Node{}
+	// A field set twice was reported and dropped while parsing.
+	l.rejected = map[string]bool{}
 	for _, p := range pairs(n) {
 		name, v := p.key.Value, deref(p.val)
 		pos := t.pos(p.key)
-		if first, dup := seen[name]; dup {
-			r.errorf(pos, name, "set twice (first on line %d)", first.Line)
-			continue
-		}
-		seen[name] = p.key
+		before := len(*r.diags)
 		switch name {
 		case "scope":
 			l.scope = decodeEnum(v, pos, name, r, []string{"operation", "tenant"}, "a scope")
@@ -152,6 +156,8 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 			l.query = decodeQueryNames(t, v, pos, name, r)
 		case "replayHeaders":
 			l.replayHeaders = decodeReplayHeaders(t, v, pos, name, r)
+		case "mediaType":
+			l.mediaType = decodeMediaType(v, pos, name, r)
 		default:
 			msg := fmt.Sprintf("unknown field %q", name)
 			if s := suggest(name, fieldNames); s != "" {
@@ -162,6 +168,9 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 			*r.diags = append(*r.diags, model.Diagnostic{
 				Severity: model.Error, Pos: pos, Operation: r.op, Field: extension, Message: msg,
 			})
+		}
+		if model.HasErrors((*r.diags)[before:]) {
+			l.rejected[name] = true
 		}
 	}
 	return l
@@ -518,4 +527,23 @@ func decodeReplayHeaders(t *tree, v *yaml.Node, pos model.Pos, field string, r r
 		return setting[[]item]{}
 	}
 	return setting[[]item]{v: out, pos: pos, ok: true}
+}
+
+// decodeMediaType reads the mediaType field: the request-body media type a
+// policy fingerprints when the body declares several.
+func decodeMediaType(v *yaml.Node, pos model.Pos, field string, r reporter) setting[string] {
+	if v.Kind != yaml.ScalarNode || v.Tag != tagStr {
+		r.errorf(pos, field, "must be a media type such as application/json, not %s", describe(v))
+		return setting[string]{}
+	}
+	mt, _, err := mime.ParseMediaType(v.Value)
+	if err != nil {
+		r.errorf(pos, field, "%q is not a media type: %s", v.Value, err.Error())
+		return setting[string]{}
+	}
+	if !isJSONMediaType(mt) && mt != formMediaType {
+		r.errorf(pos, field, "idemgen fingerprints application/json (or a +json type) and %s bodies, not %s", formMediaType, mt)
+		return setting[string]{}
+	}
+	return setting[string]{v: mt, pos: pos, ok: true}
 }

@@ -20,7 +20,7 @@ func decodeYAML(t *testing.T, src string) (*layer, []string) {
 		t.Fatal(err)
 	}
 	k, v := get(tr.root, "x-idempotency")
-	var diags []model.Diagnostic
+	diags := tr.diags
 	l := decodeLayer(tr, k, v, reporter{diags: &diags})
 	var out []string
 	model.SortDiagnostics(diags)
@@ -228,7 +228,7 @@ func TestNames(t *testing.T) {
 		{"POST", "/v1/customers/{customer}/sources"}: "post_v1_customers_customer_sources",
 		{"PATCH", "/"}:                 "patch",
 		{"POST", "/pets/{pet-id}/a.b"}: "post_pets_pet_id_a_b",
-		{"POST", "/café/{x}"}:          "post_caf_x",
+		{"POST", "/café/{x}"}:          "post_café_x",
 	}
 	for in, want := range ids {
 		if got := deriveID(in[0], in[1]); got != want {

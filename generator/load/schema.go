@@ -11,14 +11,15 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 )
 
-// maxSchemaDepth bounds the walk through allOf/oneOf/anyOf, which consumes
-// no pointer token and could otherwise follow a recursive schema forever.
-const maxSchemaDepth = 64
-
 // lookupResult says what a JSON Pointer meets in a request-body schema.
 type lookupResult struct {
 	found bool
 	typ   model.FieldType
+	// nearMiss, when found, is a declared property the last token nearly
+	// spells, under a schema whose additionalProperties let the token
+	// through anyway (/date_of_birthZq beside /date_of_birth); nearAt is
+	// the pointer of that schema.
+	nearMiss, nearAt string
 
 	// When not found: the pointer prefix that exists, and the property
 	// names declared there (for "did you mean").
@@ -35,53 +36,121 @@ type lookupResult struct {
 
 // findPointer walks toks through s. The rules (see the package doc):
 //
-//   - properties are followed by name; $ref is followed; an allOf member's
-//     properties count as the schema's own;
-//   - with oneOf/anyOf a pointer is accepted when at least one branch has
-//     it: a body of another branch simply lacks the field, and a missing
-//     field is part of the fingerprint;
+//   - properties are followed by name; $ref is followed; the properties of
+//     allOf, oneOf and anyOf members count as the schema's own;
+//   - so with oneOf/anyOf a pointer is accepted when at least one branch
+//     has it: a body of another branch simply lacks the field, and a
+//     missing field is part of the fingerprint;
 //   - a property not declared is accepted only where additionalProperties
 //     says so (then its type is whatever that says);
 //   - an array is one value: a pointer into its items is refused.
+//
+// Composition consumes no token and may loop (Query: anyOf [Term, And],
+// And: allOf [Query, …]), so a schema's members are gathered once, with a
+// visited set, into its composition closure; only properties move the walk
+// on, one token each. Results are memoized by schema and remaining tokens,
+// so the work is bounded by the number of schemas times the pointer's
+// length, however the members refer to each other.
 func findPointer(s *openapi3.SchemaRef, toks []string, prefix string) lookupResult {
-	return findIn(s, toks, prefix, 0)
+	w := &schemaWalk{
+		closures: map[*openapi3.Schema][]*openapi3.Schema{},
+		memo:     map[walkKey]lookupResult{},
+		toks:     toks,
+	}
+	return w.find(s, 0, prefix)
 }
 
-func findIn(s *openapi3.SchemaRef, toks []string, prefix string, depth int) lookupResult {
-	res := lookupResult{at: prefix, brokenRef: -1}
+// schemaWalk is one findPointer's state.
+type schemaWalk struct {
+	closures map[*openapi3.Schema][]*openapi3.Schema
+	memo     map[walkKey]lookupResult
+	toks     []string
+}
+
+type walkKey struct {
+	s    *openapi3.Schema
+	done int // tokens consumed
+}
+
+// closure returns v and every schema its allOf, oneOf and anyOf members
+// reach through further members, each once, in a fixed order.
+func (w *schemaWalk) closure(v *openapi3.Schema) []*openapi3.Schema {
+	if c, ok := w.closures[v]; ok {
+		return c
+	}
+	c := compositionClosure(v)
+	w.closures[v] = c
+	return c
+}
+
+func compositionClosure(v *openapi3.Schema) []*openapi3.Schema {
+	seen := map[*openapi3.Schema]bool{v: true}
+	out := []*openapi3.Schema{v}
+	for i := 0; i < len(out); i++ {
+		for _, group := range []openapi3.SchemaRefs{out[i].AllOf, out[i].OneOf, out[i].AnyOf} {
+			for _, m := range group {
+				if m == nil || m.Value == nil || seen[m.Value] {
+					continue
+				}
+				seen[m.Value] = true
+				out = append(out, m.Value)
+			}
+		}
+	}
+	return out
+}
+
+func (w *schemaWalk) find(s *openapi3.SchemaRef, done int, prefix string) lookupResult {
 	if s == nil || s.Value == nil {
-		if len(toks) == 0 {
+		if done == len(w.toks) {
 			return lookupResult{found: true, typ: model.TypeAny, brokenRef: -1}
 		}
-		return res
+		return lookupResult{at: prefix, brokenRef: -1}
 	}
-	v := s.Value
-	if idx, ok := brokenRefIndex(v.Extensions); ok {
-		res.brokenRef = idx
-		return res
+	key := walkKey{s.Value, done}
+	if r, ok := w.memo[key]; ok {
+		return r
 	}
-	if len(toks) == 0 {
-		return lookupResult{found: true, typ: schemaType(s, 0), brokenRef: -1}
+	r := w.findIn(s.Value, done, prefix)
+	w.memo[key] = r
+	return r
+}
+
+func (w *schemaWalk) findIn(v *openapi3.Schema, done int, prefix string) lookupResult {
+	res := lookupResult{at: prefix, brokenRef: -1}
+	members := w.closure(v)
+	for _, m := range members {
+		if idx, ok := brokenRefIndex(m.Extensions); ok {
+			res.brokenRef = idx
+			return res
+		}
 	}
-	if depth > maxSchemaDepth {
-		return res
+	if done == len(w.toks) {
+		return lookupResult{found: true, typ: schemaType(v), brokenRef: -1}
 	}
 
-	tok := toks[0]
+	tok := w.toks[done]
 	next := prefix + "/" + escapeTokens([]string{tok})[0]
 	var candidates []lookupResult
-	if p, ok := v.Properties[tok]; ok {
-		candidates = append(candidates, findIn(p, toks[1:], next, depth+1))
-	} else if ap := v.AdditionalProperties; ap.Schema != nil {
-		candidates = append(candidates, findIn(ap.Schema, toks[1:], next, depth+1))
-	} else if ap.Has != nil && *ap.Has {
-		// Anything goes below this point; nothing more can be checked.
-		candidates = append(candidates, lookupResult{found: true, typ: model.TypeAny, brokenRef: -1})
-	}
-	for _, group := range []openapi3.SchemaRefs{v.AllOf, v.OneOf, v.AnyOf} {
-		for _, b := range group {
-			candidates = append(candidates, findIn(b, toks, prefix, depth+1))
+	open := false
+	for _, m := range members {
+		if p, ok := m.Properties[tok]; ok {
+			candidates = append(candidates, w.find(p, done+1, next))
+		} else if ap := m.AdditionalProperties; ap.Schema != nil {
+			candidates = append(candidates, w.find(ap.Schema, done+1, next))
+		} else if ap.Has != nil && *ap.Has {
+			open = true
 		}
+	}
+	if open {
+		// Anything goes below this point; nothing more can be checked.
+		r := lookupResult{found: true, typ: model.TypeAny, brokenRef: -1}
+		if done+1 == len(w.toks) {
+			if s := suggest(tok, propertyNames(v)); s != "" && s != tok {
+				r.nearMiss, r.nearAt = s, prefix
+			}
+		}
+		candidates = append(candidates, r)
 	}
 
 	var found []lookupResult
@@ -91,17 +160,22 @@ func findIn(s *openapi3.SchemaRef, toks []string, prefix string, depth int) look
 		}
 	}
 	if len(found) > 0 {
-		typ := found[0].typ
+		r := found[0]
+		if len(found) > 1 {
+			// Another member declares the token (or leads to it): it is
+			// no near miss.
+			r.nearMiss, r.nearAt = "", ""
+		}
 		for _, f := range found[1:] {
 			switch {
-			case typ == model.TypeAny:
-				typ = f.typ
-			case f.typ != model.TypeAny && f.typ != typ:
+			case r.typ == model.TypeAny:
+				r.typ = f.typ
+			case f.typ != model.TypeAny && f.typ != r.typ:
 				// Branches disagree: canonicalize the value as it comes.
 				return lookupResult{found: true, typ: model.TypeAny, brokenRef: -1}
 			}
 		}
-		return lookupResult{found: true, typ: typ, brokenRef: -1}
+		return r
 	}
 
 	// Not found: report the most telling reason.
@@ -115,7 +189,7 @@ func findIn(s *openapi3.SchemaRef, toks []string, prefix string, depth int) look
 			return c
 		}
 	}
-	if isArray(v) {
+	if slices.ContainsFunc(members, isArray) {
 		res.intoArray, res.array = true, prefix
 		return res
 	}
@@ -127,7 +201,7 @@ func findIn(s *openapi3.SchemaRef, toks []string, prefix string, depth int) look
 		}
 	}
 	if best.at == prefix {
-		best.names = propertyNames(s, 0)
+		best.names = propertyNames(v)
 	}
 	return best
 }
@@ -149,19 +223,13 @@ func isArray(v *openapi3.Schema) bool {
 	return (v.Type != nil && v.Type.Includes(openapi3.TypeArray)) || v.Items != nil
 }
 
-// propertyNames lists the property names declared by s and its allOf,
+// propertyNames lists the property names declared by v and its allOf,
 // oneOf and anyOf members, sorted.
-func propertyNames(s *openapi3.SchemaRef, depth int) []string {
-	if s == nil || s.Value == nil || depth > maxSchemaDepth {
-		return nil
-	}
+func propertyNames(v *openapi3.Schema) []string {
 	var names []string
-	for name := range s.Value.Properties {
-		names = append(names, name)
-	}
-	for _, group := range []openapi3.SchemaRefs{s.Value.AllOf, s.Value.OneOf, s.Value.AnyOf} {
-		for _, b := range group {
-			names = append(names, propertyNames(b, depth+1)...)
+	for _, m := range compositionClosure(v) {
+		for name := range m.Properties {
+			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
@@ -169,12 +237,20 @@ func propertyNames(s *openapi3.SchemaRef, depth int) []string {
 }
 
 // schemaType is the fingerprint type of a schema: its declared type with
-// "null" set aside, or what its shape and members imply.
-func schemaType(s *openapi3.SchemaRef, depth int) model.FieldType {
-	if s == nil || s.Value == nil || depth > maxSchemaDepth {
+// "null" set aside, or what its shape and members imply. A oneOf or anyOf
+// member that admits only null does not count ([integer, null] is a
+// nullable integer). Members already being looked at count as "any", so
+// a schema that contains itself ends the walk.
+func schemaType(v *openapi3.Schema) model.FieldType {
+	return schemaTypeIn(v, map[*openapi3.Schema]bool{})
+}
+
+func schemaTypeIn(v *openapi3.Schema, visiting map[*openapi3.Schema]bool) model.FieldType {
+	if v == nil || visiting[v] {
 		return model.TypeAny
 	}
-	v := s.Value
+	visiting[v] = true
+	defer delete(visiting, v)
 	if v.Type != nil {
 		var types []string
 		for _, t := range v.Type.Slice() {
@@ -190,21 +266,30 @@ func schemaType(s *openapi3.SchemaRef, depth int) model.FieldType {
 		}
 	}
 	for _, m := range v.AllOf {
-		if t := schemaType(m, depth+1); t != model.TypeAny {
+		if m == nil {
+			continue
+		}
+		if t := schemaTypeIn(m.Value, visiting); t != model.TypeAny {
 			return t
 		}
 	}
 	for _, group := range []openapi3.SchemaRefs{v.OneOf, v.AnyOf} {
-		if len(group) == 0 {
+		var types []model.FieldType
+		for _, m := range group {
+			if m == nil || m.Value == nil || onlyNull(m.Value) {
+				continue
+			}
+			types = append(types, schemaTypeIn(m.Value, visiting))
+		}
+		if len(types) == 0 {
 			continue
 		}
-		t := schemaType(group[0], depth+1)
-		for _, m := range group[1:] {
-			if schemaType(m, depth+1) != t {
+		for _, t := range types[1:] {
+			if t != types[0] {
 				return model.TypeAny
 			}
 		}
-		return t
+		return types[0]
 	}
 	switch {
 	case len(v.Properties) > 0 || v.AdditionalProperties.Schema != nil:
@@ -213,6 +298,16 @@ func schemaType(s *openapi3.SchemaRef, depth int) model.FieldType {
 		return model.TypeArray
 	}
 	return model.TypeAny
+}
+
+// onlyNull reports whether a schema admits null alone: {type: "null"} in
+// OpenAPI 3.1, or {enum: [null]}.
+func onlyNull(v *openapi3.Schema) bool {
+	if v.Type != nil {
+		ts := v.Type.Slice()
+		return len(ts) == 1 && ts[0] == openapi3.TypeNull
+	}
+	return len(v.Enum) == 1 && v.Enum[0] == nil
 }
 
 func fieldType(t string) model.FieldType {

@@ -216,7 +216,7 @@ info: {title: t, version: "1"}
 paths:
   /x:
     post:
-      x-idempotency: true
+      x-idempotency: {mediaType: application/json}
       requestBody:
         content:
           application/x-www-form-urlencoded:

@@ -40,6 +40,8 @@ type tree struct {
 	// refs are the $refs that could not be followed, replaced in the tree
 	// by unresolvedRefKey.
 	refs []brokenRef
+	// diags are what parsing found: keys set twice.
+	diags []model.Diagnostic
 }
 
 // brokenRef is a $ref that does not resolve within the document.
@@ -55,9 +57,13 @@ type brokenRef struct {
 // parseTree parses data into a node tree and prepares it for kin-openapi's
 // decoder. The error is for data that is not YAML (JSON is YAML) at all.
 func parseTree(data []byte, file string) (*tree, error) {
+	data, shifts := rewriteSurrogates(data)
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: not YAML or JSON: %w", file, err)
+	}
+	if len(shifts) > 0 {
+		unshiftColumns(&doc, shifts)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
@@ -71,7 +77,7 @@ func parseTree(data []byte, file string) (*tree, error) {
 	}
 	t := &tree{file: file, root: root}
 	hasAlias := false
-	if err := t.prepare(root, &hasAlias); err != nil {
+	if err := t.prepare(root, &hasAlias, false); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if hasAlias {
@@ -85,8 +91,10 @@ func parseTree(data []byte, file string) (*tree, error) {
 // prepare makes the tree read the way the JSON form of the document would:
 // mapping keys are names whatever they look like (200 is the name "200"),
 // and scalars that YAML alone would type (timestamps, application tags) are
-// strings. It refuses what JSON cannot hold at all.
-func (t *tree) prepare(n *yaml.Node, hasAlias *bool) error {
+// strings. It refuses what JSON cannot hold at all, and settles keys set
+// twice in one mapping (see dropDuplicates); inExt says n lies inside an
+// x-idempotency value.
+func (t *tree) prepare(n *yaml.Node, hasAlias *bool, inExt bool) error {
 	switch n.Kind {
 	case yaml.AliasNode:
 		*hasAlias = true
@@ -120,18 +128,102 @@ func (t *tree) prepare(n *yaml.Node, hasAlias *bool) error {
 				}
 				k.Tag = tagStr
 			}
-			if err := t.prepare(n.Content[i+1], hasAlias); err != nil {
+		}
+		t.dropDuplicates(n, inExt)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := t.prepare(n.Content[i+1], hasAlias, inExt || n.Content[i].Value == extension); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for _, c := range n.Content {
-		if err := t.prepare(c, hasAlias); err != nil {
+		if err := t.prepare(c, hasAlias, inExt); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// dropDuplicates settles the keys a mapping sets twice, which YAML
+// forbids and kin-openapi refuses with a message of no position. Real specs
+// carry them (JSON parsers keep the last value without a word), so outside
+// x-idempotency the earlier value is dropped with a warning; inside it,
+// or for x-idempotency itself, it is an error at the second key (and the
+// second is dropped, so the rest still loads and is checked).
+func (t *tree) dropDuplicates(n *yaml.Node, inExt bool) {
+	if !hasDuplicateKey(n) {
+		return
+	}
+	type seen struct {
+		key *yaml.Node
+		at  int
+	}
+	var first map[string]seen
+	drop := map[int]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind != yaml.ScalarNode || k.Tag == tagMerge {
+			continue
+		}
+		if first == nil {
+			first = make(map[string]seen, len(n.Content)/2)
+		}
+		prev, dup := first[k.Value]
+		if !dup {
+			first[k.Value] = seen{k, i}
+			continue
+		}
+		switch {
+		case k.Value == extension:
+			t.diags = append(t.diags, model.Diagnostic{Severity: model.Error, Pos: t.pos(k),
+				Message: fmt.Sprintf("%s is set twice (first on line %d); keep one", extension, prev.key.Line)})
+			drop[i] = true
+		case inExt:
+			t.diags = append(t.diags, model.Diagnostic{Severity: model.Error, Pos: t.pos(k), Field: extension + "." + k.Value,
+				Message: fmt.Sprintf("set twice (first on line %d)", prev.key.Line)})
+			drop[i] = true
+		default:
+			t.diags = append(t.diags, model.Diagnostic{Severity: model.Warning, Pos: t.pos(k),
+				Message: fmt.Sprintf("%q is set twice (first on line %d); the later value is used", k.Value, prev.key.Line)})
+			drop[prev.at] = true
+			first[k.Value] = seen{k, i}
+		}
+	}
+	if len(drop) == 0 {
+		return
+	}
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if !drop[i] {
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+	}
+	n.Content = kept
+}
+
+// hasDuplicateKey is the cheap test for dropDuplicates: most mappings
+// are small, and comparing their keys pairwise costs less than a map.
+func hasDuplicateKey(n *yaml.Node) bool {
+	c := n.Content
+	if len(c) > 32 {
+		seen := make(map[string]bool, len(c)/2)
+		for i := 0; i+1 < len(c); i += 2 {
+			if seen[c[i].Value] && c[i].Tag != tagMerge {
+				return true
+			}
+			seen[c[i].Value] = true
+		}
+		return false
+	}
+	for i := 0; i+1 < len(c); i += 2 {
+		for j := i + 2; j+1 < len(c); j += 2 {
+			if c[i].Value == c[j].Value && c[i].Tag != tagMerge {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkAliasCycles refuses an anchor whose value contains an alias to

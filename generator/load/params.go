@@ -1,0 +1,198 @@
+package load
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v4"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// param is a parameter as the spec declares it, read from the node tree
+// (for positions).
+type param struct {
+	name, in    string
+	required    bool
+	node        *yaml.Node
+	schemaType  string // "" when not known
+	schemaShown string // how the type is shown in messages
+	maxLength   int    // the schema's maxLength; 0 when it declares none
+}
+
+// parameters returns the parameters of the operation and its path item;
+// the operation's replace the path item's of the same name and location.
+func (c *opCheck) parameters() []param {
+	var out []param
+	add := func(n *yaml.Node, override bool) {
+		_, list := get(n, "parameters")
+		if list == nil || list.Kind != yaml.SequenceNode {
+			return
+		}
+		for _, pn := range list.Content {
+			pn = c.l.followRef(deref(pn))
+			_, name := get(pn, "name")
+			_, in := get(pn, "in")
+			if name == nil || in == nil {
+				continue
+			}
+			p := param{name: name.Value, in: in.Value, node: pn}
+			if _, req := get(pn, "required"); req != nil && req.Tag == tagBool && !isFalse(req.Value) {
+				p.required = true
+			}
+			_, schema := get(pn, "schema")
+			p.schemaType, p.schemaShown = c.l.nodeSchemaType(schema)
+			if _, ml := get(c.l.followRef(schema), "maxLength"); ml != nil && ml.Tag == tagInt {
+				var n int64
+				if err := ml.Decode(&n); err == nil && n > 0 {
+					p.maxLength = int(min(n, 1<<20))
+				}
+			}
+			i := slices.IndexFunc(out, func(q param) bool {
+				return q.in == p.in && (q.name == p.name || p.in == "header" && strings.EqualFold(q.name, p.name))
+			})
+			switch {
+			case i < 0:
+				out = append(out, p)
+			case override:
+				out[i] = p
+			}
+		}
+	}
+	add(c.itemNode, false)
+	add(c.opNode, true)
+	return out
+}
+
+// maxRefHops bounds a chain of $refs to $refs, which may loop.
+const maxRefHops = 64
+
+// followRef follows local $refs in the node tree.
+func (l *loader) followRef(n *yaml.Node) *yaml.Node {
+	for range maxRefHops {
+		_, ref := get(n, "$ref")
+		if ref == nil || ref.Kind != yaml.ScalarNode {
+			return n
+		}
+		target, err := l.t.resolveLocal(ref.Value)
+		if err != nil {
+			return n
+		}
+		n = target
+	}
+	return n
+}
+
+// nodeSchemaType reads the type a parameter schema declares, "" if none.
+func (l *loader) nodeSchemaType(schema *yaml.Node) (typ, shown string) {
+	schema = l.followRef(schema)
+	_, t := get(schema, "type")
+	if t == nil {
+		return "", ""
+	}
+	switch t.Kind {
+	case yaml.ScalarNode:
+		return t.Value, t.Value
+	case yaml.SequenceNode:
+		var types []string
+		for _, c := range t.Content {
+			if c.Value != "null" {
+				types = append(types, c.Value)
+			}
+		}
+		if len(types) == 1 {
+			return types[0], types[0]
+		}
+		return "multiple", strings.Join(types, " or ")
+	}
+	return "", ""
+}
+
+func (c *opCheck) find(params []param, in, name string) *param {
+	for i, p := range params {
+		if p.in == in && (p.name == name || in == "header" && strings.EqualFold(p.name, name)) {
+			return &params[i]
+		}
+	}
+	return nil
+}
+
+// checkKeyParam checks that a header or query key the spec also declares
+// as a parameter agrees with the policy.
+func (c *opCheck) checkKeyParam(params []param, key keySource, keyPos, requiredPos model.Pos) {
+	if key.in != model.KeyInHeader && key.in != model.KeyInQuery {
+		return
+	}
+	decl := c.find(params, string(key.in), key.name)
+	if decl == nil {
+		return
+	}
+	what := fmt.Sprintf("%s parameter %s (line %d)", key.in, decl.name, decl.node.Line)
+	if decl.schemaType != "" && decl.schemaType != "string" {
+		c.r.errorf(keyPos, "key", "the spec declares the %s as %s, but an idempotency key is a string; declare its schema as type: string",
+			what, decl.schemaShown)
+	}
+	c.checkKeyLength(decl, what)
+	switch p := c.op.Policy; {
+	case p.Required && !decl.required:
+		c.r.warnf(requiredPos, "required", "the policy requires a key, but the spec declares the %s optional, so clients reading the spec may not send it; mark it required: true",
+			what)
+	case !p.Required && decl.required:
+		c.r.warnf(requiredPos, "required", "the spec declares the %s required, but the policy lets requests without a key through untouched; set required: true",
+			what)
+	}
+}
+
+// checkQuery checks the fingerprinted query parameters.
+func (c *opCheck) checkQuery(params []param, key keySource) {
+	items, _ := pick(c.own.query, c.def.query, nil, c.own.pos)
+	var declared []string
+	for _, p := range params {
+		if p.in == "query" {
+			declared = append(declared, p.name)
+		}
+	}
+	slices.Sort(declared)
+	for _, it := range items {
+		switch {
+		case key.in == model.KeyInQuery && it.v == key.name:
+			c.r.errorf(it.pos, "query", "%s is the idempotency key (key: query:%s), which is never part of the fingerprint; remove it", it.v, key.name)
+		case !slices.Contains(declared, it.v):
+			msg := fmt.Sprintf("%s is not a query parameter of this operation", it.v)
+			if s := suggest(it.v, declared); s != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", s)
+			} else if len(declared) > 0 {
+				msg += " (it declares " + strings.Join(declared, ", ") + ")"
+			} else {
+				msg += " (it declares none)"
+			}
+			c.r.errorf(it.pos, "query", "%s", msg)
+		default:
+			c.op.Policy.Query = append(c.op.Policy.Query, it.v)
+		}
+	}
+	slices.Sort(c.op.Policy.Query)
+}
+
+// checkKeyLength honours the maxLength the spec declares for the key's
+// parameter: without a keyMaxLength of its own the policy takes it (up to
+// the 255 a key may have), and a keyMaxLength that contradicts it is a
+// warning, since clients read the spec and the policy is what the server
+// enforces.
+func (c *opCheck) checkKeyLength(decl *param, what string) {
+	if decl.maxLength == 0 {
+		return
+	}
+	n, pos := pick(c.own.keyMaxLength, c.def.keyMaxLength, 0, c.own.pos)
+	switch {
+	case n == 0 && decl.maxLength <= defaultKeyMaxLength:
+		c.op.Policy.KeyMaxLength = decl.maxLength
+	case n == 0:
+		c.r.warnf(c.op.Pos, "keyMaxLength", "the spec lets the %s be %d characters long, but a key is at most %d; keys longer than that are refused with 400",
+			what, decl.maxLength, defaultKeyMaxLength)
+	case n != decl.maxLength:
+		c.r.warnf(pos, "keyMaxLength", "%d contradicts the maxLength %d the spec declares for the %s; clients follow the spec, so make them agree",
+			n, decl.maxLength, what)
+	}
+}

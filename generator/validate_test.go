@@ -1,0 +1,67 @@
+package generator
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// validate must refuse what generate refuses: Go names that clash with the
+// names the file always declares, or with another operation's.
+func TestValidateFindsGoNameClashes(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+x-idempotency: {transactional: true}
+paths:
+  /a:
+    post:
+      operationId: policies
+      x-idempotency: true
+      responses: {"200": {description: ok}}
+  /b:
+    post:
+      operationId: newEngine
+      x-idempotency: true
+      responses: {"200": {description: ok}}
+  /c:
+    post:
+      operationId: x
+      x-idempotency: true
+      responses: {"200": {description: ok}}
+  /d:
+    post:
+      operationId: OpX
+      x-idempotency: true
+      responses: {"200": {description: ok}}
+`
+	dir := t.TempDir()
+	file := filepath.Join(dir, "openapi.yaml")
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, genDiags, err := Generate(context.Background(), Options{Spec: "openapi.yaml", Out: "api", Package: "api", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, valDiags, err := Validate(context.Background(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parsed != nil {
+		t.Error("Validate returned a spec whose Go names clash")
+	}
+	gen := strings.ReplaceAll(diagText(genDiags), "openapi.yaml", "SPEC")
+	val := strings.ReplaceAll(diagText(valDiags), file, "SPEC")
+	if diff := cmp.Diff(gen, val); diff != "" {
+		t.Errorf("validate and generate disagree (-generate +validate):\n%s", diff)
+	}
+	for _, want := range []string{"(policies): generated handler adapter Policies clashes", "(newEngine): generated handler adapter NewEngine clashes", "(OpX): generated handler adapter OpX clashes with the constant of POST /c (x)"} {
+		if !strings.Contains(val, want) {
+			t.Errorf("validate does not report %q:\n%s", want, val)
+		}
+	}
+}

@@ -94,7 +94,7 @@ func TestTxForGivesAStrictHandlerItsTransaction(t *testing.T) {
 	runs := 0
 	h := eng.Middleware(serveStrict(func(ctx context.Context, amount int) (int, error) {
 		runs++
-		tx, err := idem.TxFor[*sql.Tx](ctx, "createTransfer")
+		tx, err := idem.TxFor[*sqlitestore.Tx](ctx, "createTransfer")
 		if err != nil {
 			return 0, err
 		}
@@ -132,8 +132,8 @@ func TestTxForRefusesAnotherStoresType(t *testing.T) {
 	if w := postTransfer(h, "k2"); w.Code != http.StatusInternalServerError {
 		t.Fatalf("status %d, want 500", w.Code)
 	}
-	if !errors.Is(got, idem.ErrNoTx) || !strings.Contains(got.Error(), "*sql.Conn") || !strings.Contains(got.Error(), "*sql.Tx") {
-		t.Fatalf("error %v: want ErrNoTx naming *sql.Conn and *sql.Tx", got)
+	if !errors.Is(got, idem.ErrNoTx) || !strings.Contains(got.Error(), "*sql.Conn") || !strings.Contains(got.Error(), "*sqlitestore.Tx") {
+		t.Fatalf("error %v: want ErrNoTx naming *sql.Conn and *sqlitestore.Tx", got)
 	}
 	if w := postTransfer(h, "k2"); w.Header().Get("Idempotent-Replayed") != "" {
 		t.Fatal("a handler's 500 was stored and replayed")
@@ -146,7 +146,7 @@ func TestTxForRefusesAnotherStoresType(t *testing.T) {
 // Without the engine in front there is no transaction: ErrNoTx, naming the
 // operation.
 func TestTxForWithoutTheEngine(t *testing.T) {
-	_, err := idem.TxFor[*sql.Tx](context.Background(), "createTransfer")
+	_, err := idem.TxFor[*sqlitestore.Tx](context.Background(), "createTransfer")
 	if !errors.Is(err, idem.ErrNoTx) || !strings.Contains(err.Error(), "createTransfer") {
 		t.Fatalf("error %v: want ErrNoTx naming createTransfer", err)
 	}

@@ -2,8 +2,6 @@ package sqlitestore_test
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 	"testing"
 	"time"
 
@@ -33,16 +31,5 @@ func TestModel(t *testing.T) {
 	})
 }
 
-// crashTx ends a handler's transaction as the death of its process would:
-// SQLite rolls back the open transaction of a connection that goes away,
-// and nothing releases the claim.
-func crashTx(_ context.Context, tx idem.Tx) error {
-	sqlTx, ok := tx.Driver().(*sql.Tx)
-	if !ok {
-		return fmt.Errorf("Driver() is %T, want *sql.Tx", tx.Driver())
-	}
-	if err := sqlTx.Rollback(); err != nil {
-		return fmt.Errorf("roll back: %w", err)
-	}
-	return nil
-}
+// crashTx ends a handler's transaction as the death of its process would.
+func crashTx(_ context.Context, tx idem.Tx) error { return sqlitestore.CrashTx(tx) }

@@ -394,7 +394,7 @@ func EngineTx[Tx any](t *testing.T, store idem.Transactor,
 	count func(ctx context.Context, marker string) (int, error)) {
 	t.Helper()
 	const slowLease = 300 * time.Millisecond
-	handler := idem.TxHandler("createPayment", func(w http.ResponseWriter, r *http.Request, tx Tx) {
+	pay := func(w http.ResponseWriter, r *http.Request, tx Tx) {
 		key := r.Header.Get("Idempotency-Key")
 		if err := write(r.Context(), tx, key); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -413,10 +413,12 @@ func EngineTx[Tx any](t *testing.T, store idem.Transactor,
 			time.Sleep(20 * time.Millisecond)
 		}
 		Created(w, key)
-	})
+	}
+	// Each route's adapter names its own operation: a TxHandler refuses a
+	// request the engine protected as another one.
 	mux := http.NewServeMux()
-	mux.Handle("POST /payments", handler)
-	mux.Handle("POST /slow-payments", handler)
+	mux.Handle("POST /payments", idem.TxHandler("createPayment", pay))
+	mux.Handle("POST /slow-payments", idem.TxHandler("createSlowPayment", pay))
 	es := ServeEngine(t, store, mux,
 		EnginePolicy("createPayment", "/payments", time.Minute, idem.Takeover, true),
 		EnginePolicy("createSlowPayment", "/slow-payments", slowLease, idem.Takeover, true))

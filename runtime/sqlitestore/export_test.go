@@ -1,0 +1,23 @@
+package sqlitestore
+
+import (
+	"fmt"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// CrashTx ends a handler's transaction as the death of its process would:
+// SQLite rolls back the open transaction of a connection that goes away,
+// and nothing releases the claim. Tests only.
+func CrashTx(tx idem.Tx) error {
+	t, ok := tx.(*storeTx)
+	if !ok {
+		return fmt.Errorf("sqlitestore: CrashTx: %T is not this store's transaction", tx)
+	}
+	t.handlerOwns.Store(false)
+	defer t.close()
+	if err := t.tx.Rollback(); err != nil {
+		return fmt.Errorf("roll back: %w", err)
+	}
+	return nil
+}

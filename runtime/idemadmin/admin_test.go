@@ -2,22 +2,15 @@ package idemadmin_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
-	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -27,17 +20,11 @@ type adminStore interface {
 	idemadmin.Store
 }
 
-// clock is a manual clock for the SQLite store.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// clock is a manual clock for the SQLite store; the tests call the store
+// from one goroutine.
+type clock struct{ now time.Time }
 
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
+func (c *clock) Now() time.Time { return c.now }
 
 func newSQLite(t *testing.T, c *clock) adminStore {
 	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "keys.db"), sqlitestore.WithClock(c.Now))
@@ -52,45 +39,8 @@ func newSQLite(t *testing.T, c *clock) adminStore {
 }
 
 func newPostgres(t *testing.T) adminStore {
-	base := os.Getenv("IDEMGEN_TEST_DATABASE_URL")
-	if base == "" {
-		t.Skip("IDEMGEN_TEST_DATABASE_URL is unset; set it to a PostgreSQL URL to run the PostgreSQL tests")
-	}
-	ctx := context.Background()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "idemadmin_" + hex.EncodeToString(b)
-	c, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	cfg, err := pgxpool.ParseConfig(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if err := pgstore.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	return pgstore.New(pool)
+	s, _ := pgstoretest.New(t)
+	return s
 }
 
 func claim(t *testing.T, s idem.Store, key, token string, lease time.Duration) idem.Identity {
@@ -188,9 +138,7 @@ func TestLapsedClaimIsResolvable(t *testing.T) {
 	s := newSQLite(t, c)
 	a := idemadmin.New(s, []byte("secret"))
 	id := claim(t, s, "k1", "token-1", time.Minute)
-	c.mu.Lock()
 	c.now = c.now.Add(2 * time.Minute)
-	c.mu.Unlock()
 	es, err := a.List(ctx, idemadmin.Query{Label: idem.KeyLabel([]byte("secret"), "k1")})
 	if err != nil || len(es) != 1 || !es[0].Resolvable() || es[0].State != idem.StateInFlight {
 		t.Fatalf("List by label: %+v, %v; want the lapsed claim, resolvable", es, err)

@@ -83,7 +83,6 @@ func parseState(s string) (idem.State, error) {
 // which names one key: by label, or by tenant, scope and key.
 type which struct {
 	label, tenant, operation, scope, key string
-	scopeSet                             bool
 }
 
 func (w *which) register(cmd *cobra.Command) {

@@ -3,24 +3,18 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -46,49 +40,9 @@ func sqliteKeysStore(t *testing.T) keysStore {
 	return keysStore{"sqlite", s, "sqlite:" + path}
 }
 
-// pgKeysStore creates a schema of its own, dropped when the test ends.
 func pgKeysStore(t *testing.T) keysStore {
-	base := os.Getenv("IDEMGEN_TEST_DATABASE_URL")
-	if base == "" {
-		t.Skip("IDEMGEN_TEST_DATABASE_URL is unset; set it to a PostgreSQL URL to run the PostgreSQL keys tests")
-	}
-	ctx := context.Background()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "idemkeys_" + hex.EncodeToString(b)
-	c, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	url := base + sep + "search_path=" + schema
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if err := pgstore.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	return keysStore{"postgres", pgstore.New(pool), url}
+	s, url := pgstoretest.New(t)
+	return keysStore{"postgres", s, url}
 }
 
 // keysService is a fail-closed transfer API whose handler dies (panics)

@@ -3,23 +3,11 @@ package idem
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
 )
-
-// keyLabel is how a key appears in logs: a short hash unless the operator
-// asked for the keys themselves. Keys can carry customer identifiers.
-func (e *Engine) keyLabel(k string) string {
-	if e.logKeys {
-		return k
-	}
-	s := sha256.Sum256([]byte(k))
-	return "sha256:" + hex.EncodeToString(s[:6])
-}
 
 func (e *Engine) reject(w http.ResponseWriter, q *request, p Problem) {
 	q.event.Outcome, q.event.Status = OutcomeRejected, p.Status
@@ -37,6 +25,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, q *request, c Claim, rec 
 		e.send(w, q, e.problem(ProblemKeyReused, http.StatusUnprocessableEntity, "Idempotency key reused", detail))
 		return
 	}
+	q.event.State = rec.State
 	switch rec.State {
 	case StateCompleted:
 		if rec.Response == nil || rec.Response.Omitted {
@@ -59,6 +48,11 @@ func (e *Engine) answerExisting(w http.ResponseWriter, q *request, c Claim, rec 
 		e.send(w, q, p)
 	default:
 		q.event.Outcome = OutcomeIndeterminate
+		// The store does not say whether this claim marked the key or met
+		// it marked, so every meeting is logged: the first one is the
+		// transition, later ones show clients still waiting on an operator.
+		e.log.Warn("idempotency key is indeterminate (outcome unknown); answered 409 until an operator resolves it with idemgen keys",
+			"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key))
 		e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusConflict, "Outcome unknown",
 			"A request with this idempotency key was interrupted and its outcome is unknown. Do not retry; contact support to resolve it."))
 	}
@@ -92,7 +86,7 @@ func (e *Engine) send(w http.ResponseWriter, q *request, p Problem) {
 func (e *Engine) fenced(w http.ResponseWriter, q *request, rec *recorder, err error) {
 	q.event.Outcome, q.event.Err = OutcomeFenced, err
 	e.log.Warn("idempotency claim was taken over while the handler ran; its response is discarded",
-		"operation", q.op.OperationID, "key", e.keyLabel(q.key))
+		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key))
 	if rec.streaming {
 		q.event.Status = rec.statusCode()
 		return
@@ -113,10 +107,40 @@ func (e *Engine) storeUnavailable(w http.ResponseWriter, q *request, step string
 	e.send(w, q, p)
 }
 
+// abandon ends a claim whose handler panicked or gave no answer. When that
+// marks the key indeterminate it says so at WARN, with what an operator
+// needs to find the row (idemgen keys show --label).
+func (e *Engine) abandon(r *http.Request, q *request, h hold) error {
+	err := e.endClaim(r, q, h.abandon)
+	if err == nil && abandonFailsClosed(h) {
+		e.log.WarnContext(r.Context(), "idempotency key is now indeterminate (outcome unknown): its handler did not finish; resolve it with idemgen keys",
+			"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key))
+	}
+	return err
+}
+
+// abandonFailsClosed reports whether abandoning h marks its key
+// indeterminate; a claim inside the handler's transaction is rolled back
+// with it instead.
+func abandonFailsClosed(h hold) bool {
+	switch h := h.(type) {
+	case plainHold:
+		return h.c.OnLeaseExpiry == FailClosed
+	case durableTxHold:
+		return h.plain.c.OnLeaseExpiry == FailClosed
+	}
+	return false
+}
+
 // observe reports a finished request to the Observer.
 func (e *Engine) observe(ctx context.Context, q *request) {
 	q.event.Duration = time.Since(q.start)
 	if e.observer != nil {
+		if q.key != "" {
+			// Computed here, not on admission, so that an engine without
+			// an observer pays for no HMAC on the fast path.
+			q.event.KeyLabel = e.keyLabel(q.key)
+		}
 		e.observer.Observe(ctx, q.event)
 	}
 }

@@ -27,10 +27,17 @@ type Config struct {
 	Tenant func(*http.Request) (string, bool)
 	// Observer, when set, sees the outcome of every protected request.
 	Observer Observer
-	// Logger receives the engine's own logs; keys are logged as a short
-	// hash unless LogKeys is set. Nil discards them.
+	// Logger receives the engine's own logs; keys are logged by their
+	// label (KeyLabel) unless LogKeys is set. Nil discards them.
 	Logger  *slog.Logger
 	LogKeys bool
+	// KeyLabelSecret keys the labels under which keys appear in logs and
+	// observer events (KeyLabel). Give every replica of a deployment the
+	// same secret, kept like any other credential, and give it to
+	// `idemgen keys` to find the row a log line names. When it is empty the
+	// engine draws a random secret: labels then match only within one
+	// process's lifetime.
+	KeyLabelSecret []byte
 	// ProblemBase prefixes every problem type name. The default is
 	// "https://idemgen.dev/problems/".
 	ProblemBase string
@@ -55,6 +62,7 @@ type Engine struct {
 	observer     Observer
 	log          *slog.Logger
 	logKeys      bool
+	labelSecret  []byte
 	problemBase  string
 	maxBody      int64
 	storeTimeout time.Duration
@@ -101,6 +109,11 @@ func New(cfg Config) (*Engine, error) {
 	e.router = rt
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
+	}
+	var randomLabels bool
+	e.labelSecret, randomLabels = labelSecret(cfg.KeyLabelSecret)
+	if randomLabels && !e.logKeys {
+		e.log.Info("Config.KeyLabelSecret is not set: key labels in logs are keyed with a random secret and cannot be looked up with idemgen keys")
 	}
 	if e.problemBase == "" {
 		e.problemBase = defaultProblemBase

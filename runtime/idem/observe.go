@@ -49,7 +49,15 @@ const (
 type Event struct {
 	Operation string
 	Tenant    string
-	Outcome   Outcome
+	// KeyLabel names the request's key as the logs do (KeyLabel, or the
+	// key itself with Config.LogKeys); empty when the request had no key.
+	KeyLabel string
+	// State is the state of the stored key the request met: empty when
+	// there was none (a new key, or an expired one), StateInFlight for a
+	// key held by another request or taken over, StateCompleted for a
+	// replay, StateIndeterminate for outcome-unknown.
+	State   State
+	Outcome Outcome
 	// Status is the HTTP status sent to the client.
 	Status int
 	// Duration is the whole time spent in the engine, handler included.

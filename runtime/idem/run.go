@@ -18,18 +18,21 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 		limit = -1
 		q.applied.tx = tx.Driver()
 	}
+	if res.TookOver {
+		q.event.State = StateInFlight
+	}
 	rec := newRecorder(w, limit)
 	panicked := e.runHandler(rec, r, next)
 	if h.tx() != nil && !q.applied.taken.Load() {
 		e.txNotTaken(r, q)
 	}
 	if panicked != nil {
-		err := e.endClaim(r, q, h.abandon)
+		err := e.abandon(r, q, h)
 		e.handlerPanicked(w, q, rec, panicked, err)
 		return
 	}
 	if !rec.answered() {
-		err := e.endClaim(r, q, h.abandon)
+		err := e.abandon(r, q, h)
 		e.noAnswer(w, r, q, err)
 		return
 	}
@@ -95,7 +98,7 @@ func (e *Engine) noAnswer(w http.ResponseWriter, r *http.Request, q *request, st
 func (e *Engine) outcomeUnknown(w http.ResponseWriter, r *http.Request, q *request, err error) {
 	q.event.Outcome, q.event.Err = OutcomeIndeterminate, err
 	e.log.ErrorContext(r.Context(), "transactional handler ended its own transaction; the key's outcome is unknown",
-		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
+		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key), "err", err)
 	e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusInternalServerError, "Outcome unknown",
 		"The server cannot confirm whether this request took effect. Do not retry; contact support to resolve it."))
 }

@@ -73,7 +73,7 @@ func TestLogsRedactKeys(t *testing.T) {
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", "customer-4711-secret")
 	e.Middleware(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), r)
-	if !strings.Contains(logs.String(), "key=sha256:") {
+	if !strings.Contains(logs.String(), "key=hmac:") {
 		t.Fatalf("store failure not logged with a hashed key: %s", logs.String())
 	}
 	if strings.Contains(logs.String(), "customer-4711-secret") {

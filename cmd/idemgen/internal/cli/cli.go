@@ -41,7 +41,7 @@ func (u usageError) Unwrap() error { return u.err }
 // Run executes the idemgen command line with args (without the program
 // name) and returns the process exit code.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
+	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	cmd, err := root.ExecuteContextC(context.Background())
@@ -65,7 +65,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "idemgen",
 		Short: "Generate idempotency-key handling from an OpenAPI spec",
@@ -79,7 +79,7 @@ migrations its stores need, and documentation for API clients.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newGenerate(stdout, stderr), newValidate(stdout, stderr), newVersion(stdout))
+	root.AddCommand(newGenerate(stdout, stderr), newValidate(stdout, stderr), newVersion(stdout), newKeys(stdin, stdout, stderr))
 	return root
 }
 

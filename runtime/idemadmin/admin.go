@@ -1,0 +1,312 @@
+// Package idemadmin is the operator's side of idempotency keys: list and
+// inspect stored keys, count them, and resolve a key whose outcome is
+// unknown (an indeterminate key, or an in-flight key whose lease ran out)
+// by completing it with the response the operator found out happened, or
+// by forgetting it so that the next retry runs the operation.
+//
+// The SQL stores implement Store (pgstore and sqlitestore); Admin adds
+// what does not depend on the database: key labels as the engine logs
+// them, a version that fences every change to the row the operator looked
+// at, and the checks on a resolution. `idemgen keys` is built on it, and a
+// service can put the same calls behind its own admin endpoint.
+package idemadmin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// ErrNotFound reports that no live key matches.
+var ErrNotFound = errors.New("idemadmin: no such key")
+
+// ErrChanged reports that the key is no longer the row the operator looked
+// at: its state or lease token changed (a retry marked it, a takeover won
+// it, it expired and was claimed anew, another operator resolved it), or
+// the version given does not match. Nothing was changed; look again.
+var ErrChanged = errors.New("idemadmin: the key changed since it was shown")
+
+// ErrNotResolvable reports a key whose outcome is known or still being
+// decided: completed, or in flight with its lease running.
+var ErrNotResolvable = errors.New("idemadmin: the key is not outcome-unknown")
+
+// ErrAmbiguousLabel reports a label that names more than one key (the same
+// key in several tenants or operations); narrow it with a tenant or an
+// operation.
+var ErrAmbiguousLabel = errors.New("idemadmin: the label names more than one key")
+
+// Store is what a SQL store offers the operator. Times are read from the
+// store's own clock, the one that leases and expiry are measured by.
+type Store interface {
+	// Scan calls fn with each key q selects, oldest first, until fn
+	// returns false. The entries carry no headers and no body (BodyBytes
+	// says how large it is); q.Label is for the caller to apply.
+	Scan(ctx context.Context, q Query, fn func(Entry) bool) error
+	// Get reads one key whole, expired or not. ErrNotFound when absent.
+	Get(ctx context.Context, id idem.Identity) (Entry, error)
+	// Settle changes seen's row only if it still has seen's state and
+	// lease token, has not expired, and, in flight, its lease has run
+	// out: it completes the row with resp, keeping its lease token (so a
+	// late completion from the abandoned request is fenced out), or
+	// deletes it when resp is nil. ErrChanged when no such row is left.
+	Settle(ctx context.Context, seen Entry, resp *idem.Response) error
+	// Stats counts the keys: Counts, Expired and ReadAt.
+	Stats(ctx context.Context) (Stats, error)
+}
+
+// Query selects keys; zero fields select everything live.
+type Query struct {
+	States    []idem.State
+	Tenant    string
+	Operation string
+	// Label selects the key whose label (idem.KeyLabel under the Admin's
+	// secret) is this one.
+	Label string
+	// OlderThan selects keys claimed at least this long ago.
+	OlderThan time.Duration
+	// ExpiringWithin selects keys that expire within this time.
+	ExpiringWithin time.Duration
+	// IncludeExpired also selects keys past their expiry that the sweeper
+	// has not deleted yet; they count as absent to every claim.
+	IncludeExpired bool
+	// Limit bounds the number of keys returned; 0 means no bound.
+	Limit int
+}
+
+// Entry is one stored key.
+type Entry struct {
+	idem.Identity
+	Operation   string
+	State       idem.State
+	Fingerprint []byte
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	// LeaseUntil is zero once the key is no longer in flight.
+	LeaseUntil time.Time
+	// CompletedAt is zero until the key is completed.
+	CompletedAt time.Time
+	// Status, Header and Body are the stored response of a completed key;
+	// Get fills Header and Body, Scan only BodyBytes.
+	Status      int
+	Header      http.Header
+	Body        []byte
+	BodyBytes   int
+	BodyOmitted bool
+	// Token is the lease token. It fences the operator's changes and is
+	// never shown: Version stands for it.
+	Token string
+	// ReadAt is the store's clock when the row was read.
+	ReadAt time.Time
+	// Label and Version are filled by Admin.
+	Label   string
+	Version string
+}
+
+// Expired reports whether the key was past its expiry when read: it
+// counts as absent, and the next request with it runs anew.
+func (e Entry) Expired() bool { return !e.ExpiresAt.After(e.ReadAt) }
+
+// LeaseRunning reports whether an in-flight key's lease was still running
+// when read: its request may still be at work.
+func (e Entry) LeaseRunning() bool {
+	return e.State == idem.StateInFlight && e.LeaseUntil.After(e.ReadAt)
+}
+
+// Resolvable reports whether an operator may resolve the key: it is live
+// and its outcome is unknown, either marked indeterminate or in flight
+// with its lease run out (a fail-closed key whose request died, which the
+// next retry would mark indeterminate).
+func (e Entry) Resolvable() bool {
+	if e.Expired() {
+		return false
+	}
+	return e.State == idem.StateIndeterminate || (e.State == idem.StateInFlight && !e.LeaseRunning())
+}
+
+// Stats is a summary of the keys in a store.
+type Stats struct {
+	// Counts are the live keys by operation and state, sorted.
+	Counts []Count
+	// OldestInFlight is the live in-flight key claimed first, nil when
+	// there is none.
+	OldestInFlight *Entry
+	// Expired is the number of rows past their expiry waiting for the
+	// sweeper.
+	Expired int64
+	ReadAt  time.Time
+}
+
+// Count is the number of live keys of one operation in one state.
+type Count struct {
+	Operation string
+	State     idem.State
+	Keys      int64
+}
+
+// Admin runs the operator's commands on a store.
+type Admin struct {
+	store  Store
+	secret []byte
+}
+
+// New returns an Admin on store. secret is the deployment's
+// idem.Config.KeyLabelSecret, so that labels match the engine's logs.
+func New(store Store, secret []byte) *Admin {
+	return &Admin{store: store, secret: append([]byte(nil), secret...)}
+}
+
+// version fingerprints what fences an operator's change: the state and
+// the lease token. It is shown instead of the token, which stays inside
+// the store.
+func version(e Entry) string {
+	s := sha256.Sum256([]byte(string(e.State) + "\x00" + e.Token))
+	return hex.EncodeToString(s[:6])
+}
+
+func (a *Admin) dress(e Entry) Entry {
+	e.Label = idem.KeyLabel(a.secret, e.Key)
+	e.Version = version(e)
+	return e
+}
+
+// List returns the keys q selects, oldest first.
+func (a *Admin) List(ctx context.Context, q Query) ([]Entry, error) {
+	var out []Entry
+	limit := q.Limit
+	if q.Label != "" {
+		// The label is keyed, so the store cannot match it: every
+		// candidate is labelled here.
+		q.Limit = 0
+	}
+	err := a.store.Scan(ctx, q, func(e Entry) bool {
+		e = a.dress(e)
+		if q.Label != "" && e.Label != q.Label {
+			return true
+		}
+		out = append(out, e)
+		return limit <= 0 || len(out) < limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Find returns the one key whose label is label, among those q selects
+// (expired keys included, so that a key a log line names is found even
+// after it expired). ErrNotFound or ErrAmbiguousLabel otherwise.
+func (a *Admin) Find(ctx context.Context, label string, q Query) (Entry, error) {
+	q.Label, q.Limit, q.IncludeExpired = label, 2, true
+	es, err := a.List(ctx, q)
+	switch {
+	case err != nil:
+		return Entry{}, err
+	case len(es) == 0:
+		return Entry{}, fmt.Errorf("%w with label %s", ErrNotFound, label)
+	case len(es) > 1:
+		return Entry{}, fmt.Errorf("%w: %s", ErrAmbiguousLabel, label)
+	}
+	return a.Show(ctx, es[0].Identity)
+}
+
+// Show reads one key whole.
+func (a *Admin) Show(ctx context.Context, id idem.Identity) (Entry, error) {
+	e, err := a.store.Get(ctx, id)
+	if err != nil {
+		return Entry{}, err
+	}
+	return a.dress(e), nil
+}
+
+// Resolve completes an outcome-unknown key with resp, the answer its
+// request should have had: retries replay it. version is the Version the
+// operator was shown; the change is made only if the row is still that one.
+func (a *Admin) Resolve(ctx context.Context, id idem.Identity, version string, resp idem.Response) error {
+	if err := CheckResponse(resp); err != nil {
+		return err
+	}
+	// The engine keeps header names canonical; a resolution does too, so
+	// that it replays exactly as a stored response would.
+	h := make(http.Header, len(resp.Header))
+	for name, vs := range resp.Header {
+		k := http.CanonicalHeaderKey(name)
+		h[k] = append(h[k], vs...)
+	}
+	resp.Header = h
+	return a.settle(ctx, id, version, &resp)
+}
+
+// Forget deletes an outcome-unknown key, so that the next retry runs the
+// operation. Use it only when the operator knows the operation had no
+// effect. version fences it as in Resolve.
+func (a *Admin) Forget(ctx context.Context, id idem.Identity, version string) error {
+	return a.settle(ctx, id, version, nil)
+}
+
+func (a *Admin) settle(ctx context.Context, id idem.Identity, v string, resp *idem.Response) error {
+	e, err := a.Show(ctx, id)
+	if err != nil {
+		return err
+	}
+	if v != e.Version {
+		return fmt.Errorf("%w: version %s, now %s (state %s)", ErrChanged, v, e.Version, e.State)
+	}
+	if !e.Resolvable() {
+		return fmt.Errorf("%w: %s", ErrNotResolvable, describe(e))
+	}
+	return a.store.Settle(ctx, e, resp)
+}
+
+// describe says in words why e cannot be resolved.
+func describe(e Entry) string {
+	switch {
+	case e.Expired():
+		return "it has expired; the next request with this key runs anew"
+	case e.State == idem.StateCompleted:
+		return "it is completed and replays its stored response"
+	case e.LeaseRunning():
+		return fmt.Sprintf("it is in flight with %s of its lease left; its request may still finish", e.LeaseUntil.Sub(e.ReadAt).Round(time.Second))
+	}
+	return "state " + string(e.State)
+}
+
+// CheckResponse refuses a resolution the engine would never have stored:
+// a status outside 100..599, or a header that is never stored and
+// replayed (idem.NeverStored).
+func CheckResponse(resp idem.Response) error {
+	if resp.Status < 100 || resp.Status > 599 {
+		return fmt.Errorf("idemadmin: status %d is not an HTTP status", resp.Status)
+	}
+	if resp.Omitted {
+		return errors.New("idemadmin: a resolution carries its body")
+	}
+	for name := range resp.Header {
+		if why := idem.NeverStored(name); why != "" {
+			return fmt.Errorf("idemadmin: header %s cannot be stored: %s", http.CanonicalHeaderKey(name), why)
+		}
+	}
+	return nil
+}
+
+// Stats counts the keys.
+func (a *Admin) Stats(ctx context.Context) (Stats, error) {
+	s, err := a.store.Stats(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	err = a.store.Scan(ctx, Query{States: []idem.State{idem.StateInFlight}, Limit: 1}, func(e Entry) bool {
+		e = a.dress(e)
+		s.OldestInFlight = &e
+		return false
+	})
+	if err != nil {
+		return Stats{}, err
+	}
+	return s, nil
+}

@@ -1,0 +1,152 @@
+package idemadmin_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
+)
+
+// adminStore is an idem.Store that also serves the operator.
+type adminStore interface {
+	idem.Store
+	idemadmin.Store
+}
+
+// clock is a manual clock for the SQLite store; the tests call the store
+// from one goroutine.
+type clock struct{ now time.Time }
+
+func (c *clock) Now() time.Time { return c.now }
+
+func newSQLite(t *testing.T, c *clock) adminStore {
+	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "keys.db"), sqlitestore.WithClock(c.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newPostgres(t *testing.T) adminStore {
+	s, _ := pgstoretest.New(t)
+	return s
+}
+
+func claim(t *testing.T, s idem.Store, key, token string, lease time.Duration) idem.Identity {
+	t.Helper()
+	c := idem.Claim{
+		Identity:  idem.Identity{Tenant: "acme", Scope: "createTransfer", Key: key},
+		Operation: "createTransfer", Fingerprint: []byte{1, 2, 3}, Token: token,
+		Lease: lease, TTL: time.Hour, OnLeaseExpiry: idem.FailClosed,
+	}
+	res, err := s.Claim(context.Background(), c)
+	if err != nil || !res.Won {
+		t.Fatalf("claim %s: won %v, err %v", key, res.Won, err)
+	}
+	return c.Identity
+}
+
+// The operator's change is fenced in the store itself, not only by the
+// version check: an entry read before the key changed settles nothing.
+func TestSettleIsFenced(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	for name, mk := range map[string]func(*testing.T) adminStore{
+		"sqlite":   func(t *testing.T) adminStore { return newSQLite(t, c) },
+		"postgres": newPostgres,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := mk(t)
+			a := idemadmin.New(s, []byte("secret"))
+			id := claim(t, s, "k1", "token-1", time.Hour)
+
+			// In flight with its lease running: not the operator's to settle.
+			e, err := a.Show(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Resolvable() {
+				t.Fatalf("a key in flight under a running lease is resolvable: %+v", e)
+			}
+			if err := a.Forget(ctx, id, e.Version); !errors.Is(err, idemadmin.ErrNotResolvable) {
+				t.Fatalf("Forget of a running claim: %v, want ErrNotResolvable", err)
+			}
+			if err := s.Settle(ctx, e, nil); !errors.Is(err, idemadmin.ErrChanged) {
+				t.Fatalf("Settle of a running claim: %v, want ErrChanged", err)
+			}
+
+			if err := s.Abandon(ctx, id, "token-1", idem.FailClosed); err != nil {
+				t.Fatal(err)
+			}
+			seen, err := a.Show(ctx, id)
+			if err != nil || seen.State != idem.StateIndeterminate || !seen.Resolvable() {
+				t.Fatalf("after fail-closed abandon: %+v, %v", seen, err)
+			}
+			// Another operator forgets it and a new request claims it again
+			// under the same key: the first operator's view is stale.
+			if err := a.Forget(ctx, id, seen.Version); err != nil {
+				t.Fatal(err)
+			}
+			claim(t, s, "k1", "token-2", time.Hour)
+			if err := s.Abandon(ctx, id, "token-2", idem.FailClosed); err != nil {
+				t.Fatal(err)
+			}
+			resp := &idem.Response{Status: 201, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("stale")}
+			if err := s.Settle(ctx, seen, resp); !errors.Is(err, idemadmin.ErrChanged) {
+				t.Fatalf("Settle with a stale view: %v, want ErrChanged", err)
+			}
+			if err := a.Resolve(ctx, id, seen.Version, *resp); !errors.Is(err, idemadmin.ErrChanged) {
+				t.Fatalf("Resolve with a stale version: %v, want ErrChanged", err)
+			}
+			now, err := a.Show(ctx, id)
+			if err != nil || now.State != idem.StateIndeterminate {
+				t.Fatalf("the new claim's row changed: %+v, %v", now, err)
+			}
+			// The current version resolves it; a late completion from the
+			// request that died is fenced out and changes nothing.
+			if err := a.Resolve(ctx, id, now.Version, *resp); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Complete(ctx, id, "token-2", idem.Response{Status: 500}); !errors.Is(err, idem.ErrFenced) {
+				t.Fatalf("late completion after resolve: %v, want ErrFenced", err)
+			}
+			done, err := a.Show(ctx, id)
+			if err != nil || done.State != idem.StateCompleted || done.Status != 201 || string(done.Body) != "stale" ||
+				done.Header.Get("Content-Type") != "text/plain" {
+				t.Fatalf("resolved key: %+v, %v", done, err)
+			}
+		})
+	}
+}
+
+// An in-flight key whose lease ran out (its request died, no retry came
+// yet) is outcome-unknown too, and the operator may resolve it.
+func TestLapsedClaimIsResolvable(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s := newSQLite(t, c)
+	a := idemadmin.New(s, []byte("secret"))
+	id := claim(t, s, "k1", "token-1", time.Minute)
+	c.now = c.now.Add(2 * time.Minute)
+	es, err := a.List(ctx, idemadmin.Query{Label: idem.KeyLabel([]byte("secret"), "k1")})
+	if err != nil || len(es) != 1 || !es[0].Resolvable() || es[0].State != idem.StateInFlight {
+		t.Fatalf("List by label: %+v, %v; want the lapsed claim, resolvable", es, err)
+	}
+	if err := a.Forget(ctx, id, es[0].Version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Show(ctx, id); !errors.Is(err, idemadmin.ErrNotFound) {
+		t.Fatalf("Show after Forget: %v, want ErrNotFound", err)
+	}
+}

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // The operator's statements (idemadmin.Store). They run rarely and by hand,
@@ -121,7 +121,7 @@ func scanEntry(row pgx.Row, whole bool) (idemadmin.Entry, error) {
 		e.Status = int(*status)
 	}
 	if headers != nil {
-		h, err := decodeHeaders(headers)
+		h, err := headerwire.Decode(headers)
 		if err != nil {
 			return idemadmin.Entry{}, fmt.Errorf("stored headers: %w", err)
 		}
@@ -176,10 +176,7 @@ func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idem.Res
 	args := []any{seen.Tenant, seen.Scope, seen.Key, string(seen.State), token}
 	sql := forgetSQL
 	if resp != nil {
-		headers, err := json.Marshal(resp.Header)
-		if err != nil {
-			return fmt.Errorf("pgstore: resolve key: encode headers: %w", err)
-		}
+		headers := headerwire.Encode(resp.Header)
 		body := resp.Body
 		if body == nil {
 			body = []byte{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // The operator's statements (idemadmin.Store). Times are the store's
@@ -94,7 +95,8 @@ func scanEntry(row interface{ Scan(...any) error }, now time.Time, whole bool) (
 	var (
 		e                             idemadmin.Entry
 		state                         string
-		token, headers                sql.NullString
+		token                         sql.NullString
+		headers                       []byte
 		leaseUntil, completed, status sql.NullInt64
 		expires, created              int64
 	)
@@ -115,10 +117,12 @@ func scanEntry(row interface{ Scan(...any) error }, now time.Time, whole bool) (
 		e.CompletedAt = time.UnixMilli(completed.Int64)
 	}
 	e.Status = int(status.Int64)
-	if headers.Valid {
-		if err := json.Unmarshal([]byte(headers.String), &e.Header); err != nil {
+	if headers != nil {
+		h, err := headerwire.Decode(headers)
+		if err != nil {
 			return idemadmin.Entry{}, fmt.Errorf("stored headers: %w", err)
 		}
+		e.Header = h
 	}
 	return e, nil
 }

@@ -226,6 +226,7 @@ func (l *loader) run() *model.Spec {
 		return strings.Compare(a.Method, b.Method)
 	})
 	l.checkOverlaps(spec.Operations)
+	l.checkScopeIDs(spec.Operations, defaults)
 	seen := map[string]model.Operation{}
 	for _, op := range spec.Operations {
 		if first, dup := seen[op.GoName]; dup {

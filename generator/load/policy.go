@@ -38,6 +38,7 @@ var fieldNames = []string{
 	"scope", "fingerprint", "query", "ttl", "lease", "clientRetryBudget", "key",
 	"keyMaxLength", "required", "maxSnapshotBytes", "replayHeaders",
 	"cacheServerErrors", "onLeaseExpiry", "transactional",
+	"previousOperationId",
 }
 
 // setting is one field's value in one x-idempotency object, with where it
@@ -81,6 +82,8 @@ type layer struct {
 	transactional     setting[bool]
 	fingerprint       setting[[]item]
 	query             setting[[]item]
+
+	previousOperationID setting[string]
 }
 
 // reporter collects diagnostics for one operation (or the document).
@@ -152,6 +155,8 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 			l.query = decodeQueryNames(t, v, pos, name, r)
 		case "replayHeaders":
 			l.replayHeaders = decodeReplayHeaders(t, v, pos, name, r)
+		case "previousOperationId":
+			l.previousOperationID = decodePreviousID(v, pos, name, r)
 		default:
 			msg := fmt.Sprintf("unknown field %q", name)
 			if s := suggest(name, fieldNames); s != "" {

@@ -89,8 +89,13 @@ func (l *loader) checkScopeIDs(ops []model.Operation, defaults *layer) {
 		if op.ScopeID == op.ID && first.ScopeID == first.ID {
 			continue // one operationId twice: the Go name check reports it
 		}
-		l.report(opLabel(op)).errorf(op.FieldPos["operationId"], "previousOperationId",
+		// Point at the alias, the line that made the clash.
+		at, other := op, first
+		if op.ScopeID == op.ID {
+			at, other = first, op
+		}
+		l.report(opLabel(at)).errorf(at.FieldPos["operationId"], "previousOperationId",
 			"its keys would be stored under %q, as %s's are, and a key sent to both would replay one's answer for the other; give one of them another name",
-			op.ScopeID, opLabel(first))
+			at.ScopeID, opLabel(other))
 	}
 }

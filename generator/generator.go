@@ -78,6 +78,14 @@ type Options struct {
 	// Dir is the directory relative paths are resolved against; "" is the
 	// current directory.
 	Dir string
+
+	// AcceptBreaking acknowledges breaking policy changes by name,
+	// "operationId:kind" (see package breaking), so that they are
+	// generated instead of refused.
+	AcceptBreaking []string
+	// Against is a lock file to compare the spec with instead of the one
+	// beside the generated code, such as the main branch's in CI.
+	Against string
 }
 
 // ErrUsage marks errors caused by the options rather than by the spec.
@@ -112,6 +120,13 @@ func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Dia
 	}
 	diags = append(diags, goDiags...)
 	files[path.Join(filepath.ToSlash(opts.Out), gocode.FileName)] = goSrc
+
+	lockName, lock, lockDiags, err := lockFile(opts, spec)
+	if err != nil {
+		return nil, diags, err
+	}
+	diags = append(diags, lockDiags...)
+	files[lockName] = lock
 
 	if opts.Migrations != "" {
 		migrations, err := sqlgen.Emit(sqlgen.Options{
@@ -160,6 +175,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !token.IsIdentifier(o.Package) || o.Package == "_" {
 		return o, fmt.Errorf("%w: package name %q is not a Go identifier", ErrUsage, o.Package)
+	}
+	if err := checkAcks(o.AcceptBreaking); err != nil {
+		return o, err
 	}
 	if o.Store != "" && !slices.Contains(gocode.Stores, o.Store) {
 		return o, fmt.Errorf("%w: unknown store %q (use %s)", ErrUsage, o.Store, strings.Join(gocode.Stores, ", "))

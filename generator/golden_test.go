@@ -39,6 +39,9 @@ type caseOptions struct {
 	// MigrationVersion and MigrationTable: see Options.
 	MigrationVersion string
 	MigrationTable   string
+	// AcceptBreaking: see Options. The previous lock file of a breaking
+	// case is api/idempotency.lock.json in its directory.
+	AcceptBreaking []string
 }
 
 func readCaseOptions(t *testing.T, dir string) Options {
@@ -80,6 +83,7 @@ func readCaseOptions(t *testing.T, dir string) Options {
 	opts.Store = co.Store
 	opts.MigrationVersion = co.MigrationVersion
 	opts.MigrationTable = co.MigrationTable
+	opts.AcceptBreaking = co.AcceptBreaking
 	if opts.Spec == "" {
 		t.Fatal("case has neither spec.yaml nor spec.json")
 	}

@@ -262,6 +262,12 @@ func emitPolicy(f *jen.File, op model.Operation) {
 		field("OperationID", jen.Lit(op.ID)),
 		field("Method", methodCode(op.Method)),
 		field("Path", jen.Lit(op.Path)),
+	}
+	if op.ScopeID != "" && op.ScopeID != op.ID {
+		// Renamed: stored keys keep the former operationId.
+		fields = append(fields, field("ScopeID", jen.Lit(op.ScopeID)))
+	}
+	fields = append(fields,
 		field("Scope", scopeCode(p.Scope)),
 		field("Key", jen.Qual(pathIdem, "KeySource").Values(
 			jen.Id("In").Op(":").Add(keyInCode(p.KeyIn)),
@@ -272,7 +278,7 @@ func emitPolicy(f *jen.File, op model.Operation) {
 		field("TTL", DurationCode(p.TTL)),
 		field("Lease", DurationCode(p.Lease)),
 		field("MaxSnapshotBytes", SizeCode(p.MaxSnapshotBytes)),
-	}
+	)
 	if len(p.ReplayHeaders) > 0 {
 		fields = append(fields, field("ReplayHeaders", stringSlice(p.ReplayHeaders)))
 	}

@@ -78,6 +78,8 @@ func (c *opCheck) resolve() {
 		c.r.warnf(onExpiryPos, "onLeaseExpiry", "takeover without transactional: a retry that takes over an abandoned claim runs the handler again, so any effect the first attempt already made happens twice")
 	}
 
+	c.recordAlias()
+
 	params := c.parameters()
 	c.checkKeyParam(params, key, keyPos, requiredPos)
 	c.checkQuery(params, key)

@@ -233,6 +233,7 @@ func (l *loader) run() *model.Spec {
 		return strings.Compare(a.Method, b.Method)
 	})
 	l.checkOverlaps(spec.Operations)
+	l.checkScopeIDs(spec.Operations, defaults)
 	// Go names that clash are the Go emitter's to judge (gocode.CheckNames):
 	// it alone knows every name it declares.
 	return spec

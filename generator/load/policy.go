@@ -39,6 +39,7 @@ var fieldNames = []string{
 	"scope", "fingerprint", "query", "ttl", "lease", "clientRetryBudget", "key",
 	"keyMaxLength", "required", "maxSnapshotBytes", "replayHeaders",
 	"cacheServerErrors", "onLeaseExpiry", "transactional", "mediaType",
+	"previousOperationId",
 }
 
 // setting is one field's value in one x-idempotency object, with where it
@@ -88,6 +89,8 @@ type layer struct {
 	// author meant is unknown, so checks that would compare it with
 	// other fields stay silent rather than report the same mistake again.
 	rejected map[string]bool
+
+	previousOperationID setting[string]
 }
 
 // reporter collects diagnostics for one operation (or the document).
@@ -158,6 +161,8 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 			l.replayHeaders = decodeReplayHeaders(t, v, pos, name, r)
 		case "mediaType":
 			l.mediaType = decodeMediaType(v, pos, name, r)
+		case "previousOperationId":
+			l.previousOperationID = decodePreviousID(v, pos, name, r)
 		default:
 			msg := fmt.Sprintf("unknown field %q", name)
 			if s := suggest(name, fieldNames); s != "" {

@@ -42,6 +42,15 @@ type Operation struct {
 	Pos     Pos // the operation's x-idempotency (or its method key)
 
 	Policy Policy
+	// ScopeID is the operation name its keys are stored under: ID, or
+	// the x-idempotency previousOperationId of a renamed operation, so
+	// that keys stored before the rename still match.
+	ScopeID string
+	// FieldPos says where each policy setting was decided, by extension
+	// field name ("scope", "ttl", …, and "operationId"): the field itself,
+	// the document default it came from, or Pos for a built-in default.
+	// Reports about a changed setting point there.
+	FieldPos map[string]Pos
 	// PathParams are the path template's parameter names in template order.
 	PathParams []string
 	// BodyMediaType is "application/json", "application/x-www-form-urlencoded"

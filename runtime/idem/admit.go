@@ -114,7 +114,7 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 
 	claim := Claim{
 		Identity:      Identity{Tenant: tenant, Scope: scopeOf(op.Policy), Key: k},
-		Operation:     op.OperationID,
+		Operation:     op.scopeID(),
 		Fingerprint:   sum[:],
 		Token:         rand.Text(),
 		Lease:         op.Lease,
@@ -165,6 +165,14 @@ func (e *Engine) bodyProblem(op *operation, err error) Problem {
 func scopeOf(p Policy) string {
 	if p.Scope == ScopeTenant {
 		return ""
+	}
+	return p.scopeID()
+}
+
+// scopeID is the operation name the policy's keys are stored under.
+func (p Policy) scopeID() string {
+	if p.ScopeID != "" {
+		return p.ScopeID
 	}
 	return p.OperationID
 }

@@ -125,6 +125,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.maxBody <= 0 {
 		e.maxBody = 1 << 20
 	}
+	scopes := make(map[string]string) // stored name → operation ID
 	for _, p := range cfg.Policies {
 		op, err := e.prepare(p)
 		if err != nil {
@@ -134,6 +135,10 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("idem: operation ID %q appears twice", p.OperationID)
 		}
 		e.ops[p.OperationID] = op
+		if other, dup := scopes[p.scopeID()]; dup {
+			return nil, fmt.Errorf("idem: operations %s and %s would store their keys under one name %q", other, p.OperationID, p.scopeID())
+		}
+		scopes[p.scopeID()] = p.OperationID
 		if err := e.router.add(op); err != nil {
 			return nil, err
 		}

@@ -59,6 +59,11 @@ type Policy struct {
 	Method string
 	// Path is the OpenAPI path template, such as "/pets/{pet_id}/adoptions".
 	Path string
+	// ScopeID is the operation name stored keys carry (the claim's scope
+	// and Operation); "" means OperationID. A renamed operation keeps its
+	// former ID here, so that keys stored before the rename still match
+	// and a retry sent across the deploy is replayed, not run again.
+	ScopeID string
 
 	Scope        Scope
 	Key          KeySource

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -172,15 +171,11 @@ func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idem.Res
 	args := []any{seen.Tenant, seen.Scope, seen.Key, string(seen.State), token, millis(s.now())}
 	query := forgetKey
 	if resp != nil {
-		headers, err := json.Marshal(resp.Header)
-		if err != nil {
-			return fmt.Errorf("sqlitestore: resolve key: encode headers: %w", err)
-		}
 		body := resp.Body
 		if body == nil {
 			body = []byte{}
 		}
-		args = append(args, resp.Status, string(headers), body)
+		args = append(args, resp.Status, headerwire.Encode(resp.Header), body)
 		query = resolveKey
 	}
 	err := s.write(ctx, func(e execer) error { return fenced(e.ExecContext(ctx, query, args...)) })

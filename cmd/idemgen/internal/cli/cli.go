@@ -112,7 +112,13 @@ found file's, that file belongs to another run and is not read.
 
 With --check nothing is written: the command exits 1 and prints a unified
 diff when the files on disk differ from what it would generate, are
-missing, or are stale idemgen files.`,
+missing, or are stale idemgen files.
+
+Both compare the spec's policies with the previous ones, recorded in the
+lock file idempotency.lock.json beside the generated code (or --against),
+and refuse a change that breaks keys already stored (a renamed operation,
+a changed scope, key source or fingerprint, a removed policy, …) unless it
+is acknowledged with acceptBreaking in the config file or --accept-breaking.`,
 		Example: `  idemgen generate --spec api/openapi.yaml --out api --package api --migrations migrations
   idemgen generate --check`,
 		Args: noArgs,
@@ -157,6 +163,8 @@ missing, or are stale idemgen files.`,
 	f.StringVar(&flags.Docs, "docs", "", "Markdown `file` documenting each operation's idempotency (none when empty)")
 	f.StringVar(&flags.Store, "store", "", "the `store` the adapters are typed for: postgres or sqlite (default: generic)")
 	f.BoolVar(&check, "check", false, "write nothing; exit 1 with a diff when the files on disk are not up to date")
+	f.StringArrayVar(&flags.AcceptBreaking, "accept-breaking", nil, "acknowledge a breaking policy change, `operationId:kind` (repeatable)")
+	f.StringVar(&flags.Against, "against", "", "lock `file` to compare the policies with, such as the main branch's (default: the one beside the generated code)")
 	cf.register(cmd)
 	return cmd
 }

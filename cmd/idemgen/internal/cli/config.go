@@ -54,7 +54,7 @@ func stringSettings(s *settings) []struct {
 
 // configKeys lists every key idemgen.yaml may hold, for "did you mean".
 func configKeys() []string {
-	keys := []string{"version", "dialect"}
+	keys := []string{"version", "dialect", "acceptBreaking"}
 	for _, f := range stringSettings(new(settings)) {
 		keys = append(keys, f.key)
 	}
@@ -126,6 +126,14 @@ func loadSettings(cmd *cobra.Command, cf configFlags, flags settings, stderr io.
 	}
 	if set("dialect") {
 		s.Dialects = flags.Dialects
+	}
+	// Acknowledgements add up: the file's, for the change a PR makes, and
+	// the command line's.
+	if set("accept-breaking") {
+		s.AcceptBreaking = append(s.AcceptBreaking, flags.AcceptBreaking...)
+	}
+	if set("against") {
+		s.Against = flags.Against
 	}
 	return s, nil
 }
@@ -274,6 +282,12 @@ func decodeConfig(file string, data []byte) (settings, error) {
 				fail(v, "dialect: %v", err)
 			}
 			s.Dialects = list
+		case "acceptBreaking":
+			list, err := stringList(v)
+			if err != nil {
+				fail(v, "acceptBreaking: %v", err)
+			}
+			s.AcceptBreaking = list
 		default:
 			p := settingOrNil(&s, k.Value)
 			if p == nil {

@@ -49,6 +49,7 @@ type options struct {
 	writeTimeout time.Duration
 	idleTimeout  time.Duration
 	maxConns     int
+	metrics      bool
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -68,6 +69,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fl.DurationVar(&o.writeTimeout, "write-timeout", 30*time.Second, "longest time from a request's header to the end of its answer, plus --chaos-delay")
 	fl.DurationVar(&o.idleTimeout, "idle-timeout", 60*time.Second, "how long a keep-alive connection may wait for its next request")
 	fl.IntVar(&o.maxConns, "max-conns", 256, "connections served at once; further clients wait to be accepted")
+	fl.BoolVar(&o.metrics, "metrics", false, "serve the idempotency layer's Prometheus metrics at GET /metrics")
 	if err := fl.Parse(args); err != nil {
 		return o, err
 	}
@@ -198,6 +200,10 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		Logger:       log,
 	}
 	var sweeper idem.Sweeper
+	met, err := newMetrics(o.metrics)
+	if err != nil {
+		return err
+	}
 	if o.idempotency == "on" {
 		store, mount, err := idempotencyStore(db, log)
 		if err != nil {
@@ -209,6 +215,7 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 			Logger:          log,
 			ProblemBase:     ProblemBase,
 			MaxRequestBytes: cfg.MaxBodyBytes,
+			Observer:        met.observer(),
 		})
 		if err != nil {
 			return err
@@ -240,7 +247,7 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		"chaos_delay", o.chaosDelay, "read_timeout", o.readTimeout, "write_timeout", o.writeTimeout+o.chaosDelay,
 		"idle_timeout", o.idleTimeout, "max_conns", o.maxConns)
 
-	hs := httpServer(o, srv, log)
+	hs := httpServer(o, met.handler(srv), log)
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSweep()
 	if sweeper != nil {

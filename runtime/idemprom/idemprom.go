@@ -1,0 +1,127 @@
+// Package idemprom exports what the idempotency engine does as Prometheus
+// metrics. It is a package of its own so that the engine (runtime/idem)
+// pulls in no metrics library: a service that uses Prometheus imports
+// this one and passes its Metrics as idem.Config.Observer.
+//
+// The metrics, labelled by operation ID and outcome (idem.Outcome):
+//
+//	idem_requests_total{operation,outcome}              counter
+//	idem_request_duration_seconds{operation,outcome}    histogram, handler included
+//	idem_store_duration_seconds{operation}              histogram, time waiting on the store
+//	idem_indeterminate_keys                             gauge, with WithIndeterminate
+//
+// The tenant is not a label: tenants are unbounded, and a label per
+// tenant would grow the series without limit.
+package idemprom
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Metrics is an idem.Observer that records every event in Prometheus
+// metrics.
+type Metrics struct {
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	storeDuration *prometheus.HistogramVec
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	namespace     string
+	buckets       []float64
+	indeterminate func(context.Context) (int64, error)
+	countTimeout  time.Duration
+}
+
+// WithNamespace prefixes every metric name ("payments" gives
+// payments_idem_requests_total).
+func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
+
+// WithBuckets sets the histograms' buckets, in seconds; the default is
+// prometheus.DefBuckets.
+func WithBuckets(b []float64) Option { return func(c *config) { c.buckets = b } }
+
+// WithIndeterminate adds the gauge idem_indeterminate_keys, read on every
+// scrape from count (a store query that counts the keys in the
+// indeterminate state, each of which waits for an operator). A scrape
+// waits for it at most timeout; a failed count leaves the gauge out of
+// that scrape rather than reporting a wrong number.
+func WithIndeterminate(count func(context.Context) (int64, error), timeout time.Duration) Option {
+	return func(c *config) { c.indeterminate, c.countTimeout = count, timeout }
+}
+
+// New creates the metrics and registers them with reg.
+func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
+	c := config{buckets: prometheus.DefBuckets, countTimeout: 5 * time.Second}
+	for _, o := range opts {
+		o(&c)
+	}
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: c.namespace, Subsystem: "idem", Name: "requests_total",
+			Help: "Protected requests by operation and by what the idempotency engine did with them.",
+		}, []string{"operation", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: c.namespace, Subsystem: "idem", Name: "request_duration_seconds",
+			Help:    "Time spent in the idempotency engine per protected request, handler included.",
+			Buckets: c.buckets,
+		}, []string{"operation", "outcome"}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: c.namespace, Subsystem: "idem", Name: "store_duration_seconds",
+			Help:    "Time a protected request spent waiting on the idempotency store.",
+			Buckets: c.buckets,
+		}, []string{"operation"}),
+	}
+	cs := []prometheus.Collector{m.requests, m.duration, m.storeDuration}
+	if c.indeterminate != nil {
+		cs = append(cs, &indeterminate{
+			desc:    prometheus.NewDesc(prometheus.BuildFQName(c.namespace, "idem", "indeterminate_keys"), "Keys whose outcome is unknown, waiting for an operator.", nil, nil),
+			count:   c.indeterminate,
+			timeout: c.countTimeout,
+		})
+	}
+	for _, col := range cs {
+		if err := reg.Register(col); err != nil {
+			return nil, fmt.Errorf("idemprom: register: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Observe records ev; it implements idem.Observer.
+func (m *Metrics) Observe(_ context.Context, ev idem.Event) {
+	outcome := string(ev.Outcome)
+	m.requests.WithLabelValues(ev.Operation, outcome).Inc()
+	m.duration.WithLabelValues(ev.Operation, outcome).Observe(ev.Duration.Seconds())
+	m.storeDuration.WithLabelValues(ev.Operation).Observe(ev.StoreDuration.Seconds())
+}
+
+// indeterminate is the gauge of indeterminate keys, counted at scrape
+// time: the count lives in the store, not in this process.
+type indeterminate struct {
+	desc    *prometheus.Desc
+	count   func(context.Context) (int64, error)
+	timeout time.Duration
+}
+
+func (g *indeterminate) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *indeterminate) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	defer cancel()
+	n, err := g.count(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(g.desc, fmt.Errorf("count indeterminate keys: %w", err))
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n))
+}

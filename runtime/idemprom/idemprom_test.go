@@ -1,0 +1,121 @@
+package idemprom_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemprom"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+func policy() idem.Policy {
+	return idem.Policy{
+		OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
+		Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
+		MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed,
+	}
+}
+
+// server is a service with the engine and the adapter, and /metrics.
+func server(t *testing.T, opts ...idemprom.Option) *httptest.Server {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := idemprom.New(reg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := idem.New(idem.Config{
+		Store:    memstore.New(),
+		Policies: []idem.Policy{policy()},
+		Tenant:   func(*http.Request) (string, bool) { return "acme", true },
+		Observer: m,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/", e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+	})))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func post(t *testing.T, srv *httptest.Server, key, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/transfers", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func scrape(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d\n%s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// TestMetricsShowOutcomes: after an executed request, its replay, a
+// reused key and a request without its required key, /metrics counts
+// each outcome of the operation and times the store.
+func TestMetricsShowOutcomes(t *testing.T) {
+	srv := server(t)
+	post(t, srv, "k1", `{"amount":1}`)
+	post(t, srv, "k1", `{"amount":1}`)
+	post(t, srv, "k1", `{"amount":1}`)
+	post(t, srv, "k1", `{"amount":2}`)
+	post(t, srv, "", `{"amount":1}`)
+	got := scrape(t, srv)
+	for _, want := range []string{
+		`idem_requests_total{operation="createTransfer",outcome="executed"} 1`,
+		`idem_requests_total{operation="createTransfer",outcome="replayed"} 2`,
+		`idem_requests_total{operation="createTransfer",outcome="mismatch"} 1`,
+		`idem_requests_total{operation="createTransfer",outcome="rejected"} 1`,
+		`idem_request_duration_seconds_count{operation="createTransfer",outcome="replayed"} 2`,
+		`idem_store_duration_seconds_count{operation="createTransfer"} 5`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %s\n%s", want, got)
+		}
+	}
+}
+
+// TestIndeterminateGauge: the gauge reads the count at scrape time.
+func TestIndeterminateGauge(t *testing.T) {
+	n := int64(0)
+	srv := server(t, idemprom.WithNamespace("payments"),
+		idemprom.WithIndeterminate(func(context.Context) (int64, error) { return n, nil }, time.Second))
+	n = 3
+	if got, want := scrape(t, srv), "payments_idem_indeterminate_keys 3"; !strings.Contains(got, want) {
+		t.Fatalf("/metrics lacks %s\n%s", want, got)
+	}
+}

@@ -68,7 +68,12 @@ func crashTx(ctx context.Context, admin *pgxpool.Pool, tx idem.Tx) error {
 	if !ok {
 		return fmt.Errorf("Driver() is %T, want pgx.Tx", tx.Driver())
 	}
-	pid := ptx.Conn().PgConn().PID()
+	// The handler's pgx.Tx hides its connection (Conn is nil), so ask the
+	// backend for its process id through the transaction itself.
+	var pid int32
+	if err := ptx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		return fmt.Errorf("backend pid: %w", err)
+	}
 	var done bool
 	// With a timeout, pg_terminate_backend waits until the backend is gone,
 	// and its transaction's locks with it.

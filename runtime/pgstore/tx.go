@@ -28,7 +28,8 @@ var ErrTxOwned = errors.New("pgstore: the idempotency layer commits or rolls bac
 // claim is won: BEGIN, the lease-bound timeouts and the claim travel in one
 // pipelined batch on a pooled connection (the first use of a connection
 // also prepares the batch's statements, as pgx does for every query). A lost claim costs a second round
-// trip, the ROLLBACK that returns the connection clean.
+// trip, the COMMIT that keeps what the claim decided (an abandoned claim
+// marked indeterminate) and returns the connection clean.
 //
 // The in-flight row is written inside the transaction and stays invisible to
 // other sessions until Commit; the key's advisory lock, held until the
@@ -78,7 +79,10 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if !res.Won {
-		s.giveBack(ctx, conn, nil)
+		// A lost claim may still have changed the row: under fail-closed
+		// it marks an abandoned claim indeterminate. That must stand, as it
+		// does for a plain Claim, so the transaction commits.
+		s.commitLost(ctx, conn)
 		return res, nil, nil
 	}
 	return res, &tx{s: s, conn: conn, h: &handlerTx{tx: br.Tx()}, claim: &c}, nil
@@ -119,6 +123,22 @@ const cleanupTimeout = 5 * time.Second
 // already cancelled. Should a statement fail, the connection is closed:
 // PostgreSQL then aborts the transaction and drops the locks with it, and
 // the pool never hands out a connection that still holds them.
+// commitLost ends the transaction of a lost claim with COMMIT and returns
+// its connection; a connection that cannot commit is closed, which rolls
+// the change back (the next claim then makes it again).
+func (s *Store) commitLost(ctx context.Context, conn *pgxpool.Conn) {
+	pc := conn.Conn()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
+		if _, err := pc.Exec(rctx, commitSQL); err != nil {
+			s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: committing a lost claim failed; closing its connection", slog.Any("err", err))
+			_ = pc.Close(rctx)
+		}
+	}
+	conn.Release()
+}
+
 func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, held *idem.Claim) {
 	pc := conn.Conn()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)

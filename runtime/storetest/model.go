@@ -999,7 +999,7 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 	line += fmt.Sprintf(" (h%d)", h.n)
 
 	if op.probe >= 0 {
-		pline, f := r.probe(op, key)
+		pline, f := r.probe(op, key, op.req)
 		line += "; " + pline
 		if f != nil {
 			_ = tx.Release(r.ctx)
@@ -1054,8 +1054,8 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 }
 
 // probe is a claim by another request of key while a transactional claim
-// holds it; it must lose at once.
-func (r *modelRun) probe(op modelOp, key idem.Identity) (string, *modelFailure) {
+// of request holderReq holds it; it must lose at once.
+func (r *modelRun) probe(op modelOp, key idem.Identity, holderReq int) (string, *modelFailure) {
 	var same []int
 	for i, rq := range r.reqs {
 		if rq.id == key {
@@ -1067,10 +1067,16 @@ func (r *modelRun) probe(op modelOp, key idem.Identity) (string, *modelFailure) 
 	line := describeClaim("claim", c, r.reqs[req])
 	var want claimView
 	if r.target.Tx.Claims == TxClaimInTx {
-		// The row is not visible: the store reports the key busy, in
-		// flight, as the prober's own request with no lease known.
-		rq := r.reqs[req]
-		want = claimView{State: idem.StateInFlight, Operation: rq.operation, Fingerprint: rq.body}
+		// The row is not visible, but the store can tell whether the
+		// holder is the prober's own request: it reports the key in
+		// flight with no lease known, as the prober's request when it is
+		// the same one, and with no fingerprint (so the engine answers 422)
+		// when it is another.
+		rq, hq := r.reqs[req], r.reqs[holderReq]
+		want = claimView{State: idem.StateInFlight, Operation: rq.operation}
+		if rq.operation == hq.operation && rq.body == hq.body {
+			want.Fingerprint = rq.body
+		}
 	} else {
 		want = r.modelClaim(c, req)
 	}

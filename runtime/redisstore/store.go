@@ -49,6 +49,8 @@ type Store struct {
 	prefix string
 	// now is the test clock; nil means Redis's own clock.
 	now func() time.Time
+	// wait, when set, makes every write wait for replicas (WithWait).
+	wait *waitFor
 }
 
 var _ idem.Store = (*Store)(nil)
@@ -87,6 +89,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if strings.ContainsAny(s.prefix, "{}") {
 		return nil, fmt.Errorf("redisstore: prefix %q contains a brace, which would move records across hash slots", s.prefix)
 	}
+	if s.wait != nil {
+		if err := s.wait.check(client); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -122,9 +129,20 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 	if err := checkClaim(c); err != nil {
 		return idem.Result{}, err
 	}
-	v, err := claimScript.Run(ctx, s.client, []string{s.Key(c.Identity)},
+	key := s.Key(c.Identity)
+	cmd := s.run(ctx, claimScript, key,
 		s.clockArg(), c.Operation, c.Fingerprint, c.Token,
-		c.Lease.Microseconds(), c.TTL.Microseconds(), string(c.OnLeaseExpiry)).Slice()
+		c.Lease.Microseconds(), c.TTL.Microseconds(), string(c.OnLeaseExpiry))
+	v, err := cmd.Slice()
+	if errors.Is(err, ErrNotReplicated) {
+		// The primary holds the claim, but a failover could forget it.
+		// Give a won claim back, so that the client's retry can run
+		// rather than meet it in flight until its lease ends; the engine
+		// answers 503 and runs nothing.
+		if won, _ := cmd.Val().([]any); len(won) > 0 && (won[0] == "won" || won[0] == "took_over") {
+			_ = releaseScript.Run(ctx, s.client, []string{key}, s.clockArg(), c.Token, nonce()).Err()
+		}
+	}
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
@@ -167,7 +185,7 @@ func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mod
 // again after a lost reply recognises its own earlier effect.
 func (s *Store) fenced(ctx context.Context, what string, script *redis.Script, id idem.Identity, token string, args ...any) error {
 	argv := append([]any{s.clockArg(), token, nonce()}, args...)
-	n, err := script.Run(ctx, s.client, []string{s.Key(id)}, argv...).Int()
+	n, err := s.run(ctx, script, s.Key(id), argv...).Int()
 	if err != nil {
 		return fmt.Errorf("redisstore: %s: %w", what, err)
 	}

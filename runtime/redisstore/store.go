@@ -1,0 +1,217 @@
+// Package redisstore keeps idempotency keys in Redis or Redis Cluster
+// through go-redis.
+//
+// Each key is one Redis hash, changed only by Lua scripts (scripts.go), so
+// a claim, a completion, a release and an abandonment are each atomic and
+// cost one round trip. Leases and expiry are measured by Redis's own clock,
+// and each record carries its own PEXPIREAT: Redis deletes a key when its
+// TTL ends, so the store needs no sweeper and does not implement
+// idem.Sweeper.
+//
+// A record lives in one key, whose name puts a hash of the identity between
+// braces, so the same code works against a single node, a Sentinel-managed
+// primary and a Redis Cluster (any redis.UniversalClient).
+//
+// Redis has no transactions that a handler's database writes could join,
+// so the store is no idem.Transactor: idem.New refuses a transactional
+// policy on it. Keep transactional operations on a SQL store.
+//
+// What Redis promises, and what it does not (asynchronous replication, a
+// lost claim after a failover, appendfsync and WAIT), is in the project's
+// runtime documentation; read it before trusting payments to this store.
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// DefaultPrefix starts the name of every key the store writes, unless
+// WithPrefix sets another.
+const DefaultPrefix = "idem:"
+
+// Store is an idempotency store in Redis. It implements idem.Store and is
+// safe for concurrent use by many goroutines and many processes.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+	// now is the test clock; nil means Redis's own clock.
+	now func() time.Time
+	// wait, when set, makes every write wait for replicas (WithWait).
+	wait *waitFor
+}
+
+var _ idem.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the prefix of every key name, so that several
+// applications, or several tests, can share one Redis without meeting each
+// other's keys. It must not contain '{' or '}', which would change the hash
+// slot a record lands in.
+func WithPrefix(prefix string) Option {
+	return func(s *Store) { s.prefix = prefix }
+}
+
+// WithClock makes the store measure leases and expiry by now instead of
+// Redis's clock. It exists for tests that move time without sleeping, and
+// every process that shares the keys must use the same clock. Redis's own
+// deadline would mean nothing on another clock, so the store sets none:
+// records count as absent once expired, but stay in Redis until the test
+// deletes them.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// New returns a store that keeps its keys through client: a *redis.Client,
+// a failover client or a *redis.ClusterClient.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	s := &Store{client: client, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(s)
+	}
+	if strings.ContainsAny(s.prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q contains a brace, which would move records across hash slots", s.prefix)
+	}
+	if s.wait != nil {
+		if err := s.wait.check(client); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Key returns the name of the Redis key that holds id's record: the prefix
+// and, between braces, the hex SHA-256 of the identity. Redis Cluster hashes
+// only what is between the braces, so every key of one record stays in one
+// slot whatever the tenant or the client's key contains (a key with braces
+// in it would break a tag made from the raw key). Operators use it to find
+// or delete a record, for example to resolve an indeterminate key.
+func (s *Store) Key(id idem.Identity) string {
+	// Lengths first, so that no two identities encode alike whatever their
+	// parts contain.
+	b := make([]byte, 0, 3*binary.MaxVarintLen64+len(id.Tenant)+len(id.Scope)+len(id.Key))
+	for _, part := range []string{id.Tenant, id.Scope, id.Key} {
+		b = binary.AppendUvarint(b, uint64(len(part)))
+		b = append(b, part...)
+	}
+	sum := sha256.Sum256(b)
+	return s.prefix + "{" + hex.EncodeToString(sum[:]) + "}"
+}
+
+// clockArg is the scripts' ARGV[1]: "" for Redis's clock, or the test
+// clock in microseconds since the Unix epoch.
+func (s *Store) clockArg() string {
+	if s.now == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.now().UnixMicro(), 10)
+}
+
+// Claim atomically claims c.Identity in one round trip.
+func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+	if err := checkClaim(c); err != nil {
+		return idem.Result{}, err
+	}
+	key := s.Key(c.Identity)
+	cmd := s.run(ctx, claimScript, key,
+		s.clockArg(), c.Operation, c.Fingerprint, c.Token,
+		c.Lease.Microseconds(), c.TTL.Microseconds(), string(c.OnLeaseExpiry))
+	v, err := cmd.Slice()
+	if errors.Is(err, ErrNotReplicated) {
+		// The primary holds the claim, but a failover could forget it.
+		// Give a won claim back, so that the client's retry can run
+		// rather than meet it in flight until its lease ends; the engine
+		// answers 503 and runs nothing.
+		if won, _ := cmd.Val().([]any); len(won) > 0 && (won[0] == "won" || won[0] == "took_over") {
+			_ = releaseScript.Run(ctx, s.client, []string{key}, s.clockArg(), c.Token, nonce()).Err()
+		}
+	}
+	if err != nil {
+		return idem.Result{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	res, err := readClaim(v)
+	if err != nil {
+		return idem.Result{}, fmt.Errorf("redisstore: claim: %w", err)
+	}
+	return res, nil
+}
+
+// Complete stores resp for the claim held with token, or returns
+// idem.ErrFenced. Header values and the body are stored byte for byte.
+func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+	body, omitted := resp.Body, "0"
+	if resp.Omitted {
+		// An omitted body is never replayed, so none is kept.
+		body, omitted = nil, "1"
+	}
+	return s.fenced(ctx, "complete", completeScript, id, token,
+		resp.Status, encodeHeaders(resp.Header), body, omitted)
+}
+
+// Release deletes the claim held with token, or returns idem.ErrFenced.
+func (s *Store) Release(ctx context.Context, id idem.Identity, token string) error {
+	return s.fenced(ctx, "release", releaseScript, id, token)
+}
+
+// Abandon applies mode to the claim held with token at once, or returns
+// idem.ErrFenced.
+func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mode idem.LeaseExpiry) error {
+	if mode != idem.Takeover && mode != idem.FailClosed {
+		return fmt.Errorf("redisstore: abandon: unknown lease-expiry mode %q", mode)
+	}
+	return s.fenced(ctx, "abandon", abandonScript, id, token, string(mode))
+}
+
+// fenced runs one of the scripts that only the holder of token may run;
+// they answer 1 when they changed the record and 0 when token does not
+// hold it. Each call carries a nonce of its own, by which a script sent
+// again after a lost reply recognises its own earlier effect.
+func (s *Store) fenced(ctx context.Context, what string, script *redis.Script, id idem.Identity, token string, args ...any) error {
+	argv := append([]any{s.clockArg(), token, nonce()}, args...)
+	n, err := s.run(ctx, script, s.Key(id), argv...).Int()
+	if err != nil {
+		return fmt.Errorf("redisstore: %s: %w", what, err)
+	}
+	if n == 0 {
+		return idem.ErrFenced
+	}
+	return nil
+}
+
+func nonce() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return string(b[:])
+}
+
+// checkClaim rejects what the scripts would store wrongly rather than
+// refuse: durations travel in whole microseconds, and an empty token would
+// match a record whose token a fail-closed claim cleared.
+func checkClaim(c idem.Claim) error {
+	switch {
+	case c.Lease < time.Microsecond || c.TTL < time.Microsecond:
+		return fmt.Errorf("redisstore: claim: lease (%v) and ttl (%v) must be at least 1µs", c.Lease, c.TTL)
+	case c.Token == "":
+		return errors.New("redisstore: claim: empty lease token")
+	case c.OnLeaseExpiry != idem.Takeover && c.OnLeaseExpiry != idem.FailClosed:
+		return fmt.Errorf("redisstore: claim: unknown lease-expiry mode %q", c.OnLeaseExpiry)
+	}
+	return nil
+}

@@ -9,9 +9,10 @@
 //     one the caller put in the context with WithKey, or a fresh
 //     crypto-random one; the key and the body stay the same on every retry,
 //     so the server can tell a retry from a new request;
-//   - retries connection errors, attempt timeouts, 408, 429, 502, 503, 504
-//     and 409 request-in-progress, with exponential backoff and full
-//     jitter, waiting at least what Retry-After asks;
+//   - retries connection errors, attempt timeouts, 408, 429, 500, 502,
+//     503, 504 and 409 request-in-progress, with exponential backoff and
+//     full jitter, waiting at least what Retry-After asks; the server
+//     stores none of those answers, so the key is free for the retry;
 //   - never retries 422 idempotency-key-reused, 409 outcome-unknown or
 //     response-not-replayable, nor any other answer: those are final, and
 //     a retry would meet them again or change nothing;

@@ -50,8 +50,11 @@ func (t *Transport) verdict(res *http.Response, err error, retries int) (again b
 		return true, t.backoff(retries)
 	}
 	switch res.StatusCode {
-	case http.StatusRequestTimeout, http.StatusTooManyRequests,
+	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
 		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		// The server stores none of these (SEMANTICS §3.4, a 500 unless
+		// cacheServerErrors, which then replays it harmlessly): the key is
+		// free again and a retry is what the server asks for.
 	case http.StatusConflict:
 		// Only request-in-progress is worth waiting for; outcome-unknown
 		// and response-not-replayable stay what they are, and a 409 of the

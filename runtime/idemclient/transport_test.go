@@ -109,6 +109,7 @@ func TestRetrySameKeySameBody(t *testing.T) {
 		problem(409, ProblemInProgress, "1"),
 		problem(503, ProblemStoreUnavailable, "2"),
 		answer(429, nil, ""),
+		answer(500, nil, ""),
 		answer(201, http.Header{"Idempotent-Replayed": {"true"}}, `{"id":"tr_1"}`),
 	}}
 	tr, waits := newTest(t, s, Config{})
@@ -119,8 +120,8 @@ func TestRetrySameKeySameBody(t *testing.T) {
 	if res.StatusCode != 201 {
 		t.Fatalf("status %d, want 201", res.StatusCode)
 	}
-	if len(s.got) != 5 {
-		t.Fatalf("%d attempts, want 5", len(s.got))
+	if len(s.got) != 6 {
+		t.Fatalf("%d attempts, want 6", len(s.got))
 	}
 	k := s.got[0].key
 	if len(k) != 26 {
@@ -131,13 +132,13 @@ func TestRetrySameKeySameBody(t *testing.T) {
 			t.Errorf("attempt %d sent key %q body %q, want %q and the same body", i+1, g.key, g.body, k)
 		}
 	}
-	want := Report{Operation: "createTransfer", Key: k, Attempts: 5, Replayed: true, Status: 201}
+	want := Report{Operation: "createTransfer", Key: k, Attempts: 6, Replayed: true, Status: 201}
 	if rep != want {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 	// Retry-After is honoured: at least 1 s after the 409, 2 s after the 503.
-	if len(*waits) != 4 || (*waits)[1] < time.Second || (*waits)[2] < 2*time.Second {
-		t.Errorf("waits %v, want 4 with the 2nd ≥ 1s and the 3rd ≥ 2s", *waits)
+	if len(*waits) != 5 || (*waits)[1] < time.Second || (*waits)[2] < 2*time.Second {
+		t.Errorf("waits %v, want 5 with the 2nd ≥ 1s and the 3rd ≥ 2s", *waits)
 	}
 	// Full jitter: without Retry-After, no wait is above its ceiling.
 	if (*waits)[0] > DefaultBackoffBase || (*waits)[3] > 8*DefaultBackoffBase {
@@ -166,7 +167,6 @@ func TestFinalAnswersNotRetried(t *testing.T) {
 		{"409 of the application", answer(409, nil, `{"error":"insufficient funds"}`)},
 		{"400", problem(400, ProblemInvalidKey, "")},
 		{"404", answer(404, nil, "")},
-		{"500", answer(500, nil, "")},
 		{"certificate", fail(&tlsErr)},
 		{"permanent", fail(fmt.Errorf("quota: %w", ErrPermanent))},
 	} {

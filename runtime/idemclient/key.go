@@ -47,8 +47,17 @@ func checkKey(k string, maxLen int) error {
 // a retry without a key could run the operation twice.
 func attachKey(req *http.Request, body []byte, op *Operation, want string) (k string, out []byte, ok bool, err error) {
 	switch op.Key.In {
-	case KeyInHeader:
-		got, present, err := key.FromHeader(req.Header, op.Key.Name, op.KeyMaxLength)
+	case KeyInHeader, KeyInQuery:
+		var (
+			got     string
+			present bool
+			err     error
+		)
+		if op.Key.In == KeyInHeader {
+			got, present, err = key.FromHeader(req.Header, op.Key.Name, op.KeyMaxLength)
+		} else {
+			got, present, err = key.FromQuery(req.URL.Query(), op.Key.Name, op.KeyMaxLength)
+		}
 		if err != nil {
 			return "", nil, false, fmt.Errorf("%w: %w", ErrInvalidKey, err)
 		}
@@ -59,19 +68,9 @@ func attachKey(req *http.Request, body []byte, op *Operation, want string) (k st
 		if err != nil {
 			return "", nil, false, err
 		}
-		req.Header.Set(op.Key.Name, headerValue(k))
-		return k, body, true, nil
-	case KeyInQuery:
-		got, present, err := key.FromQuery(req.URL.Query(), op.Key.Name, op.KeyMaxLength)
-		if err != nil {
-			return "", nil, false, fmt.Errorf("%w: %w", ErrInvalidKey, err)
-		}
-		if present {
-			return got, body, true, nil
-		}
-		k, err := chooseKey(want, op.KeyMaxLength)
-		if err != nil {
-			return "", nil, false, err
+		if op.Key.In == KeyInHeader {
+			req.Header.Set(op.Key.Name, headerValue(k))
+			return k, body, true, nil
 		}
 		// Appended rather than re-encoded, so the caller's parameters keep
 		// their order and spelling.

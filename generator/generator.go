@@ -37,6 +37,7 @@ import (
 	"github.com/idemgen/idemgen/generator/docgen"
 	"github.com/idemgen/idemgen/generator/gocode"
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/generator/overlay"
 	"github.com/idemgen/idemgen/generator/sqlgen"
 	"github.com/idemgen/idemgen/templates"
 )
@@ -71,6 +72,10 @@ type Options struct {
 	// Docs is the path of the generated API documentation page (Markdown);
 	// "" writes none.
 	Docs string
+	// Overlay is the path of the OpenAPI Overlay that adds the
+	// idempotency layer's key parameter and answers to the spec, for
+	// client generators; "" writes none.
+	Overlay string
 	// Store is the store the transactional adapters are typed for,
 	// "postgres" (pgx.Tx) or "sqlite" (*sql.Tx); "" keeps them generic
 	// over the transaction type, for code that serves several stores.
@@ -156,6 +161,14 @@ func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Dia
 			return nil, diags, fmt.Errorf("generate docs: %w", err)
 		}
 		files[filepath.ToSlash(opts.Docs)] = page
+	}
+
+	if opts.Overlay != "" {
+		doc, err := overlay.Emit(spec, overlay.Options{Extends: opts.specFrom(filepath.Dir(opts.Overlay)), Spec: opts.resolve(opts.Spec)})
+		if err != nil {
+			return nil, diags, fmt.Errorf("generate overlay: %w", err)
+		}
+		files[filepath.ToSlash(opts.Overlay)] = doc
 	}
 
 	model.SortDiagnostics(diags)

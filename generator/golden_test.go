@@ -35,6 +35,7 @@ type caseOptions struct {
 	Dialects   []string
 	Layout     string
 	Docs       string
+	Overlay    string
 	Store      string
 	// MigrationVersion and MigrationTable: see Options.
 	MigrationVersion string
@@ -80,6 +81,7 @@ func readCaseOptions(t *testing.T, dir string) Options {
 	opts.Dialects = co.Dialects
 	opts.Layout = co.Layout
 	opts.Docs = co.Docs
+	opts.Overlay = co.Overlay
 	opts.Store = co.Store
 	opts.MigrationVersion = co.MigrationVersion
 	opts.MigrationTable = co.MigrationTable

@@ -95,6 +95,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 		pathIdem:        "idem",
 		pathFingerprint: "fingerprint",
 		pathPgx:         "pgx",
+		pathIdemClient:  "idemclient",
 	})
 	f.HeaderComment(Header[len("// "):])
 	f.HeaderComment("// source: " + commentText(opts.Source))
@@ -105,6 +106,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 	}
 	emitPolicies(f, ops)
 	emitEngine(f)
+	emitClientTable(f, ops)
 	for _, op := range ops {
 		if op.Policy.Transactional {
 			emitAdapter(f, op, opts.Store)
@@ -165,7 +167,7 @@ func sortedOps(ops []model.Operation) []model.Operation {
 }
 
 // The identifiers the file always declares.
-var fixedNames = []string{"Policies", "NewEngine"}
+var fixedNames = []string{"Policies", "NewEngine", clientTableName}
 
 // CheckNames reports every identifier the Go file would declare twice:
 // two operations with one Go name, or a derived name (FooPolicy, OpFoo,

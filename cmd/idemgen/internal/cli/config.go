@@ -48,6 +48,7 @@ func stringSettings(s *settings) []struct {
 		{"migrationTable", "migration-table", &s.MigrationTable},
 		{"layout", "layout", &s.Layout},
 		{"docs", "docs", &s.Docs},
+		{"overlay", "overlay", &s.Overlay},
 		{"store", "store", &s.Store},
 	}
 }
@@ -236,7 +237,7 @@ func readConfig(file string) (settings, error) {
 		return settings{}, err
 	}
 	dir := filepath.Dir(file)
-	for _, p := range []*string{&s.Spec, &s.Out, &s.Migrations, &s.Docs} {
+	for _, p := range []*string{&s.Spec, &s.Out, &s.Migrations, &s.Docs, &s.Overlay} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}

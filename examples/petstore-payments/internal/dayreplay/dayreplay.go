@@ -30,10 +30,10 @@ type Config struct {
 	Transfers int
 	// Concurrency is the number of clients sending at once.
 	Concurrency int
-	// Timeout is a client's deadline per request; a request that misses it
-	// is abandoned and retried. When TimeoutMax is longer, each request's
-	// deadline is drawn anew between Timeout and TimeoutMax, as from clients
-	// whose patience differs.
+	// Timeout is a client's deadline per attempt; an attempt that misses it
+	// is abandoned and retried under the same key. When TimeoutMax is
+	// longer, each logical request's deadline is drawn between Timeout and
+	// TimeoutMax, as from clients whose patience differs.
 	Timeout, TimeoutMax time.Duration
 	// MaxRequests stops the clients after this many requests in total.
 	MaxRequests int64
@@ -42,7 +42,9 @@ type Config struct {
 	// Attempts is how often a client sends one request before giving up.
 	Attempts int
 	// Budget, when positive, is how long a client keeps retrying one
-	// request, counted from its first attempt, before giving up.
+	// request, counted from its first attempt, before giving up; zero
+	// lets it retry until the day ends. It must be shorter than the
+	// operations' TTL.
 	Budget time.Duration
 
 	// Crash makes Run start the server and SIGKILL and restart it at random
@@ -248,7 +250,10 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	} else if err := checkLoopback(base); err != nil {
 		return Report{}, err
 	}
-	r := newReplayer(base, keys, c)
+	r, err := newReplayer(base, keys, c)
+	if err != nil {
+		return Report{}, err
+	}
 	timeout := c.Timeout.String()
 	if c.TimeoutMax > c.Timeout {
 		timeout += "–" + c.TimeoutMax.String()

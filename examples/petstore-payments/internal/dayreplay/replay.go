@@ -10,12 +10,14 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/api"
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
 // replayer plays the clients of every tenant.
@@ -35,17 +37,53 @@ type replayer struct {
 	changes   int                 // amount changes sent
 }
 
-func newReplayer(base string, keys []string, c Config) *replayer {
-	return &replayer{
-		base: base,
-		keys: keys,
-		c:    c,
-		// The timeout is per request (see post): a slow answer is abandoned
-		// and retried, as a real client with a short deadline does.
-		http:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+// errRequestBudget stops a client once the day's requests are spent.
+var errRequestBudget = fmt.Errorf("the day's request budget is spent: %w", idemclient.ErrPermanent)
+
+func newReplayer(base string, keys []string, c Config) (*replayer, error) {
+	r := &replayer{
+		base:     base,
+		keys:     keys,
+		c:        c,
 		acked:    map[string][]string{},
 		answered: map[string]bool{},
 	}
+	// Without a budget of its own, a client retries until the day ends.
+	budget := c.Budget
+	if budget == 0 {
+		budget = c.Duration
+	}
+	// The clients are idemclient's: a key per logical request (the plan's,
+	// so the audit can find each transfer), the same body on every retry,
+	// backoff with jitter, Retry-After honoured, final answers left alone.
+	t, err := idemclient.New(idemclient.Config{
+		Operations:  api.ClientOperations(),
+		Base:        countingTransport{next: &http.Transport{MaxIdleConnsPerHost: 64}, r: r},
+		MaxAttempts: c.Attempts,
+		Budget:      budget,
+		BackoffBase: 50 * time.Millisecond,
+		BackoffMax:  time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	r.http = t.Client()
+	return r, nil
+}
+
+// countingTransport counts the requests sent and refuses those beyond the
+// day's MaxRequests.
+type countingTransport struct {
+	next http.RoundTripper
+	r    *replayer
+}
+
+func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.r.requests.Add(1) > t.r.c.MaxRequests {
+		t.r.requests.Add(-1)
+		return nil, errRequestBudget
+	}
+	return t.next.RoundTrip(req)
 }
 
 // timeout is one request's deadline: Timeout, or a draw up to TimeoutMax.
@@ -61,68 +99,39 @@ type answer struct {
 	body   []byte
 }
 
-// post sends one request as the tenant's client.
-func (r *replayer) post(ctx context.Context, tenant int, path, key, body string) (answer, http.Header, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout())
-	defer cancel()
+// send makes one logical request under key through the retrying client.
+// Each attempt is abandoned after the request's timeout and retried, as a
+// real client with a short deadline does. ok is false when the client gave
+// up (attempts, its retry budget, the request budget or the day's end).
+func (r *replayer) send(ctx context.Context, tenant int, path, key, body string) (answer, bool) {
+	var rep idemclient.Report
+	ctx = idemclient.WithReport(idemclient.WithKey(ctx, key), &rep)
+	ctx = idemclient.WithAttemptTimeout(ctx, r.timeout())
+	a, err := r.post(ctx, tenant, path, body)
+	if rep.Attempts > 1 {
+		r.retries.Add(int64(rep.Attempts - 1))
+	}
+	if err != nil || rep.GaveUp {
+		r.gaveUp.Add(1)
+		return answer{}, false
+	}
+	return a, true
+}
+
+func (r *replayer) post(ctx context.Context, tenant int, path, body string) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, strings.NewReader(body))
 	if err != nil {
-		return answer{}, nil, err
+		return answer{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+r.keys[tenant])
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
 	res, err := r.http.Do(req)
 	if err != nil {
-		return answer{}, nil, err
+		return answer{}, err
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	return answer{status: res.StatusCode, body: b}, res.Header, err
-}
-
-// send retries one logical request until it gets a final answer: anything
-// but a transport error, a timeout, 409 in progress, 429, or a 5xx. It
-// backs off exponentially with jitter and honours Retry-After. ok is false
-// when the client gave up (attempts, its retry budget, the request budget
-// or the day's end).
-func (r *replayer) send(ctx context.Context, tenant int, path, key, body string) (answer, bool) {
-	if r.c.Budget > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.c.Budget)
-		defer cancel()
-	}
-	for attempt := 1; attempt <= r.c.Attempts; attempt++ {
-		if ctx.Err() != nil || r.requests.Add(1) > r.c.MaxRequests {
-			break
-		}
-		if attempt > 1 {
-			r.retries.Add(1)
-		}
-		a, h, err := r.post(ctx, tenant, path, key, body)
-		if err == nil && a.status < 500 && a.status != http.StatusConflict && a.status != http.StatusTooManyRequests {
-			return a, true
-		}
-		if err == nil && a.status == http.StatusConflict && !strings.Contains(string(a.body), "request-in-progress") {
-			// outcome-unknown or response-not-replayable: final.
-			return a, true
-		}
-		// The shift is capped: with a retry budget, attempts can run far
-		// beyond the point where 50ms<<attempt overflows.
-		wait := min(50*time.Millisecond<<min(attempt-1, 5), time.Second)
-		wait = wait/2 + rand.N(wait/2+1)
-		if h != nil {
-			if s, _ := strconv.Atoi(h.Get("Retry-After")); s > 0 {
-				wait = min(time.Duration(s)*time.Second, 2*time.Second)
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
-	r.gaveUp.Add(1)
-	return answer{}, false
+	return answer{status: res.StatusCode, body: b}, err
 }
 
 // openAccounts opens every planned account, each under its own key.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -63,6 +64,22 @@ func Policies() []idem.Policy {
 func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 	cfg.Policies = Policies()
 	return idem.New(cfg)
+}
+
+// ClientOperations returns what an idemclient.Transport needs to know of
+// every annotated operation, sorted by path and method.
+func ClientOperations() []idemclient.Operation {
+	return []idemclient.Operation{
+		{
+			ID:           OpRefundOrder,
+			Method:       http.MethodPost,
+			Path:         "/orders/{order_id}/refunds",
+			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "X-Request-Key"},
+			KeyMaxLength: 64,
+			TTL:          36 * time.Hour,
+			RetryBudget:  30 * time.Hour,
+		},
+	}
 }
 
 // RefundOrder adapts h, the handler of POST /orders/{order_id}/refunds

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -56,4 +57,19 @@ func Policies() []idem.Policy {
 func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 	cfg.Policies = Policies()
 	return idem.New(cfg)
+}
+
+// ClientOperations returns what an idemclient.Transport needs to know of
+// every annotated operation, sorted by path and method.
+func ClientOperations() []idemclient.Operation {
+	return []idemclient.Operation{
+		{
+			ID:           OpCreatePayment,
+			Method:       http.MethodPost,
+			Path:         "/v2/payments",
+			Key:          idemclient.Key{In: idemclient.KeyInBody, Name: "/idempotency_key"},
+			KeyMaxLength: 45,
+			TTL:          24 * time.Hour,
+		},
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -63,4 +64,19 @@ func Policies() []idem.Policy {
 func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 	cfg.Policies = Policies()
 	return idem.New(cfg)
+}
+
+// ClientOperations returns what an idemclient.Transport needs to know of
+// every annotated operation, sorted by path and method.
+func ClientOperations() []idemclient.Operation {
+	return []idemclient.Operation{
+		{
+			ID:           OpCreateMessage,
+			Method:       http.MethodPost,
+			Path:         "/Accounts/{AccountSid}/Messages",
+			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "I-Idempotency-Token"},
+			KeyMaxLength: 255,
+			TTL:          24 * time.Hour,
+		},
+	}
 }

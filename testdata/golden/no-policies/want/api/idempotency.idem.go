@@ -3,7 +3,10 @@
 
 package api
 
-import "github.com/idemgen/idemgen/runtime/idem"
+import (
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemclient"
+)
 
 // Policies returns the policy of every annotated operation, sorted by path
 // and method.
@@ -16,4 +19,10 @@ func Policies() []idem.Policy {
 func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 	cfg.Policies = Policies()
 	return idem.New(cfg)
+}
+
+// ClientOperations returns what an idemclient.Transport needs to know of
+// every annotated operation, sorted by path and method.
+func ClientOperations() []idemclient.Operation {
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemclient"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -61,4 +62,19 @@ func Policies() []idem.Policy {
 func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 	cfg.Policies = Policies()
 	return idem.New(cfg)
+}
+
+// ClientOperations returns what an idemclient.Transport needs to know of
+// every annotated operation, sorted by path and method.
+func ClientOperations() []idemclient.Operation {
+	return []idemclient.Operation{
+		{
+			ID:           OpCreateCharge,
+			Method:       http.MethodPost,
+			Path:         "/charges",
+			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			KeyMaxLength: 255,
+			TTL:          24 * time.Hour,
+		},
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -82,6 +83,29 @@ func Policies() []idem.Policy {
 func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 	cfg.Policies = Policies()
 	return idem.New(cfg)
+}
+
+// ClientOperations returns what an idemclient.Transport needs to know of
+// every annotated operation, sorted by path and method.
+func ClientOperations() []idemclient.Operation {
+	return []idemclient.Operation{
+		{
+			ID:           OpCreateRefund,
+			Method:       http.MethodPost,
+			Path:         "/refunds",
+			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			KeyMaxLength: 255,
+			TTL:          24 * time.Hour,
+		},
+		{
+			ID:           OpCreateTransfer,
+			Method:       http.MethodPost,
+			Path:         "/transfers",
+			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			KeyMaxLength: 255,
+			TTL:          24 * time.Hour,
+		},
+	}
 }
 
 // CreateTransfer adapts h, the handler of POST /transfers (createTransfer),

@@ -1,0 +1,66 @@
+package gocode
+
+import (
+	"fmt"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/generator/model"
+)
+
+// pathIdemClient is the client runtime the client table is written for.
+const pathIdemClient = "github.com/idemgen/idemgen/runtime/idemclient"
+
+// clientTableName is the function that returns the client table.
+const clientTableName = "ClientOperations"
+
+// emitClientTable writes ClientOperations: what a client needs to call each
+// annotated operation safely (method, path template, key source, TTL and
+// retry budget) and nothing of the server's (lease, snapshots,
+// fingerprint), so that client code can import it without learning how
+// the server stores keys.
+func emitClientTable(f *jen.File, ops []model.Operation) {
+	f.Comment(clientTableName + " returns what an idemclient.Transport needs to know of")
+	f.Comment("every annotated operation, sorted by path and method.")
+	items := make([]jen.Code, len(ops))
+	for i, op := range ops {
+		p := op.Policy
+		fields := []jen.Code{
+			field("ID", jen.Id("Op"+op.GoName)),
+			field("Method", methodCode(op.Method)),
+			field("Path", jen.Lit(op.Path)),
+			field("Key", jen.Qual(pathIdemClient, "Key").Values(
+				jen.Id("In").Op(":").Add(clientKeyInCode(p.KeyIn)),
+				jen.Id("Name").Op(":").Lit(p.KeyName),
+			)),
+			field("KeyMaxLength", jen.Lit(p.KeyMaxLength)),
+			field("TTL", DurationCode(p.TTL)),
+		}
+		if p.ClientRetryBudget > 0 {
+			fields = append(fields, field("RetryBudget", DurationCode(p.ClientRetryBudget)))
+		}
+		items[i] = jen.Custom(multi, fields...)
+	}
+	var body jen.Code
+	if len(ops) == 0 {
+		body = jen.Return(jen.Nil())
+	} else {
+		body = jen.Return(jen.Index().Qual(pathIdemClient, "Operation").Custom(multi, items...))
+	}
+	f.Func().Id(clientTableName).Params().Index().Qual(pathIdemClient, "Operation").Block(body)
+}
+
+func clientKeyInCode(in model.KeyIn) jen.Code {
+	switch in {
+	case model.KeyInBody:
+		return jen.Qual(pathIdemClient, "KeyInBody")
+	case model.KeyInQuery:
+		return jen.Qual(pathIdemClient, "KeyInQuery")
+	case model.KeyInHeader:
+		return jen.Qual(pathIdemClient, "KeyInHeader")
+	default:
+		// The loader admits only the three; a literal keeps the output
+		// honest should that ever widen.
+		return jen.Qual(pathIdemClient, "KeyIn").Call(jen.Lit(fmt.Sprint(in)))
+	}
+}

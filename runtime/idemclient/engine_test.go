@@ -1,0 +1,133 @@
+package idemclient_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// The client's restated problem names must be the engine's.
+func TestProblemNamesMatchEngine(t *testing.T) {
+	for got, want := range map[string]string{
+		idemclient.ProblemMissingKey:       idem.ProblemMissingKey,
+		idemclient.ProblemInvalidKey:       idem.ProblemInvalidKey,
+		idemclient.ProblemKeyReused:        idem.ProblemKeyReused,
+		idemclient.ProblemInProgress:       idem.ProblemInProgress,
+		idemclient.ProblemOutcomeUnknown:   idem.ProblemOutcomeUnknown,
+		idemclient.ProblemNotReplayable:    idem.ProblemNotReplayable,
+		idemclient.ProblemStoreUnavailable: idem.ProblemStoreUnavailable,
+	} {
+		if got != want {
+			t.Errorf("client names %q, the engine %q", got, want)
+		}
+	}
+}
+
+// server is the engine over a memstore in front of a handler whose first
+// run is slower than the client's attempt timeout.
+func server(t *testing.T, runs *atomic.Int64) *httptest.Server {
+	t.Helper()
+	e, err := idem.New(idem.Config{
+		Store: memstore.New(),
+		Policies: []idem.Policy{{
+			OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
+			Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+			KeyMaxLength: 255, Required: true, TTL: time.Hour, Lease: time.Minute,
+			MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed,
+		}},
+		Tenant: func(*http.Request) (string, bool) { return "acme", true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"tr_1"}`)
+	})))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func clientOps() []idemclient.Operation {
+	return []idemclient.Operation{{
+		ID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
+		Key: idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"}, KeyMaxLength: 255, TTL: time.Hour,
+	}}
+}
+
+// A first attempt that times out while the handler runs is retried under
+// the same key: the retries meet 409 request-in-progress until the handler
+// is done, then its replay. The handler runs once.
+func TestAgainstEngine(t *testing.T) {
+	var runs atomic.Int64
+	srv := server(t, &runs)
+	tr, err := idemclient.New(idemclient.Config{
+		Operations: clientOps(), AttemptTimeout: 100 * time.Millisecond,
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep idemclient.Report
+	ctx := idemclient.WithReport(context.Background(), &rep)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/transfers", strings.NewReader(`{"amount":5}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := tr.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated || string(body) != `{"id":"tr_1"}` {
+		t.Fatalf("answer %d %s, want the 201", res.StatusCode, body)
+	}
+	if !rep.Replayed || rep.Attempts < 2 || rep.GaveUp {
+		t.Errorf("report %+v, want a replay after at least 2 attempts", rep)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
+	}
+}
+
+// Two calls with the same key and different bodies: the second is the
+// server's 422, final, never retried.
+func TestKeyReusedIsFinal(t *testing.T) {
+	var runs atomic.Int64
+	runs.Store(1) // no slow first run
+	srv := server(t, &runs)
+	tr, err := idemclient.New(idemclient.Config{Operations: clientOps()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := idemclient.WithKey(context.Background(), "same-key")
+	for i, body := range []string{`{"amount":5}`, `{"amount":6}`} {
+		var rep idemclient.Report
+		req, _ := http.NewRequestWithContext(idemclient.WithReport(ctx, &rep), http.MethodPost, srv.URL+"/transfers", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if i == 1 && (res.StatusCode != http.StatusUnprocessableEntity || idemclient.ProblemType(b) != idemclient.ProblemKeyReused || rep.Attempts != 1) {
+			t.Errorf("changed body under a used key: %d %s after %d attempts, want one 422 %s", res.StatusCode, b, rep.Attempts, idemclient.ProblemKeyReused)
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package idemclient
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/idemgen/idemgen/runtime/key"
+)
+
+// ErrInvalidKey is wrapped by the error of a call whose key (given with
+// WithKey, or already in the request) the server would refuse with a 400;
+// nothing is sent.
+var ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
+
+// freshKey returns a new key: 128 random bits in base32, 26 characters,
+// which no two clients will ever draw alike.
+func freshKey() string { return rand.Text() }
+
+// checkKey applies the server's rule (SEMANTICS §2) to a key the caller
+// chose: 1..maxLen bytes of visible ASCII.
+func checkKey(k string, maxLen int) error {
+	if k == "" {
+		return fmt.Errorf("%w: the key is empty", ErrInvalidKey)
+	}
+	if maxLen > 0 && len(k) > maxLen {
+		return fmt.Errorf("%w: the key is %d bytes long, the operation takes at most %d", ErrInvalidKey, len(k), maxLen)
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: byte %d of the key is %q; a key is visible ASCII only", ErrInvalidKey, i, c)
+		}
+	}
+	return nil
+}
+
+// attachKey makes req (a clone the caller owns) and body carry a key for
+// op and returns the key and the body to send on every attempt. ok is false
+// when no key can be attached (a body key under a nested pointer the body
+// lacks, a body that is not an object): such a request is sent once, since
+// a retry without a key could run the operation twice.
+func attachKey(req *http.Request, body []byte, op *Operation, want string) (k string, out []byte, ok bool, err error) {
+	switch op.Key.In {
+	case KeyInHeader, KeyInQuery:
+		var (
+			got     string
+			present bool
+			err     error
+		)
+		if op.Key.In == KeyInHeader {
+			got, present, err = key.FromHeader(req.Header, op.Key.Name, op.KeyMaxLength)
+		} else {
+			got, present, err = key.FromQuery(req.URL.Query(), op.Key.Name, op.KeyMaxLength)
+		}
+		if err != nil {
+			return "", nil, false, fmt.Errorf("%w: %w", ErrInvalidKey, err)
+		}
+		if present {
+			return got, body, true, nil
+		}
+		k, err := chooseKey(want, op.KeyMaxLength)
+		if err != nil {
+			return "", nil, false, err
+		}
+		if op.Key.In == KeyInHeader {
+			req.Header.Set(op.Key.Name, headerValue(k))
+			return k, body, true, nil
+		}
+		// Appended rather than re-encoded, so the caller's parameters keep
+		// their order and spelling.
+		u := *req.URL
+		if u.RawQuery != "" {
+			u.RawQuery += "&"
+		}
+		u.RawQuery += url.QueryEscape(op.Key.Name) + "=" + url.QueryEscape(k)
+		req.URL = &u
+		return k, body, true, nil
+	default:
+		return attachBodyKey(req, body, op, want)
+	}
+}
+
+func chooseKey(want string, maxLen int) (string, error) {
+	if want == "" {
+		return freshKey(), nil
+	}
+	if err := checkKey(want, maxLen); err != nil {
+		return "", err
+	}
+	return want, nil
+}
+
+// headerValue writes k so that the server reads k back: a key that starts
+// with a double quote would be read as a structured-field string, so it is
+// sent as one.
+func headerValue(k string) string {
+	if !strings.HasPrefix(k, `"`) {
+		return k
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(k) + `"`
+}
+
+func attachBodyKey(req *http.Request, body []byte, op *Operation, want string) (string, []byte, bool, error) {
+	mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	if err != nil {
+		return "", body, false, nil
+	}
+	got, present, err := key.FromBody(body, mt, op.Key.Name, op.KeyMaxLength)
+	if errors.Is(err, key.ErrInvalid) {
+		return "", nil, false, fmt.Errorf("%w: %w", ErrInvalidKey, err)
+	}
+	if err != nil {
+		// The server will refuse the body itself; a retry cannot help.
+		return "", body, false, nil
+	}
+	if present {
+		return got, body, true, nil
+	}
+	// Only a top-level member can be added without rewriting the body.
+	name, ok := strings.CutPrefix(op.Key.Name, "/")
+	if !ok || strings.Contains(name, "/") {
+		return "", body, false, nil
+	}
+	name = strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
+	k, err := chooseKey(want, op.KeyMaxLength)
+	if err != nil {
+		return "", nil, false, err
+	}
+	var out []byte
+	switch {
+	case mt == "application/x-www-form-urlencoded":
+		out = append([]byte(nil), body...)
+		if len(bytes.TrimSpace(out)) > 0 {
+			out = append(out, '&')
+		}
+		out = append(out, url.QueryEscape(name)+"="+url.QueryEscape(k)...)
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		out, ok = addMember(body, name, k)
+		if !ok {
+			return "", body, false, nil
+		}
+	default:
+		return "", body, false, nil
+	}
+	req.ContentLength = int64(len(out))
+	return k, out, true, nil
+}
+
+// addMember returns the JSON object body with the member name: value added
+// first, leaving every other byte as the caller wrote it; an empty body is
+// the empty object. ok is false when body is not an object.
+func addMember(body []byte, name, value string) ([]byte, bool) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		trimmed = []byte("{}")
+	}
+	if trimmed[0] != '{' {
+		return nil, false
+	}
+	rest := bytes.TrimSpace(trimmed[1:])
+	// Marshalling a string cannot fail.
+	n, _ := json.Marshal(name)
+	v, _ := json.Marshal(value)
+	out := append([]byte("{"), n...)
+	out = append(out, ':')
+	out = append(out, v...)
+	if len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...), true
+}

@@ -1,0 +1,148 @@
+package idemclient
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/pathtemplate"
+)
+
+// KeyIn says where an operation carries its idempotency key.
+type KeyIn string
+
+// The places a key can be carried, as the x-idempotency key field names
+// them.
+const (
+	KeyInHeader KeyIn = "header"
+	KeyInBody   KeyIn = "body"
+	KeyInQuery  KeyIn = "query"
+)
+
+// Key names where an operation's key is carried.
+type Key struct {
+	In KeyIn
+	// Name is the header or query-parameter name, or for a body key the
+	// JSON Pointer of the property ("/idempotency_key").
+	Name string
+}
+
+// Operation is what a client needs to know of one idempotent operation.
+// The generator writes the table of them (ClientOperations); it holds no
+// server-only detail.
+type Operation struct {
+	// ID is the operation's operationId.
+	ID string
+	// Method is the HTTP method, POST or PATCH.
+	Method string
+	// Path is the OpenAPI path template, such as "/pets/{pet_id}/adoptions".
+	Path string
+	// Key is where the key is carried.
+	Key Key
+	// KeyMaxLength is the longest key the server accepts; zero is 255, the
+	// extension's default.
+	KeyMaxLength int
+	// TTL is how long the server remembers a key after its first use; a
+	// retry after that is a new request.
+	TTL time.Duration
+	// RetryBudget is the spec's clientRetryBudget, the longest a client
+	// may keep retrying; zero when the spec sets none.
+	RetryBudget time.Duration
+}
+
+// defaultKeyMaxLength is the extension's default keyMaxLength.
+const defaultKeyMaxLength = 255
+
+// route is an operation with its parsed template.
+type route struct {
+	op   Operation
+	tmpl *pathtemplate.Template
+}
+
+// router finds the operation a request calls.
+type router struct {
+	prefix []string // the base path's segments, escaped
+	routes []route  // sorted by pathtemplate.Less: the most specific first
+}
+
+func newRouter(basePath string, ops []Operation) (*router, error) {
+	r := &router{}
+	if p := strings.TrimSuffix(basePath, "/"); p != "" {
+		segs, ok := pathtemplate.Split(p)
+		if !ok {
+			return nil, fmt.Errorf("base path %q does not start with /", basePath)
+		}
+		r.prefix = segs
+	}
+	seen := make(map[string]bool)
+	for _, op := range ops {
+		if op.Method == "" || op.Path == "" {
+			return nil, fmt.Errorf("operation %q: method and path are required", op.ID)
+		}
+		switch op.Key.In {
+		case KeyInHeader, KeyInQuery, KeyInBody:
+		default:
+			return nil, fmt.Errorf("operation %q: key source %q is not header, query or body", op.ID, op.Key.In)
+		}
+		if op.Key.Name == "" {
+			return nil, fmt.Errorf("operation %q: the key has no name", op.ID)
+		}
+		if op.TTL <= 0 {
+			return nil, fmt.Errorf("operation %q: TTL must be positive", op.ID)
+		}
+		if op.KeyMaxLength == 0 {
+			op.KeyMaxLength = defaultKeyMaxLength
+		}
+		t, err := pathtemplate.Parse(op.Path)
+		if err != nil {
+			return nil, fmt.Errorf("operation %q: %w", op.ID, err)
+		}
+		id := strings.ToUpper(op.Method) + " " + op.Path
+		if seen[id] {
+			return nil, fmt.Errorf("operation %q: %s is in the table twice", op.ID, id)
+		}
+		seen[id] = true
+		r.routes = append(r.routes, route{op: op, tmpl: t})
+	}
+	slices.SortStableFunc(r.routes, func(a, b route) int {
+		switch {
+		case pathtemplate.Less(a.tmpl, b.tmpl):
+			return -1
+		case pathtemplate.Less(b.tmpl, a.tmpl):
+			return 1
+		}
+		return 0
+	})
+	return r, nil
+}
+
+// find returns the operation req calls, or nil. The path is matched the
+// way the server's router reads it: segment by segment, each
+// percent-decoded on its own, below the base path.
+func (r *router) find(req *http.Request) *Operation {
+	segs, ok := pathtemplate.Split(req.URL.EscapedPath())
+	if !ok {
+		return nil
+	}
+	if len(segs) < len(r.prefix) {
+		return nil
+	}
+	for i, p := range r.prefix {
+		if pathtemplate.Decode(segs[i]) != pathtemplate.Decode(p) {
+			return nil
+		}
+	}
+	segs = segs[len(r.prefix):]
+	for i := range r.routes {
+		rt := &r.routes[i]
+		if !strings.EqualFold(rt.op.Method, req.Method) {
+			continue
+		}
+		if _, ok := rt.tmpl.Match(segs); ok {
+			return &rt.op
+		}
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package idemclient
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The server's problem types a client tells apart (SEMANTICS §3). They are
+// restated here, not imported from the engine, so that a client binary
+// does not carry the server; a test keeps the two lists equal.
+const (
+	ProblemMissingKey       = "missing-idempotency-key"
+	ProblemInvalidKey       = "invalid-idempotency-key"
+	ProblemKeyReused        = "idempotency-key-reused"
+	ProblemInProgress       = "request-in-progress"
+	ProblemOutcomeUnknown   = "outcome-unknown"
+	ProblemNotReplayable    = "response-not-replayable"
+	ProblemStoreUnavailable = "idempotency-store-unavailable"
+)
+
+const (
+	headerReplayed   = "Idempotent-Replayed"
+	headerRetryAfter = "Retry-After"
+	// peekLimit bounds how much of a 409 is read to learn its problem type;
+	// the engine's problems are far smaller.
+	peekLimit = 64 << 10
+)
+
+// ErrPermanent, wrapped in an error of the Base RoundTripper, stops the
+// retries of the call: the error is returned as it is. Errors that are not
+// about the network (a certificate that does not verify) stop them too.
+var ErrPermanent = errors.New("idemclient: permanent error")
+
+// verdict says whether an attempt's outcome calls for a retry and how long
+// to wait before it. retries counts the attempts so far.
+func (t *Transport) verdict(res *http.Response, err error, retries int) (again bool, wait time.Duration) {
+	if err != nil {
+		if permanent(err) {
+			return false, 0
+		}
+		return true, t.backoff(retries)
+	}
+	switch res.StatusCode {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		// The server stores none of these (SEMANTICS §3.4, a 500 unless
+		// cacheServerErrors, which then replays it harmlessly): the key is
+		// free again and a retry is what the server asks for.
+	case http.StatusConflict:
+		// Only request-in-progress is worth waiting for; outcome-unknown
+		// and response-not-replayable stay what they are, and a 409 of the
+		// application's own is a business answer.
+		if ProblemType(peek(res)) != ProblemInProgress {
+			return false, 0
+		}
+	default:
+		return false, 0
+	}
+	wait = t.backoff(retries)
+	if ra, ok := retryAfter(res.Header.Get(headerRetryAfter), time.Now()); ok && ra > wait {
+		wait = ra
+	}
+	return true, wait
+}
+
+// backoff draws the wait before retry n+1: uniform in [0, base·2ⁿ⁻¹],
+// capped at BackoffMax. Full jitter spreads the clients that failed
+// together, so they do not come back together.
+func (t *Transport) backoff(n int) time.Duration {
+	ceil := t.cfg.BackoffMax
+	if shift := n - 1; shift < 32 && t.cfg.BackoffBase<<shift > 0 && t.cfg.BackoffBase<<shift < ceil {
+		ceil = t.cfg.BackoffBase << shift
+	}
+	return rand.N(ceil + 1)
+}
+
+// retryAfter reads a Retry-After value: delay-seconds or an HTTP-date
+// (RFC 9110 §10.2.3).
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if s < 0 || s > int64(24*time.Hour/time.Second) {
+			return 0, false
+		}
+		return time.Duration(s) * time.Second, true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+func permanent(err error) bool {
+	if errors.Is(err, ErrPermanent) {
+		return true
+	}
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// peek returns the first bytes of res's body and leaves the body readable
+// from its start.
+func peek(res *http.Response) []byte {
+	head, _ := io.ReadAll(io.LimitReader(res.Body, peekLimit))
+	res.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), res.Body), res.Body}
+	return head
+}
+
+// ProblemType returns the problem type name of an RFC 9457 body: the last
+// path segment of its "type" URI, which is how the server's names are
+// appended to its problem base. It returns "" for a body that is not a
+// problem.
+func ProblemType(body []byte) string {
+	var p struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(body, &p) != nil || p.Type == "" {
+		return ""
+	}
+	return p.Type[strings.LastIndexByte(p.Type, '/')+1:]
+}

@@ -1,0 +1,320 @@
+package idemclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxAttempts = 8
+	DefaultBudget      = 30 * time.Second
+	DefaultBackoffBase = 100 * time.Millisecond
+	DefaultBackoffMax  = 5 * time.Second
+)
+
+// Config configures a Transport.
+type Config struct {
+	// Operations is the table of idempotent operations, the generated
+	// package's ClientOperations().
+	Operations []Operation
+	// Base sends each attempt; nil is http.DefaultTransport.
+	Base http.RoundTripper
+	// BasePath is the path the API is served under ("/v1"), to be cut from
+	// a request's path before it is matched against the table's templates.
+	BasePath string
+	// MaxAttempts bounds the requests of one call, the first included;
+	// zero is DefaultMaxAttempts.
+	MaxAttempts int
+	// Budget is the longest a call keeps retrying, from its first attempt:
+	// no attempt starts after it. It must be shorter than every
+	// operation's TTL, or a late retry could reach a server that has
+	// forgotten the key and run the operation again; an operation's
+	// RetryBudget, when set, shortens it further. Zero is DefaultBudget,
+	// shortened to half of an operation's TTL where that is shorter.
+	Budget time.Duration
+	// AttemptTimeout abandons an attempt whose response headers have not
+	// arrived after this long and retries it; zero waits as long as the call's context
+	// allows. WithAttemptTimeout overrides it per call.
+	AttemptTimeout time.Duration
+	// BackoffBase and BackoffMax shape the wait before a retry: a random
+	// duration up to BackoffBase·2ⁿ (n counts the retries so far), never
+	// above BackoffMax ("full jitter"). Zero is DefaultBackoffBase and
+	// DefaultBackoffMax.
+	BackoffBase, BackoffMax time.Duration
+	// OnCall, when set, receives each call's report as RoundTrip returns.
+	OnCall func(*http.Request, Report)
+}
+
+// Transport is an http.RoundTripper that calls idempotent operations with a
+// key and retries them safely (see the package documentation). It is safe
+// for concurrent use.
+type Transport struct {
+	cfg    Config
+	router *router
+	// budget is each operation's retry budget, by operation ID.
+	budget map[string]time.Duration
+	// sleep waits for d or until ctx ends; tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// New checks cfg and returns its Transport. It refuses a table it cannot
+// match requests against and a Budget that is not shorter than an
+// operation's TTL.
+func New(cfg Config) (*Transport, error) {
+	if cfg.Base == nil {
+		cfg.Base = http.DefaultTransport
+	}
+	if cfg.MaxAttempts < 0 || cfg.Budget < 0 || cfg.AttemptTimeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 {
+		return nil, errors.New("idemclient: attempts, budget, timeouts and backoff must not be negative")
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.BackoffBase == 0 {
+		cfg.BackoffBase = DefaultBackoffBase
+	}
+	if cfg.BackoffMax == 0 {
+		cfg.BackoffMax = DefaultBackoffMax
+	}
+	r, err := newRouter(cfg.BasePath, cfg.Operations)
+	if err != nil {
+		return nil, fmt.Errorf("idemclient: %w", err)
+	}
+	t := &Transport{cfg: cfg, router: r, budget: make(map[string]time.Duration), sleep: sleepCtx}
+	for _, rt := range r.routes {
+		b, err := budgetFor(cfg.Budget, rt.op)
+		if err != nil {
+			return nil, err
+		}
+		t.budget[rt.op.ID] = b
+	}
+	return t, nil
+}
+
+// budgetFor returns op's retry budget under the configured one.
+func budgetFor(configured time.Duration, op Operation) (time.Duration, error) {
+	b := configured
+	if b == 0 {
+		b = min(DefaultBudget, op.TTL/2)
+	}
+	if b >= op.TTL {
+		return 0, fmt.Errorf("idemclient: retry budget %v is not shorter than the TTL %v of operation %s (%s %s): a retry after the TTL would run it again",
+			b, op.TTL, op.ID, op.Method, op.Path)
+	}
+	if op.RetryBudget > 0 {
+		b = min(b, op.RetryBudget)
+	}
+	return b, nil
+}
+
+// Client returns an http.Client that sends through t. It is also an
+// oapi-codegen HTTPRequestDoer.
+func (t *Transport) Client() *http.Client {
+	return &http.Client{Transport: t}
+}
+
+// Lookup returns the operation of the table that req calls, or false.
+func (t *Transport) Lookup(req *http.Request) (Operation, bool) {
+	op := t.router.find(req)
+	if op == nil {
+		return Operation{}, false
+	}
+	return *op, true
+}
+
+// RoundTrip sends req, with a key and retries when it calls an operation of
+// the table (see the package documentation). The response returned is the
+// final attempt's; when the retries stop on a retryable answer, that answer
+// is returned as it came (a 409 or 503 problem, for example) and the
+// call's Report says GaveUp.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	rep := Report{}
+	res, err := t.call(ctx, req, &rep)
+	if res != nil {
+		rep.Status = res.StatusCode
+		rep.Replayed = res.Header.Get(headerReplayed) == "true"
+	}
+	if r := reportFrom(ctx); r != nil {
+		*r = rep
+	}
+	if t.cfg.OnCall != nil {
+		t.cfg.OnCall(req, rep)
+	}
+	return res, err
+}
+
+func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*http.Response, error) {
+	op := t.router.find(req)
+	body, err := readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	// Every attempt is a clone of this one, so the caller's request is
+	// never changed (RoundTrip must not) and the key and body set here are
+	// the same on every attempt.
+	proto := req.Clone(ctx)
+	retryable := idempotentMethod(req.Method)
+	budget := time.Duration(0)
+	if op != nil {
+		rep.Operation = op.ID
+		k, b, ok, err := attachKey(proto, body, op, keyFrom(ctx))
+		if err != nil {
+			return nil, err
+		}
+		body = b
+		if ok {
+			rep.Key = k
+			retryable = true
+			budget = t.budget[op.ID]
+		}
+	}
+	if !retryable {
+		rep.Attempts = 1
+		res, err := t.cfg.Base.RoundTrip(withBody(ctx, proto, body))
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	if budget == 0 {
+		// A method idempotent by HTTP has no TTL to keep within.
+		budget = t.cfg.Budget
+		if budget == 0 {
+			budget = DefaultBudget
+		}
+	}
+	deadline := time.Now().Add(budget)
+	timeout := attemptTimeoutFrom(ctx, t.cfg.AttemptTimeout)
+	for attempt := 1; ; attempt++ {
+		rep.Attempts = attempt
+		res, err := t.attempt(ctx, proto, body, timeout)
+		if ctx.Err() != nil {
+			// The caller gave up; its context's error says why.
+			if res != nil {
+				closeBody(res)
+			}
+			return nil, ctx.Err()
+		}
+		again, wait := t.verdict(res, err, attempt)
+		if !again {
+			return res, err
+		}
+		if attempt >= t.cfg.MaxAttempts || time.Now().Add(wait).After(deadline) {
+			// Out of attempts or of budget: the last outcome stands.
+			rep.GaveUp = true
+			return res, err
+		}
+		if res != nil {
+			closeBody(res)
+		}
+		if err := t.sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// attempt sends one attempt. Its timeout runs until the response headers
+// arrive, so a slow answer is abandoned and retried while a body the
+// caller streams afterwards is bounded by the call's context alone.
+func (t *Transport) attempt(ctx context.Context, proto *http.Request, body []byte, timeout time.Duration) (*http.Response, error) {
+	if timeout <= 0 {
+		return t.cfg.Base.RoundTrip(withBody(ctx, proto, body))
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
+	res, err := t.cfg.Base.RoundTrip(withBody(actx, proto, body))
+	if !timer.Stop() {
+		// The timer fired: whatever came back is cut off, or about to be.
+		if res != nil {
+			closeBody(res)
+		}
+		cancel(nil)
+		return nil, fmt.Errorf("idemclient: %w after %v", errAttemptTimeout, timeout)
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	res.Body = &cancelBody{ReadCloser: res.Body, cancel: func() { cancel(nil) }}
+	return res, nil
+}
+
+// errAttemptTimeout ends an attempt that took longer than its timeout.
+var errAttemptTimeout = errors.New("attempt timed out")
+
+// withBody returns a clone of proto under ctx with a fresh reader of body.
+func withBody(ctx context.Context, proto *http.Request, body []byte) *http.Request {
+	r := proto.Clone(ctx)
+	if body == nil {
+		r.Body = nil
+		r.GetBody = nil
+		return r
+	}
+	r.ContentLength = int64(len(body))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r
+}
+
+// readBody reads and closes req's body, so each attempt can send it again.
+func readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	defer req.Body.Close()
+	b, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, fmt.Errorf("idemclient: read the request body: %w", err)
+	}
+	return b, nil
+}
+
+// cancelBody ends an attempt's context when its body is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// closeBody drains a little of a response that is not returned, so its
+// connection can be reused, and closes it.
+func closeBody(res *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	_ = res.Body.Close()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
+
+// idempotentMethod reports whether m is idempotent by definition (RFC 9110
+// §9.2.2), so that a request without a policy may be sent again.
+func idempotentMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}

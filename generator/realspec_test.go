@@ -124,8 +124,46 @@ func generateReal(t *testing.T, name string, wantOps int) {
 	if got := countPolicies(src); got != n {
 		t.Errorf("generated %d policy functions, want %d", got, n)
 	}
-	buildModule(t, dir)
+	// Compiling is not enough: such output has compiled and then failed
+	// to start. The program builds the engine from the generated policies
+	// and checks that a mux routing every operation passes CheckRoutes.
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(startEngine), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	goInModule(t, dir, "run", ".")
 }
+
+// startEngine is a program that starts the engine from the generated
+// policies of package api and checks its routes on a mux that serves every
+// operation: it exits non-zero when either fails.
+const startEngine = `package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+
+	"example.com/realspec/api"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+func main() {
+	e, err := api.NewEngine(idem.Config{Store: memstore.New(), Tenant: func(*http.Request) (string, bool) { return "t", true }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	mux := http.NewServeMux()
+	for _, p := range api.Policies() {
+		mux.Handle(p.Method+" "+p.Path, http.NotFoundHandler())
+	}
+	if err := e.CheckRoutes(idem.BehindMiddleware, mux.Handler); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+`
 
 // countPolicies counts the generated policy functions.
 func countPolicies(src []byte) int {

@@ -112,48 +112,5 @@ func TestEngineDatabaseOutage(t *testing.T) {
 		t.Fatalf("request whose completion failed: %v, want the handler's own 201", lost)
 	}
 	restart()
-	// The key stays in flight while its lease runs (503s while the pool
-	// reconnects are allowed; they run nothing).
-	var inFlight bool
-	for !inFlight && time.Since(claimed) < lease-500*time.Millisecond {
-		a := es.MustPost(t, "/transfers", "lost", body)
-		switch a.Status {
-		case http.StatusServiceUnavailable:
-			if err := storetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
-				t.Fatal(err)
-			}
-			unavailable++
-			time.Sleep(50 * time.Millisecond)
-		default:
-			if err := storetest.CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
-				t.Fatalf("retry during the lease: %v", err)
-			}
-			inFlight = true
-		}
-	}
-	if !inFlight {
-		t.Fatalf("no retry reached the database within the lease")
-	}
-	// Fail-closed: after the lease the outcome is unknown, for good.
-	time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond)))
-	for range 2 {
-		a := es.MustPost(t, "/transfers", "lost", body)
-		if err := storetest.CheckProblem(a, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
-			t.Errorf("retry after the lease: %v", err)
-		}
-	}
-	if n := es.RunsOf("lost"); n != 1 {
-		t.Errorf("lost: handler ran %d times, want 1", n)
-	}
-
-	// The observer saw every 503, and the lost completion, as store errors.
-	es.Close()
-	got := es.OutcomeCounts()
-	t.Logf("observer: %v", got)
-	if got[idem.OutcomeStoreError] != unavailable+1 {
-		t.Errorf("observer counted %d store errors, want %d (503s) + 1 (lost completion)", got[idem.OutcomeStoreError], unavailable)
-	}
-	if got[idem.OutcomeIndeterminate] != 2 {
-		t.Errorf("observer counted %d indeterminate, want 2", got[idem.OutcomeIndeterminate])
-	}
+	storetest.LostCompletion(t, es, "lost", body, claimed, lease, unavailable)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // 64 goroutines claim the same 200 requests in shuffled orders: each key
@@ -176,43 +177,9 @@ func helperCommand(t *testing.T, mode, schema string, extraEnv ...string) *exec.
 func TestTwoProcessesOneWinnerPerKey(t *testing.T) {
 	const keys = 300
 	schema := newSchema(t)
-	outs := make([]strings.Builder, 2)
-	cmds := make([]*exec.Cmd, 2)
-	for i := range cmds {
-		cmds[i] = helperCommand(t, "race", schema, helperKeysEnv+"="+strconv.Itoa(keys))
-		cmds[i].Stdout = &outs[i]
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start child %d: %v", i, err)
-		}
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("child %d: %v\n%s", i, err, outs[i].String())
-		}
-	}
-	winners := make(map[string][]int)
-	for i := range outs {
-		for line := range strings.Lines(outs[i].String()) {
-			if key, ok := strings.CutPrefix(strings.TrimSpace(line), "WON "); ok {
-				winners[key] = append(winners[key], i)
-			}
-		}
-	}
-	perProcess := [2]int{}
-	for k := range keys {
-		key := "key-" + strconv.Itoa(k)
-		if len(winners[key]) != 1 {
-			t.Errorf("%s won by processes %v, want exactly one", key, winners[key])
-			continue
-		}
-		perProcess[winners[key][0]]++
-	}
-	if len(winners) != keys {
-		t.Errorf("%d keys won, want %d", len(winners), keys)
-	}
-	t.Logf("keys won per process: %v", perProcess)
+	storetest.TwoProcesses(t, keys, func() *exec.Cmd {
+		return helperCommand(t, "race", schema, helperKeysEnv+"="+strconv.Itoa(keys))
+	})
 }
 
 // kill -9 inside a transactional handler: the child's claim and business

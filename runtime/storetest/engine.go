@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -591,4 +592,98 @@ func EngineTx[Tx any](t *testing.T, store idem.Transactor,
 			t.Errorf("handler ran %d times, want 2", got)
 		}
 	})
+}
+
+// TwoProcesses starts two child processes made by command, which race to
+// claim keys "key-0" … "key-<keys-1>" and print "WON <key>" for each claim
+// they win, and checks that every key has exactly one winner across both.
+func TwoProcesses(t *testing.T, keys int, command func() *exec.Cmd) {
+	t.Helper()
+	outs := make([]strings.Builder, 2)
+	cmds := make([]*exec.Cmd, 2)
+	for i := range cmds {
+		cmds[i] = command()
+		cmds[i].Stdout = &outs[i]
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start child %d: %v", i, err)
+		}
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i].String())
+		}
+	}
+	winners := make(map[string][]int)
+	for i := range outs {
+		for line := range strings.Lines(outs[i].String()) {
+			if key, ok := strings.CutPrefix(strings.TrimSpace(line), "WON "); ok {
+				winners[key] = append(winners[key], i)
+			}
+		}
+	}
+	perProcess := [2]int{}
+	for k := range keys {
+		key := "key-" + strconv.Itoa(k)
+		if len(winners[key]) != 1 {
+			t.Errorf("%s won by processes %v, want exactly one", key, winners[key])
+			continue
+		}
+		perProcess[winners[key][0]]++
+	}
+	if len(winners) != keys {
+		t.Errorf("%d keys won, want %d", len(winners), keys)
+	}
+	t.Logf("keys won per process: %v", perProcess)
+}
+
+// LostCompletion checks what follows a completion lost after the handler
+// of key ran at claimed, under a fail-closed policy with lease: while the
+// lease runs, retries meet the key in flight (503s while the store
+// reconnects are allowed and run nothing); after it, the outcome is
+// unknown for good; the handler ran once. unavailable is the count of 503s
+// the test saw before; the observer must count each of them, and the lost
+// completion, as store errors.
+func LostCompletion(t *testing.T, es *EngineServer, key, body string, claimed time.Time, lease time.Duration, unavailable int) {
+	t.Helper()
+	var inFlight bool
+	for !inFlight && time.Since(claimed) < lease-500*time.Millisecond {
+		a := es.MustPost(t, "/transfers", key, body)
+		switch a.Status {
+		case http.StatusServiceUnavailable:
+			if err := CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+				t.Fatal(err)
+			}
+			unavailable++
+			time.Sleep(50 * time.Millisecond)
+		default:
+			if err := CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+				t.Fatalf("retry during the lease: %v", err)
+			}
+			inFlight = true
+		}
+	}
+	if !inFlight {
+		t.Fatalf("no retry reached the store within the lease")
+	}
+	time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond)))
+	for range 2 {
+		a := es.MustPost(t, "/transfers", key, body)
+		if err := CheckProblem(a, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+			t.Errorf("retry after the lease: %v", err)
+		}
+	}
+	if n := es.RunsOf(key); n != 1 {
+		t.Errorf("%s: handler ran %d times, want 1", key, n)
+	}
+	es.Close()
+	got := es.OutcomeCounts()
+	t.Logf("observer: %v", got)
+	if got[idem.OutcomeStoreError] != unavailable+1 {
+		t.Errorf("observer counted %d store errors, want %d (503s) + 1 (lost completion)", got[idem.OutcomeStoreError], unavailable)
+	}
+	if got[idem.OutcomeIndeterminate] != 2 {
+		t.Errorf("observer counted %d indeterminate, want 2", got[idem.OutcomeIndeterminate])
+	}
 }

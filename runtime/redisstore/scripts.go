@@ -22,7 +22,7 @@ import "github.com/redis/go-redis/v9"
 //	lu   lease_until, µs since the Unix epoch
 //	ex   expires_at, µs since the Unix epoch
 //	sc   response status          (completed only)
-//	hd   response headers, encoded by encodeHeaders (completed only)
+//	hd   response headers, encoded by headerwire.Encode (completed only)
 //	bd   response body, raw bytes (completed only)
 //	om   "1" when the body was omitted (completed only)
 //

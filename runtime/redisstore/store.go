@@ -36,6 +36,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // DefaultPrefix starts the name of every key the store writes, unless
@@ -162,7 +163,7 @@ func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, re
 		body, omitted = nil, "1"
 	}
 	return s.fenced(ctx, "complete", completeScript, id, token,
-		resp.Status, encodeHeaders(resp.Header), body, omitted)
+		resp.Status, headerwire.Encode(resp.Header), body, omitted)
 }
 
 // Release deletes the claim held with token, or returns idem.ErrFenced.

@@ -195,4 +195,3 @@ func TestAttackRawTransactionStatementsAreRefused(t *testing.T) {
 		})
 	}
 }
-

@@ -115,6 +115,21 @@ func (rt *router) find(method, escapedPath string) route {
 	return route{}
 }
 
+// mountPrefix returns the decoded segments of prefix, the part of a
+// request path in front of a per-route handler's template, or nil when it
+// is BasePath: only a prefix the engine does not know to be the mount can
+// name a resource.
+func (rt *router) mountPrefix(prefix []string) []string {
+	if rest, ok := cutSegments(prefix, rt.base); ok && len(rest) == 0 {
+		return nil
+	}
+	out := make([]string, len(prefix))
+	for i, s := range prefix {
+		out[i] = pathtemplate.Decode(s)
+	}
+	return out
+}
+
 // cutSegments removes prefix, decoded segments, from the front of segs,
 // segments as written.
 func cutSegments(segs, prefix []string) ([]string, bool) {

@@ -103,3 +103,44 @@ func TestAttackMethodSpellingNeverReachesAPostRoute(t *testing.T) {
 		}
 	}
 }
+
+// ServeMux has no mixed segments, so an API with Google-style custom
+// methods ("/files/{name}:cancel") mounts "POST /files/{spec}" and splits
+// the value itself, at the last ":" as AIP-136 reads it. The engine cut
+// "a:b:cancel" at the first ":", found no match and passed the request
+// through: the cancel of "a:b" ran unprotected, twice under one key, and
+// without the key its policy requires. A segment that the template
+// matches only under another split is refused, like every path routers
+// may read two ways.
+func TestAttackMixedSegmentSplitElsewhere(t *testing.T) {
+	var runs atomic.Int64
+	e := newEngine(t, idem.Config{Policies: []idem.Policy{pathPolicy("cancelFile", "/files/{name}:cancel", "name")}})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /files/{spec}", func(w http.ResponseWriter, r *http.Request) {
+		spec := r.PathValue("spec")
+		i := strings.LastIndexByte(spec, ':')
+		if i < 0 || spec[i+1:] != "cancel" {
+			http.NotFound(w, r)
+			return
+		}
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	})
+	h := e.Middleware(mux)
+	for _, key := range []string{"k1", "k1", ""} {
+		w := post(t, h, "/files/a:b:cancel", key)
+		if w.Code == http.StatusCreated && w.Header().Get("Idempotent-Replayed") != "true" && runs.Load() > 1 {
+			t.Fatalf("key %q: the handler ran %d times", key, runs.Load())
+		}
+		if key == "" && w.Code == http.StatusCreated {
+			t.Fatalf("a keyless request ran although the policy requires a key")
+		}
+	}
+	// The canonical form is protected as always.
+	if w := post(t, h, "/files/a:cancel", "k2"); w.Code != http.StatusCreated {
+		t.Fatalf("canonical request = %d %s", w.Code, w.Body)
+	}
+	if w := post(t, h, "/files/a:cancel", "k2"); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("its retry = %d %s, want a replay", w.Code, w.Body)
+	}
+}

@@ -143,6 +143,6 @@ func (e *Engine) refusePath(w http.ResponseWriter, r *http.Request, op *operatio
 	q := &request{op: op, start: time.Now()}
 	q.event.Operation = op.OperationID
 	e.reject(w, q, e.problem(ProblemNonCanonicalPath, http.StatusBadRequest, "Path not canonical",
-		"The request path has empty or dot segments. Send it to "+op.Path+" exactly, with the same idempotency key."))
+		"The request path is not in canonical form (an empty or dot segment, a needless escape, or a parameter value holding the text that follows the parameter). Send it to "+op.Path+" exactly, with the same idempotency key."))
 	e.observe(r.Context(), q)
 }

@@ -91,6 +91,14 @@ func (rt *router) find(method, escapedPath string) route {
 				return route{op: op, params: params, near: near}
 			}
 		}
+		// A mixed segment cut elsewhere than at the first byte of its
+		// text ("a:b:cancel" for "{name}:cancel", cut at the last ":")
+		// is the operation's to a router or handler that splits it so.
+		for _, op := range ops {
+			if op.template.MatchAnySplit(rest) {
+				return route{op: op, near: true}
+			}
+		}
 	}
 	// Routers normalize paths in different ways: chi's StripSlashes drops
 	// empty segments and keeps dot segments as values; others resolve dot

@@ -33,10 +33,7 @@ import (
 func TestAttackLargeObjectsOutliveTheTransaction(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()
-	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", time.Minute))
-	if err != nil || !res.Won {
-		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
-	}
+	tx := wonTx(t, s, "k1", "tok1")
 	lo := tx.Driver().(pgx.Tx).LargeObjects()
 	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
 		t.Fatalf("Commit: %v", err)
@@ -67,10 +64,7 @@ func TestAttackLargeObjectsOutliveTheTransaction(t *testing.T) {
 func TestAttackUnlockAllLetsARetryInAfterARawRollback(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()
-	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", time.Minute))
-	if err != nil || !res.Won {
-		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
-	}
+	tx := wonTx(t, s, "k1", "tok1")
 	ptx := tx.Driver().(pgx.Tx)
 	for _, stmt := range []string{"ROLLBACK", "SELECT pg_advisory_unlock_all()"} {
 		if _, err := ptx.Exec(ctx, stmt); err != nil {
@@ -118,10 +112,7 @@ func TestAttackUnlockAllLetsARetryInAfterARawRollback(t *testing.T) {
 func TestAttackSessionSettingPoisonsThePool(t *testing.T) {
 	s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
-	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", time.Minute))
-	if err != nil || !res.Won {
-		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
-	}
+	tx := wonTx(t, s, "k1", "tok1")
 	if _, err := tx.Driver().(pgx.Tx).Exec(ctx, "SET SESSION default_transaction_isolation TO 'serializable'"); err != nil {
 		t.Fatal(err)
 	}

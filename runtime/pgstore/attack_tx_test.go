@@ -7,12 +7,36 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
 // These tests attack the handler's transaction from outside, as a user's
 // handler would treat the pgx.Tx it is given.
+
+// wonTx claims key with token in a transaction of s and fails the test
+// unless the claim is won.
+func wonTx(t *testing.T, s *pgstore.Store, key, token string) idem.Tx {
+	t.Helper()
+	res, tx, err := s.ClaimTx(context.Background(), claimFor(key, token, time.Minute))
+	if err != nil || !res.Won {
+		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
+	}
+	return tx
+}
+
+// wantEffects fails the test unless each marker has the number of effects
+// given.
+func wantEffects(t *testing.T, pool *pgxpool.Pool, want map[string]int) {
+	t.Helper()
+	for marker, n := range want {
+		if got, err := countEffects(context.Background(), pool, marker); err != nil || got != n {
+			t.Errorf("effects %q = %d, %v; want %d", marker, got, err, n)
+		}
+	}
+}
 
 // A nested transaction (a savepoint) came straight from pgx: its Conn()
 // handed the handler the raw connection that the handler's own Conn()
@@ -23,10 +47,7 @@ import (
 func TestAttackNestedTxCannotEscape(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()
-	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", time.Minute))
-	if err != nil || !res.Won {
-		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
-	}
+	tx := wonTx(t, s, "k1", "tok1")
 	ptx := tx.Driver().(pgx.Tx)
 	ended, err := ptx.Begin(ctx)
 	if err != nil {
@@ -63,11 +84,7 @@ func TestAttackNestedTxCannotEscape(t *testing.T) {
 			t.Errorf("Commit of the %s nested transaction after the commit succeeded", name)
 		}
 	}
-	for marker, want := range map[string]int{"inside": 1, "escaped": 0} {
-		if n, err := countEffects(ctx, pool, marker); err != nil || n != want {
-			t.Errorf("effects %q = %d, %v; want %d", marker, n, err, want)
-		}
-	}
+	wantEffects(t, pool, map[string]int{"inside": 1, "escaped": 0})
 }
 
 // A nested transaction's Commit and Rollback end its savepoint only; they
@@ -75,10 +92,7 @@ func TestAttackNestedTxCannotEscape(t *testing.T) {
 func TestAttackNestedRollbackKeepsTheOuterTransaction(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()
-	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", time.Minute))
-	if err != nil || !res.Won {
-		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
-	}
+	tx := wonTx(t, s, "k1", "tok1")
 	ptx := tx.Driver().(pgx.Tx)
 	if err := writeEffect(ctx, ptx, "outer"); err != nil {
 		t.Fatal(err)
@@ -99,11 +113,7 @@ func TestAttackNestedRollbackKeepsTheOuterTransaction(t *testing.T) {
 	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
-	for marker, want := range map[string]int{"outer": 1, "undone": 0} {
-		if n, err := countEffects(ctx, pool, marker); err != nil || n != want {
-			t.Errorf("effects %q = %d, %v; want %d", marker, n, err, want)
-		}
-	}
+	wantEffects(t, pool, map[string]int{"outer": 1, "undone": 0})
 }
 
 // A handler that kills its own backend through the transaction takes its
@@ -112,10 +122,7 @@ func TestAttackNestedRollbackKeepsTheOuterTransaction(t *testing.T) {
 func TestAttackHandlerTerminatesItsOwnBackend(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()
-	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", time.Minute))
-	if err != nil || !res.Won {
-		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
-	}
+	tx := wonTx(t, s, "k1", "tok1")
 	ptx := tx.Driver().(pgx.Tx)
 	if err := writeEffect(ctx, ptx, "doomed"); err != nil {
 		t.Fatal(err)
@@ -127,7 +134,7 @@ func TestAttackHandlerTerminatesItsOwnBackend(t *testing.T) {
 	if n, err := countEffects(ctx, pool, "doomed"); err != nil || n != 0 {
 		t.Fatalf("effects = %d, %v; want 0", n, err)
 	}
-	res, err = s.Claim(ctx, claimFor("k1", "tok2", time.Minute))
+	res, err := s.Claim(ctx, claimFor("k1", "tok2", time.Minute))
 	if err != nil || !res.Won {
 		t.Fatalf("retry = %+v, %v; want a win", res, err)
 	}

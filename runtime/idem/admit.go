@@ -3,6 +3,8 @@ package idem
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"io"
 	"mime"
@@ -27,7 +29,10 @@ type request struct {
 	event   Event
 }
 
-func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, params map[string]string, next http.Handler) {
+// serve applies op's policy. prefix holds the decoded path segments in
+// front of op's template when they may name a resource (Engine.Handler
+// under a prefix other than BasePath); they enter the fingerprint.
+func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, params map[string]string, prefix []string, next http.Handler) {
 	q := &request{op: op, start: time.Now()}
 	q.event.Operation = op.OperationID
 	defer e.observe(r.Context(), q)
@@ -111,6 +116,9 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		return
 	}
 	q.key = k
+	if len(prefix) > 0 {
+		sum = withPrefix(sum, prefix)
+	}
 
 	claim := Claim{
 		Identity:      Identity{Tenant: tenant, Scope: scopeOf(op.Policy), Key: k},
@@ -217,4 +225,19 @@ func (e *Engine) key(r *http.Request, op *operation) (string, bool, error) {
 	default:
 		return key.FromHeader(r.Header, op.Key.Name, op.KeyMaxLength)
 	}
+}
+
+// withPrefix folds a mount prefix's segments into a request's fingerprint,
+// each one length-prefixed so that no two prefixes fold alike.
+func withPrefix(sum [32]byte, prefix []string) [32]byte {
+	h := sha256.New()
+	h.Write(sum[:])
+	var n [binary.MaxVarintLen64]byte
+	for _, s := range prefix {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
 }

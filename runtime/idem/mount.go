@@ -30,7 +30,7 @@ func (e *Engine) Middleware(next http.Handler) http.Handler {
 		case rt.near:
 			e.refusePath(w, r, rt.op)
 		default:
-			e.serve(w, r, rt.op, rt.params, next)
+			e.serve(w, r, rt.op, rt.params, nil, next)
 		}
 	})
 }
@@ -41,9 +41,11 @@ func (e *Engine) Middleware(next http.Handler) http.Handler {
 //
 // The path parameters that enter the fingerprint are read by matching the
 // operation's template against the end of the request path, so any mount
-// prefix works. A request the template does not match is refused with a
-// 500 problem and next never runs: the engine cannot tell which resource
-// it names. Behind Engine.Middleware, a request the middleware already
+// prefix works. A prefix other than Config.BasePath enters the fingerprint
+// as well, since the router may read a resource from it ("/accounts/{id}"
+// in front of "/transfers"): one key then never answers for two prefixes.
+// A request the template does not match is refused with a 500 problem and
+// next never runs: the engine cannot tell which resource it names. Behind Engine.Middleware, a request the middleware already
 // protected as this operation passes straight to next; one it protected as
 // another operation is refused the same way.
 func (e *Engine) Handler(operationID string, next http.Handler) http.Handler {
@@ -87,7 +89,7 @@ func (p *protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.e.refuseRoute(w, r, p.op, "the path does not match the operation's template "+p.op.Path)
 		return
 	}
-	p.e.serve(w, r, p.op, params, p.next)
+	p.e.serve(w, r, p.op, params, p.e.router.mountPrefix(segs[:len(segs)-p.op.template.Segments()]), p.next)
 }
 
 // routeHandler is implemented by the handlers that apply a policy, so that
@@ -141,6 +143,6 @@ func (e *Engine) refusePath(w http.ResponseWriter, r *http.Request, op *operatio
 	q := &request{op: op, start: time.Now()}
 	q.event.Operation = op.OperationID
 	e.reject(w, q, e.problem(ProblemNonCanonicalPath, http.StatusBadRequest, "Path not canonical",
-		"The request path has empty or dot segments. Send it to "+op.Path+" exactly, with the same idempotency key."))
+		"The request path is not in canonical form (an empty or dot segment, a needless escape, or a parameter value holding the text that follows the parameter). Send it to "+op.Path+" exactly, with the same idempotency key."))
 	e.observe(r.Context(), q)
 }

@@ -91,6 +91,14 @@ func (rt *router) find(method, escapedPath string) route {
 				return route{op: op, params: params, near: near}
 			}
 		}
+		// A mixed segment cut elsewhere than at the first byte of its
+		// text ("a:b:cancel" for "{name}:cancel", cut at the last ":")
+		// is the operation's to a router or handler that splits it so.
+		for _, op := range ops {
+			if op.template.MatchAnySplit(rest) {
+				return route{op: op, near: true}
+			}
+		}
 	}
 	// Routers normalize paths in different ways: chi's StripSlashes drops
 	// empty segments and keeps dot segments as values; others resolve dot
@@ -113,6 +121,21 @@ func (rt *router) find(method, escapedPath string) route {
 		}
 	}
 	return route{}
+}
+
+// mountPrefix returns the decoded segments of prefix, the part of a
+// request path in front of a per-route handler's template, or nil when it
+// is BasePath: only a prefix the engine does not know to be the mount can
+// name a resource.
+func (rt *router) mountPrefix(prefix []string) []string {
+	if rest, ok := cutSegments(prefix, rt.base); ok && len(rest) == 0 {
+		return nil
+	}
+	out := make([]string, len(prefix))
+	for i, s := range prefix {
+		out[i] = pathtemplate.Decode(s)
+	}
+	return out
 }
 
 // cutSegments removes prefix, decoded segments, from the front of segs,

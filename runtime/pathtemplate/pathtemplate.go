@@ -276,6 +276,68 @@ func (s segment) match(raw string, params *map[string]string, n int) bool {
 	return v == ""
 }
 
+// MatchAnySplit reports whether segs fit t when a parameter followed by
+// literal text may end at any place where that text stands, not only at
+// its first byte as Match reads it. A router or handler that splits such a
+// segment itself (ServeMux has no mixed segments, so "{name}:cancel" is
+// often a "{spec}" cut at its last ":") can serve a path that Match turns
+// away; the engine refuses what only MatchAnySplit accepts, rather than let
+// it pass unprotected.
+func (t *Template) MatchAnySplit(segs []string) bool {
+	if len(segs) != len(t.segs) {
+		return false
+	}
+	for i, s := range t.segs {
+		if !s.matchAnySplit(segs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s segment) matchAnySplit(raw string) bool {
+	switch s.kind() {
+	case KindLiteral:
+		return Decode(raw) == s.parts[0].lit
+	case KindParam:
+		return raw != ""
+	}
+	// starts holds, in ascending order, every offset in raw at which the
+	// next part can begin. A parameter may be of any length, so the text
+	// after it may begin at any of its occurrences from the first start
+	// on. One pass per part keeps a hostile segment linear in the number
+	// of parts, never exponential in the number of cuts.
+	starts := []int{0}
+	for j, p := range s.parts {
+		var next []int
+		switch {
+		case p.name == "":
+			for _, at := range starts {
+				if strings.HasPrefix(raw[at:], p.esc) {
+					next = append(next, at+len(p.esc))
+				}
+			}
+		case j == len(s.parts)-1:
+			return true
+		default:
+			text := s.parts[j+1].esc
+			for off := starts[0]; off <= len(raw); off++ {
+				i := strings.Index(raw[off:], text)
+				if i < 0 {
+					break
+				}
+				off += i
+				next = append(next, off)
+			}
+		}
+		if len(next) == 0 {
+			return false
+		}
+		starts = next
+	}
+	return starts[len(starts)-1] == len(raw)
+}
+
 // Expand builds an escaped request path from parameter values, the inverse
 // of Match: each value is percent-encoded as one path segment's content.
 // A missing value is an error.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,7 +86,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		s.commitLost(ctx, conn)
 		return res, nil, nil
 	}
-	return res, &tx{s: s, conn: conn, h: &handlerTx{tx: br.Tx()}, claim: &c}, nil
+	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), claim: &c}, nil
 }
 
 // Begin starts a plain READ COMMITTED transaction for a transactional
@@ -104,7 +105,7 @@ func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
 		s.giveBack(ctx, conn, nil)
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	return &tx{s: s, conn: conn, h: &handlerTx{tx: ptx}}, nil
+	return &tx{s: s, conn: conn, h: newHandlerTx(ptx)}, nil
 }
 
 // timeoutSetting renders a lease as a PostgreSQL timeout in whole
@@ -353,34 +354,66 @@ func (t *tx) end() (*pgxpool.Conn, error) {
 // (ErrTxOwned), and refuses every call once the idempotency layer has ended
 // the transaction: Tx.Commit commits with a batch of its own, so pgx's
 // transaction would not know it had ended, and the connection then belongs
-// to the pool again. Nested transactions (Begin) are pgx's savepoints; end
-// them before the handler returns.
+// to the pool again. Nested transactions (Begin) are pgx's savepoints,
+// wrapped the same way: they end their savepoint themselves, but they too
+// withhold the connection and refuse every call once the outer transaction
+// has ended, so a savepoint kept past the handler cannot write on a pooled
+// connection. End them before the handler returns.
 type handlerTx struct {
-	tx     pgx.Tx
-	closed bool
+	tx pgx.Tx
+	// closed is shared by the transaction and all its nested ones.
+	closed *atomic.Bool
+	// nested is set for a savepoint, which may end itself.
+	nested bool
 }
 
 var _ pgx.Tx = (*handlerTx)(nil)
 
-func (h *handlerTx) close() { h.closed = true }
+func newHandlerTx(tx pgx.Tx) *handlerTx {
+	return &handlerTx{tx: tx, closed: new(atomic.Bool)}
+}
+
+func (h *handlerTx) close() { h.closed.Store(true) }
 
 // Begin starts a nested transaction (a savepoint).
 func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
-	if h.closed {
+	if h.closed.Load() {
 		return nil, pgx.ErrTxClosed
 	}
-	return h.tx.Begin(ctx)
+	inner, err := h.tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &handlerTx{tx: inner, closed: h.closed, nested: true}, nil
 }
 
-// Commit returns ErrTxOwned: the idempotency layer commits.
-func (h *handlerTx) Commit(context.Context) error { return ErrTxOwned }
+// Commit returns ErrTxOwned: the idempotency layer commits. A nested
+// transaction releases its savepoint.
+func (h *handlerTx) Commit(ctx context.Context) error {
+	switch {
+	case !h.nested:
+		return ErrTxOwned
+	case h.closed.Load():
+		return pgx.ErrTxClosed
+	}
+	return h.tx.Commit(ctx)
+}
 
-// Rollback returns ErrTxOwned: the idempotency layer rolls back.
-func (h *handlerTx) Rollback(context.Context) error { return ErrTxOwned }
+// Rollback returns ErrTxOwned: the idempotency layer rolls back. A nested
+// transaction rolls back to its savepoint.
+func (h *handlerTx) Rollback(ctx context.Context) error {
+	switch {
+	case !h.nested:
+		return ErrTxOwned
+	case h.closed.Load():
+		return pgx.ErrTxClosed
+	}
+	return h.tx.Rollback(ctx)
+}
 
 // CopyFrom forwards to the transaction.
 func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	if h.closed {
+	if h.closed.Load() {
 		return 0, pgx.ErrTxClosed
 	}
 	return h.tx.CopyFrom(ctx, table, columns, src)
@@ -388,7 +421,7 @@ func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns 
 
 // SendBatch forwards to the transaction.
 func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if h.closed {
+	if h.closed.Load() {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
 	return h.tx.SendBatch(ctx, b)
@@ -399,7 +432,7 @@ func (h *handlerTx) LargeObjects() pgx.LargeObjects { return h.tx.LargeObjects()
 
 // Prepare forwards to the transaction.
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	if h.closed {
+	if h.closed.Load() {
 		return nil, pgx.ErrTxClosed
 	}
 	return h.tx.Prepare(ctx, name, sql)
@@ -407,7 +440,7 @@ func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stat
 
 // Exec forwards to the transaction.
 func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if h.closed {
+	if h.closed.Load() {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
 	return h.tx.Exec(ctx, sql, args...)
@@ -415,7 +448,7 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 
 // Query forwards to the transaction.
 func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if h.closed {
+	if h.closed.Load() {
 		return closedRows{}, pgx.ErrTxClosed
 	}
 	return h.tx.Query(ctx, sql, args...)
@@ -423,7 +456,7 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 
 // QueryRow forwards to the transaction.
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if h.closed {
+	if h.closed.Load() {
 		return closedRows{}
 	}
 	return h.tx.QueryRow(ctx, sql, args...)

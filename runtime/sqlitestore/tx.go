@@ -120,12 +120,24 @@ func (t *storeTx) close() {
 
 // Begin implements idem.Transactor: a plain transaction for a keyless
 // request. With a database opened by DSN it begins IMMEDIATE.
+//
+// ctx bounds the start only. database/sql rolls back a transaction once
+// the context it began with is done, and the engine begins under a store
+// context that ends as soon as Begin returns: the transaction must live on
+// until Commit or Release, as a held one does (ClaimTx).
 func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
-	sqlTx, err := s.db.BeginTx(ctx, nil)
+	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	sqlTx, err := s.db.BeginTx(txCtx, nil)
+	if !stop() && err == nil {
+		// ctx ended while the transaction began; it is being rolled back.
+		err = context.Cause(ctx)
+	}
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("sqlitestore: begin: %w", err)
 	}
-	return &storeTx{s: s, tx: sqlTx, h: &Tx{tx: sqlTx}, ctx: ctx, cancel: func() {}}, nil
+	return &storeTx{s: s, tx: sqlTx, h: &Tx{tx: sqlTx}, ctx: txCtx, cancel: cancel}, nil
 }
 
 // storeTx is the idem.Tx of sqlitestore: the *sql.Tx it ends itself, and

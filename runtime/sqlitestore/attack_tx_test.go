@@ -1,0 +1,197 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
+)
+
+// These tests attack the store from outside, as a user's handler and the
+// engine's own calling pattern would treat it.
+
+// attackEngine is an engine with one transactional createTransfer on s,
+// whose key is optional, over a table of effects.
+func attackEngine(t *testing.T, s *sqlitestore.Store, handler http.Handler) http.Handler {
+	t.Helper()
+	if _, err := s.DB().ExecContext(context.Background(), `CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	e, err := idem.New(idem.Config{
+		Store: s,
+		Policies: []idem.Policy{{
+			OperationID:      "createTransfer",
+			Method:           http.MethodPost,
+			Path:             "/transfers",
+			Scope:            idem.ScopeOperation,
+			Key:              idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+			KeyMaxLength:     255,
+			TTL:              time.Hour,
+			Lease:            30 * time.Second,
+			MaxSnapshotBytes: 1 << 10,
+			OnLeaseExpiry:    idem.Takeover,
+			Transactional:    true,
+			Fingerprint:      fingerprint.Spec{},
+		}},
+		Tenant: func(*http.Request) (string, bool) { return "t1", true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Middleware(handler)
+}
+
+func countMarker(t *testing.T, s *sqlitestore.Store, marker string) int {
+	t.Helper()
+	var n int
+	if err := s.DB().QueryRowContext(context.Background(), `SELECT count(*) FROM effects WHERE marker = ?`, marker).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func postAttack(h http.Handler, key string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(`{"amount":1}`))
+	r.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		r.Header.Set("Idempotency-Key", key)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// A transactional operation whose key is optional runs a keyless request
+// in a plain transaction (Transactor.Begin). The engine begins it under a
+// store context that it cancels as soon as Begin returns; database/sql
+// rolls back a transaction whose context is done, so on SQLite the
+// handler's transaction was dead before the handler ran: its write failed
+// (or was rolled back) and the request ended 503 or 500, never 201.
+func TestAttackKeylessTransactionOutlivesBegin(t *testing.T) {
+	s := openStore(t)
+	h := attackEngine(t, s, idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
+		// A moment, as any real handler takes, for the cancelled context to
+		// be noticed.
+		time.Sleep(20 * time.Millisecond)
+		if _, err := tx.ExecContext(r.Context(), `INSERT INTO effects (marker) VALUES ('keyless')`); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	w := postAttack(h, "")
+	if w.Code != http.StatusCreated {
+		t.Fatalf("keyless transactional request = %d %s, want 201", w.Code, w.Body)
+	}
+	if n := countMarker(t, s, "keyless"); n != 1 {
+		t.Fatalf("keyless effects = %d, want 1", n)
+	}
+}
+
+// Once a transactional handler has been seen writing without its
+// transaction, the engine commits each claim before the handler and hands
+// the handler a plain transaction from Begin (serveDurableTx). On SQLite
+// that transaction was rolled back as soon as Begin returned, so its commit
+// failed after the handler had written through the pool: the client was
+// told 503 "did not process the request" for a request whose effect had
+// happened. Whatever the answer, it must agree with what happened.
+func TestAttackDurableModeAnswersWhatHappened(t *testing.T) {
+	s := openStore(t)
+	h := attackEngine(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The wiring mistake: a transactional operation mounted as a plain
+		// handler that writes through the pool. Its write may meet the
+		// write lock of a transaction the engine holds; a short wait keeps
+		// the test fast.
+		ctx, cancel := context.WithTimeout(r.Context(), 300*time.Millisecond)
+		defer cancel()
+		if _, err := s.DB().ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, r.Header.Get("Idempotency-Key")); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	for _, key := range []string{"first", "second", "third"} {
+		w := postAttack(h, key)
+		n := countMarker(t, s, key)
+		switch {
+		case n > 1:
+			t.Fatalf("%s: %d effects", key, n)
+		case n == 1 && w.Code != http.StatusCreated:
+			t.Fatalf("%s: the effect happened, but the client was told %d %s", key, w.Code, w.Body)
+		case n == 0 && w.Code < 300:
+			t.Fatalf("%s: no effect, but the client was told %d", key, w.Code)
+		}
+		if n == 1 {
+			again := postAttack(h, key)
+			if again.Header().Get("Idempotent-Replayed") != "true" || countMarker(t, s, key) != 1 {
+				t.Fatalf("%s: retry = %d %s, want a replay and still one effect", key, again.Code, again.Body)
+			}
+		}
+	}
+}
+
+// A handler that keeps a statement prepared in its transaction and uses it
+// after returning cannot write: the statement ends with the transaction.
+func TestAttackPreparedStatementDiesWithTheTransaction(t *testing.T) {
+	s := openStore(t)
+	stmts := make(chan *preparedLeak, 1)
+	h := attackEngine(t, s, idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
+		st, err := tx.PrepareContext(r.Context(), `INSERT INTO effects (marker) VALUES (?)`)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		stmts <- &preparedLeak{exec: func(m string) error { _, err := st.ExecContext(context.Background(), m); return err }}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	if w := postAttack(h, "k1"); w.Code != http.StatusCreated {
+		t.Fatalf("request = %d %s", w.Code, w.Body)
+	}
+	leak := <-stmts
+	if err := leak.exec("late"); err == nil {
+		t.Fatalf("a statement kept from the handler's transaction wrote after the commit")
+	}
+	if n := countMarker(t, s, "late"); n != 0 {
+		t.Fatalf("late effects = %d, want 0", n)
+	}
+}
+
+type preparedLeak struct{ exec func(marker string) error }
+
+// A handler that ends its transaction with a raw statement, in any of the
+// spellings SQLite takes, is refused by the connection's authorizer: the
+// transaction stays the engine's.
+func TestAttackRawTransactionStatementsAreRefused(t *testing.T) {
+	for _, stmt := range []string{"COMMIT", "END", "ROLLBACK", "commit transaction", "BEGIN", "ROLLBACK TRANSACTION"} {
+		t.Run(stmt, func(t *testing.T) {
+			s := openStore(t)
+			h := attackEngine(t, s, idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
+				if _, err := tx.ExecContext(r.Context(), `INSERT INTO effects (marker) VALUES ('before')`); err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				if _, err := tx.ExecContext(r.Context(), stmt); err == nil {
+					w.WriteHeader(http.StatusCreated)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+			}))
+			if w := postAttack(h, "k1"); w.Code != http.StatusCreated {
+				t.Fatalf("request = %d %s", w.Code, w.Body)
+			}
+			again := postAttack(h, "k1")
+			if again.Header().Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("retry = %d %s, want a replay", again.Code, again.Body)
+			}
+			if n := countMarker(t, s, "before"); n != 1 {
+				t.Fatalf("effects = %d, want 1", n)
+			}
+		})
+	}
+}

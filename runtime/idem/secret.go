@@ -271,3 +271,11 @@ func (e *Engine) releaseProbe(ctx context.Context, q *request, c Claim) error {
 	}
 	return nil
 }
+
+// StoredFingerprint is a request's fingerprint (the SHA-256 of its
+// canonical form) as a store keeps it under secret, or sum itself when
+// secret is empty.
+func StoredFingerprint(secret []byte, sum [sha256.Size]byte) [sha256.Size]byte {
+	s := newStoreSecret(secret)
+	return s.fingerprint(sum)
+}

@@ -8,9 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -41,14 +39,8 @@ func TestKeysThroughSecretsAndSealKeys(t *testing.T) {
 	die := false
 	e, err := idem.New(idem.Config{
 		Store: ks.store, Secrets: [][]byte{secret}, Sealer: sealer,
-		Policies: []idem.Policy{{
-			OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-			Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-			KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
-			MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idem.FailClosed,
-			Fingerprint: fingerprint.Spec{Body: []fingerprint.Field{{Pointer: "/amount", Type: fingerprint.Integer}}},
-		}},
-		Tenant: func(*http.Request) (string, bool) { return "acme", true },
+		Policies: []idem.Policy{keysPolicy()},
+		Tenant:   func(*http.Request) (string, bool) { return "acme", true },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,13 @@ type request struct {
 	op     *operation
 	start  time.Time
 	tenant string
-	key    string // logged through keyLabel only
+	key    string // as stored; logged through keyLabel only
+	// id is the identity the request's row is stored under; a sealed
+	// response is bound to it.
+	id Identity
+	// older are the request's claims under older secrets still in their
+	// rotation window (Config.Secrets); nil in the common case.
+	older []Claim
 	// applied is the request's mark of protection; it carries the
 	// transaction to a transactional handler.
 	applied *applied
@@ -115,7 +121,6 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		e.reject(w, q, e.bodyProblem(op, err))
 		return
 	}
-	q.key = k
 	if len(prefix) > 0 {
 		sum = withPrefix(sum, prefix)
 	}
@@ -129,6 +134,10 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		TTL:           op.TTL,
 		OnLeaseExpiry: op.OnLeaseExpiry,
 	}
+	// From here on the request knows its key only as the store keeps it:
+	// under Config.Secrets an HMAC, so no log line can carry the key.
+	claim, q.older = e.protect(op, claim, &sum)
+	q.id, q.key = claim.Identity, claim.Key
 	if op.Transactional {
 		e.serveTx(w, r, q, claim, next)
 		return

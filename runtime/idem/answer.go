@@ -39,7 +39,12 @@ func (e *Engine) answerExisting(w http.ResponseWriter, q *request, c Claim, rec 
 					", but its response was too large to keep. Look the result up with a read request."))
 			return
 		}
-		e.replay(w, q, rec.Response)
+		resp, err := e.open(q, c, rec.Response)
+		if err != nil {
+			e.unreadable(w, q, err)
+			return
+		}
+		e.replay(w, q, resp)
 	case StateInFlight:
 		q.event.Outcome = OutcomeInFlight
 		p := e.problem(ProblemInProgress, http.StatusConflict, "Request in progress",

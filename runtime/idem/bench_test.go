@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
@@ -71,4 +72,41 @@ func BenchmarkMiddlewareOverhead(b *testing.B) {
 	b.ReportMetric(per(tReplay)/per(tBare), "replay-x-bare")
 	b.ReportMetric(testing.AllocsPerRun(100, fresh)-testing.AllocsPerRun(100, bare), "new-key-extra-allocs/req")
 	b.ReportMetric(testing.AllocsPerRun(100, replay)-testing.AllocsPerRun(100, bare), "replay-extra-allocs/req")
+}
+
+// BenchmarkFingerprintHMAC measures what Config.Secrets add to a request's
+// fingerprint and key, against the unkeyed fingerprint in the same run:
+//
+//	go test -run '^$' -bench FingerprintHMAC ./runtime/idem
+//
+// It reports the time of the plain SHA-256 fingerprint of the example
+// transfer, of the same fingerprint keyed and the key stored as its HMAC,
+// and their ratio.
+func BenchmarkFingerprintHMAC(b *testing.B) {
+	fp, err := fingerprint.Compile(transferPolicy().Fingerprint)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := fingerprint.Input{MediaType: "application/json", Body: []byte(`{"amount": 1000, "to": "acc_2", "from": "acc_1", "currency": "EUR", "memo": "rent"}`)}
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	plain := func() { _, _ = fp.Sum(in) }
+	keyed := func() {
+		sum, _ := fp.Sum(in)
+		_ = idem.StoredFingerprint(secret, sum)
+		_ = idem.StoredKey(secret, "order-4711-customer-0042")
+	}
+	var tPlain, tKeyed time.Duration
+	n := 0
+	for b.Loop() {
+		t := time.Now()
+		plain()
+		tPlain += time.Since(t)
+		t = time.Now()
+		keyed()
+		tKeyed += time.Since(t)
+		n++
+	}
+	b.ReportMetric(float64(tPlain.Nanoseconds())/float64(n), "sha256-ns/op")
+	b.ReportMetric(float64(tKeyed.Nanoseconds())/float64(n), "hmac-ns/op")
+	b.ReportMetric(float64(tKeyed)/float64(tPlain), "hmac-x-sha256")
 }

@@ -30,6 +30,9 @@ func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, 
 		e.answerExisting(w, q, c, res.Existing)
 		return
 	}
+	if len(q.older) > 0 && e.metUnderOlder(w, r, q, plainHold{e.store, c}) {
+		return
+	}
 	e.run(w, r, q, plainHold{e.store, c}, res, next)
 }
 
@@ -51,6 +54,13 @@ func (e *Engine) claimFailed(w http.ResponseWriter, r *http.Request, q *request,
 // serveTx runs a transactional request: the claim, the handler's writes and
 // the completion share one database transaction (SEMANTICS §5).
 func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
+	if len(q.older) > 0 {
+		held, met := e.holdOlder(w, r, q)
+		defer e.releaseOlder(r, q, held)
+		if met {
+			return
+		}
+	}
 	if q.op.txUnused.Load() {
 		e.serveDurableTx(w, r, q, c, next)
 		return

@@ -52,6 +52,32 @@ type Config struct {
 	// BasePath is stripped from request paths before they are matched
 	// against path templates, for APIs served below a prefix such as "/v1".
 	BasePath string
+	// Secrets keep customers' data out of the store. With a secret, a key
+	// is stored as its HMAC-SHA256 ("hmac " and 64 hex digits) and the
+	// fingerprint as an HMAC of the request's canonical SHA-256, so that a
+	// reader of the database can neither read a key nor test guesses of a
+	// fingerprinted field (an amount) against a row. Give every replica the
+	// same secrets (at least 16 random bytes each), kept like any other
+	// credential, and give them to `idemgen keys`.
+	//
+	// The list is newest first: new rows are written under Secrets[0];
+	// rows written under the others are still found, at extra round trips
+	// (docs/runtime.md), until SecretsRotatedAt + ttl + lease has passed.
+	// An empty entry after the first stands for rows written before
+	// secrets were configured. Secrets[0] also keys the log labels, so
+	// KeyLabelSecret must then be empty or equal to it, and LogKeys unset.
+	// Without secrets, keys and fingerprints are stored as they are.
+	Secrets [][]byte
+	// SecretsRotatedAt is when the last replica began writing under
+	// Secrets[0]. Past it by an operation's ttl + lease, no row of that
+	// operation can be under an older secret, and the engine stops looking
+	// for one. Zero: the older secrets are always consulted.
+	SecretsRotatedAt time.Time
+	// Sealer, when set, seals every stored response's headers and body
+	// (SealResponse) before it reaches the store, and opens them when a
+	// retry replays them. NewAESGCM is one; a team can back one with its
+	// KMS.
+	Sealer Sealer
 }
 
 // Engine enforces the policies of one API. It is safe for concurrent use.
@@ -68,6 +94,9 @@ type Engine struct {
 	storeTimeout time.Duration
 	ops          map[string]*operation
 	router       router
+	secrets      []storeSecret // Config.Secrets, newest first
+	rotatedAt    time.Time
+	sealer       Sealer
 }
 
 // operation is a policy prepared for serving.
@@ -110,8 +139,16 @@ func New(cfg Config) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
+	if e.secrets, err = prepareSecrets(cfg); err != nil {
+		return nil, err
+	}
+	e.rotatedAt, e.sealer = cfg.SecretsRotatedAt, cfg.Sealer
+	labels := cfg.KeyLabelSecret
+	if len(e.secrets) > 0 {
+		labels = cfg.Secrets[0]
+	}
 	var randomLabels bool
-	e.labelSecret, randomLabels = labelSecret(cfg.KeyLabelSecret)
+	e.labelSecret, randomLabels = labelSecret(labels)
 	if randomLabels && !e.logKeys {
 		e.log.Info("Config.KeyLabelSecret is not set: key labels in logs are keyed with a random secret and cannot be looked up with idemgen keys")
 	}

@@ -29,12 +29,14 @@ func KeyLabel(secret []byte, key string) string {
 
 // keyLabel is how a key appears in logs and events: its keyed label unless
 // the operator asked for the keys themselves. Keys can carry customer
-// identifiers.
+// identifiers. With Config.Secrets, k is the stored HMAC, never the key.
 func (e *Engine) keyLabel(k string) string {
 	if e.logKeys {
 		return k
 	}
-	return KeyLabel(e.labelSecret, k)
+	// A key stored as its HMAC carries its label: the label under the
+	// secret its row was written with, which is what finds that row.
+	return StoredKeyLabel(e.labelSecret, k)
 }
 
 // labelSecret returns the configured secret, or a random one when none is

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -65,8 +66,7 @@ type Query struct {
 	States    []idem.State
 	Tenant    string
 	Operation string
-	// Label selects the key whose label (idem.KeyLabel under the Admin's
-	// secret) is this one.
+	// Label selects the key whose label (idem.StoredKeyLabel) is this one.
 	Label string
 	// OlderThan selects keys claimed at least this long ago.
 	OlderThan time.Duration
@@ -101,6 +101,10 @@ type Entry struct {
 	// Token is the lease token. It fences the operator's changes and is
 	// never shown: Version stands for it.
 	Token string
+	// Sealed is set when the stored response is sealed (idem.Config.Sealer)
+	// and does not open with the Admin's Sealer (it has none, lacks the
+	// key, or the row was changed): Header and Body are then as stored.
+	Sealed bool
 	// ReadAt is the store's clock when the row was read.
 	ReadAt time.Time
 	// Label and Version are filled by Admin.
@@ -151,14 +155,40 @@ type Count struct {
 
 // Admin runs the operator's commands on a store.
 type Admin struct {
-	store  Store
-	secret []byte
+	store   Store
+	secrets [][]byte
+	sealer  idem.Sealer
 }
 
-// New returns an Admin on store. secret is the deployment's
-// idem.Config.KeyLabelSecret, so that labels match the engine's logs.
-func New(store Store, secret []byte) *Admin {
-	return &Admin{store: store, secret: append([]byte(nil), secret...)}
+// New returns an Admin on store. secrets are the deployment's
+// idem.Config.Secrets, newest first, or its KeyLabelSecret when it has no
+// store secrets: labels then match the engine's logs, and a key a client
+// names is found whichever secret its row was written under. A key stored
+// as its HMAC carries its label, so listing and finding by label need no
+// secret for such rows.
+func New(store Store, secrets ...[]byte) *Admin {
+	a := &Admin{store: store}
+	for _, s := range secrets {
+		a.secrets = append(a.secrets, append([]byte(nil), s...))
+	}
+	return a
+}
+
+// WithSealer returns a copy of a that opens sealed responses with s (the
+// deployment's idem.Config.Sealer) when it shows them, and seals the
+// responses it resolves keys with, as the engine would have stored them.
+func (a *Admin) WithSealer(s idem.Sealer) *Admin {
+	b := *a
+	b.sealer = s
+	return &b
+}
+
+// labelSecret keys the labels of keys stored in clear.
+func (a *Admin) labelSecret() []byte {
+	if len(a.secrets) == 0 {
+		return nil
+	}
+	return a.secrets[0]
 }
 
 // version fingerprints what fences an operator's change: the state and
@@ -170,7 +200,7 @@ func version(e Entry) string {
 }
 
 func (a *Admin) dress(e Entry) Entry {
-	e.Label = idem.KeyLabel(a.secret, e.Key)
+	e.Label = idem.StoredKeyLabel(a.labelSecret(), e.Key)
 	e.Version = version(e)
 	return e
 }
@@ -215,13 +245,46 @@ func (a *Admin) Find(ctx context.Context, label string, q Query) (Entry, error) 
 	return a.Show(ctx, es[0].Identity)
 }
 
-// Show reads one key whole.
+// Show reads one key whole. id.Key is the key a client sent, looked up
+// under each of the Admin's secrets in turn, or a key as stored (an Entry's
+// Key). A sealed response is opened when the Admin has the Sealer.
 func (a *Admin) Show(ctx context.Context, id idem.Identity) (Entry, error) {
-	e, err := a.store.Get(ctx, id)
+	e, err := a.get(ctx, id)
 	if err != nil {
 		return Entry{}, err
 	}
+	if e.State == idem.StateCompleted {
+		stored := idem.Response{Status: e.Status, Header: e.Header, Body: e.Body, Omitted: e.BodyOmitted}
+		// A response that does not open is shown as stored, so that an
+		// operator can still look at a row that was tampered with.
+		if resp, err := idem.OpenResponse(a.sealer, e.Identity, stored); err == nil {
+			e.Header, e.Body = resp.Header, resp.Body
+		} else {
+			e.Sealed = true
+		}
+	}
 	return a.dress(e), nil
+}
+
+// get reads the row of id, trying the stored forms of a client's key.
+func (a *Admin) get(ctx context.Context, id idem.Identity) (Entry, error) {
+	if idem.IsStoredHMAC(id.Key) || len(a.secrets) == 0 {
+		return a.store.Get(ctx, id)
+	}
+	tried := make(map[string]bool, len(a.secrets)+1)
+	for _, s := range append(slices.Clip(a.secrets), nil) {
+		// A key stored in clear (before secrets) is tried last.
+		k := idem.StoredKey(s, id.Key)
+		if tried[k] {
+			continue
+		}
+		tried[k] = true
+		e, err := a.store.Get(ctx, idem.Identity{Tenant: id.Tenant, Scope: id.Scope, Key: k})
+		if !errors.Is(err, ErrNotFound) {
+			return e, err
+		}
+	}
+	return Entry{}, fmt.Errorf("%w under any of the secrets given", ErrNotFound)
 }
 
 // Resolve completes an outcome-unknown key with resp, the answer its
@@ -242,6 +305,19 @@ func (a *Admin) Resolve(ctx context.Context, id idem.Identity, version string, r
 	return a.settle(ctx, id, version, &resp)
 }
 
+// seal is what the store keeps of resp for e's key: sealed when the Admin
+// has the Sealer, so that the engine opens it as one of its own.
+func (a *Admin) seal(e Entry, resp *idem.Response) (*idem.Response, error) {
+	if resp == nil || a.sealer == nil {
+		return resp, nil
+	}
+	sealed, err := idem.SealResponse(a.sealer, e.Identity, *resp)
+	if err != nil {
+		return nil, err
+	}
+	return &sealed, nil
+}
+
 // Forget deletes an outcome-unknown key, so that the next retry runs the
 // operation. Use it only when the operator knows the operation had no
 // effect. version fences it as in Resolve.
@@ -259,6 +335,9 @@ func (a *Admin) settle(ctx context.Context, id idem.Identity, v string, resp *id
 	}
 	if !e.Resolvable() {
 		return fmt.Errorf("%w: %s", ErrNotResolvable, describe(e))
+	}
+	if resp, err = a.seal(e, resp); err != nil {
+		return err
 	}
 	return a.store.Settle(ctx, e, resp)
 }

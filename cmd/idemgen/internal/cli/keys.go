@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
@@ -20,12 +22,15 @@ import (
 const (
 	envDatabaseURL = "IDEMGEN_DATABASE_URL"
 	envLabelSecret = "IDEMGEN_KEY_LABEL_SECRET"
+	envSecret      = "IDEMGEN_SECRET"
 )
 
 // keysFlags are the flags every keys command shares.
 type keysFlags struct {
 	databaseURL string
 	secretFile  string
+	secretFiles []string
+	sealKeys    []string
 	showKeys    bool
 	json        bool
 }
@@ -43,11 +48,20 @@ or sqlite:PATH, or the path of an existing SQLite file.
 Keys are shown by their label, the keyed hash the service logs them under
 (idem.Config.KeyLabelSecret). Give the same secret through
 $` + envLabelSecret + ` or --label-secret-file to match labels with logs;
---show-keys shows the keys themselves.`,
+--show-keys shows the keys themselves.
+
+A service with store secrets (idem.Config.Secrets) keeps keys as their
+HMAC; give its secrets, newest first, with --secret-file (repeated) or the
+newest through $` + envSecret + `, so that --key finds a client's key whichever
+secret its row was written under. A service that seals its stored responses
+(idem.Config.Sealer with idem.NewAESGCM) needs its keys, newest first, with
+--seal-key ID=FILE, to show their bodies and to resolve keys.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&kf.databaseURL, "database-url", "", "the store's `URL`: postgres://…, sqlite:PATH or a SQLite file path (default $"+envDatabaseURL+")")
 	pf.StringVar(&kf.secretFile, "label-secret-file", "", "`file` holding the key label secret (default: $"+envLabelSecret+")")
+	pf.StringArrayVar(&kf.secretFiles, "secret-file", nil, "`file` holding one of the store secrets (idem.Config.Secrets), newest first; repeatable (default: $"+envSecret+")")
+	pf.StringArrayVar(&kf.sealKeys, "seal-key", nil, "`ID=FILE`: a seal key (idem.SealKey) and the file holding its 32 bytes or 64 hex digits, newest first; repeatable")
 	pf.BoolVar(&kf.showKeys, "show-keys", false, "show the keys themselves, not only their labels")
 	pf.BoolVar(&kf.json, "json", false, "print JSON for scripts")
 	cmd.AddCommand(newKeysList(&kf, stdout), newKeysShow(&kf, stdout), newKeysResolve(&kf, stdin, stdout, stderr), newKeysStats(&kf, stdout))
@@ -70,7 +84,11 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 	if url == "" {
 		return nil, usageError{fmt.Errorf("--database-url (or $%s) is required", envDatabaseURL)}
 	}
-	secret, err := kf.secret()
+	secrets, err := kf.secrets()
+	if err != nil {
+		return nil, err
+	}
+	sealer, err := kf.sealer()
 	if err != nil {
 		return nil, err
 	}
@@ -102,20 +120,76 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 		}
 		store, done = s, func() { _ = s.Close() }
 	}
-	return &session{admin: idemadmin.New(store, secret), hasSecret: len(secret) > 0, close: done}, nil
+	admin := idemadmin.New(store, secrets...)
+	if sealer != nil {
+		admin = admin.WithSealer(sealer)
+	}
+	return &session{admin: admin, hasSecret: len(secrets) > 0 && len(secrets[0]) > 0, close: done}, nil
 }
 
-func (kf *keysFlags) secret() ([]byte, error) {
-	if kf.secretFile == "" {
-		return []byte(os.Getenv(envLabelSecret)), nil
+// secrets are the store secrets, newest first, or else the label secret.
+func (kf *keysFlags) secrets() ([][]byte, error) {
+	if len(kf.secretFiles) > 0 {
+		out := make([][]byte, 0, len(kf.secretFiles))
+		for _, f := range kf.secretFiles {
+			b, err := readSecret(f)
+			if err != nil {
+				return nil, failure{fmt.Sprintf("store secret: %v", err)}
+			}
+			out = append(out, b)
+		}
+		return out, nil
 	}
-	b, err := os.ReadFile(kf.secretFile)
+	if s := os.Getenv(envSecret); s != "" {
+		return [][]byte{[]byte(s)}, nil
+	}
+	if kf.secretFile == "" {
+		return [][]byte{[]byte(os.Getenv(envLabelSecret))}, nil
+	}
+	b, err := readSecret(kf.secretFile)
 	if err != nil {
 		return nil, failure{fmt.Sprintf("label secret: %v", err)}
 	}
-	// A file written by an editor or echo ends with a newline that is not
-	// part of the secret.
+	return [][]byte{b}, nil
+}
+
+// readSecret reads a secret from a file. A file written by an editor or
+// echo ends with a newline that is not part of the secret.
+func readSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
 	return []byte(strings.TrimRight(string(b), "\r\n")), nil
+}
+
+// sealer is the AES-GCM sealer of the --seal-key flags, or nil.
+func (kf *keysFlags) sealer() (idem.Sealer, error) {
+	if len(kf.sealKeys) == 0 {
+		return nil, nil
+	}
+	keys := make([]idem.SealKey, 0, len(kf.sealKeys))
+	for _, f := range kf.sealKeys {
+		id, path, ok := strings.Cut(f, "=")
+		if !ok || id == "" || path == "" {
+			return nil, usageError{fmt.Errorf("--seal-key %q is not ID=FILE", f)}
+		}
+		b, err := readSecret(path)
+		if err != nil {
+			return nil, failure{fmt.Sprintf("seal key %s: %v", id, err)}
+		}
+		if len(b) == 2*32 {
+			if k, err := hex.DecodeString(string(b)); err == nil {
+				b = k
+			}
+		}
+		keys = append(keys, idem.SealKey{ID: id, Key: b})
+	}
+	s, err := idem.NewAESGCM(keys...)
+	if err != nil {
+		return nil, failure{err.Error()}
+	}
+	return s, nil
 }
 
 // run opens the store, runs f, and closes the store.

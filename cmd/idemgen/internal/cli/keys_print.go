@@ -95,6 +95,8 @@ func printEntry(w io.Writer, e idemadmin.Entry, showKeys bool) {
 	case e.BodyOmitted:
 		fmt.Fprintln(w, "body: (larger than the snapshot limit; not kept, replays answer 409)")
 	case e.State != "completed":
+	case e.Sealed:
+		fmt.Fprintf(w, "body: sealed, %d bytes (give the service's seal keys with --seal-key to read it)\n", len(e.Body))
 	case isText:
 		fmt.Fprintf(w, "body (%d bytes):\n%s\n", len(e.Body), text)
 	default:
@@ -160,6 +162,7 @@ type jsonEntry struct {
 	Status      int                 `json:"status,omitempty"`
 	BodyBytes   int                 `json:"body_bytes"`
 	BodyOmitted bool                `json:"body_omitted,omitempty"`
+	Sealed      bool                `json:"sealed,omitempty"`
 	Headers     map[string][]string `json:"headers,omitempty"`
 	// Body is the body as text; BodyBase64 when it is not text.
 	Body       *string `json:"body,omitempty"`
@@ -173,7 +176,7 @@ func jsonEntries(es []idemadmin.Entry, showKeys, whole bool) []jsonEntry {
 			Label: e.Label, Tenant: e.Tenant, Scope: e.Scope, Operation: e.Operation, State: string(e.State),
 			Version: e.Version, Expired: e.Expired(), Resolvable: e.Resolvable(),
 			CreatedAt: e.CreatedAt.UTC(), ExpiresAt: e.ExpiresAt.UTC(), Fingerprint: fmt.Sprintf("%x", e.Fingerprint),
-			Status: e.Status, BodyBytes: e.BodyBytes, BodyOmitted: e.BodyOmitted,
+			Status: e.Status, BodyBytes: e.BodyBytes, BodyOmitted: e.BodyOmitted, Sealed: e.Sealed,
 		}
 		if showKeys {
 			j.Key = e.Key

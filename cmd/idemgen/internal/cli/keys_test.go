@@ -45,6 +45,17 @@ func pgKeysStore(t *testing.T) keysStore {
 	return keysStore{"postgres", s, url}
 }
 
+// keysPolicy is the fail-closed transfer operation of the keys tests.
+func keysPolicy() idem.Policy {
+	return idem.Policy{
+		OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
+		Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
+		MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idem.FailClosed,
+		Fingerprint: fingerprint.Spec{Body: []fingerprint.Field{{Pointer: "/amount", Type: fingerprint.Integer}}},
+	}
+}
+
 // keysService is a fail-closed transfer API whose handler dies (panics)
 // on the requests told to, as a process would die mid-request.
 type keysService struct {
@@ -57,14 +68,8 @@ type keysService struct {
 func newKeysService(t *testing.T, store idem.Store) *keysService {
 	s := &keysService{t: t}
 	e, err := idem.New(idem.Config{
-		Store: store,
-		Policies: []idem.Policy{{
-			OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-			Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-			KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
-			MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idem.FailClosed,
-			Fingerprint: fingerprint.Spec{Body: []fingerprint.Field{{Pointer: "/amount", Type: fingerprint.Integer}}},
-		}},
+		Store:          store,
+		Policies:       []idem.Policy{keysPolicy()},
 		Tenant:         func(*http.Request) (string, bool) { return "acme", true },
 		KeyLabelSecret: []byte(testSecret),
 	})

@@ -1,0 +1,243 @@
+package idem
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/idemgen/idemgen/runtime/internal/headerwire"
+)
+
+// Sealer seals stored responses, so that the store does not keep a
+// readable copy of what handlers answered (a transfer's memo, a card
+// number). NewAESGCM is one; a team can back one with its KMS. Both
+// methods are called concurrently.
+type Sealer interface {
+	// Seal encrypts and authenticates plaintext, binding aad to it, under
+	// the sealer's current key, and names that key: keyID is stored beside
+	// the ciphertext and given back to Open, so that rotation keeps old
+	// rows readable. keyID is 1..255 bytes.
+	Seal(plaintext, aad []byte) (keyID string, ciphertext []byte, err error)
+	// Open authenticates and decrypts what Seal returned under keyID, with
+	// the same aad, and fails when either was changed. An empty keyID asks
+	// about a response stored unsealed (before sealing was turned on):
+	// a nil error lets it be replayed as stored, an error refuses it.
+	Open(keyID string, ciphertext, aad []byte) ([]byte, error)
+}
+
+// ErrUnreadable reports a stored response that cannot be opened: changed
+// in the store, moved from another key's row, sealed under a key the
+// Sealer no longer has, or sealed when no Sealer is configured. The engine
+// answers 500 stored-response-unreadable and replays nothing.
+var ErrUnreadable = errors.New("idem: the stored response cannot be opened")
+
+// sealMagic starts a sealed body. A handler's body that happened to start
+// with it would only fail to open, never replay as something else.
+const sealMagic = "\x00idem-sealed\x01"
+
+// SealResponse is resp as the store keeps it under s: the status in clear,
+// no headers, and a body that holds the sealer's key ID and the sealed
+// headers and body. The seal is bound to id (the stored identity) and the
+// status, so a row's response cannot be moved to another key or given
+// another status. A response whose body was omitted keeps its status only.
+func SealResponse(s Sealer, id Identity, resp Response) (Response, error) {
+	if resp.Omitted {
+		return Response{Status: resp.Status, Header: http.Header{}, Omitted: true}, nil
+	}
+	h := headerwire.Encode(resp.Header)
+	plain := make([]byte, 0, binary.MaxVarintLen64+len(h)+len(resp.Body))
+	plain = binary.AppendUvarint(plain, uint64(len(h)))
+	plain = append(append(plain, h...), resp.Body...)
+	keyID, ct, err := s.Seal(plain, sealAAD(id, resp.Status))
+	if err != nil {
+		return Response{}, fmt.Errorf("idem: seal the response: %w", err)
+	}
+	if len(keyID) == 0 || len(keyID) > 255 {
+		return Response{}, fmt.Errorf("idem: seal the response: key ID of %d bytes; it must have 1..255", len(keyID))
+	}
+	body := make([]byte, 0, len(sealMagic)+1+len(keyID)+len(ct))
+	body = append(append(body, sealMagic...), byte(len(keyID)))
+	body = append(append(body, keyID...), ct...)
+	return Response{Status: resp.Status, Header: http.Header{}, Body: body}, nil
+}
+
+// OpenResponse gives back the response SealResponse stored for id. With a
+// nil s it refuses a sealed response, so that a replica without the sealer
+// never replays ciphertext. Errors wrap ErrUnreadable.
+func OpenResponse(s Sealer, id Identity, stored Response) (Response, error) {
+	if stored.Omitted {
+		return stored, nil
+	}
+	rest, sealed := bytes.CutPrefix(stored.Body, []byte(sealMagic))
+	switch {
+	case !sealed && s == nil:
+		return stored, nil
+	case !sealed:
+		if _, err := s.Open("", nil, sealAAD(id, stored.Status)); err != nil {
+			return Response{}, fmt.Errorf("%w: it was stored unsealed: %w", ErrUnreadable, err)
+		}
+		return stored, nil
+	case s == nil:
+		return Response{}, fmt.Errorf("%w: it is sealed and no Sealer is configured", ErrUnreadable)
+	case len(rest) < 1 || len(rest) < 1+int(rest[0]) || rest[0] == 0:
+		return Response{}, fmt.Errorf("%w: malformed seal", ErrUnreadable)
+	}
+	keyID, ct := string(rest[1:1+int(rest[0])]), rest[1+int(rest[0]):]
+	plain, err := s.Open(keyID, ct, sealAAD(id, stored.Status))
+	if err != nil {
+		return Response{}, fmt.Errorf("%w: key %q: %w", ErrUnreadable, keyID, err)
+	}
+	n, w := binary.Uvarint(plain)
+	if w <= 0 || uint64(len(plain)-w) < n {
+		return Response{}, fmt.Errorf("%w: malformed sealed response", ErrUnreadable)
+	}
+	h, err := headerwire.Decode(plain[w : w+int(n)])
+	if err != nil {
+		return Response{}, fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	if h == nil {
+		h = http.Header{}
+	}
+	return Response{Status: stored.Status, Header: h, Body: plain[w+int(n):]}, nil
+}
+
+// sealAAD binds a seal to its row: the stored identity (length-prefixed,
+// so that no two identities share an encoding) and the status.
+func sealAAD(id Identity, status int) []byte {
+	b := make([]byte, 0, 32+len(id.Tenant)+len(id.Scope)+len(id.Key))
+	b = append(b, "idemgen seal v1"...)
+	for _, s := range [...]string{id.Tenant, id.Scope, id.Key} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return binary.BigEndian.AppendUint32(b, uint32(status))
+}
+
+// SealKey is one AES-256 key of an AESGCM sealer.
+type SealKey struct {
+	// ID names the key in every row sealed with it: 1..255 bytes, never
+	// reused for other key material.
+	ID string
+	// Key is 32 random bytes.
+	Key []byte
+}
+
+// AESGCM seals with AES-256-GCM and a random 96-bit nonce per response,
+// under the newest of its keys.
+type AESGCM struct {
+	current string
+	aeads   map[string]cipher.AEAD
+	// unsealed is set when responses stored before sealing are accepted.
+	unsealed bool
+}
+
+// NewAESGCM returns a sealer over keys, newest first: it seals with
+// keys[0] and opens with any of them, so a rotated-out key stays in the
+// list until the longest ttl has passed since it last sealed. An entry
+// with neither ID nor Key (after the first) accepts responses stored
+// before sealing was turned on, for the same transition.
+func NewAESGCM(keys ...SealKey) (*AESGCM, error) {
+	if len(keys) == 0 || keys[0].ID == "" {
+		return nil, errors.New("idem: NewAESGCM needs a current key with an ID")
+	}
+	a := &AESGCM{current: keys[0].ID, aeads: make(map[string]cipher.AEAD, len(keys))}
+	for i, k := range keys {
+		if k.ID == "" && len(k.Key) == 0 {
+			a.unsealed = true
+			continue
+		}
+		if len(k.ID) > 255 || k.ID == "" {
+			return nil, fmt.Errorf("idem: seal key %d: the ID must have 1..255 bytes", i)
+		}
+		if _, dup := a.aeads[k.ID]; dup {
+			return nil, fmt.Errorf("idem: seal key ID %q appears twice", k.ID)
+		}
+		if len(k.Key) != 32 {
+			return nil, fmt.Errorf("idem: seal key %q has %d bytes; AES-256 needs 32", k.ID, len(k.Key))
+		}
+		block, err := aes.NewCipher(k.Key)
+		if err != nil {
+			return nil, fmt.Errorf("idem: seal key %q: %w", k.ID, err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("idem: seal key %q: %w", k.ID, err)
+		}
+		a.aeads[k.ID] = aead
+	}
+	return a, nil
+}
+
+// Seal implements Sealer: the ciphertext is the nonce followed by GCM's
+// output.
+func (a *AESGCM) Seal(plaintext, aad []byte) (string, []byte, error) {
+	aead := a.aeads[a.current]
+	out := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plaintext)+aead.Overhead())
+	if _, err := rand.Read(out); err != nil {
+		return "", nil, fmt.Errorf("idem: seal nonce: %w", err)
+	}
+	return a.current, aead.Seal(out, out, plaintext, aad), nil
+}
+
+// Open implements Sealer.
+func (a *AESGCM) Open(keyID string, ciphertext, aad []byte) ([]byte, error) {
+	if keyID == "" {
+		if a.unsealed {
+			return nil, nil
+		}
+		return nil, errors.New("idem: responses stored unsealed are not accepted (no empty SealKey in the list)")
+	}
+	aead, ok := a.aeads[keyID]
+	if !ok {
+		return nil, fmt.Errorf("idem: no seal key %q", keyID)
+	}
+	if len(ciphertext) < aead.NonceSize() {
+		return nil, errors.New("idem: sealed response too short")
+	}
+	n := aead.NonceSize()
+	plain, err := aead.Open(nil, ciphertext[:n], ciphertext[n:], aad)
+	if err != nil {
+		return nil, fmt.Errorf("idem: open sealed response: %w", err)
+	}
+	return plain, nil
+}
+
+// seal is what the store keeps of resp for q's key: resp sealed when a
+// Sealer is configured, resp itself otherwise.
+func (e *Engine) seal(q *request, resp Response) (Response, error) {
+	if e.sealer == nil {
+		return resp, nil
+	}
+	return SealResponse(e.sealer, q.id, resp)
+}
+
+// open is the replayable response of the row c met. Without a Sealer it
+// still refuses a sealed body, so that a replica configured without one
+// never sends ciphertext as an answer.
+func (e *Engine) open(q *request, c Claim, stored *Response) (*Response, error) {
+	if e.sealer == nil && !bytes.HasPrefix(stored.Body, []byte(sealMagic)) {
+		return stored, nil
+	}
+	resp, err := OpenResponse(e.sealer, c.Identity, *stored)
+	if err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// unreadable answers a retry whose stored response cannot be opened: a
+// row changed in the store, moved from another key, or sealed under a key
+// the Sealer lacks. Replaying it would send an answer nobody gave, so the
+// engine fails closed and says so at ERROR.
+func (e *Engine) unreadable(w http.ResponseWriter, q *request, err error) {
+	q.event.Outcome, q.event.Err = OutcomeStoreError, err
+	e.log.Error("the stored response of an idempotency key cannot be opened; nothing was replayed",
+		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key), "err", err)
+	e.send(w, q, e.problem(ProblemResponseUnreadable, http.StatusInternalServerError, "Stored response unreadable",
+		"The server cannot read the stored result of the request with this key, so it did not resend it. Contact support; do not retry with a new key."))
+}

@@ -13,7 +13,7 @@ var ErrNoTx = errors.New("idem: no idempotency transaction")
 
 // TxFor returns the transaction of a request of the transactional
 // operation operationID, as the store's driver type Tx (pgx.Tx for
-// pgstore, *sql.Tx for sqlitestore). It serves handlers that get only the
+// pgstore, *sqlitestore.Tx for sqlitestore). It serves handlers that get only the
 // request's context, such as oapi-codegen strict-server methods, where
 // TxHandler cannot stand in front.
 //

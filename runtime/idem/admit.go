@@ -42,9 +42,6 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 	q := &request{op: op, start: time.Now()}
 	q.event.Operation = op.OperationID
 	defer e.observe(r.Context(), q)
-	// Mark the request as protected by op, so that a per-route Handler or
-	// TxHandler behind the middleware knows which policy was applied.
-	r, q.applied = withApplied(r, op)
 
 	tenant, ok := e.tenant(r)
 	if !ok || tenant == "" {

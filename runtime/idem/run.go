@@ -12,6 +12,7 @@ import (
 // client never sees an answer that its retry would not see too; only a
 // non-transactional body that outgrows the snapshot limit streams on.
 func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold, res Result, next http.Handler) {
+	r = e.mark(r, q)
 	limit := q.op.MaxSnapshotBytes
 	if tx := h.tx(); tx != nil {
 		// Not a byte may leave before the commit.
@@ -146,7 +147,7 @@ func executedOutcome(res Result) Outcome {
 // key is optional. A transactional handler still gets its transaction.
 func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *request, next http.Handler) {
 	if !q.op.Transactional {
-		q.event.Status = e.runCounting(w, r, next)
+		q.event.Status = e.runCounting(w, e.mark(r, q), next)
 		return
 	}
 	ctx, cancel := e.storeContext(r)
@@ -157,6 +158,14 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		return
 	}
 	e.run(w, r, q, txHold{tx}, Result{Won: true}, next)
+}
+
+// mark records in the request that the engine applied q's policy, so that
+// a per-route Handler or TxHandler behind the middleware knows which one;
+// only a request about to reach the handler pays for it.
+func (e *Engine) mark(r *http.Request, q *request) *http.Request {
+	r, q.applied = withApplied(r, q.op)
+	return r
 }
 
 // runHandler runs next and reports a panic instead of letting it unwind

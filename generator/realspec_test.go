@@ -176,13 +176,6 @@ func countPolicies(src []byte) int {
 	return n
 }
 
-// buildModule compiles the generated package in dir as a module of its own
-// that uses this checkout of idemgen.
-func buildModule(t *testing.T, dir string) {
-	t.Helper()
-	goInModule(t, dir, "build", "./...")
-}
-
 // goInModule makes dir a module of its own that uses this checkout of
 // idemgen and runs the go command in it with args.
 func goInModule(t *testing.T, dir string, args ...string) {

@@ -323,6 +323,13 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// databases are the two databases a test runs on, each named and made
+// fresh for the test by its function.
+var databases = []struct {
+	name string
+	url  func(*testing.T) string
+}{{"SQLite", sqliteURL}, {"Postgres", postgresURL}}
+
 // sqliteURL is a fresh SQLite database in a test's temp dir.
 func sqliteURL(t *testing.T) string {
 	return "sqlite:" + filepath.Join(t.TempDir(), "payments.db")

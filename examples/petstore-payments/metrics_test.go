@@ -38,10 +38,7 @@ func scrapeOutcomes(t *testing.T, s *server) map[string]map[string]int64 {
 // and checks that /metrics counts what the day's audit says happened.
 func TestMetricsAfterDay(t *testing.T) {
 	t.Parallel()
-	for _, db := range []struct {
-		name string
-		url  func(*testing.T) string
-	}{{"SQLite", sqliteURL}, {"Postgres", postgresURL}} {
+	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			s := startServer(t, db.url(t), "--chaos-delay", dayChaosDelay, "--metrics")

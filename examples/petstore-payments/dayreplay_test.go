@@ -231,10 +231,7 @@ func TestFullDay(t *testing.T) {
 		}
 	}
 
-	for _, db := range []struct {
-		name string
-		url  func(*testing.T) string
-	}{{"SQLite", sqliteURL}, {"Postgres", postgresURL}} {
+	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			s := startServer(t, db.url(t), "--chaos-delay", fullChaosDelay)

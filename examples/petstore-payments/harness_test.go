@@ -24,8 +24,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// serverBinary is the service built once for the whole run by TestMain.
-var serverBinary string
+// serverBinary is the service built once for the whole run by TestMain,
+// in binDir, where tests build other commands they need (idemgenBinary).
+var serverBinary, binDir string
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
@@ -38,6 +39,7 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	binDir = dir
 	serverBinary = filepath.Join(dir, "petstore-payments")
 	cmd := exec.Command("go", "build", "-o", serverBinary, ".")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -320,6 +322,13 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// databases are the two databases a test runs on, each named and made
+// fresh for the test by its function.
+var databases = []struct {
+	name string
+	url  func(*testing.T) string
+}{{"SQLite", sqliteURL}, {"Postgres", postgresURL}}
 
 // sqliteURL is a fresh SQLite database in a test's temp dir.
 func sqliteURL(t *testing.T) string {

@@ -3,6 +3,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -50,6 +51,11 @@ type options struct {
 	idleTimeout  time.Duration
 	maxConns     int
 	metrics      bool
+	// labelSecret keys the labels under which the engine logs keys
+	// (idem.Config.KeyLabelSecret), from KEY_LABEL_SECRET or the file of
+	// --key-label-secret-file, read at start.
+	labelSecret     string
+	labelSecretFile string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -70,6 +76,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fl.DurationVar(&o.idleTimeout, "idle-timeout", 60*time.Second, "how long a keep-alive connection may wait for its next request")
 	fl.IntVar(&o.maxConns, "max-conns", 256, "connections served at once; further clients wait to be accepted")
 	fl.BoolVar(&o.metrics, "metrics", false, "serve the idempotency layer's Prometheus metrics at GET /metrics")
+	fl.StringVar(&o.labelSecretFile, "key-label-secret-file", "", "a file holding the secret that keys the labels idempotency keys are logged under (default: env KEY_LABEL_SECRET); `idemgen keys` finds a logged key with the same secret")
 	if err := fl.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,6 +97,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if o.apiKeys == "" && o.apiKeysFile == "" {
 		o.apiKeys = getenv("API_KEYS")
+	}
+	if o.labelSecretFile == "" {
+		o.labelSecret = getenv("KEY_LABEL_SECRET")
 	}
 	return o, nil
 }
@@ -113,6 +123,25 @@ func (o options) keySpec() (spec string, demo bool, err error) {
 		return demoKeys, true, nil
 	}
 	return o.apiKeys, false, nil
+}
+
+// keyLabelSecret returns the key label secret, read from
+// --key-label-secret-file when given. A file written by an editor or echo
+// ends with a newline that is not part of the secret, as `idemgen keys`
+// also reads it.
+func (o options) keyLabelSecret() ([]byte, error) {
+	if o.labelSecretFile == "" {
+		return []byte(o.labelSecret), nil
+	}
+	b, err := os.ReadFile(o.labelSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("read key label secret: %w", err)
+	}
+	b = bytes.TrimRight(b, "\r\n")
+	if len(b) == 0 {
+		return nil, fmt.Errorf("key label secret file %s is empty", o.labelSecretFile)
+	}
+	return b, nil
 }
 
 func envOr(getenv func(string) string, name, def string) string {
@@ -173,6 +202,10 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	labelSecret, err := o.keyLabelSecret()
+	if err != nil {
+		return err
+	}
 	if demo {
 		log.Warn("no API keys given (API_KEYS, --api-keys-file or --api-keys); using demo keys", "keys", demoKeys)
 	}
@@ -216,6 +249,7 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 			ProblemBase:     ProblemBase,
 			MaxRequestBytes: cfg.MaxBodyBytes,
 			Observer:        met.observer(),
+			KeyLabelSecret:  labelSecret,
 		})
 		if err != nil {
 			return err

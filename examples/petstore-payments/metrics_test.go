@@ -1,0 +1,99 @@
+package main_test
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/dayreplay"
+)
+
+// requestsTotal matches one series of idem_requests_total in the
+// Prometheus text format.
+var requestsTotal = regexp.MustCompile(`(?m)^idem_requests_total\{operation="([^"]+)",outcome="([^"]+)"\} (\S+)$`)
+
+// scrapeOutcomes reads /metrics and returns idem_requests_total by
+// operation and outcome.
+func scrapeOutcomes(t *testing.T, s *server) map[string]map[string]int64 {
+	t.Helper()
+	r := newClient(t, s, "").expect(200, "GET", "/metrics", "", "")
+	out := map[string]map[string]int64{}
+	for _, m := range requestsTotal.FindAllStringSubmatch(string(r.Body), -1) {
+		n, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			t.Fatalf("idem_requests_total %s/%s: %v", m[1], m[2], err)
+		}
+		if out[m[1]] == nil {
+			out[m[1]] = map[string]int64{}
+		}
+		out[m[1]][m[2]] = int64(n)
+	}
+	if len(out) == 0 {
+		t.Fatalf("/metrics has no idem_requests_total:\n%s", r.Body)
+	}
+	return out
+}
+
+// TestMetricsAfterDay plays a small day against a server with --metrics
+// and checks that /metrics counts what the day's audit says happened.
+func TestMetricsAfterDay(t *testing.T) {
+	t.Parallel()
+	for _, db := range databases {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, db.url(t), "--chaos-delay", dayChaosDelay, "--metrics")
+			c := smallDay(t, s.URL)
+			if db.name == "SQLite" {
+				// As in TestDayReplay: SQLite's one writer queues the
+				// requests, so fewer clients with more patience.
+				c.Timeout = dayreplay.DefaultConfig().Timeout
+				c.Concurrency = 2
+			}
+			rep := playDay(t, c)
+			checkSafe(t, rep)
+			if rep.Retries == 0 {
+				t.Fatalf("no request was retried; the day did not exercise idempotency")
+			}
+			checkOutcomes(t, scrapeOutcomes(t, s), rep, c)
+		})
+	}
+}
+
+// checkOutcomes compares the engine's counts with the audit of a day
+// played without kills.
+func checkOutcomes(t *testing.T, got map[string]map[string]int64, rep dayreplay.Report, c dayreplay.Config) {
+	t.Helper()
+	t.Logf("idem_requests_total: %v", got)
+	var all int64
+	for _, byOutcome := range got {
+		for _, n := range byOutcome {
+			all += n
+		}
+	}
+	// Every request the clients sent reached the engine once: without
+	// kills, a request a client gave up on is still read and answered
+	// (to no one), and the day sends nothing unprotected.
+	if all != rep.Requests {
+		t.Errorf("the engine counted %d requests, the clients sent %d", all, rep.Requests)
+	}
+	// Each account is opened under its own key, once, however often its
+	// opening was retried; the day's two tenants (apiKeys) open
+	// c.Accounts each.
+	if n, want := got["createAccount"]["executed"], int64(2*c.Accounts); n != want {
+		t.Errorf("createAccount executed %d times, want %d: one per account", n, want)
+	}
+	tr := got["createTransfer"]
+	// Every acknowledged transfer ran its handler once, and no transfer's
+	// key ran it twice.
+	if ran := tr["executed"] + tr["takeover"]; ran < int64(rep.Acknowledged) || ran > int64(rep.Started) {
+		t.Errorf("createTransfer ran its handler %d times; %d transfers were acknowledged and %d started", ran, rep.Acknowledged, rep.Started)
+	}
+	// The retries of requests that had run met their stored answers.
+	if tr["replayed"] == 0 {
+		t.Errorf("no createTransfer replayed after %d retries", rep.Retries)
+	}
+	// Every amount change under a used key was refused.
+	if tr["mismatch"] < int64(rep.AmountChanges) {
+		t.Errorf("%d createTransfer mismatches, but %d amount changes were refused", tr["mismatch"], rep.AmountChanges)
+	}
+}

@@ -79,7 +79,7 @@ migrations its stores need, and documentation for API clients.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newGenerate(stdout, stderr), newValidate(stdout, stderr), newVersion(stdout), newKeys(stdin, stdout, stderr))
+	root.AddCommand(newGenerate(stdout, stderr), newValidate(stdout, stderr), newVersion(stdout), newKeys(stdin, stdout, stderr), newSchema(stdout))
 	return root
 }
 

@@ -76,6 +76,9 @@ type Options struct {
 	// idempotency layer's key parameter and answers to the spec, for
 	// client generators; "" writes none.
 	Overlay string
+	// AugmentedSpec is the path of the spec with that overlay applied, for
+	// client generators that do not apply overlays; "" writes none.
+	AugmentedSpec string
 	// Store is the store the transactional adapters are typed for,
 	// "postgres" (pgx.Tx) or "sqlite" (*sql.Tx); "" keeps them generic
 	// over the transaction type, for code that serves several stores.
@@ -169,6 +172,18 @@ func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Dia
 			return nil, diags, fmt.Errorf("generate overlay: %w", err)
 		}
 		files[filepath.ToSlash(opts.Overlay)] = doc
+	}
+
+	if opts.AugmentedSpec != "" {
+		doc, err := overlay.Augment(spec, overlay.AugmentOptions{
+			Source: opts.specFrom(filepath.Dir(opts.AugmentedSpec)),
+			Spec:   opts.resolve(opts.Spec),
+			Out:    opts.resolve(opts.AugmentedSpec),
+		})
+		if err != nil {
+			return nil, diags, fmt.Errorf("generate augmented spec: %w", err)
+		}
+		files[filepath.ToSlash(opts.AugmentedSpec)] = doc
 	}
 
 	model.SortDiagnostics(diags)

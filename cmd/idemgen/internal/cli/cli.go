@@ -79,7 +79,7 @@ migrations its stores need, and documentation for API clients.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newGenerate(stdout, stderr), newValidate(stdout, stderr), newVersion(stdout), newKeys(stdin, stdout, stderr))
+	root.AddCommand(newGenerate(stdout, stderr), newValidate(stdout, stderr), newVersion(stdout), newKeys(stdin, stdout, stderr), newSchema(stdout))
 	return root
 }
 
@@ -162,6 +162,7 @@ is acknowledged with acceptBreaking in the config file or --accept-breaking.`,
 	f.StringVar(&flags.Layout, "layout", "", "migration `layout`: golang-migrate, goose or dbmate (default golang-migrate)")
 	f.StringVar(&flags.Docs, "docs", "", "Markdown `file` documenting each operation's idempotency (none when empty)")
 	f.StringVar(&flags.Overlay, "overlay", "", "OpenAPI Overlay `file` adding the key parameter and idempotency answers for client generators (none when empty)")
+	f.StringVar(&flags.AugmentedSpec, "augmented-spec", "", "`file` of the spec with that overlay applied, for client generators that do not apply overlays (none when empty)")
 	f.StringVar(&flags.Store, "store", "", "the `store` the adapters are typed for: postgres or sqlite (default: generic)")
 	f.BoolVar(&check, "check", false, "write nothing; exit 1 with a diff when the files on disk are not up to date")
 	f.StringArrayVar(&flags.AcceptBreaking, "accept-breaking", nil, "acknowledge a breaking policy change, `operationId:kind` (repeatable)")

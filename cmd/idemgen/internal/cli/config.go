@@ -49,6 +49,7 @@ func stringSettings(s *settings) []struct {
 		{"layout", "layout", &s.Layout},
 		{"docs", "docs", &s.Docs},
 		{"overlay", "overlay", &s.Overlay},
+		{"augmentedSpec", "augmented-spec", &s.AugmentedSpec},
 		{"store", "store", &s.Store},
 	}
 }
@@ -237,7 +238,7 @@ func readConfig(file string) (settings, error) {
 		return settings{}, err
 	}
 	dir := filepath.Dir(file)
-	for _, p := range []*string{&s.Spec, &s.Out, &s.Migrations, &s.Docs, &s.Overlay} {
+	for _, p := range []*string{&s.Spec, &s.Out, &s.Migrations, &s.Docs, &s.Overlay, &s.AugmentedSpec} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}

@@ -167,14 +167,33 @@ func queueReset(b *pgx.Batch) {
 	}
 }
 
-// readReset reads the results of the statements queueReset queued.
-func readReset(br pgx.BatchResults) error {
-	for range resetSQL {
-		if _, err := br.Exec(); err != nil {
-			return fmt.Errorf("resetting the session: %w", err)
+// sendEnding sends the statements that end a transaction, followed by
+// resetSQL, in one round trip. It returns the command tag of the last of
+// stmts, err when one of them failed (the reset then never ran), and
+// resetErr when only the reset failed.
+func sendEnding(ctx context.Context, conn *pgxpool.Conn, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
+	b := &pgx.Batch{QueuedQueries: stmts}
+	queueReset(b)
+	br := conn.SendBatch(ctx, b)
+	for range stmts {
+		if tag, err = br.Exec(); err != nil {
+			break
 		}
 	}
-	return nil
+	if err == nil {
+		for range resetSQL {
+			if _, resetErr = br.Exec(); resetErr != nil {
+				break
+			}
+		}
+	}
+	if cerr := br.Close(); err == nil && resetErr == nil {
+		resetErr = cerr
+	}
+	if resetErr != nil {
+		resetErr = fmt.Errorf("resetting the session: %w", resetErr)
+	}
+	return tag, err, resetErr
 }
 
 // putBack returns conn to the pool once its transaction has ended and its
@@ -249,23 +268,9 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 		// The connection is idle: the handler ended the transaction.
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
-	b := &pgx.Batch{}
-	b.Queue(completeTxSQL, completeArgs(c.Identity, c.Token, resp)...)
-	b.Queue(commitSQL)
-	queueReset(b)
-	br := conn.SendBatch(ctx, b)
-	_, err = br.Exec()
-	var tag pgconn.CommandTag
-	if err == nil {
-		tag, err = br.Exec()
-	}
-	var resetErr error
-	if err == nil {
-		resetErr = readReset(br)
-	}
-	if cerr := br.Close(); err == nil && resetErr == nil {
-		resetErr = cerr
-	}
+	tag, err, resetErr := sendEnding(ctx, conn,
+		&pgx.QueuedQuery{SQL: completeTxSQL, Arguments: completeArgs(c.Identity, c.Token, resp)},
+		&pgx.QueuedQuery{SQL: commitSQL})
 	switch {
 	case err == nil && tag.String() == "COMMIT":
 		// Committed: a reset that failed after it costs the connection,
@@ -343,18 +348,7 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 // commitKeyless commits a transaction that holds no claim (Begin), and
 // resets the session in the same round trip.
 func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
-	b := &pgx.Batch{}
-	b.Queue(commitSQL)
-	queueReset(b)
-	br := conn.SendBatch(ctx, b)
-	tag, err := br.Exec()
-	var resetErr error
-	if err == nil {
-		resetErr = readReset(br)
-	}
-	if cerr := br.Close(); err == nil && resetErr == nil {
-		resetErr = cerr
-	}
+	tag, err, resetErr := sendEnding(ctx, conn, &pgx.QueuedQuery{SQL: commitSQL})
 	switch {
 	case err != nil:
 		t.s.giveBack(ctx, conn, t.h.tx)
@@ -379,18 +373,7 @@ func (t *tx) Release(ctx context.Context) error {
 	if t.claim != nil && conn.Conn().PgConn().TxStatus() == 'I' {
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
-	b := &pgx.Batch{}
-	b.Queue(rollbackSQL)
-	queueReset(b)
-	br := conn.SendBatch(ctx, b)
-	_, err = br.Exec()
-	var resetErr error
-	if err == nil {
-		resetErr = readReset(br)
-	}
-	if cerr := br.Close(); err == nil && resetErr == nil {
-		resetErr = cerr
-	}
+	_, err, resetErr := sendEnding(ctx, conn, &pgx.QueuedQuery{SQL: rollbackSQL})
 	switch {
 	case err != nil && t.claim != nil:
 		return t.settle(ctx, conn, fmt.Errorf("pgstore: release: %w", err))

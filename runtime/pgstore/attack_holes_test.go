@@ -29,8 +29,21 @@ import (
 //
 // Suggested fix: hold the key where the handler's session cannot reach it,
 // for instance the session-level locks (or a committed in-flight marker)
-// on a second pooled connection for the length of the request, released
-// after Commit or Release has settled the key.
+// on a second connection for the length of the request, released after
+// Commit or Release has settled the key. What stands in the way:
+//   - Advisory locks are exclusive between sessions: a second session
+//     cannot take the key's locks while the claim's session holds them,
+//     and if it takes them first, idempotency_claim's try-locks fail on
+//     the handler's session. Either the claim learns to write the row under
+//     a guard held elsewhere (a change to the migration's function), or the
+//     guard queues behind the claim (pg_advisory_lock on the second
+//     session is granted the instant the handler's session drops the
+//     lock), which needs a check that it is queued before the handler runs.
+//   - A committed in-flight marker survives a crash: the client's retry
+//     would wait out the lease instead of running at once (SEMANTICS §5).
+//   - A second connection from the same pool deadlocks a pool of one and
+//     halves the transactional requests a pool can serve; a small pool of
+//     the Store's own avoids that.
 func TestAttackUnlockAllLetsARetryInAfterARawRollback(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()

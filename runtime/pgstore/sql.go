@@ -96,11 +96,28 @@ const sweepSQL = `SELECT idempotency_sweep($1)`
 const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
        set_config('statement_timeout', $1, true)`
 
-// unlockSQL releases the session-level locks that a transactional claim
-// takes beside its transaction's (idempotency_claim's p_hold). Queued
-// behind COMMIT, it costs no round trip of its own.
-const unlockSQL = `SELECT pg_advisory_unlock(idempotency_request_lock_id($1, $2, $3, $4, $5)),
-       pg_advisory_unlock(idempotency_lock_id($1, $2, $3))`
+// resetSQL gives back a connection that a transactional claim or a
+// handler used as the pool handed it out, queued behind the statement that
+// ends the transaction, so it costs no round trip of its own. It is
+// DISCARD ALL without DEALLOCATE ALL (pgx's statement cache lives on the
+// connection; DISCARD ALL cannot run in a pipeline either):
+// pg_advisory_unlock_all releases the session-level locks a won claim takes
+// beside its transaction's (idempotency_claim's p_hold) and any a handler
+// took; the rest undoes what a handler may have left on the session (SET
+// without LOCAL, SET ROLE, cursors WITH HOLD, LISTEN, temporary tables),
+// which would otherwise reach unrelated requests. RESET restores each
+// setting to the value the connection started with, including those in its
+// connection string, but not those an AfterConnect hook SET.
+var resetSQL = [...]string{
+	`SET SESSION AUTHORIZATION DEFAULT`,
+	`RESET ROLE`,
+	`RESET ALL`,
+	`CLOSE ALL`,
+	`UNLISTEN *`,
+	`SELECT pg_advisory_unlock_all()`,
+	`DISCARD TEMP`,
+	`DISCARD SEQUENCES`,
+}
 
 // markCommittedSQL runs when a transactional Commit failed: its claim row
 // should have been rolled back with it. A row that is still in flight under

@@ -76,7 +76,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	if err != nil {
 		// The claim may have been won before the error: its session locks
 		// must not stay on a pooled connection.
-		s.giveBack(ctx, conn, &c)
+		s.giveBack(ctx, conn, nil)
 		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if !res.Won {
@@ -118,12 +118,6 @@ func timeoutSetting(lease time.Duration) string {
 // cleanupTimeout bounds each statement that gives a connection back clean.
 const cleanupTimeout = 5 * time.Second
 
-// giveBack rolls back whatever transaction conn still has open, releases
-// the session locks of held when it is not nil (a claim that may have been
-// won with them), and returns conn to the pool. It runs even when ctx is
-// already cancelled. Should a statement fail, the connection is closed:
-// PostgreSQL then aborts the transaction and drops the locks with it, and
-// the pool never hands out a connection that still holds them.
 // commitLost ends the transaction of a lost claim with COMMIT and returns
 // its connection; a connection that cannot commit is closed, which rolls
 // the change back (the next claim then makes it again).
@@ -140,26 +134,93 @@ func (s *Store) commitLost(ctx context.Context, conn *pgxpool.Conn) {
 	conn.Release()
 }
 
-func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, held *idem.Claim) {
+// giveBack rolls back whatever transaction conn still has open, gives the
+// session back as the pool handed it out (resetSQL: a won claim's session
+// locks, whatever a handler set), and returns conn to the pool, in one
+// round trip. It runs even when ctx is already cancelled. Should a
+// statement fail, the connection is closed: PostgreSQL then aborts the
+// transaction and drops the locks with it, and the pool never hands out a
+// connection that still holds them. drv is pgx's transaction object that a
+// handler wrote through, or nil; it is closed before conn goes back.
+func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, drv pgx.Tx) {
 	pc := conn.Conn()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	var err error
-	if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
-		_, err = pc.Exec(rctx, rollbackSQL)
+	if !pc.IsClosed() {
+		b := &pgx.Batch{}
+		if pc.PgConn().TxStatus() != 'I' {
+			b.Queue(rollbackSQL)
+		}
+		queueReset(b)
+		if err := pc.SendBatch(rctx, b).Close(); err != nil {
+			s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: cleaning up a connection failed; closing it", slog.Any("err", err))
+			_ = pc.Close(rctx)
+		}
 	}
-	if err == nil && held != nil && !pc.IsClosed() {
-		_, err = pc.Exec(rctx, unlockSQL, unlockArgs(held)...)
-	}
-	if err != nil {
-		s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: cleaning up a connection failed; closing it", slog.Any("err", err))
-		_ = pc.Close(rctx)
-	}
-	conn.Release()
+	s.putBack(ctx, conn, drv, nil)
 }
 
-func unlockArgs(c *idem.Claim) []any {
-	return []any{c.Tenant, c.Scope, c.Key, c.Operation, fingerprintArg(c.Fingerprint)}
+// queueReset queues resetSQL on b.
+func queueReset(b *pgx.Batch) {
+	for _, q := range resetSQL {
+		b.Queue(q)
+	}
+}
+
+// sendEnding sends the statements that end a transaction, followed by
+// resetSQL, in one round trip. It returns the command tag of the last of
+// stmts, err when one of them failed (the reset then never ran), and
+// resetErr when only the reset failed.
+func sendEnding(ctx context.Context, conn *pgxpool.Conn, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
+	b := &pgx.Batch{QueuedQueries: stmts}
+	queueReset(b)
+	br := conn.SendBatch(ctx, b)
+	for range stmts {
+		if tag, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		for range resetSQL {
+			if _, resetErr = br.Exec(); resetErr != nil {
+				break
+			}
+		}
+	}
+	if cerr := br.Close(); err == nil && resetErr == nil {
+		resetErr = cerr
+	}
+	if resetErr != nil {
+		resetErr = fmt.Errorf("resetting the session: %w", resetErr)
+	}
+	return tag, err, resetErr
+}
+
+// putBack returns conn to the pool once its transaction has ended and its
+// session has been reset; resetErr, when not nil, is why the reset failed,
+// and the connection is closed instead of reused. Before conn goes back,
+// drv (pgx's transaction object a handler wrote through, nil if none) is
+// marked closed: the engine ends that transaction with statements of its
+// own, so pgx would otherwise still take it for open, and whatever reads
+// that state (LargeObjects) would keep working on a pooled connection.
+// Its Commit gets a context that is already done, so pgx sends nothing:
+// it only marks the object closed, and closes the connection only if it is
+// still inside a transaction, which a connection that gets here is not
+// unless its cleanup failed (then it is closed anyway).
+func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, drv pgx.Tx, resetErr error) {
+	pc := conn.Conn()
+	if resetErr != nil && !pc.IsClosed() {
+		s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: resetting a connection failed; closing it", slog.Any("err", resetErr))
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_ = pc.Close(rctx)
+		cancel()
+	}
+	if drv != nil {
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = drv.Commit(done)
+	}
+	conn.Release()
 }
 
 // isLeaseTimeout reports the error of a session that
@@ -207,25 +268,14 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 		// The connection is idle: the handler ended the transaction.
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
-	b := &pgx.Batch{}
-	b.Queue(completeTxSQL, completeArgs(c.Identity, c.Token, resp)...)
-	b.Queue(commitSQL)
-	b.Queue(unlockSQL, unlockArgs(c)...)
-	br := conn.SendBatch(ctx, b)
-	_, err = br.Exec()
-	var tag pgconn.CommandTag
-	if err == nil {
-		tag, err = br.Exec()
-	}
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	tag, err, resetErr := sendEnding(ctx, conn,
+		&pgx.QueuedQuery{SQL: completeTxSQL, Arguments: completeArgs(c.Identity, c.Token, resp)},
+		&pgx.QueuedQuery{SQL: commitSQL})
 	switch {
 	case err == nil && tag.String() == "COMMIT":
-		conn.Release()
+		// Committed: a reset that failed after it costs the connection,
+		// not the request.
+		t.s.putBack(ctx, conn, t.h.tx, resetErr)
 		return nil
 	case err == nil:
 		// COMMIT of a transaction in which a statement failed (the handler
@@ -235,7 +285,7 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 		// The handler sat idle past its lease and PostgreSQL ended the
 		// session: its writes, its claim and its locks are gone, and the key
 		// may already belong to a retry. That is a fenced completion.
-		t.s.giveBack(ctx, conn, nil)
+		t.s.giveBack(ctx, conn, t.h.tx)
 		return fmt.Errorf("%w: the database ended the transaction when the lease ran out: %w", idem.ErrFenced, err)
 	case isFenced(err):
 		// While this transaction holds the key's locks no claim can take
@@ -285,26 +335,29 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 		// after its lease.
 		t.s.logger.LogAttrs(ctx, slog.LevelError, "pgstore: a transaction the handler may have ended could not be settled",
 			slog.Any("cause", cause), slog.Any("err", err))
-		t.s.giveBack(ctx, conn, c)
+		t.s.giveBack(ctx, conn, t.h.tx)
 		return fmt.Errorf("pgstore: commit: %w; settling it: %w", cause, err)
 	}
-	t.s.giveBack(ctx, conn, c)
+	t.s.giveBack(ctx, conn, t.h.tx)
 	if unknown {
 		return fmt.Errorf("pgstore: commit: %w: %w", cause, idem.ErrOutcomeUnknown)
 	}
 	return cause
 }
 
-// commitKeyless commits a transaction that holds no claim (Begin).
+// commitKeyless commits a transaction that holds no claim (Begin), and
+// resets the session in the same round trip.
 func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
-	defer t.s.giveBack(ctx, conn, nil)
-	tag, err := conn.Exec(ctx, commitSQL)
-	if err != nil {
+	tag, err, resetErr := sendEnding(ctx, conn, &pgx.QueuedQuery{SQL: commitSQL})
+	switch {
+	case err != nil:
+		t.s.giveBack(ctx, conn, t.h.tx)
 		return fmt.Errorf("pgstore: commit: %w", err)
-	}
-	if tag.String() != "COMMIT" {
+	case tag.String() != "COMMIT":
+		t.s.giveBack(ctx, conn, t.h.tx)
 		return fmt.Errorf("pgstore: commit: the transaction was rolled back (%s): a statement in it failed", tag)
 	}
+	t.s.putBack(ctx, conn, t.h.tx, resetErr)
 	return nil
 }
 
@@ -317,25 +370,18 @@ func (t *tx) Release(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if t.claim == nil {
-		_, err = conn.Exec(ctx, rollbackSQL)
-		t.s.giveBack(ctx, conn, nil)
-		if err != nil {
-			return fmt.Errorf("pgstore: release: %w", err)
-		}
-		return nil
-	}
-	if conn.Conn().PgConn().TxStatus() == 'I' {
+	if t.claim != nil && conn.Conn().PgConn().TxStatus() == 'I' {
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
-	b := &pgx.Batch{}
-	b.Queue(rollbackSQL)
-	b.Queue(unlockSQL, unlockArgs(t.claim)...)
-	err = conn.SendBatch(ctx, b).Close()
-	if err != nil {
+	_, err, resetErr := sendEnding(ctx, conn, &pgx.QueuedQuery{SQL: rollbackSQL})
+	switch {
+	case err != nil && t.claim != nil:
 		return t.settle(ctx, conn, fmt.Errorf("pgstore: release: %w", err))
+	case err != nil:
+		t.s.giveBack(ctx, conn, t.h.tx)
+		return fmt.Errorf("pgstore: release: %w", err)
 	}
-	conn.Release()
+	t.s.putBack(ctx, conn, t.h.tx, resetErr)
 	return nil
 }
 

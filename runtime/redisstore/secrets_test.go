@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"bytes"
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -17,18 +18,22 @@ func TestSecretsKeepDataOutOfRedis(t *testing.T) {
 			// Every key's name and every field and value of its hash,
 			// on every master.
 			ctx := context.Background()
-			var out bytes.Buffer
+			var (
+				mu  sync.Mutex // ForEachMaster reads the masters at once
+				out bytes.Buffer
+			)
 			read := func(ctx context.Context, node *redis.Client) error {
 				iter := node.Scan(ctx, 0, "*", 1000).Iterator()
 				for iter.Next(ctx) {
-					out.WriteString(iter.Val() + "\n")
 					m, err := node.HGetAll(ctx, iter.Val()).Result()
-					if err != nil {
-						continue // not a hash: another test's key
+					mu.Lock()
+					out.WriteString(iter.Val() + "\n")
+					if err == nil { // not a hash: another test's key
+						for f, v := range m {
+							out.WriteString(f + "=" + v + "\n")
+						}
 					}
-					for f, v := range m {
-						out.WriteString(f + "=" + v + "\n")
-					}
+					mu.Unlock()
 				}
 				return iter.Err()
 			}

@@ -1,0 +1,7 @@
+//go:build race
+
+package idem_test
+
+// raceEnabled is true under the race detector, whose instrumentation
+// allocates: allocation counts are not measured then.
+const raceEnabled = true

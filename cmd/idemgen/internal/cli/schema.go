@@ -16,10 +16,12 @@ func newSchema(stdout io.Writer) *cobra.Command {
 	names := schema.Names()
 	return &cobra.Command{
 		Use:   "schema [" + strings.Join(names, "|") + "]",
-		Short: "Print the JSON Schema of x-idempotency (the default) or of idemgen.yaml",
+		Short: "Print the JSON Schema of x-idempotency (the default), of idemgen.yaml, or of a whole spec's x-idempotency values",
 		Long: `schema prints a JSON Schema (draft 2020-12) for editors and linters:
 x-idempotency, the extension's value on an operation (the document level is
-its $defs/document), or config, the idemgen.yaml file.`,
+its $defs/document); config, the idemgen.yaml file; or openapi, which
+checks every x-idempotency of an OpenAPI document and nothing else (it
+refers to x-idempotency.schema.json beside it).`,
 		ValidArgs: names,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {

@@ -21,7 +21,7 @@ func TestSchemaCommand(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
-	}{{nil, "x-idempotency"}, {[]string{"x-idempotency"}, "x-idempotency"}, {[]string{"config"}, "config"}} {
+	}{{nil, "x-idempotency"}, {[]string{"x-idempotency"}, "x-idempotency"}, {[]string{"config"}, "config"}, {[]string{"openapi"}, "openapi"}} {
 		var out, errOut bytes.Buffer
 		if code := Run(append([]string{"schema"}, c.args...), nil, &out, &errOut); code != exitOK {
 			t.Fatalf("schema %v: exit %d: %s", c.args, code, errOut.String())
@@ -31,8 +31,8 @@ func TestSchemaCommand(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
-	if code := Run([]string{"schema", "openapi"}, nil, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "x-idempotency or config") {
-		t.Errorf("schema openapi: exit %d, %q", code, errOut.String())
+	if code := Run([]string{"schema", "swagger"}, nil, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "x-idempotency or config or openapi") {
+		t.Errorf("schema swagger: exit %d, %q", code, errOut.String())
 	}
 }
 

@@ -58,7 +58,7 @@ const (
 
 // server is one running server process.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	URL  string
 	mu   sync.Mutex
@@ -70,14 +70,14 @@ var listening = regexp.MustCompile(`listening on (\S+?)"? `)
 
 // startServer runs the binary on a free loopback port with the database
 // and extra flags, and waits for it to log the bound address.
-func startServer(t *testing.T, databaseURL string, flags ...string) *server {
+func startServer(t testing.TB, databaseURL string, flags ...string) *server {
 	t.Helper()
 	return launch(t, nil, append([]string{"--database-url", databaseURL, "--api-keys", apiKeys}, flags...)...)
 }
 
 // launch runs the binary with env added to the test's environment and
 // args after --addr, and waits for it to log the bound address.
-func launch(t *testing.T, env []string, args ...string) *server {
+func launch(t testing.TB, env []string, args ...string) *server {
 	t.Helper()
 	args = append([]string{"--addr", "127.0.0.1:0"}, args...)
 	s := &server{t: t, cmd: exec.Command(serverBinary, args...), done: make(chan error, 1)}
@@ -327,17 +327,17 @@ func randomHex(n int) string {
 // fresh for the test by its function.
 var databases = []struct {
 	name string
-	url  func(*testing.T) string
+	url  func(testing.TB) string
 }{{"SQLite", sqliteURL}, {"Postgres", postgresURL}}
 
 // sqliteURL is a fresh SQLite database in a test's temp dir.
-func sqliteURL(t *testing.T) string {
+func sqliteURL(t testing.TB) string {
 	return "sqlite:" + filepath.Join(t.TempDir(), "payments.db")
 }
 
 // postgresURL creates a database of its own for the test and drops it at
 // the end; without IDEMGEN_TEST_DATABASE_URL the test is skipped.
-func postgresURL(t *testing.T) string {
+func postgresURL(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("IDEMGEN_TEST_DATABASE_URL")
 	if base == "" {

@@ -130,6 +130,16 @@ func openRedis(ctx context.Context, storeURL string) (*redis.Client, error) {
 		// and all, so only its redacted text is kept.
 		return nil, fmt.Errorf("--idempotency-store %s: %s", database.Redact(storeURL), database.Redact(err.Error()))
 	}
+	// go-redis retries a refused dial five times and a failed command
+	// three times by default, which holds a request over three seconds
+	// before its 503 while Redis is away; one retry keeps the answer
+	// prompt. A max_retries in the URL still wins.
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = 1
+	}
+	if opts.DialerRetries == 0 {
+		opts.DialerRetries = 1
+	}
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()

@@ -19,11 +19,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemgen/idemgen/examples/petstore-payments/api"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/database"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
 // ProblemBase prefixes the type URI of every problem the service answers,
@@ -45,6 +45,11 @@ type options struct {
 	rateLimit    float64
 	authFailures int
 	idempotency  string
+	// store is the --idempotency-store URL: "" keeps every key in the
+	// SQL database, redis://… the non-transactional operations' keys in
+	// Redis under redisPrefix.
+	store        string
+	redisPrefix  string
 	chaosDelay   time.Duration
 	readTimeout  time.Duration
 	writeTimeout time.Duration
@@ -70,6 +75,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fl.Float64Var(&o.rateLimit, "rate-limit", 0, "requests per second allowed per tenant; 0 is unlimited")
 	fl.IntVar(&o.authFailures, "auth-failures", 10, "failed authentications allowed per client address per minute, at most this many in a burst; 0 is unlimited")
 	fl.StringVar(&o.idempotency, "idempotency", "on", "on, or off to serve the API with no idempotency layer at all")
+	fl.StringVar(&o.store, "idempotency-store", getenv("IDEMPOTENCY_STORE"),
+		"redis://[user:password@]host:port/db to keep the keys of the non-transactional operations in Redis (env IDEMPOTENCY_STORE); the transactional ones stay in the SQL database, as every key does by default")
+	fl.StringVar(&o.redisPrefix, "redis-key-prefix", redisstore.DefaultPrefix, "the start of every Redis key name the service writes, so that several services can share one Redis")
 	fl.DurationVar(&o.chaosDelay, "chaos-delay", 0, "random pause up to this long in write handlers, after the writes and before the response")
 	fl.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "longest time to read one request, header and body")
 	fl.DurationVar(&o.writeTimeout, "write-timeout", 30*time.Second, "longest time from a request's header to the end of its answer, plus --chaos-delay")
@@ -85,6 +93,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if o.idempotency != "on" && o.idempotency != "off" {
 		return o, fmt.Errorf("--idempotency must be on or off, not %q", o.idempotency)
+	}
+	if o.store != "" && o.idempotency == "off" {
+		return o, errors.New("--idempotency-store has no use with --idempotency=off")
+	}
+	if o.redisPrefix == "" {
+		return o, errors.New("--redis-key-prefix must not be empty")
 	}
 	if o.rateLimit < 0 || o.chaosDelay < 0 || o.authFailures < 0 {
 		return o, errors.New("--rate-limit, --auth-failures and --chaos-delay must not be negative")
@@ -238,25 +252,33 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		return err
 	}
 	if o.idempotency == "on" {
-		store, mount, err := idempotencyStore(db, log)
-		if err != nil {
-			return err
-		}
-		engine, err := api.NewEngine(idem.Config{
-			Store:           store,
+		l, err := newLayer(ctx, db, o.store, o.redisPrefix, idem.Config{
 			Tenant:          server.TenantFromRequest,
 			Logger:          log,
 			ProblemBase:     ProblemBase,
 			MaxRequestBytes: cfg.MaxBodyBytes,
 			Observer:        met.observer(),
 			KeyLabelSecret:  labelSecret,
-		})
+		}, log)
 		if err != nil {
 			return err
 		}
-		cfg.Idempotency = engine.Middleware
-		cfg.Tx = mount
-		sweeper, _ = store.(idem.Sweeper)
+		if l.close != nil {
+			defer l.close()
+		}
+		if l.ready != nil {
+			// /healthz answers ready only when both stores answer: a
+			// replica that cannot reach Redis refuses every account.
+			cfg.Ready = func(ctx context.Context) error {
+				if err := db.Ping(ctx); err != nil {
+					return err
+				}
+				return l.ready(ctx)
+			}
+		}
+		cfg.Idempotency = l.middleware
+		cfg.Tx = l.mount
+		sweeper = l.sweeper
 	} else {
 		log.Warn("idempotency is off: retried POSTs run again")
 		cfg.Begin = db.Begin
@@ -277,6 +299,7 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 	}
 	sort.Strings(names)
 	log.Info("listening on "+ln.Addr().String(), "addr", ln.Addr().String(), "idempotency", o.idempotency,
+		"idempotency_store", storeName(o.store),
 		"tenants", strings.Join(names, ","), "rate_limit", o.rateLimit, "auth_failures", o.authFailures,
 		"chaos_delay", o.chaosDelay, "read_timeout", o.readTimeout, "write_timeout", o.writeTimeout+o.chaosDelay,
 		"idle_timeout", o.idleTimeout, "max_conns", o.maxConns)
@@ -303,4 +326,12 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// storeName names where the keys are kept, for the start-up log line.
+func storeName(storeURL string) string {
+	if storeURL == "" {
+		return "sql"
+	}
+	return "redis+sql"
 }

@@ -1,0 +1,149 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/api"
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/database"
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/redisstore"
+)
+
+// layer is the idempotency layer as the server mounts it: the middleware
+// in front of every route, the mount of the transactional operations, the
+// SQL store's sweeper and what the readiness check must also reach.
+type layer struct {
+	middleware func(http.Handler) http.Handler
+	mount      server.TxMount
+	sweeper    idem.Sweeper
+	// ready pings the Redis store; nil without one.
+	ready func(context.Context) error
+	// close releases the Redis client; nil without one.
+	close func() error
+}
+
+// newLayer builds the idempotency layer over db, and over the Redis named
+// by storeURL when it is not empty. cfg is the engine's configuration
+// without Store and Policies.
+//
+// Redis has no transaction that a transfer's ledger writes could join, so
+// with Redis the policies are split in two: the transactional ones stay on
+// the SQL store, the others go to Redis, each half in an engine of its own.
+// Every policy lands in exactly one engine, and the two middlewares are
+// chained in front of the same routes: a request of a protected operation
+// always meets the engine that holds its policy, and the other engine,
+// which has no policy for it, passes it through.
+func newLayer(ctx context.Context, db *database.DB, storeURL, prefix string, cfg idem.Config, log *slog.Logger) (*layer, error) {
+	sqlStore, mount, err := idempotencyStore(db, log)
+	if err != nil {
+		return nil, err
+	}
+	l := &layer{mount: mount}
+	l.sweeper, _ = sqlStore.(idem.Sweeper)
+	if storeURL == "" {
+		cfg.Store = sqlStore
+		engine, err := api.NewEngine(cfg)
+		if err != nil {
+			return nil, err
+		}
+		l.middleware = engine.Middleware
+		return l, nil
+	}
+
+	client, err := openRedis(ctx, storeURL)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := redisstore.New(client, redisstore.WithPrefix(prefix))
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	onSQL, onRedis := splitPolicies(api.Policies())
+	sqlCfg, redisCfg := cfg, cfg
+	sqlCfg.Store, sqlCfg.Policies = sqlStore, onSQL
+	redisCfg.Store, redisCfg.Policies = rs, onRedis
+	sqlEngine, err := idem.New(sqlCfg)
+	if err == nil {
+		var redisEngine *idem.Engine
+		if redisEngine, err = idem.New(redisCfg); err == nil {
+			l.middleware = func(next http.Handler) http.Handler {
+				return redisEngine.Middleware(sqlEngine.Middleware(next))
+			}
+		}
+	}
+	if err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	l.ready = func(ctx context.Context) error {
+		if err := client.Ping(ctx).Err(); err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		return nil
+	}
+	l.close = client.Close
+	log.Info("idempotency store ready", "redis", database.Redact(storeURL), "key_prefix", prefix,
+		"on_redis", policyIDs(onRedis), "on_sql", policyIDs(onSQL))
+	return l, nil
+}
+
+// splitPolicies puts every transactional policy in onSQL and every other
+// one in onRedis, each policy in exactly one of them.
+func splitPolicies(all []idem.Policy) (onSQL, onRedis []idem.Policy) {
+	for _, p := range all {
+		if p.Transactional {
+			onSQL = append(onSQL, p)
+		} else {
+			onRedis = append(onRedis, p)
+		}
+	}
+	return onSQL, onRedis
+}
+
+func policyIDs(ps []idem.Policy) string {
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = p.OperationID
+	}
+	return strings.Join(ids, ",")
+}
+
+// openRedis connects to the Redis of a redis:// or rediss:// URL
+// (redis://[user:password@]host:port/db) and checks that it answers, so
+// that a wrong address stops the service at start rather than failing
+// every protected request.
+func openRedis(ctx context.Context, storeURL string) (*redis.Client, error) {
+	if !strings.HasPrefix(storeURL, "redis://") && !strings.HasPrefix(storeURL, "rediss://") {
+		return nil, fmt.Errorf("--idempotency-store %s: want redis://host:port/db or rediss://…", database.Redact(storeURL))
+	}
+	opts, err := redis.ParseURL(storeURL)
+	if err != nil {
+		// Not wrapped: the parser's message may quote the URL, password
+		// and all, so only its redacted text is kept.
+		return nil, fmt.Errorf("--idempotency-store %s: %s", database.Redact(storeURL), database.Redact(err.Error()))
+	}
+	// go-redis retries a refused dial five times and a failed command
+	// three times by default, which holds a request over three seconds
+	// before its 503 while Redis is away; one retry keeps the answer
+	// prompt. A max_retries in the URL still wins.
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = 1
+	}
+	if opts.DialerRetries == 0 {
+		opts.DialerRetries = 1
+	}
+	client := redis.NewClient(opts)
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("redis at %s: %w", database.Redact(storeURL), err)
+	}
+	return client, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -72,7 +73,15 @@ func (p *protected) takesTx() bool {
 
 func (p *protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != p.op.Method {
-		p.next.ServeHTTP(w, r)
+		// A route registered without a method hands this handler every
+		// method. Those idempotent by definition pass through; any other
+		// ("post", PATCH on a POST operation, an extension method) could
+		// reach the operation's effect without its policy.
+		if idempotentMethod(r.Method) {
+			p.next.ServeHTTP(w, r)
+			return
+		}
+		p.e.refuseMethod(w, r, p.op)
 		return
 	}
 	if a := appliedFrom(r.Context()); a != nil {
@@ -134,6 +143,27 @@ func (e *Engine) refuseRoute(w http.ResponseWriter, r *http.Request, op *operati
 	q.event.Operation = op.OperationID
 	e.reject(w, q, e.problem(ProblemRouteMismatch, http.StatusInternalServerError, "Request not routed to its policy",
 		"The server could not apply this operation's idempotency policy to the request, so it did not run it. Contact support."))
+	e.observe(r.Context(), q)
+}
+
+// idempotentMethod reports whether m is idempotent by definition (RFC 9110
+// §9.2.2), so that no policy is needed for it.
+func idempotentMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// refuseMethod answers a request whose method is neither the operation's
+// nor idempotent by definition, reaching a per-route Handler.
+func (e *Engine) refuseMethod(w http.ResponseWriter, r *http.Request, op *operation) {
+	q := &request{op: op, start: time.Now()}
+	q.event.Operation = op.OperationID
+	w.Header().Set("Allow", op.Method)
+	e.reject(w, q, e.problem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
+		"This route takes "+op.Method+" for operation "+op.OperationID+"; the method "+strconv.Quote(r.Method)+" was not run."))
 	e.observe(r.Context(), q)
 }
 

@@ -260,3 +260,31 @@ func (t *memTx) Release(ctx context.Context) error {
 	}
 	return t.s.Release(ctx, t.c.Identity, t.c.Token)
 }
+
+// A route registered without a method hands Engine.Handler every method:
+// before, "post", PATCH or an extension method reached the create handler
+// without its policy. Methods idempotent by definition still pass.
+func TestHandlerRefusesOtherUnsafeMethods(t *testing.T) {
+	var runs atomic.Int64
+	e := newEngine(t, idem.Config{Policies: []idem.Policy{pathPolicy("createOrder", "/orders")}})
+	h := e.Handler("createOrder", created(&runs))
+	for _, m := range []string{"post", http.MethodPatch, "PURGE"} {
+		r := httptest.NewRequest(m, "/orders", strings.NewReader(`{}`))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		expect(t, w, http.StatusMethodNotAllowed, idem.ProblemMethodNotAllowed)
+		if got := w.Header().Get("Allow"); got != http.MethodPost {
+			t.Errorf("%s: Allow %q, want POST", m, got)
+		}
+	}
+	if runs.Load() != 0 {
+		t.Fatalf("the handler ran %d times for methods outside its policy", runs.Load())
+	}
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(m, "/orders", nil))
+	}
+	if runs.Load() != 3 {
+		t.Fatalf("idempotent methods ran %d times, want 3 (they pass through)", runs.Load())
+	}
+}

@@ -25,6 +25,7 @@ const (
 	ProblemHandlerFailed        = "handler-failed"
 	ProblemRouteMismatch        = "route-mismatch"
 	ProblemNonCanonicalPath     = "non-canonical-path"
+	ProblemMethodNotAllowed     = "method-not-allowed"
 	ProblemResponseUnreadable   = "stored-response-unreadable"
 	defaultProblemBase          = "https://idemgen.dev/problems/"
 	problemContentType          = "application/problem+json"

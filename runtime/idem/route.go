@@ -87,7 +87,7 @@ func (rt *router) find(method, escapedPath string) route {
 			if params, ok := op.template.Match(rest); ok {
 				// An escaped "/" at the very end reads as a trailing slash
 				// to a router that matches the decoded path.
-				near := !canonicalEscapes(escapedPath) || strings.HasSuffix(decodeAll(segs), "/")
+				near := !canonicalEscapes(escapedPath) || strings.HasSuffix(pathtemplate.Decode(segs[len(segs)-1]), "/")
 				return route{op: op, params: params, near: near}
 			}
 		}
@@ -99,6 +99,11 @@ func (rt *router) find(method, escapedPath string) route {
 				return route{op: op, near: true}
 			}
 		}
+	}
+	if !normalizable(escapedPath, segs) {
+		// No router reads this path as another one: the candidates
+		// below would all be segs again.
+		return route{}
 	}
 	// Routers normalize paths in different ways: chi's StripSlashes drops
 	// empty segments and keeps dot segments as values; others resolve dot
@@ -150,6 +155,20 @@ func cutSegments(segs, prefix []string) ([]string, bool) {
 		}
 	}
 	return segs[len(prefix):], true
+}
+
+// normalizable reports whether some router could read the path as
+// another one: it has an empty or dot segment, or an escape.
+func normalizable(escapedPath string, segs []string) bool {
+	if strings.IndexByte(escapedPath, '%') >= 0 {
+		return true
+	}
+	for _, s := range segs {
+		if s == "" || s == "." || s == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // dropEmpty drops empty segments ("//", a trailing "/").

@@ -17,23 +17,33 @@ func (e *Engine) storeContext(r *http.Request) (context.Context, context.CancelF
 
 // serveClaim runs a non-transactional request: claim, handler, complete.
 func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
-	res, err := e.timed(q, func() (Result, error) {
-		ctx, cancel := e.storeContext(r)
-		defer cancel()
-		return e.store.Claim(ctx, c)
-	})
-	if err != nil {
-		e.claimFailed(w, r, q, c, err)
-		return
-	}
-	if !res.Won {
-		e.answerExisting(w, q, c, res.Existing)
+	res, won := e.claim(w, r, q, c)
+	if !won {
 		return
 	}
 	if len(q.older) > 0 && e.metUnderOlder(w, r, q, plainHold{e.store, c}) {
 		return
 	}
 	e.run(w, r, q, plainHold{e.store, c}, res, next)
+}
+
+// claim makes a plain claim committed on its own. When it is not won, the
+// request has been answered (the stored row, or 503) and won is false.
+func (e *Engine) claim(w http.ResponseWriter, r *http.Request, q *request, c Claim) (res Result, won bool) {
+	res, err := e.timed(q, func() (Result, error) {
+		ctx, cancel := e.storeContext(r)
+		defer cancel()
+		return e.store.Claim(ctx, c)
+	})
+	switch {
+	case err != nil:
+		e.claimFailed(w, r, q, c, err)
+		return res, false
+	case !res.Won:
+		e.answerExisting(w, q, c, res.Existing)
+		return res, false
+	}
+	return res, true
 }
 
 // claimFailed answers a claim the store did not confirm. The claim may
@@ -93,17 +103,8 @@ func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c C
 // writes made outside the transaction.
 func (e *Engine) serveDurableTx(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
 	c.OnLeaseExpiry = FailClosed
-	res, err := e.timed(q, func() (Result, error) {
-		ctx, cancel := e.storeContext(r)
-		defer cancel()
-		return e.store.Claim(ctx, c)
-	})
-	if err != nil {
-		e.claimFailed(w, r, q, c, err)
-		return
-	}
-	if !res.Won {
-		e.answerExisting(w, q, c, res.Existing)
+	res, won := e.claim(w, r, q, c)
+	if !won {
 		return
 	}
 	plain := plainHold{e.store, c}
@@ -111,9 +112,7 @@ func (e *Engine) serveDurableTx(w http.ResponseWriter, r *http.Request, q *reque
 	tx, err := e.tx.Begin(ctx)
 	cancel()
 	if err != nil {
-		ctx, cancel := e.storeContext(r)
-		defer cancel()
-		_ = plain.release(ctx)
+		_ = e.endClaim(r, q, plain.release)
 		e.storeUnavailable(w, q, "begin", err)
 		return
 	}

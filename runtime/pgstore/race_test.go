@@ -1,14 +1,12 @@
 package pgstore_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -116,36 +114,9 @@ func helperRace(t *testing.T, s *pgstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	var (
-		mu  sync.Mutex
-		won []string
-		wg  sync.WaitGroup
-	)
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, k := range rand.Perm(n) {
-				key := "key-" + strconv.Itoa(k)
-				c := claimFor(key, fmt.Sprintf("tok-%d-%d-%d", os.Getpid(), g, k), time.Minute)
-				res, err := s.Claim(ctx, c)
-				if err != nil {
-					t.Errorf("claim %s: %v", key, err)
-					return
-				}
-				if res.Won {
-					mu.Lock()
-					won = append(won, key)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, k := range won {
-		fmt.Printf("WON %s\n", k)
-	}
+	storetest.RaceChild(t, n, func(key, token string) (idem.Result, error) {
+		return s.Claim(context.Background(), claimFor(key, token, time.Minute))
+	})
 }
 
 // helperHang claims a key in transactional mode, writes a business row,
@@ -192,35 +163,7 @@ func TestKillDuringTxHandler(t *testing.T) {
 	ctx := context.Background()
 
 	cmd := helperCommand(t, "hang", schema)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "ready" {
-				ready <- true
-				break
-			}
-		}
-		for sc.Scan() { // drain
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatal("child exited before it was ready")
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("child never got ready")
-	}
+	storetest.StartUntilReady(t, cmd)
 
 	// While the child lives, its claim is in flight and a retry answers at once.
 	start := time.Now()

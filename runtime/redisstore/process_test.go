@@ -1,17 +1,14 @@
 package redisstore_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,34 +91,9 @@ func helperRace(t *testing.T, s *redisstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		mu  sync.Mutex
-		won []string
-		wg  sync.WaitGroup
-	)
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, k := range rand.Perm(n) {
-				key := "key-" + strconv.Itoa(k)
-				res, err := s.Claim(context.Background(), claimFor(key, fmt.Sprintf("tok-%d-%d-%d", os.Getpid(), g, k)))
-				if err != nil {
-					t.Errorf("claim %s: %v", key, err)
-					return
-				}
-				if res.Won {
-					mu.Lock()
-					won = append(won, key)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, k := range won {
-		fmt.Printf("WON %s\n", k)
-	}
+	storetest.RaceChild(t, n, func(key, token string) (idem.Result, error) {
+		return s.Claim(context.Background(), claimFor(key, token))
+	})
 }
 
 // crashLease is the lease of the kill -9 test's policy: short, so that the
@@ -175,7 +147,7 @@ func TestKillDuringHandler(t *testing.T) {
 				c := b.open(t)
 				prefix := newPrefix(t, c)
 				cmd := helperCommand(b, "hang", prefix, string(mode))
-				claimed, readyAt := startUntilReady(t, cmd)
+				claimed, readyAt := storetest.StartUntilReady(t, cmd)
 				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
@@ -226,43 +198,4 @@ func TestKillDuringHandler(t *testing.T) {
 			})
 		}
 	})
-}
-
-// startUntilReady starts cmd and waits until it prints "ready", which the
-// hang helper does from inside its handler, after its claim. It returns
-// the time just before the start, which is before the claim, and the time
-// it read "ready", which is after.
-func startUntilReady(t *testing.T, cmd *exec.Cmd) (began, readyAt time.Time) {
-	t.Helper()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	began = time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "ready" {
-				ready <- true
-				break
-			}
-		}
-		for sc.Scan() { // drain
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatal("child exited before it was ready")
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("child never got ready")
-	}
-	return began, time.Now()
 }

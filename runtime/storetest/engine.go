@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -8,9 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
+	mrand "math/rand"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -685,5 +687,79 @@ func LostCompletion(t *testing.T, es *EngineServer, key, body string, claimed ti
 	}
 	if got[idem.OutcomeIndeterminate] != 2 {
 		t.Errorf("observer counted %d indeterminate, want 2", got[idem.OutcomeIndeterminate])
+	}
+}
+
+// StartUntilReady starts cmd, a child process of a proof, and waits until it
+// prints "ready", as a child does from inside its handler after its claim. It returns
+// the time just before the start, which is before the claim, and the time
+// it read "ready", which is after.
+func StartUntilReady(t *testing.T, cmd *exec.Cmd) (began, readyAt time.Time) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	began = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "ready" {
+				ready <- true
+				break
+			}
+		}
+		for sc.Scan() { // drain
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("child exited before it was ready")
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("child never got ready")
+	}
+	return began, time.Now()
+}
+
+// RaceChild is the child's half of TwoProcesses: it claims keys "key-0" …
+// "key-<keys-1>" from 16 goroutines, each in its own random order, with
+// claim(key, token), and prints "WON <key>" for each claim it won.
+func RaceChild(t *testing.T, keys int, claim func(key, token string) (idem.Result, error)) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		won []string
+		wg  sync.WaitGroup
+	)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, k := range mrand.Perm(keys) {
+				key := "key-" + strconv.Itoa(k)
+				res, err := claim(key, fmt.Sprintf("tok-%d-%d-%d", os.Getpid(), g, k))
+				if err != nil {
+					t.Errorf("claim %s: %v", key, err)
+					return
+				}
+				if res.Won {
+					mu.Lock()
+					won = append(won, key)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, k := range won {
+		fmt.Printf("WON %s\n", k)
 	}
 }

@@ -193,6 +193,17 @@ func microseconds(us int64) time.Duration {
 	return time.Duration(min(max(us, 0), most)) * time.Microsecond
 }
 
+// busyResult is the answer to a claim that met its own request holding
+// the key where the row cannot tell: it is in flight, and how long its
+// lease has left is unknown.
+func busyResult(c idem.Claim) idem.Result {
+	return idem.Result{Existing: idem.Record{
+		State:       idem.StateInFlight,
+		Operation:   c.Operation,
+		Fingerprint: bytes.Clone(c.Fingerprint),
+	}}
+}
+
 // result turns the decoded row into the store's answer to c.
 func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 	switch r.outcome {
@@ -205,13 +216,8 @@ func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 	case outcomeBusy:
 		// A claimant of the same request holds the key's locks and its row
 		// is not visible yet (a claim in progress, or a transactional claim
-		// whose transaction is open). It is in flight; how long its lease
-		// has left is unknown.
-		return idem.Result{Existing: idem.Record{
-			State:       idem.StateInFlight,
-			Operation:   c.Operation,
-			Fingerprint: bytes.Clone(c.Fingerprint),
-		}}, nil
+		// whose transaction is open).
+		return busyResult(c), nil
 	case outcomeBusyElse:
 		// Another request holds the key's lock and its row is not visible
 		// yet (SEMANTICS §3.5: a different request is a 422 whatever the

@@ -40,6 +40,9 @@ type Store struct {
 	// claim then fails with it, so the engine refuses work (503) and logs
 	// why, instead of failing on each request in a confusing way.
 	unusable error
+	// guard holds the keys of won transactional claims where their
+	// handlers cannot let go of them (guard.go).
+	guard *guard
 }
 
 // ErrQueryExecMode reports a pool whose query execution mode sends and
@@ -72,6 +75,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.guard = newGuard(pool, s.logger)
 	switch mode := pool.Config().ConnConfig.DefaultQueryExecMode; mode {
 	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
 		s.unusable = fmt.Errorf("%w, not %s", ErrQueryExecMode, mode)

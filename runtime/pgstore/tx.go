@@ -51,6 +51,9 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	if err != nil {
 		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
+	// The key's guard is asked for on the guard's connection while the
+	// claim travels on this one.
+	guard := s.guard.lock(c.Identity)
 	// Batch.BeginTx puts BEGIN in the same pipeline as the claim and still
 	// yields a pgx.Tx for the handler. READ COMMITTED whatever the
 	// database's default: the claim needs a fresh snapshot per statement.
@@ -77,6 +80,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		// The claim may have been won before the error: its session locks
 		// must not stay on a pooled connection.
 		s.giveBack(ctx, conn, nil)
+		guard.release()
 		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if !res.Won {
@@ -84,9 +88,21 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		// it marks an abandoned claim indeterminate. That must stand, as it
 		// does for a plain Claim, so the transaction commits.
 		s.commitLost(ctx, conn)
+		guard.release()
 		return res, nil, nil
 	}
-	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), claim: &c}, nil
+	if gerr := s.guard.await(ctx, &guard); gerr != nil {
+		// The key's row is this claim's, but its guard is not: another
+		// request holds the key, one whose handler let go of the key's
+		// own locks, or the guard could not be asked. The claim is given
+		// back, never run unguarded.
+		s.giveBack(ctx, conn, br.Tx())
+		if errors.Is(gerr, errGuardBusy) {
+			return busyResult(c), nil, nil
+		}
+		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
+	}
+	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), claim: &c, guard: guard}, nil
 }
 
 // Begin starts a plain READ COMMITTED transaction for a transactional
@@ -197,8 +213,9 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, stmts ...*pgx.QueuedQue
 }
 
 // putBack returns conn to the pool once its transaction has ended and its
-// session has been reset; resetErr, when not nil, is why the reset failed,
-// and the connection is closed instead of reused. Before conn goes back,
+// session has been reset; resetErr, when not nil, is why the session may
+// not be reused (its reset failed, or errSessionDiscarded), and the
+// connection is closed instead. Before conn goes back,
 // drv (pgx's transaction object a handler wrote through, nil if none) is
 // marked closed: the engine ends that transaction with statements of its
 // own, so pgx would otherwise still take it for open, and whatever reads
@@ -210,7 +227,9 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, stmts ...*pgx.QueuedQue
 func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, drv pgx.Tx, resetErr error) {
 	pc := conn.Conn()
 	if resetErr != nil && !pc.IsClosed() {
-		s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: resetting a connection failed; closing it", slog.Any("err", resetErr))
+		if !errors.Is(resetErr, errSessionDiscarded) {
+			s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: resetting a connection failed; closing it", slog.Any("err", resetErr))
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		_ = pc.Close(rctx)
 		cancel()
@@ -238,6 +257,9 @@ type tx struct {
 	// claim is the won claim the transaction holds, with its session
 	// locks; nil for a keyless transaction (Begin).
 	claim *idem.Claim
+	// guard is the claim's guard (guard.go), let go once the key is
+	// settled; nil for a keyless transaction.
+	guard *guardTicket
 }
 
 var errTxEnded = errors.New("pgstore: transaction already ended")
@@ -263,6 +285,7 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 	if t.claim == nil {
 		return t.commitKeyless(ctx, conn)
 	}
+	defer t.guard.release()
 	c := t.claim
 	if conn.Conn().PgConn().TxStatus() == 'I' {
 		// The connection is idle: the handler ended the transaction.
@@ -297,6 +320,10 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 	}
 }
 
+// errSessionDiscarded is why settle closes a session instead of
+// resetting it for the pool.
+var errSessionDiscarded = errors.New("the transaction did not commit as it should; its session is not reused")
+
 // errHandlerEndedTx is why settle fails a key closed.
 var errHandlerEndedTx = errors.New("the handler ended the transaction itself (a raw COMMIT or ROLLBACK)")
 
@@ -307,7 +334,9 @@ var errHandlerEndedTx = errors.New("the handler ended the transaction itself (a 
 // ended the transaction (cause is errHandlerEndedTx) the key becomes
 // indeterminate whatever its row became; otherwise a claim row that is still
 // in flight under the token can only have been committed by the handler,
-// and is marked indeterminate. Only then are the locks released. It returns
+// and is marked indeterminate. Only then are the locks released, by closing
+// the session: a handler that ended its transaction may have changed its
+// session in any way, so it never goes back to the pool. It returns
 // an error wrapping idem.ErrOutcomeUnknown in both cases, cause otherwise.
 func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error {
 	c := t.claim
@@ -319,26 +348,30 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 		_, err = pc.Exec(rctx, rollbackSQL)
 	}
 	unknown := errors.Is(cause, errHandlerEndedTx)
+	// The statements are described afresh rather than taken from pgx's
+	// statement cache: the handler may have deallocated what the cache
+	// holds (DEALLOCATE ALL, DISCARD ALL).
 	if err == nil {
 		if unknown {
-			_, err = pc.Exec(rctx, failClosedTxSQL, c.Tenant, c.Scope, c.Key, c.Token,
+			_, err = pc.Exec(rctx, failClosedTxSQL, pgx.QueryExecModeDescribeExec, c.Tenant, c.Scope, c.Key, c.Token,
 				c.Operation, fingerprintArg(c.Fingerprint), c.TTL.Microseconds())
 		} else {
 			var tag pgconn.CommandTag
-			tag, err = pc.Exec(rctx, markCommittedSQL, c.Tenant, c.Scope, c.Key, c.Token)
+			tag, err = pc.Exec(rctx, markCommittedSQL, pgx.QueryExecModeDescribeExec, c.Tenant, c.Scope, c.Key, c.Token)
 			unknown = tag.RowsAffected() > 0
 		}
 	}
+	// Whatever the handler did to its session, the session does not go
+	// back to the pool: closing it also drops the claim's session locks.
+	t.s.putBack(ctx, conn, t.h.tx, errSessionDiscarded)
 	if err != nil {
 		// The key could not be marked: its claim row, if the handler
 		// committed one, stays in flight and is judged under onLeaseExpiry
 		// after its lease.
 		t.s.logger.LogAttrs(ctx, slog.LevelError, "pgstore: a transaction the handler may have ended could not be settled",
 			slog.Any("cause", cause), slog.Any("err", err))
-		t.s.giveBack(ctx, conn, t.h.tx)
 		return fmt.Errorf("pgstore: commit: %w; settling it: %w", cause, err)
 	}
-	t.s.giveBack(ctx, conn, t.h.tx)
 	if unknown {
 		return fmt.Errorf("pgstore: commit: %w: %w", cause, idem.ErrOutcomeUnknown)
 	}
@@ -369,6 +402,9 @@ func (t *tx) Release(ctx context.Context) error {
 	conn, err := t.end()
 	if err != nil {
 		return err
+	}
+	if t.guard != nil {
+		defer t.guard.release()
 	}
 	if t.claim != nil && conn.Conn().PgConn().TxStatus() == 'I' {
 		return t.settle(ctx, conn, errHandlerEndedTx)

@@ -1,0 +1,343 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// A won transactional claim keeps its key with advisory locks on the
+// handler's own session. Those a handler can drop: a raw ROLLBACK ends the
+// transaction-level locks and the claim row, pg_advisory_unlock_all() (or
+// DISCARD ALL) the session-level ones, and a retry would then win the key
+// while the handler still writes, in autocommit. The guard closes that
+// door from a session the handler cannot reach: for as long as a
+// transactional claim of this Store holds a key, one connection of the
+// Store's own holds a second lock on the key, guardLockSQL's, at session
+// level. Every transactional claim asks for that lock too, and a claim
+// that wins the key's row but not its guard gives the row back and answers
+// "in flight". The guard is let go only after Commit or Release has
+// settled the key, so a key whose handler ended the transaction is already
+// indeterminate by then.
+//
+// The guard's lock travels on its own connection at the same time as the
+// claim's batch, so it adds no round trip to a claim's latency. Requests
+// share the connection: each flush sends every lock and unlock waiting at
+// that moment in one pipelined batch. A process that dies takes the
+// connection and its locks with it, as it does the claim's session, so a
+// crash still frees the key for the next retry at once.
+
+// guardLockSQL takes the guard of a key: the two-int advisory lock space,
+// which PostgreSQL keeps apart from the one-bigint space of the claim's
+// own locks, on the same hash (idempotency_lock_id). The low half is
+// sign-extended so that both halves fit an int4.
+const guardLockSQL = `SELECT pg_try_advisory_lock((l >> 32)::int4, ((l << 32) >> 32)::int4)
+  FROM idempotency_lock_id($1, $2, $3) AS l`
+
+// guardUnlockSQL lets go of the guard of a key.
+const guardUnlockSQL = `SELECT pg_advisory_unlock((l >> 32)::int4, ((l << 32) >> 32)::int4)
+  FROM idempotency_lock_id($1, $2, $3) AS l`
+
+// guardIdleClose is how long the guard's connection stays open, by
+// default, with no key held and nothing to send.
+const guardIdleClose = time.Second
+
+// errGuardBusy is the answer to a guard lock held elsewhere: another
+// transactional claim of the key is running, in this process or another.
+var errGuardBusy = errors.New("pgstore: the key's guard is held by another request")
+
+// guard holds one session-level advisory lock per key that a transactional
+// claim of its Store holds, on one connection of its own.
+type guard struct {
+	connect func(context.Context) (*pgx.Conn, error)
+	logger  *slog.Logger
+
+	mu sync.Mutex
+	// queue waits for the next flush; flushing is set while a goroutine
+	// sends (one at a time, the connection's only user).
+	queue    []*guardOp
+	flushing bool
+	conn     *pgx.Conn
+	// gen counts the connections opened: a lock is held only on the
+	// connection it was taken on.
+	gen uint64
+	// held maps each key this process holds (or is asking for) to the
+	// generation of its connection; 0 while the lock is on its way.
+	held map[idem.Identity]uint64
+	idle *time.Timer
+	// idleClose is how long the connection stays open while idle.
+	idleClose time.Duration
+}
+
+// guardOp is one lock or unlock on its way to the guard's connection.
+type guardOp struct {
+	id     idem.Identity
+	unlock bool
+	// done receives the outcome of a lock: nil when held, errGuardBusy, or
+	// why it could not be asked. Buffered; nil for an unlock.
+	done chan error
+}
+
+// guardTicket is a lock asked for: wait for it, then let it go with
+// release, whatever the outcome.
+type guardTicket struct {
+	g    *guard
+	id   idem.Identity
+	done chan error
+	err  error
+	// waited is set once wait has read done.
+	waited bool
+}
+
+// newGuard returns the guard of a store on pool: its connection is made
+// with the pool's configuration and connect hooks.
+func newGuard(pool *pgxpool.Pool, logger *slog.Logger) *guard {
+	cfg := pool.Config()
+	return &guard{
+		logger:    logger,
+		held:      make(map[idem.Identity]uint64),
+		idleClose: guardIdleClose,
+		connect: func(ctx context.Context) (*pgx.Conn, error) {
+			cc := cfg.ConnConfig.Copy()
+			if cfg.BeforeConnect != nil {
+				if err := cfg.BeforeConnect(ctx, cc); err != nil {
+					return nil, err
+				}
+			}
+			conn, err := pgx.ConnectConfig(ctx, cc)
+			if err != nil {
+				return nil, err
+			}
+			if cfg.AfterConnect != nil {
+				if err := cfg.AfterConnect(ctx, conn); err != nil {
+					_ = conn.Close(ctx)
+					return nil, err
+				}
+			}
+			return conn, nil
+		},
+	}
+}
+
+// lock asks for id's guard and returns at once; the ticket's wait tells the
+// outcome. A key that a request of this process holds (or is asking for)
+// is busy without asking the database: advisory locks are reentrant within
+// a session, so the database would grant it again.
+func (g *guard) lock(id idem.Identity) *guardTicket {
+	t := &guardTicket{g: g, id: id, done: make(chan error, 1)}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.held[id]; ok {
+		t.done <- errGuardBusy
+		return t
+	}
+	g.held[id] = 0
+	g.enqueue(&guardOp{id: id, done: t.done})
+	return t
+}
+
+// The guard of a key whose claim was won can be busy for a moment
+// without anything wrong: a concurrent claim of the same key asked for it
+// first and lost the key's row to this one, and lets it go as soon as it
+// has seen that. await asks again, after guardRetryFirst, then twice as
+// long each time, until guardRetryLast (about a quarter of a second in
+// all); a guard still busy then belongs to a request that holds the key
+// although its row does not say so.
+const (
+	guardRetryFirst = time.Millisecond
+	guardRetryLast  = 128 * time.Millisecond
+)
+
+// await waits for *t and returns its outcome, asking again while it is
+// busy (see guardRetryFirst); *t is the last ticket asked for. It gives up
+// early when ctx is done.
+func (g *guard) await(ctx context.Context, t **guardTicket) error {
+	err := (*t).wait()
+	for delay := guardRetryFirst; errors.Is(err, errGuardBusy) && delay <= guardRetryLast; delay *= 2 {
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+		*t = g.lock((*t).id)
+		err = (*t).wait()
+	}
+	return err
+}
+
+// wait returns the outcome of the lock: nil when this request holds the
+// guard.
+func (t *guardTicket) wait() error {
+	if !t.waited {
+		t.err = <-t.done
+		t.waited = true
+	}
+	return t.err
+}
+
+// release lets the guard go once the key is settled; a lock that was not
+// granted, or whose connection has since been lost, sends nothing.
+func (t *guardTicket) release() {
+	if t.wait() != nil {
+		return
+	}
+	g := t.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gen, ok := g.held[t.id]; !ok || gen != g.gen {
+		return
+	}
+	delete(g.held, t.id)
+	g.enqueue(&guardOp{id: t.id, unlock: true})
+}
+
+// enqueue queues op and starts a flush unless one is running. g.mu is held.
+func (g *guard) enqueue(op *guardOp) {
+	g.queue = append(g.queue, op)
+	if g.idle != nil {
+		g.idle.Stop()
+		g.idle = nil
+	}
+	if !g.flushing {
+		g.flushing = true
+		go g.flush()
+	}
+}
+
+// flush sends what is queued, batch after batch, until nothing is left.
+func (g *guard) flush() {
+	for {
+		g.mu.Lock()
+		ops := g.queue
+		g.queue = nil
+		if len(ops) == 0 {
+			g.flushing = false
+			if len(g.held) == 0 && g.conn != nil {
+				g.idle = time.AfterFunc(g.idleClose, g.closeIdle)
+			}
+			g.mu.Unlock()
+			return
+		}
+		conn, gen := g.conn, g.gen
+		g.mu.Unlock()
+		g.send(conn, gen, ops)
+	}
+}
+
+// send sends ops in one batch on conn, opening a connection first when
+// there is none, and hands each lock its outcome.
+func (g *guard) send(conn *pgx.Conn, gen uint64, ops []*guardOp) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	var err error
+	if conn == nil || conn.IsClosed() {
+		if conn, err = g.connect(ctx); err != nil {
+			g.fail(ops, nil, fmt.Errorf("pgstore: guard: connect: %w", err))
+			return
+		}
+		g.mu.Lock()
+		g.gen++
+		g.conn, gen = conn, g.gen
+		g.mu.Unlock()
+	}
+	b := &pgx.Batch{}
+	for _, op := range ops {
+		q := guardLockSQL
+		if op.unlock {
+			q = guardUnlockSQL
+		}
+		b.Queue(q, op.id.Tenant, op.id.Scope, op.id.Key)
+	}
+	br := conn.SendBatch(ctx, b)
+	got := make([]bool, len(ops))
+	for i := range ops {
+		if err = br.QueryRow().Scan(&got[i]); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		g.fail(ops, conn, fmt.Errorf("pgstore: guard: %w", err))
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, op := range ops {
+		switch {
+		case op.unlock:
+		case got[i]:
+			g.held[op.id] = gen
+			op.done <- nil
+		default:
+			delete(g.held, op.id)
+			op.done <- errGuardBusy
+		}
+	}
+}
+
+// fail answers every lock of ops with err. With conn, the batch failed on
+// it: the connection is closed, and every guard it held is gone with it;
+// the claims they kept still hold their keys with their own locks, which
+// only a handler that drops them on purpose gets rid of.
+func (g *guard) fail(ops []*guardOp, conn *pgx.Conn, err error) {
+	g.mu.Lock()
+	lost := 0
+	for _, op := range ops {
+		if !op.unlock {
+			delete(g.held, op.id)
+			op.done <- err
+		}
+	}
+	if conn != nil && g.conn == conn {
+		for id, gen := range g.held {
+			if gen != 0 {
+				delete(g.held, id)
+				lost++
+			}
+		}
+		g.conn = nil
+	}
+	g.mu.Unlock()
+	if conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		_ = conn.Close(ctx)
+		cancel()
+	}
+	g.logger.LogAttrs(context.Background(), slog.LevelWarn, "pgstore: the guard connection failed",
+		slog.Int("guards_lost", lost), slog.Any("err", err))
+}
+
+// closeIdle closes the guard's connection when it still holds nothing and
+// nothing waits to be sent.
+func (g *guard) closeIdle() {
+	g.mu.Lock()
+	conn := g.conn
+	if g.flushing || len(g.queue) > 0 || len(g.held) > 0 || conn == nil {
+		g.mu.Unlock()
+		return
+	}
+	g.conn, g.idle = nil, nil
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_ = conn.Close(ctx)
+}
+
+// quiet reports whether the guard has nothing queued or being sent.
+func (g *guard) quiet() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.flushing && len(g.queue) == 0
+}

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -174,6 +175,14 @@ func (h durableTxHold) complete(ctx context.Context, resp Response) error {
 		// transaction may have happened.
 		return err
 	}
-	return h.plain.complete(ctx, resp)
+	if err := h.plain.complete(ctx, resp); err != nil {
+		return fmt.Errorf("%w: %w", errCommitted, err)
+	}
+	return nil
 }
+
+// errCommitted marks a completion that failed after the handler's
+// transaction committed: the handler's writes are durable, so its answer
+// is the truth, as for a plain claim.
+var errCommitted = errors.New("idem: the handler's transaction committed, but the key's completion failed")
 func (h durableTxHold) tx() Tx { return h.t }

@@ -14,11 +14,20 @@ import (
 )
 
 // beginStore is txStore with its plain transactions counted, and failed
-// while fail holds an error.
+// while fail holds an error; a plain claim's completion fails while
+// completeFail holds one.
 type beginStore struct {
 	*txStore
-	begins atomic.Int64
-	fail   atomic.Pointer[error]
+	begins       atomic.Int64
+	fail         atomic.Pointer[error]
+	completeFail atomic.Pointer[error]
+}
+
+func (s *beginStore) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+	if err := s.completeFail.Load(); err != nil {
+		return *err
+	}
+	return s.txStore.Complete(ctx, id, token, resp)
 }
 
 func (s *beginStore) Begin(ctx context.Context) (idem.Tx, error) {
@@ -169,5 +178,26 @@ func TestDurableModeBeginFailure(t *testing.T) {
 		if w := le.post(t, key, mode); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "" {
 			t.Fatalf("retry of %s once the store is back: status %d, replayed %q; want a fresh 201", key, w.Code, w.Header().Get("Idempotent-Replayed"))
 		}
+	}
+}
+
+// A key's completion that fails after the handler's transaction committed
+// leaves the handler's writes durable: the client gets the handler's
+// answer, not a 503 saying the request was not processed, and the key
+// stays held (it fails closed once its lease ends), so a retry does not
+// run the handler again.
+func TestDurableModeCompletionFailsAfterTheCommit(t *testing.T) {
+	le := newLooseEngine(t)
+	le.flag(t)
+	lost := errors.New("completion lost")
+	le.store.completeFail.Store(&lost)
+	w := le.post(t, "c", "adapter")
+	if w.Code != http.StatusCreated || le.ran.Load() != 1 {
+		t.Fatalf("status %d, body %s, handler ran %d times; want the handler's 201", w.Code, w.Body, le.ran.Load())
+	}
+	le.store.completeFail.Store(nil)
+	expect(t, le.post(t, "c", "adapter"), http.StatusConflict, idem.ProblemInProgress)
+	if le.ran.Load() != 1 {
+		t.Fatalf("a retry ran the handler again (%d runs)", le.ran.Load())
 	}
 }

@@ -67,7 +67,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 		e.fenced(w, q, rec, err)
 	case errors.Is(err, ErrOutcomeUnknown):
 		e.outcomeUnknown(w, r, q, err)
-	case err != nil && h.tx() != nil:
+	case err != nil && h.tx() != nil && !errors.Is(err, errCommitted):
 		// The commit failed, so the handler's writes are gone with it:
 		// sending its answer would acknowledge what does not exist.
 		e.storeUnavailable(w, q, "commit", err)

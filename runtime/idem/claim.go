@@ -181,8 +181,9 @@ func (h durableTxHold) complete(ctx context.Context, resp Response) error {
 	return nil
 }
 
+func (h durableTxHold) tx() Tx { return h.t }
+
 // errCommitted marks a completion that failed after the handler's
 // transaction committed: the handler's writes are durable, so its answer
 // is the truth, as for a plain claim.
 var errCommitted = errors.New("idem: the handler's transaction committed, but the key's completion failed")
-func (h durableTxHold) tx() Tx { return h.t }

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -100,23 +101,16 @@ func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c C
 // writing without its transaction. Its claim is committed on its own before
 // the handler runs and fails closed, so a crash leaves the key held (and
 // then indeterminate) instead of freeing it for a retry that could repeat
-// writes made outside the transaction.
+// writes made outside the transaction. The handler's transaction begins
+// only if the handler asks for it (lazyTx): one begun up front could hold
+// a lock that the handler's own writes, made around it, wait for.
 func (e *Engine) serveDurableTx(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
 	c.OnLeaseExpiry = FailClosed
 	res, won := e.claim(w, r, q, c)
 	if !won {
 		return
 	}
-	plain := plainHold{e.store, c}
-	ctx, cancel := e.storeContext(r)
-	tx, err := e.tx.Begin(ctx)
-	cancel()
-	if err != nil {
-		_ = e.endClaim(r, q, plain.release)
-		e.storeUnavailable(w, q, "begin", err)
-		return
-	}
-	e.run(w, r, q, durableTxHold{plain, tx}, res, next)
+	e.run(w, r, q, durableTxHold{plainHold{e.store, c}, e.lazyTx(r, q)}, res, next)
 }
 
 // hold is a won claim; how it ends differs between a plain claim and one
@@ -162,10 +156,11 @@ func (h txHold) complete(ctx context.Context, resp Response) error {
 func (h txHold) tx() Tx { return h.t }
 
 // durableTxHold is a committed claim plus a plain transaction for the
-// handler (serveDurableTx): the transaction ends first, then the claim.
+// handler, begun when the handler asks for it (serveDurableTx): the
+// transaction ends first, then the claim.
 type durableTxHold struct {
 	plain plainHold
-	t     Tx
+	t     *lazyTx
 }
 
 func (h durableTxHold) abandon(ctx context.Context) error {
@@ -180,6 +175,15 @@ func (h durableTxHold) complete(ctx context.Context, resp Response) error {
 		// transaction may have happened.
 		return err
 	}
-	return h.plain.complete(ctx, resp)
+	if err := h.plain.complete(ctx, resp); err != nil {
+		return fmt.Errorf("%w: %w", errCommitted, err)
+	}
+	return nil
 }
+
 func (h durableTxHold) tx() Tx { return h.t }
+
+// errCommitted marks a completion that failed after the handler's
+// transaction committed: the handler's writes are durable, so its answer
+// is the truth, as for a plain claim.
+var errCommitted = errors.New("idem: the handler's transaction committed, but the key's completion failed")

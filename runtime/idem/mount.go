@@ -116,8 +116,9 @@ type routeHandler interface {
 // writes with.
 type applied struct {
 	op *operation
-	// tx is the store's driver transaction, set before the handler runs.
-	tx any
+	// tx is the request's transaction, set before the handler runs; its
+	// Driver is what the handler takes.
+	tx Tx
 	// taken is set when the handler took tx (TxFrom, TxHandler).
 	taken atomic.Bool
 }

@@ -17,7 +17,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	if tx := h.tx(); tx != nil {
 		// Not a byte may leave before the commit.
 		limit = -1
-		q.applied.tx = tx.Driver()
+		q.applied.tx = tx
 	}
 	if res.TookOver {
 		q.event.State = StateInFlight
@@ -67,7 +67,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 		e.fenced(w, q, rec, err)
 	case errors.Is(err, ErrOutcomeUnknown):
 		e.outcomeUnknown(w, r, q, err)
-	case err != nil && h.tx() != nil:
+	case err != nil && h.tx() != nil && !errors.Is(err, errCommitted):
 		// The commit failed, so the handler's writes are gone with it:
 		// sending its answer would acknowledge what does not exist.
 		e.storeUnavailable(w, q, "commit", err)
@@ -144,10 +144,15 @@ func executedOutcome(res Result) Outcome {
 }
 
 // runUnprotected runs a request that carries no key on an operation whose
-// key is optional. A transactional handler still gets its transaction.
+// key is optional. A transactional handler still gets its transaction; if
+// it was seen writing around it, only when it asks for it (lazyTx).
 func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *request, next http.Handler) {
 	if !q.op.Transactional {
 		q.event.Status = e.runCounting(w, e.mark(r, q), next)
+		return
+	}
+	if q.op.txUnused.Load() {
+		e.run(w, r, q, txHold{e.lazyTx(r, q)}, Result{Won: true}, next)
 		return
 	}
 	ctx, cancel := e.storeContext(r)

@@ -119,8 +119,10 @@ type Transactor interface {
 	// is open and must be ended with Commit or Release; otherwise tx is nil.
 	ClaimTx(ctx context.Context, c Claim) (res Result, tx Tx, err error)
 	// Begin starts a plain transaction for a transactional operation that
-	// runs without a key (the key is optional and absent). Its Commit
-	// ignores the response and commits; its Release rolls back.
+	// runs without a key (the key is optional and absent), or whose
+	// handler was seen writing around its transaction (the engine then
+	// calls Begin only when the handler asks for the transaction). Its
+	// Commit ignores the response and commits; its Release rolls back.
 	Begin(ctx context.Context) (Tx, error)
 }
 

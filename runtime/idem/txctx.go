@@ -33,7 +33,10 @@ func TxFor[Tx any](ctx context.Context, operationID string) (Tx, error) {
 	}
 	want := reflect.TypeFor[Tx]().String()
 	if a != nil && a.tx != nil {
-		return zero, fmt.Errorf("%w of type %s for operation %s: the store's transaction is a %T", ErrNoTx, want, operationID, a.tx)
+		if err := beginErr(a.tx); err != nil {
+			return zero, fmt.Errorf("%w for operation %s: its transaction could not begin: %w", ErrNoTx, operationID, err)
+		}
+		return zero, fmt.Errorf("%w of type %s for operation %s: the store's transaction is a %T", ErrNoTx, want, operationID, a.tx.Driver())
 	}
 	return zero, fmt.Errorf("%w for operation %s: it must run behind the idempotency engine, with a transactional policy and store", ErrNoTx, operationID)
 }

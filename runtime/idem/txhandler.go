@@ -15,7 +15,7 @@ func TxFrom[Tx any](ctx context.Context) (Tx, bool) {
 	if a == nil || a.tx == nil {
 		return zero, false
 	}
-	tx, ok := a.tx.(Tx)
+	tx, ok := a.tx.Driver().(Tx)
 	if ok {
 		a.taken.Store(true)
 	}
@@ -47,11 +47,28 @@ func (t *txHandler[Tx]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tx, ok := TxFrom[Tx](r.Context())
+	if !ok && beginErr(a.tx) != nil {
+		t.unavailable(w)
+		return
+	}
 	if !ok {
 		t.refuse(w)
 		return
 	}
 	t.h(w, r, tx)
+}
+
+// unavailable answers a request whose transaction could not begin when
+// the handler asked for it: the handler did not run, and the engine
+// releases the key, so a retry runs it.
+func (t *txHandler[Tx]) unavailable(w http.ResponseWriter) {
+	Problem{
+		Type:       defaultProblemBase + ProblemStoreUnavailable,
+		Title:      "Idempotency store unavailable",
+		Status:     http.StatusServiceUnavailable,
+		Detail:     "The server could not begin this request's transaction, so it did not process the request. Retry later with the same key.",
+		RetryAfter: storeUnavailableRetryAfter,
+	}.Write(w)
 }
 
 func (t *txHandler[Tx]) refuse(w http.ResponseWriter) {

@@ -2,8 +2,11 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +135,64 @@ func TestAttackDurableModeAnswersWhatHappened(t *testing.T) {
 			if again.Header().Get("Idempotent-Replayed") != "true" || countMarker(t, s, key) != 1 {
 				t.Fatalf("%s: retry = %d %s, want a replay and still one effect", key, again.Code, again.Body)
 			}
+		}
+	}
+}
+
+// A transactional operation whose handler was seen not taking its
+// transaction is served in durable mode: its claim commits on its own
+// before the handler runs. The engine used to begin the handler's
+// transaction at once as well, and on SQLite a transaction begins
+// IMMEDIATE: it held the database's only write lock while the handler,
+// which by definition writes around that transaction, waited for that
+// lock on its own pool connection until the busy timeout. Every request
+// of the operation failed. The handler's transaction must not exist until
+// the handler asks for it.
+func TestAttackDurableModeHandlerWritesThroughThePool(t *testing.T) {
+	// A short busy timeout makes the old failure quick; the pool write must
+	// not need to wait at all.
+	path := filepath.Join(t.TempDir(), "idem.db")
+	db, err := sql.Open("sqlite", path+"?_txlock=immediate&_pragma=busy_timeout(250)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	s := sqlitestore.New(db)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := attackEngine(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The wiring mistake: a transactional operation mounted as a plain
+		// handler. Its first request writes nothing, so that it completes
+		// while the engine still holds the claim in the transaction; the
+		// engine then flags the operation.
+		key := r.Header.Get("Idempotency-Key")
+		if key != "flag" {
+			if _, err := s.DB().ExecContext(r.Context(), `INSERT INTO effects (marker) VALUES (?)`, key); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, key)
+	}))
+	if w := postAttack(h, "flag"); w.Code != http.StatusCreated {
+		t.Fatalf("flagging request = %d %s, want 201", w.Code, w.Body)
+	}
+	for _, key := range []string{"pool-1", "pool-2"} {
+		w := postAttack(h, key)
+		if w.Code != http.StatusCreated || w.Body.String() != key {
+			t.Fatalf("%s in durable mode = %d %s, want 201 %s", key, w.Code, w.Body, key)
+		}
+		if n := countMarker(t, s, key); n != 1 {
+			t.Fatalf("%s: %d effects, want 1", key, n)
+		}
+		again := postAttack(h, key)
+		if again.Header().Get("Idempotent-Replayed") != "true" || again.Code != http.StatusCreated || again.Body.String() != key {
+			t.Fatalf("%s: retry = %d %s (replayed %q), want the 201 replayed", key, again.Code, again.Body, again.Header().Get("Idempotent-Replayed"))
+		}
+		if n := countMarker(t, s, key); n != 1 {
+			t.Fatalf("%s: %d effects after the retry, want 1", key, n)
 		}
 	}
 }

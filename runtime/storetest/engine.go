@@ -385,10 +385,13 @@ func DuplicateStorm(t *testing.T, es *EngineServer, goroutines, keys int) {
 
 // EngineTx runs the engine's transactional scenarios against store:
 // concurrent duplicates, a handler's 503 and a handler's panic (both roll
-// back its write and release the key), and a handler that outlives its
-// lease (its write is rolled back, its commit fenced, and a retry runs
-// once). The handlers behind the engine are idem.TxHandler[Tx], so the
-// store's Tx.Driver must return a Tx.
+// back its write and release the key), a handler that outlives its lease
+// (its write is rolled back, its commit fenced, and a retry runs once),
+// and a handler that writes around its transaction (durable mode: its
+// writes never wait for its own request, and a crash fails closed). The
+// handlers behind the engine are idem.TxHandler[Tx] and a plain handler
+// that takes its transaction with idem.TxFrom[Tx], so the store's
+// Tx.Driver must return a Tx.
 //
 // write performs the handler's business write recording marker inside tx;
 // count reports how many committed business writes record marker.
@@ -422,9 +425,13 @@ func EngineTx[Tx any](t *testing.T, store idem.Transactor,
 	mux := http.NewServeMux()
 	mux.Handle("POST /payments", idem.TxHandler("createPayment", pay))
 	mux.Handle("POST /slow-payments", idem.TxHandler("createSlowPayment", pay))
+	mux.HandleFunc("POST /loose-payments", func(w http.ResponseWriter, r *http.Request) {
+		looseHandler(w, r, store, write)
+	})
 	es := ServeEngine(t, store, mux,
 		EnginePolicy("createPayment", "/payments", time.Minute, idem.Takeover, true),
-		EnginePolicy("createSlowPayment", "/slow-payments", slowLease, idem.Takeover, true))
+		EnginePolicy("createSlowPayment", "/slow-payments", slowLease, idem.Takeover, true),
+		EnginePolicy("createLoosePayment", "/loose-payments", time.Minute, idem.Takeover, true))
 	ctx := context.Background()
 	effects := func(key string) int {
 		t.Helper()
@@ -594,6 +601,98 @@ func EngineTx[Tx any](t *testing.T, store idem.Transactor,
 			t.Errorf("handler ran %d times, want 2", got)
 		}
 	})
+
+	// A handler mounted as a plain http.Handler writes around its
+	// transaction. Its first request, which writes nothing, tells the
+	// engine so; from then on each claim commits before the handler runs
+	// and fails closed, and the handler's transaction begins only when the
+	// handler asks for it. One begun up front would hold what the store's
+	// Begin takes (on SQLite the database's only write lock), and a write
+	// the handler makes on a connection of its own would wait for its own
+	// request until the store gave up.
+	t.Run("durable mode", func(t *testing.T) {
+		flag := es.MustPost(t, "/loose-payments", "flag", body, "X-Mode", "idle")
+		if flag.Status != http.StatusCreated {
+			t.Fatalf("the request that shows the handler does not take its transaction: %v", flag)
+		}
+		for _, mode := range []string{"own", "tx"} {
+			key := "durable-" + mode
+			a := es.MustPost(t, "/loose-payments", key, body, "X-Mode", mode)
+			if a.Status != http.StatusCreated || a.Replayed() {
+				t.Fatalf("%s: %v, want a fresh 201", key, a)
+			}
+			if err := CheckReplay(es.MustPost(t, "/loose-payments", key, body, "X-Mode", mode), a); err != nil {
+				t.Errorf("%s: retry: %v", key, err)
+			}
+			if got := effects(key); got != 1 {
+				t.Errorf("%s: effects = %d, want exactly 1", key, got)
+			}
+			if got := es.RunsOf(key); got != 1 {
+				t.Errorf("%s: handler ran %d times, want 1", key, got)
+			}
+		}
+		// A handler that dies after writing on its own connection leaves
+		// the key indeterminate, never free for a retry that writes again.
+		a := es.MustPost(t, "/loose-payments", "durable-crash", body, "X-Mode", "own-panic")
+		if err := CheckProblem(a, http.StatusInternalServerError, idem.ProblemHandlerFailed, false); err != nil {
+			t.Fatal(err)
+		}
+		retry := es.MustPost(t, "/loose-payments", "durable-crash", body, "X-Mode", "own")
+		if err := CheckProblem(retry, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+			t.Errorf("retry after the crash: %v", err)
+		}
+		if got := effects("durable-crash"); got != 1 {
+			t.Errorf("effects after the crash and its retry = %d, want 1", got)
+		}
+	})
+}
+
+// looseHandler is a transactional operation's handler mounted without its
+// adapter, by its X-Mode: "idle" writes nothing, "own" writes in a
+// transaction of its own from store's Begin, as a handler writing through
+// its pool does, "own-panic" does so and then panics, and "tx" takes the
+// request's transaction with idem.TxFrom and writes in it.
+func looseHandler[Tx any](w http.ResponseWriter, r *http.Request, store idem.Transactor,
+	write func(ctx context.Context, tx Tx, marker string) error) {
+	ctx, key := r.Context(), r.Header.Get("Idempotency-Key")
+	var err error
+	switch mode := r.Header.Get("X-Mode"); mode {
+	case "own", "own-panic":
+		err = writeOwn(ctx, store, write, key)
+		if err == nil && mode == "own-panic" {
+			panic("handler failed after its write")
+		}
+	case "tx":
+		tx, ok := idem.TxFrom[Tx](ctx)
+		if !ok {
+			err = errors.New("no transaction")
+			break
+		}
+		err = write(ctx, tx, key)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	Created(w, key)
+}
+
+// writeOwn writes marker in a transaction of its own, outside the
+// request's.
+func writeOwn[Tx any](ctx context.Context, store idem.Transactor,
+	write func(ctx context.Context, tx Tx, marker string) error, marker string) error {
+	own, err := store.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	tx, ok := own.Driver().(Tx)
+	if !ok {
+		return errors.Join(fmt.Errorf("Driver() is %T", own.Driver()), own.Release(ctx))
+	}
+	if err := write(ctx, tx, marker); err != nil {
+		return errors.Join(err, own.Release(ctx))
+	}
+	return own.Commit(ctx, idem.Response{})
 }
 
 // TwoProcesses starts two child processes made by command, which race to

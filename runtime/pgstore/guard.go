@@ -97,33 +97,42 @@ type guardTicket struct {
 	waited bool
 }
 
-// newGuard returns the guard of a store on pool: its connection is made
-// with the pool's configuration and connect hooks.
-func newGuard(pool *pgxpool.Pool, logger *slog.Logger) *guard {
-	cfg := pool.Config()
-	return &guard{
+// newGuard returns the guard of a store on pool. Its connection is made by
+// connect, or, when connect is nil, with the pool's configuration and
+// connect hooks.
+func newGuard(pool *pgxpool.Pool, connect func(context.Context) (*pgx.Conn, error), logger *slog.Logger) *guard {
+	g := &guard{
 		logger:    logger,
 		held:      make(map[idem.Identity]uint64),
 		idleClose: guardIdleClose,
-		connect: func(ctx context.Context) (*pgx.Conn, error) {
-			cc := cfg.ConnConfig.Copy()
-			if cfg.BeforeConnect != nil {
-				if err := cfg.BeforeConnect(ctx, cc); err != nil {
-					return nil, err
-				}
-			}
-			conn, err := pgx.ConnectConfig(ctx, cc)
-			if err != nil {
+		connect:   connect,
+	}
+	if g.connect == nil {
+		g.connect = poolConnect(pool.Config())
+	}
+	return g
+}
+
+// poolConnect opens connections as a pool of cfg would.
+func poolConnect(cfg *pgxpool.Config) func(context.Context) (*pgx.Conn, error) {
+	return func(ctx context.Context) (*pgx.Conn, error) {
+		cc := cfg.ConnConfig.Copy()
+		if cfg.BeforeConnect != nil {
+			if err := cfg.BeforeConnect(ctx, cc); err != nil {
 				return nil, err
 			}
-			if cfg.AfterConnect != nil {
-				if err := cfg.AfterConnect(ctx, conn); err != nil {
-					_ = conn.Close(ctx)
-					return nil, err
-				}
+		}
+		conn, err := pgx.ConnectConfig(ctx, cc)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.AfterConnect != nil {
+			if err := cfg.AfterConnect(ctx, conn); err != nil {
+				_ = conn.Close(ctx)
+				return nil, err
 			}
-			return conn, nil
-		},
+		}
+		return conn, nil
 	}
 }
 

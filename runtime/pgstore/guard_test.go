@@ -154,3 +154,21 @@ func TestGuardConnectionLostIsReplaced(t *testing.T) {
 		}
 	}
 }
+
+// WithGuardConnect opens the guard's connection where the pool's would not
+// do (behind a pooler in transaction mode).
+func TestGuardConnectOption(t *testing.T) {
+	_, pool := newStore(t)
+	var calls atomic.Int32
+	s := pgstore.New(pool, pgstore.WithGuardConnect(func(ctx context.Context) (*pgx.Conn, error) {
+		calls.Add(1)
+		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+	}))
+	tx := wonTx(t, s, "k1", "tok1")
+	if err := tx.Commit(context.Background(), idem.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the guard connected %d times through the option, want 1", n)
+	}
+}

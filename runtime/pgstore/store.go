@@ -43,6 +43,9 @@ type Store struct {
 	// guard holds the keys of won transactional claims where their
 	// handlers cannot let go of them (guard.go).
 	guard *guard
+	// guardConnect opens the guard's connection; nil for the pool's
+	// configuration.
+	guardConnect func(context.Context) (*pgx.Conn, error)
 }
 
 // ErrQueryExecMode reports a pool whose query execution mode sends and
@@ -67,6 +70,17 @@ func WithLogger(l *slog.Logger) Option {
 	return func(s *Store) { s.logger = l }
 }
 
+// WithGuardConnect sets how the store opens the connection that holds
+// the guards of its transactional claims (docs/runtime.md, "Transactional
+// mode"). The guards are session-level locks, so that connection must be a
+// session of its own: behind a pooler in transaction mode (PgBouncer's
+// pool_mode=transaction), connect it directly to PostgreSQL or through a
+// session-mode pool. The default connects with the pool's configuration
+// and its BeforeConnect and AfterConnect hooks.
+func WithGuardConnect(connect func(context.Context) (*pgx.Conn, error)) Option {
+	return func(s *Store) { s.guardConnect = connect }
+}
+
 // New returns a store that uses pool. The schema must already exist (see
 // Migrate). The claim needs READ COMMITTED; pgstore asks for it explicitly
 // where it opens transactions, and otherwise runs each statement on its own.
@@ -75,7 +89,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	s.guard = newGuard(pool, s.logger)
+	s.guard = newGuard(pool, s.guardConnect, s.logger)
 	switch mode := pool.Config().ConnConfig.DefaultQueryExecMode; mode {
 	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
 		s.unusable = fmt.Errorf("%w, not %s", ErrQueryExecMode, mode)

@@ -11,6 +11,10 @@ import (
 // transaction of the type asked for.
 var ErrNoTx = errors.New("idem: no idempotency transaction")
 
+// errTxNotBegun marks a transaction that could not begin when the handler
+// asked for it (lazyTx): the store failed, not the server's wiring.
+var errTxNotBegun = errors.New("its transaction could not begin")
+
 // TxFor returns the transaction of a request of the transactional
 // operation operationID, as the store's driver type Tx (pgx.Tx for
 // pgstore, *sqlitestore.Tx for sqlitestore). It serves handlers that get only the
@@ -34,7 +38,7 @@ func TxFor[Tx any](ctx context.Context, operationID string) (Tx, error) {
 	want := reflect.TypeFor[Tx]().String()
 	if a != nil && a.tx != nil {
 		if err := beginErr(a.tx); err != nil {
-			return zero, fmt.Errorf("%w for operation %s: its transaction could not begin: %w", ErrNoTx, operationID, err)
+			return zero, fmt.Errorf("%w for operation %s: %w: %w", ErrNoTx, operationID, errTxNotBegun, err)
 		}
 		return zero, fmt.Errorf("%w of type %s for operation %s: the store's transaction is a %T", ErrNoTx, want, operationID, a.tx.Driver())
 	}

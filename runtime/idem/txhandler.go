@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"net/http"
 )
 
@@ -41,21 +42,15 @@ func (t *txHandler[Tx]) operationID() string { return t.op }
 func (t *txHandler[Tx]) takesTx() bool       { return true }
 
 func (t *txHandler[Tx]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a := appliedFrom(r.Context())
-	if a == nil || a.op.OperationID != t.op {
-		t.refuse(w)
-		return
-	}
-	tx, ok := TxFrom[Tx](r.Context())
-	if !ok && beginErr(a.tx) != nil {
+	tx, err := TxFor[Tx](r.Context(), t.op)
+	switch {
+	case err == nil:
+		t.h(w, r, tx)
+	case errors.Is(err, errTxNotBegun):
 		t.unavailable(w)
-		return
-	}
-	if !ok {
+	default:
 		t.refuse(w)
-		return
 	}
-	t.h(w, r, tx)
 }
 
 // unavailable answers a request whose transaction could not begin when

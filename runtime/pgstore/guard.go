@@ -257,6 +257,12 @@ func (g *guard) send(conn *pgx.Conn, gen uint64, ops []*guardOp) {
 		g.mu.Lock()
 		g.gen++
 		g.conn, gen = conn, g.gen
+		// Guards taken on an earlier connection went with it.
+		for id, held := range g.held {
+			if held != 0 {
+				delete(g.held, id)
+			}
+		}
 		g.mu.Unlock()
 	}
 	b := &pgx.Batch{}

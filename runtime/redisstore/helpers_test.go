@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/redisstore"
+	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 )
 
 // urlEnv names the single Redis the tests use (a URL such as
@@ -18,9 +19,17 @@ import (
 // need only redis-server and redis-cli on PATH.
 const urlEnv = "IDEMGEN_TEST_REDIS_URL"
 
+// cluster is the Redis Cluster of three masters that the cluster tests
+// run against: started on loopback ports at its first use and stopped when
+// the tests end. A child process of a multi-process test is handed the
+// running cluster's addresses in IDEMGEN_REDISSTORE_CLUSTER instead of
+// starting one. With urlEnv set, Redis is expected on this machine, and a
+// cluster that cannot start is a failure rather than a skip.
+var cluster = &redistest.Shared{AddrsEnv: "IDEMGEN_REDISSTORE_CLUSTER", RequiredEnv: urlEnv}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	stopCluster()
+	cluster.Stop()
 	os.Exit(code)
 }
 
@@ -75,7 +84,7 @@ func singleClient(t testing.TB, tweak ...func(*redis.UniversalOptions)) redis.Un
 
 func clusterClient(t testing.TB, tweak ...func(*redis.UniversalOptions)) redis.UniversalClient {
 	t.Helper()
-	addrs := clusterAddrs(t)
+	addrs := cluster.Addrs(t)
 	uo := &redis.UniversalOptions{Addrs: addrs, PoolSize: 32}
 	for _, f := range tweak {
 		f(uo)

@@ -48,14 +48,7 @@ func TestRedisClusterStore(t *testing.T) {
 	prefix := "petstore-e2e-" + randomHex(6) + ":"
 	t.Cleanup(func() {
 		defer client.Close()
-		err := client.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-			for iter.Next(ctx) {
-				node.Del(ctx, iter.Val())
-			}
-			return iter.Err()
-		})
-		if err != nil {
+		if err := redistest.DeleteUnder(ctx, client, prefix); err != nil {
 			t.Errorf("delete the test's Redis keys: %v", err)
 		}
 	})
@@ -68,12 +61,6 @@ func TestRedisClusterStore(t *testing.T) {
 	recordKey := func(op, key string) string {
 		return rs.Key(idem.Identity{Tenant: "acme", Scope: op, Key: key})
 	}
-	replayed := func(first, again response) {
-		t.Helper()
-		if again.Status != first.Status || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
-			t.Fatalf("retry got %s (replayed %q), want the replay of %s", again, again.Header.Get("Idempotent-Replayed"), first)
-		}
-	}
 
 	// Enough keys that all of them landing on one of the three masters
 	// is a one-in-ten-million chance: a client that did not follow the
@@ -84,7 +71,7 @@ func TestRedisClusterStore(t *testing.T) {
 		key := fmt.Sprintf("acct-%d-%s", i, randomHex(8))
 		body := fmt.Sprintf(`{"owner":"Ada %d","currency":"EUR","initial_balance":%d}`, i, 100+i)
 		first := c.expect(201, "POST", "/accounts", key, body)
-		replayed(first, c.expect(201, "POST", "/accounts", key, body))
+		replayed(t, first, c.expect(201, "POST", "/accounts", key, body))
 		keys = append(keys, key)
 	}
 	c.expectProblem(422, "idempotency-key-reused", "POST", "/accounts", keys[0], `{"owner":"Ada 0","currency":"EUR","initial_balance":999}`)
@@ -92,7 +79,7 @@ func TestRedisClusterStore(t *testing.T) {
 	pet := `{"name":"Rex","species":"dog"}`
 	petKey := "pet-" + randomHex(8)
 	first := c.expect(201, "POST", "/pets", petKey, pet)
-	replayed(first, c.expect(201, "POST", "/pets", petKey, pet))
+	replayed(t, first, c.expect(201, "POST", "/pets", petKey, pet))
 	c.expectProblem(422, "idempotency-key-reused", "POST", "/pets", petKey, `{"name":"Rex","species":"cat"}`)
 
 	for _, key := range keys {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"testing"
 
@@ -106,33 +105,11 @@ func newPrefix(t testing.TB, c redis.UniversalClient) string {
 	t.Helper()
 	prefix := "idemtest:" + randomHex(6) + ":"
 	t.Cleanup(func() {
-		if err := deleteUnder(context.Background(), c, prefix); err != nil {
+		if err := redistest.DeleteUnder(context.Background(), c, prefix); err != nil {
 			t.Errorf("delete keys under %s: %v", prefix, err)
 		}
 	})
 	return prefix
-}
-
-// deleteUnder deletes every key whose name starts with prefix, on every
-// master of a cluster.
-func deleteUnder(ctx context.Context, c redis.UniversalClient, prefix string) error {
-	del := func(ctx context.Context, node *redis.Client) error {
-		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := node.Del(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	}
-	switch c := c.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		return del(ctx, c)
-	default:
-		return fmt.Errorf("cannot scan a %T", c)
-	}
 }
 
 // newStore returns a store on the backend under a fresh prefix.

@@ -259,3 +259,26 @@ func (s *Shared) Stop() {
 		s.stop = nil
 	}
 }
+
+// DeleteUnder deletes every key whose name starts with prefix, on every
+// master of a cluster or on a single Redis: what a test wrote under a
+// prefix of its own, when it ends.
+func DeleteUnder(ctx context.Context, c redis.UniversalClient, prefix string) error {
+	del := func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := node.Del(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		return del(ctx, c)
+	default:
+		return fmt.Errorf("cannot scan a %T", c)
+	}
+}

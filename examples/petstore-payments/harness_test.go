@@ -39,6 +39,7 @@ func buildAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	defer redisCluster.Stop()
 	binDir = dir
 	serverBinary = filepath.Join(dir, "petstore-payments")
 	cmd := exec.Command("go", "build", "-o", serverBinary, ".")

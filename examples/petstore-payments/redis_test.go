@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/examples/petstore-payments/api"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/redisstore"
+	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 )
 
 // redisStore returns the --idempotency-store URL of the Redis named by
@@ -36,11 +37,7 @@ func redisStore(t *testing.T) (storeURL, prefix string, rs *redisstore.Store, cl
 	prefix = "petstore-e2e-" + randomHex(6) + ":"
 	t.Cleanup(func() {
 		defer client.Close()
-		iter := client.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			client.Del(ctx, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
+		if err := redistest.DeleteUnder(ctx, client, prefix); err != nil {
 			t.Errorf("delete the test's Redis keys: %v", err)
 		}
 	})
@@ -86,18 +83,12 @@ func TestRedisStore(t *testing.T) {
 		}
 		return n == 1
 	}
-	replayed := func(first, again response) {
-		t.Helper()
-		if again.Status != first.Status || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
-			t.Fatalf("retry got %s (replayed %q), want the replay of %s", again, again.Header.Get("Idempotent-Replayed"), first)
-		}
-	}
 
 	t.Run("NonTransactionalOnRedis", func(t *testing.T) {
 		key := "acct-" + randomHex(8)
 		body := `{"owner":"Ada","currency":"EUR","initial_balance":100}`
 		first := c.expect(201, "POST", "/accounts", key, body)
-		replayed(first, c.expect(201, "POST", "/accounts", key, body))
+		replayed(t, first, c.expect(201, "POST", "/accounts", key, body))
 		if !inRedis(api.OpCreateAccount, key) {
 			t.Errorf("the key of %s is not in Redis under %s", api.OpCreateAccount, prefix)
 		}
@@ -120,7 +111,7 @@ func TestRedisStore(t *testing.T) {
 		key := "tr-" + randomHex(8)
 		body := transferBody(from, to, 120, "rent")
 		first := c.expect(201, "POST", "/transfers", key, body)
-		replayed(first, c.expect(201, "POST", "/transfers", key, body))
+		replayed(t, first, c.expect(201, "POST", "/transfers", key, body))
 		if !inSQL(api.OpCreateTransfer, key) {
 			t.Errorf("the key of %s is not completed in the SQL table", api.OpCreateTransfer)
 		}
@@ -144,4 +135,13 @@ func TestRedisDayReplay(t *testing.T) {
 		t.Errorf("no request was retried; the day did not exercise idempotency")
 	}
 	checkSafe(t, rep)
+}
+
+// replayed fails t unless again is the replay of first: the same status
+// and body, marked Idempotent-Replayed.
+func replayed(t *testing.T, first, again response) {
+	t.Helper()
+	if again.Status != first.Status || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry got %s (replayed %q), want the replay of %s", again, again.Header.Get("Idempotent-Replayed"), first)
+	}
 }

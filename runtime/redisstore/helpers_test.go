@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/redisstore"
+	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 )
 
 // urlEnv names the single Redis the tests use (a URL such as
@@ -18,9 +18,17 @@ import (
 // need only redis-server and redis-cli on PATH.
 const urlEnv = "IDEMGEN_TEST_REDIS_URL"
 
+// cluster is the Redis Cluster of three masters that the cluster tests
+// run against: started on loopback ports at its first use and stopped when
+// the tests end. A child process of a multi-process test is handed the
+// running cluster's addresses in IDEMGEN_REDISSTORE_CLUSTER instead of
+// starting one. With urlEnv set, Redis is expected on this machine, and a
+// cluster that cannot start is a failure rather than a skip.
+var cluster = &redistest.Shared{AddrsEnv: "IDEMGEN_REDISSTORE_CLUSTER", RequiredEnv: urlEnv}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	stopCluster()
+	cluster.Stop()
 	os.Exit(code)
 }
 
@@ -75,7 +83,7 @@ func singleClient(t testing.TB, tweak ...func(*redis.UniversalOptions)) redis.Un
 
 func clusterClient(t testing.TB, tweak ...func(*redis.UniversalOptions)) redis.UniversalClient {
 	t.Helper()
-	addrs := clusterAddrs(t)
+	addrs := cluster.Addrs(t)
 	uo := &redis.UniversalOptions{Addrs: addrs, PoolSize: 32}
 	for _, f := range tweak {
 		f(uo)
@@ -97,33 +105,11 @@ func newPrefix(t testing.TB, c redis.UniversalClient) string {
 	t.Helper()
 	prefix := "idemtest:" + randomHex(6) + ":"
 	t.Cleanup(func() {
-		if err := deleteUnder(context.Background(), c, prefix); err != nil {
+		if err := redistest.DeleteUnder(context.Background(), c, prefix); err != nil {
 			t.Errorf("delete keys under %s: %v", prefix, err)
 		}
 	})
 	return prefix
-}
-
-// deleteUnder deletes every key whose name starts with prefix, on every
-// master of a cluster.
-func deleteUnder(ctx context.Context, c redis.UniversalClient, prefix string) error {
-	del := func(ctx context.Context, node *redis.Client) error {
-		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			if err := node.Del(ctx, iter.Val()).Err(); err != nil {
-				return err
-			}
-		}
-		return iter.Err()
-	}
-	switch c := c.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		return del(ctx, c)
-	default:
-		return fmt.Errorf("cannot scan a %T", c)
-	}
 }
 
 // newStore returns a store on the backend under a fresh prefix.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -66,7 +65,7 @@ func helperCommand(b backend, mode, prefix, arg string) *exec.Cmd {
 		helperPrefixEnv+"="+prefix, helperArgEnv+"="+arg)
 	if b.name == "cluster" {
 		// The child joins the parent's cluster instead of starting one.
-		cmd.Env = append(cmd.Env, clusterEnv+"="+strings.Join(cluster.addrs, ","))
+		cmd.Env = append(cmd.Env, cluster.ChildEnv())
 	}
 	cmd.Stderr = os.Stderr
 	return cmd

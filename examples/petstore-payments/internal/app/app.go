@@ -46,8 +46,9 @@ type options struct {
 	authFailures int
 	idempotency  string
 	// store is the --idempotency-store URL: "" keeps every key in the
-	// SQL database, redis://… the non-transactional operations' keys in
-	// Redis under redisPrefix.
+	// SQL database, redis://… (or redis+cluster://…) the
+	// non-transactional operations' keys in Redis (a Redis Cluster)
+	// under redisPrefix.
 	store        string
 	redisPrefix  string
 	chaosDelay   time.Duration
@@ -76,7 +77,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fl.IntVar(&o.authFailures, "auth-failures", 10, "failed authentications allowed per client address per minute, at most this many in a burst; 0 is unlimited")
 	fl.StringVar(&o.idempotency, "idempotency", "on", "on, or off to serve the API with no idempotency layer at all")
 	fl.StringVar(&o.store, "idempotency-store", getenv("IDEMPOTENCY_STORE"),
-		"redis://[user:password@]host:port/db to keep the keys of the non-transactional operations in Redis (env IDEMPOTENCY_STORE); the transactional ones stay in the SQL database, as every key does by default")
+		"redis://[user:password@]host:port/db (or rediss://) to keep the keys of the non-transactional operations in Redis, or redis+cluster://[user:password@]host:port?addr=host2:port&addr=host3:port (or rediss+cluster://) in a Redis Cluster (env IDEMPOTENCY_STORE); the transactional ones stay in the SQL database, as every key does by default")
 	fl.StringVar(&o.redisPrefix, "redis-key-prefix", redisstore.DefaultPrefix, "the start of every Redis key name the service writes, so that several services can share one Redis")
 	fl.DurationVar(&o.chaosDelay, "chaos-delay", 0, "random pause up to this long in write handlers, after the writes and before the response")
 	fl.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "longest time to read one request, header and body")

@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -84,7 +86,7 @@ func newLayer(ctx context.Context, db *database.DB, storeURL, prefix string, cfg
 		return nil, err
 	}
 	l.ready = func(ctx context.Context) error {
-		if err := client.Ping(ctx).Err(); err != nil {
+		if err := pingRedis(ctx, client); err != nil {
 			return fmt.Errorf("redis: %w", err)
 		}
 		return nil
@@ -116,34 +118,97 @@ func policyIDs(ps []idem.Policy) string {
 	return strings.Join(ids, ",")
 }
 
-// openRedis connects to the Redis of a redis:// or rediss:// URL
-// (redis://[user:password@]host:port/db) and checks that it answers, so
-// that a wrong address stops the service at start rather than failing
-// every protected request.
-func openRedis(ctx context.Context, storeURL string) (*redis.Client, error) {
-	if !strings.HasPrefix(storeURL, "redis://") && !strings.HasPrefix(storeURL, "rediss://") {
-		return nil, fmt.Errorf("--idempotency-store %s: want redis://host:port/db or rediss://…", database.Redact(storeURL))
-	}
-	opts, err := redis.ParseURL(storeURL)
+// The --idempotency-store URL schemes: redis:// and rediss:// name one
+// Redis, redis+cluster:// and rediss+cluster:// the seed nodes of a Redis
+// Cluster. go-redis parses both with the same schemes, so the cluster's
+// own ones are turned back into redis:// or rediss:// for its parser.
+const (
+	storeSchemes  = "redis://host:port/db, rediss://…, redis+cluster://host:port?addr=host2:port&addr=… or rediss+cluster://…"
+	clusterSuffix = "+cluster"
+)
+
+// openRedis connects to the Redis or Redis Cluster of storeURL and checks
+// that it answers (every master of a cluster), so that a wrong address
+// stops the service at start rather than failing every protected request.
+// Nothing it returns or logs carries the URL's password.
+func openRedis(ctx context.Context, storeURL string) (redis.UniversalClient, error) {
+	client, err := newRedisClient(storeURL)
 	if err != nil {
 		// Not wrapped: the parser's message may quote the URL, password
 		// and all, so only its redacted text is kept.
 		return nil, fmt.Errorf("--idempotency-store %s: %s", database.Redact(storeURL), database.Redact(err.Error()))
 	}
-	// go-redis retries a refused dial five times and a failed command
-	// three times by default, which holds a request over three seconds
-	// before its 503 while Redis is away; one retry keeps the answer
-	// prompt. A max_retries in the URL still wins.
-	if opts.MaxRetries == 0 {
-		opts.MaxRetries = 1
-	}
-	if opts.DialerRetries == 0 {
-		opts.DialerRetries = 1
-	}
-	client := redis.NewClient(opts)
-	if err := client.Ping(ctx).Err(); err != nil {
+	if err := pingRedis(ctx, client); err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("redis at %s: %w", database.Redact(storeURL), err)
 	}
+	if _, single := client.(*redis.Client); single {
+		// A single-node client on a cluster node reaches only that node's
+		// slots and is answered MOVED for most keys: say so now.
+		info, err := client.Info(ctx, "cluster").Result()
+		if err == nil && strings.Contains(info, "cluster_enabled:1") {
+			_ = client.Close()
+			return nil, fmt.Errorf("redis at %s is a node of a Redis Cluster: name the cluster with redis+cluster://host:port?addr=host2:port…", database.Redact(storeURL))
+		}
+	}
 	return client, nil
+}
+
+// newRedisClient returns a client of the Redis or Redis Cluster of
+// storeURL, without connecting.
+//
+// go-redis retries a refused dial five times and a failed command three
+// times by default, which holds a request over three seconds before its
+// 503 while Redis is away; one retry keeps the answer prompt. A cluster
+// client does not retry a command on the node itself, and follows up to
+// three redirections (MOVED, ASK, a node that went away) across the
+// cluster, which a resharding or a failover needs. Parameters in the URL
+// (max_retries, dialer_retries, max_redirects, …) still win.
+func newRedisClient(storeURL string) (redis.UniversalClient, error) {
+	scheme, rest, _ := strings.Cut(storeURL, "://")
+	switch scheme {
+	case "redis", "rediss":
+		opts, err := redis.ParseURL(storeURL)
+		if err != nil {
+			return nil, err
+		}
+		if opts.MaxRetries == 0 {
+			opts.MaxRetries = 1
+		}
+		if opts.DialerRetries == 0 {
+			opts.DialerRetries = 1
+		}
+		return redis.NewClient(opts), nil
+	case "redis" + clusterSuffix, "rediss" + clusterSuffix:
+		seedURL := strings.TrimSuffix(scheme, clusterSuffix) + "://" + rest
+		opts, err := redis.ParseClusterURL(seedURL)
+		if err != nil {
+			return nil, err
+		}
+		// The cluster parser ignores a path; a database number there
+		// would be a mistake that goes unnoticed, as a cluster has only
+		// database 0.
+		if u, err := url.Parse(seedURL); err == nil && u.Path != "" && u.Path != "/" && u.Path != "/0" {
+			return nil, fmt.Errorf("a Redis Cluster has only database 0; remove %q from the URL", u.Path)
+		}
+		if opts.DialerRetries == 0 {
+			opts.DialerRetries = 1
+		}
+		return redis.NewClusterClient(opts), nil
+	}
+	return nil, errors.New("want " + storeSchemes)
+}
+
+// pingRedis checks that client's Redis answers; on a cluster, every
+// master, since each holds a share of the keys.
+func pingRedis(ctx context.Context, client redis.UniversalClient) error {
+	if c, ok := client.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			if err := node.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("%s: %w", node.Options().Addr, err)
+			}
+			return nil
+		})
+	}
+	return client.Ping(ctx).Err()
 }

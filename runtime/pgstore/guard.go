@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,16 +36,21 @@ import (
 // connection and its locks with it, as it does the claim's session, so a
 // crash still frees the key for the next retry at once.
 
-// guardLockSQL takes the guard of a key: the two-int advisory lock space,
-// which PostgreSQL keeps apart from the one-bigint space of the claim's
-// own locks, on the same hash (idempotency_lock_id). The low half is
-// sign-extended so that both halves fit an int4.
-const guardLockSQL = `SELECT pg_try_advisory_lock((l >> 32)::int4, ((l << 32) >> 32)::int4)
-  FROM idempotency_lock_id($1, $2, $3) AS l`
-
-// guardUnlockSQL lets go of the guard of a key.
-const guardUnlockSQL = `SELECT pg_advisory_unlock((l >> 32)::int4, ((l << 32) >> 32)::int4)
-  FROM idempotency_lock_id($1, $2, $3) AS l`
+// guardSQL takes and lets go of guards, every one a flush has, in one
+// statement: row n of the result answers op n. A guard is the key's lock
+// in the two-int advisory lock space, which PostgreSQL keeps apart from the
+// one-bigint space of the claim's own locks, on the same hash
+// (idempotency_lock_id); the low half is sign-extended so that both halves
+// fit an int4. A flush never holds two ops of one key (guard.lock), so the
+// order in which the rows are evaluated does not matter.
+const guardSQL = `SELECT CASE WHEN o.unlock
+            THEN pg_advisory_unlock((l >> 32)::int4, ((l << 32) >> 32)::int4)
+            ELSE pg_try_advisory_lock((l >> 32)::int4, ((l << 32) >> 32)::int4)
+       END
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[]) WITH ORDINALITY
+       AS o(tenant, scope, key, unlock, n),
+       LATERAL idempotency_lock_id(o.tenant, o.scope, o.key) AS l
+ ORDER BY o.n`
 
 // guardIdleClose is how long the guard's connection stays open, by
 // default, with no key held and nothing to send.
@@ -81,6 +87,10 @@ type guard struct {
 type guardOp struct {
 	id     idem.Identity
 	unlock bool
+	// gen is the connection an unlock's guard was taken on.
+	gen uint64
+	// ticket is the lock's ticket; nil for an unlock.
+	ticket *guardTicket
 	// done receives the outcome of a lock: nil when held, errGuardBusy, or
 	// why it could not be asked. Buffered; nil for an unlock.
 	done chan error
@@ -93,6 +103,9 @@ type guardTicket struct {
 	id   idem.Identity
 	done chan error
 	err  error
+	// gen is the connection the guard was granted on, set before done
+	// says so.
+	gen uint64
 	// waited is set once wait has read done.
 	waited bool
 }
@@ -148,8 +161,18 @@ func (g *guard) lock(id idem.Identity) *guardTicket {
 		t.done <- errGuardBusy
 		return t
 	}
+	// A guard this process let go of, whose unlock has not been sent yet,
+	// is still held: take it over instead of sending both.
+	for i, op := range g.queue {
+		if op.unlock && op.id == id && op.gen == g.gen {
+			g.queue = slices.Delete(g.queue, i, i+1)
+			g.held[id], t.gen = op.gen, op.gen
+			t.done <- nil
+			return t
+		}
+	}
 	g.held[id] = 0
-	g.enqueue(&guardOp{id: id, done: t.done})
+	g.enqueue(&guardOp{id: id, done: t.done, ticket: t})
 	return t
 }
 
@@ -203,11 +226,11 @@ func (t *guardTicket) release() {
 	g := t.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if gen, ok := g.held[t.id]; !ok || gen != g.gen {
+	if gen, ok := g.held[t.id]; !ok || gen != t.gen || gen != g.gen {
 		return
 	}
 	delete(g.held, t.id)
-	g.enqueue(&guardOp{id: t.id, unlock: true})
+	g.enqueue(&guardOp{id: t.id, unlock: true, gen: g.gen})
 }
 
 // enqueue queues op and starts a flush unless one is running. g.mu is held.
@@ -265,23 +288,27 @@ func (g *guard) send(conn *pgx.Conn, gen uint64, ops []*guardOp) {
 		}
 		g.mu.Unlock()
 	}
-	b := &pgx.Batch{}
-	for _, op := range ops {
-		q := guardLockSQL
-		if op.unlock {
-			q = guardUnlockSQL
-		}
-		b.Queue(q, op.id.Tenant, op.id.Scope, op.id.Key)
+	// The unlocks of guards taken on an earlier connection have nothing
+	// left to let go of.
+	ops = slices.DeleteFunc(ops, func(op *guardOp) bool { return op.unlock && op.gen != gen })
+	if len(ops) == 0 {
+		return
 	}
-	br := conn.SendBatch(ctx, b)
-	got := make([]bool, len(ops))
-	for i := range ops {
-		if err = br.QueryRow().Scan(&got[i]); err != nil {
-			break
-		}
+	n := len(ops)
+	tenants, scopes, keys, unlocks := make([]string, n), make([]string, n), make([]string, n), make([]bool, n)
+	for i, op := range ops {
+		tenants[i], scopes[i], keys[i], unlocks[i] = op.id.Tenant, op.id.Scope, op.id.Key, op.unlock
 	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	got := make([]bool, 0, n)
+	var ok bool
+	// A query that fails to start hands its error to its rows too.
+	rows, _ := conn.Query(ctx, guardSQL, tenants, scopes, keys, unlocks)
+	_, err = pgx.ForEachRow(rows, []any{&ok}, func() error {
+		got = append(got, ok)
+		return nil
+	})
+	if err == nil && len(got) != n {
+		err = fmt.Errorf("%d answers to %d guard operations", len(got), n)
 	}
 	if err != nil {
 		g.fail(ops, conn, fmt.Errorf("pgstore: guard: %w", err))
@@ -294,6 +321,7 @@ func (g *guard) send(conn *pgx.Conn, gen uint64, ops []*guardOp) {
 		case op.unlock:
 		case got[i]:
 			g.held[op.id] = gen
+			op.ticket.gen = gen
 			op.done <- nil
 		default:
 			delete(g.held, op.id)

@@ -16,10 +16,10 @@ import (
 // pipelined batch when it wins and Commit sends the completion with COMMIT.
 // Counted twice: pgx queries and batches through a tracer, and writes on
 // the socket. A transactional claim also asks for its key's guard (guard.go)
-// on the guard's own connection, in a batch of one statement sent at the
-// same time as the claim's, and lets it go, the same way, after Commit; the
-// counts below include those batches, which add no round trip to the
-// claim's latency. The test waits for the guard to be quiet around each
+// on the guard's own connection, in a query sent at the same time as the
+// claim's batch, and lets it go, the same way, after Commit; the counts
+// below include those queries, which add no round trip to the claim's
+// latency. The test waits for the guard to be quiet around each
 // step, so that each batch is counted in the step that sent it.
 func TestRoundTrips(t *testing.T) {
 	var rt roundTrips
@@ -89,7 +89,7 @@ func TestRoundTrips(t *testing.T) {
 			if err != nil || !res.Won {
 				t.Fatalf("ClaimTx = %+v, %v", res, err)
 			}
-		}, 0, 2, 2},
+		}, 1, 1, 2},
 		// The query is pgx's own Commit of its transaction object, made
 		// with a context that is already done so that pgx marks the object
 		// closed and sends nothing: the socket writes are what count.
@@ -97,13 +97,13 @@ func TestRoundTrips(t *testing.T) {
 			if err := tx.Commit(ctx, resp); err != nil {
 				t.Fatal(err)
 			}
-		}, 1, 2, 2},
+		}, 2, 1, 2},
 		{"ClaimTx (lost: claim, then COMMIT)", func() {
 			res, tx, err := s.ClaimTx(ctx, claimFor("k2", "tok2", time.Minute))
 			if err != nil || res.Won || tx != nil {
 				t.Fatalf("ClaimTx = %+v, %v", res, err)
 			}
-		}, 1, 3, 4},
+		}, 3, 1, 4},
 	}
 	quiet := func() {
 		t.Helper()

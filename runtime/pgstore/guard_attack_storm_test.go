@@ -40,7 +40,7 @@ type storm struct {
 	// fault, when set, runs alongside the workers until they are done.
 	fault func(ctx context.Context)
 
-	live                                  []atomic.Int32
+	live                                 []atomic.Int32
 	wins, busy, errs, doubles, unsettled atomic.Int64
 }
 
@@ -191,7 +191,7 @@ func stormKeys(n int) []string {
 // locks; with claims cancelled mid-way; and from one store alone.
 func TestGuardAttackStorm(t *testing.T) {
 	cases := map[string]struct {
-		stores                    int
+		stores                   int
 		hostile, release, cancel float64
 	}{
 		"two stores":                 {stores: 2, release: 0.2},
@@ -259,60 +259,71 @@ func TestGuardAttackStormGuardConnectionKilled(t *testing.T) {
 	}
 }
 
-// Two claims of a fresh key at the same moment: one may win the key's row
-// while the other took its guard first; the winner then asks for the guard
+// Claims of a fresh key at the same moment: one may win the key's row
+// while another took its guard first; the winner then asks for the guard
 // again for about a quarter of a second, and gives up (409) if the loser
-// has not let go by then. Both then answer 409 and nobody runs: a
-// liveness cost, whose rate this measures under load (many pairs at once).
-// Never may both win, and the key must be free again right after.
-func TestGuardAttackPairsBothGiveUp(t *testing.T) {
-	for _, name := range []string{"two stores", "one store"} {
-		t.Run(name, func(t *testing.T) {
+// has not let go by then. All then answer 409 and nobody runs: a liveness
+// cost, whose rate this measures under load (many keys at once). Never may
+// two win, and the key must be free again right after.
+func TestGuardAttackConcurrentClaimsAllGiveUp(t *testing.T) {
+	cases := []struct {
+		name                 string
+		stores, claims, keys int
+	}{
+		{"pairs, two stores", 2, 2, 16},
+		{"pairs, one store", 1, 2, 16},
+		{"eight claims, two stores", 2, 8, 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
 			schema := newSchema(t)
-			// A winner holds its connection until its partner has answered:
-			// a pool must have room for every claim of a round.
-			const rounds, pairs = 20, 16
-			a := pgstore.New(openPool(t, schema, func(c *pgxpool.Config) { c.MaxConns = 2 * pairs }))
-			b := a
-			if name == "two stores" {
-				b = pgstore.New(openPool(t, schema, func(c *pgxpool.Config) { c.MaxConns = 2 * pairs }))
+			// A winner holds its connection until every claim of its key
+			// has answered: a pool must have room for a whole round.
+			const rounds = 20
+			keys := c.keys
+			var stores []*pgstore.Store
+			for range c.stores {
+				stores = append(stores, pgstore.New(openPool(t, schema, func(cfg *pgxpool.Config) {
+					cfg.MaxConns = int32(keys * c.claims / c.stores)
+				})))
 			}
-			var neither, both, errs atomic.Int64
+			var none, several, errs atomic.Int64
 			for range rounds {
 				var wg sync.WaitGroup
-				for range pairs {
+				for range keys {
 					wg.Go(func() {
-						n, e := claimPair(t, a, b, "pair-"+randomHex(6))
-						switch n {
-						case 0:
-							neither.Add(1)
-						case 2:
-							both.Add(1)
+						n, e := claimAtOnce(t, stores, c.claims, "rush-"+randomHex(6))
+						switch {
+						case n == 0 && e == 0:
+							none.Add(1)
+						case n > 1:
+							several.Add(1)
 						}
 						errs.Add(int64(e))
 					})
 				}
 				wg.Wait()
 			}
-			t.Logf("%d pairs: %d with no winner (both 409), %d with two winners, %d claim errors",
-				rounds*pairs, neither.Load(), both.Load(), errs.Load())
-			if both.Load() > 0 {
-				t.Errorf("%d pairs had two winners", both.Load())
+			t.Logf("%d keys claimed %d times at once: %d with no winner and no error (all 409), %d with several winners, %d claim errors",
+				rounds*keys, c.claims, none.Load(), several.Load(), errs.Load())
+			if several.Load() > 0 {
+				t.Errorf("%d keys had several winners", several.Load())
 			}
 		})
 	}
 }
 
-// claimPair claims key from a and b at once and returns how many won and
-// how many failed. Winners commit once both have answered; when neither
-// won, a fresh claim must win at once.
-func claimPair(t *testing.T, a, b *pgstore.Store, key string) (won, failed int) {
+// claimAtOnce claims key n times at once, from the stores in turn, and
+// returns how many claims won and how many failed. Winners commit once
+// every claim has answered; when none won, a fresh claim must win at once.
+func claimAtOnce(t *testing.T, stores []*pgstore.Store, n int, key string) (won, failed int) {
 	ctx := context.Background()
 	start := make(chan struct{})
-	var txs [2]idem.Tx
+	txs := make([]idem.Tx, n)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for i, s := range []*pgstore.Store{a, b} {
+	for i := range n {
+		s := stores[i%len(stores)]
 		wg.Go(func() {
 			<-start
 			res, tx, err := s.ClaimTx(ctx, claimFor(key, "tok-"+randomHex(4), time.Minute))
@@ -337,9 +348,9 @@ func claimPair(t *testing.T, a, b *pgstore.Store, key string) (won, failed int) 
 		}
 	}
 	if won == 0 && failed == 0 {
-		res, tx, err := a.ClaimTx(ctx, claimFor(key, "tok-after", time.Minute))
+		res, tx, err := stores[0].ClaimTx(ctx, claimFor(key, "tok-after", time.Minute))
 		if err != nil || !res.Won {
-			t.Errorf("a claim of %s after both gave up = %+v, %v; want won", key, res, err)
+			t.Errorf("a claim of %s after all gave up = %+v, %v; want won", key, res, err)
 			return won, failed
 		}
 		if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,4 +193,47 @@ func TestGuardAttackHandlerTerminatesTheGuard(t *testing.T) {
 	}
 	_ = tx.Commit(ctx, idem.Response{Status: 201})
 	wantEffects(t, pool, map[string]int{key: 1})
+}
+
+// A transactional claim waits for its guard without heeding its context:
+// while the guard's connection cannot be made (a connect that hangs, a
+// server that does not answer), a claim whose context is cancelled, and a
+// claim that lost its key and needs no guard at all, wait for the guard's
+// own timeout (5 s) instead of returning.
+func TestGuardAttackClaimTxHeedsItsContextWhileTheGuardStalls(t *testing.T) {
+	schema := newSchema(t)
+	pool := openPool(t, schema)
+	entered := make(chan struct{}, 1)
+	unblock := make(chan struct{})
+	var expired atomic.Bool
+	s := pgstore.New(pool, pgstore.WithGuardConnect(func(ctx context.Context) (*pgx.Conn, error) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-unblock:
+			return pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
+		case <-ctx.Done():
+			expired.Store(true)
+			return nil, ctx.Err()
+		}
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	returned := make(chan bool, 1)
+	go func() {
+		_, tx, _ := s.ClaimTx(ctx, claimFor("stall-"+randomHex(6), "tok", time.Minute))
+		if tx != nil {
+			_ = tx.Release(context.Background())
+		}
+		returned <- expired.Load()
+	}()
+	<-entered
+	cancel()
+	stalled := <-returned
+	close(unblock)
+	if stalled {
+		t.Errorf("ClaimTx returned only once the guard's connect timed out, not when its context was cancelled")
+	}
 }

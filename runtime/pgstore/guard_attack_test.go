@@ -65,6 +65,24 @@ func dropKeyLocks(ctx context.Context, tx idem.Tx) error {
 	return nil
 }
 
+// retryMustLose claims key from s while running still holds it; a retry
+// that wins runs its handler (an effect) and commits, and the test fails
+// with why.
+func retryMustLose(t *testing.T, s *pgstore.Store, key string, running idem.Tx, why string) {
+	t.Helper()
+	ctx := context.Background()
+	res, tx, err := s.ClaimTx(ctx, claimFor(key, "tok-retry", time.Minute))
+	if err != nil {
+		_ = running.Release(ctx)
+		t.Fatal(err)
+	}
+	if res.Won {
+		_ = writeEffect(ctx, tx.Driver(), key)
+		_ = tx.Commit(ctx, idem.Response{Status: 201})
+		t.Error(why)
+	}
+}
+
 // A guard ticket of a claim whose guard connection was lost must not let
 // go of the guard that a later claim of the same key took on the new
 // connection. Claim A holds key; its handler's session dies (its row and
@@ -115,15 +133,7 @@ func TestGuardAttackStaleTicketReleasesANewerGuard(t *testing.T) {
 	if err := dropKeyLocks(ctx, txC); err != nil {
 		t.Fatal(err)
 	}
-	res, tx2, err := other.ClaimTx(ctx, claimFor(key, "tok2", time.Minute))
-	if err != nil {
-		_ = txC.Release(ctx)
-		t.Fatal(err)
-	}
-	if res.Won {
-		_ = tx2.Release(ctx)
-		t.Errorf("a retry of another process won the key while C ran: two executions")
-	}
+	retryMustLose(t, other, key, txC, "a retry of another process won the key while C ran: two executions")
 	if err := txC.Commit(ctx, idem.Response{Status: 201}); !errors.Is(err, idem.ErrOutcomeUnknown) {
 		t.Errorf("C's Commit = %v, want outcome unknown", err)
 	}
@@ -181,16 +191,7 @@ func TestGuardAttackHandlerTerminatesTheGuard(t *testing.T) {
 	if err := writeEffect(ctx, ptx, key); err != nil {
 		t.Fatal(err)
 	}
-	res, tx2, err := other.ClaimTx(ctx, claimFor(key, "tok2", time.Minute))
-	if err != nil {
-		_ = tx.Release(ctx)
-		t.Fatal(err)
-	}
-	if res.Won {
-		_ = writeEffect(ctx, tx2.Driver(), key)
-		_ = tx2.Commit(ctx, idem.Response{Status: 201})
-		t.Errorf("a retry of another process won the key while its handler, which ended the guard's session, still ran")
-	}
+	retryMustLose(t, other, key, tx, "a retry of another process won the key while its handler, which ended the guard's session, still ran")
 	_ = tx.Commit(ctx, idem.Response{Status: 201})
 	wantEffects(t, pool, map[string]int{key: 1})
 }

@@ -76,9 +76,12 @@ type guard struct {
 	// connection it was taken on.
 	gen uint64
 	// held maps each key this process holds (or is asking for) to the
-	// generation of its connection; 0 while the lock is on its way.
-	held map[idem.Identity]uint64
-	idle *time.Timer
+	// ticket that owns it.
+	held map[idem.Identity]*guardTicket
+	// releasing counts the releases running in the background
+	// (releaseLater).
+	releasing int
+	idle      *time.Timer
 	// idleClose is how long the connection stays open while idle.
 	idleClose time.Duration
 }
@@ -103,8 +106,8 @@ type guardTicket struct {
 	id   idem.Identity
 	done chan error
 	err  error
-	// gen is the connection the guard was granted on, set before done
-	// says so.
+	// gen is the connection the guard was granted on, 0 until it is;
+	// guarded by g.mu.
 	gen uint64
 	// waited is set once wait has read done.
 	waited bool
@@ -116,7 +119,7 @@ type guardTicket struct {
 func newGuard(pool *pgxpool.Pool, connect func(context.Context) (*pgx.Conn, error), logger *slog.Logger) *guard {
 	g := &guard{
 		logger:    logger,
-		held:      make(map[idem.Identity]uint64),
+		held:      make(map[idem.Identity]*guardTicket),
 		idleClose: guardIdleClose,
 		connect:   connect,
 	}
@@ -126,7 +129,8 @@ func newGuard(pool *pgxpool.Pool, connect func(context.Context) (*pgx.Conn, erro
 	return g
 }
 
-// poolConnect opens connections as a pool of cfg would.
+// poolConnect opens connections as a pool of cfg would, and prepares them
+// as it prepares a connection it hands out.
 func poolConnect(cfg *pgxpool.Config) func(context.Context) (*pgx.Conn, error) {
 	return func(ctx context.Context) (*pgx.Conn, error) {
 		cc := cfg.ConnConfig.Copy()
@@ -141,6 +145,19 @@ func poolConnect(cfg *pgxpool.Config) func(context.Context) (*pgx.Conn, error) {
 		}
 		if cfg.AfterConnect != nil {
 			if err := cfg.AfterConnect(ctx, conn); err != nil {
+				_ = conn.Close(ctx)
+				return nil, err
+			}
+		}
+		// The guard's connection is never acquired from the pool, so the
+		// hook that prepares each acquired connection (where an
+		// application may set search_path) runs once, here.
+		if cfg.PrepareConn != nil {
+			ok, err := cfg.PrepareConn(ctx, conn)
+			if err == nil && !ok {
+				err = errors.New("the pool's PrepareConn refused the connection")
+			}
+			if err != nil {
 				_ = conn.Close(ctx)
 				return nil, err
 			}
@@ -166,12 +183,12 @@ func (g *guard) lock(id idem.Identity) *guardTicket {
 	for i, op := range g.queue {
 		if op.unlock && op.id == id && op.gen == g.gen {
 			g.queue = slices.Delete(g.queue, i, i+1)
-			g.held[id], t.gen = op.gen, op.gen
+			g.held[id], t.gen = t, op.gen
 			t.done <- nil
 			return t
 		}
 	}
-	g.held[id] = 0
+	g.held[id] = t
 	g.enqueue(&guardOp{id: id, done: t.done, ticket: t})
 	return t
 }
@@ -190,9 +207,10 @@ const (
 
 // await waits for *t and returns its outcome, asking again while it is
 // busy (see guardRetryFirst); *t is the last ticket asked for. It gives up
-// early when ctx is done.
+// early when ctx is done: the ticket must then be let go with
+// releaseLater.
 func (g *guard) await(ctx context.Context, t **guardTicket) error {
-	err := (*t).wait()
+	err := (*t).waitCtx(ctx)
 	for delay := guardRetryFirst; errors.Is(err, errGuardBusy) && delay <= guardRetryLast; delay *= 2 {
 		timer := time.NewTimer(delay)
 		select {
@@ -202,7 +220,7 @@ func (g *guard) await(ctx context.Context, t **guardTicket) error {
 		case <-timer.C:
 		}
 		*t = g.lock((*t).id)
-		err = (*t).wait()
+		err = (*t).waitCtx(ctx)
 	}
 	return err
 }
@@ -217,6 +235,36 @@ func (t *guardTicket) wait() error {
 	return t.err
 }
 
+// waitCtx is wait, giving up when ctx is done first; the lock may then
+// still be granted, so the ticket must be let go with releaseLater.
+func (t *guardTicket) waitCtx(ctx context.Context) error {
+	if t.waited {
+		return t.err
+	}
+	select {
+	case err := <-t.done:
+		t.err, t.waited = err, true
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// releaseLater is release, run in the background: a request that does not
+// need its guard does not wait for the lock's answer to let it go.
+func (t *guardTicket) releaseLater() {
+	g := t.g
+	g.mu.Lock()
+	g.releasing++
+	g.mu.Unlock()
+	go func() {
+		t.release()
+		g.mu.Lock()
+		g.releasing--
+		g.mu.Unlock()
+	}()
+}
+
 // release lets the guard go once the key is settled; a lock that was not
 // granted, or whose connection has since been lost, sends nothing.
 func (t *guardTicket) release() {
@@ -226,7 +274,7 @@ func (t *guardTicket) release() {
 	g := t.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if gen, ok := g.held[t.id]; !ok || gen != t.gen || gen != g.gen {
+	if g.held[t.id] != t || t.gen != g.gen {
 		return
 	}
 	delete(g.held, t.id)
@@ -281,8 +329,8 @@ func (g *guard) send(conn *pgx.Conn, gen uint64, ops []*guardOp) {
 		g.gen++
 		g.conn, gen = conn, g.gen
 		// Guards taken on an earlier connection went with it.
-		for id, held := range g.held {
-			if held != 0 {
+		for id, owner := range g.held {
+			if owner.gen != 0 {
 				delete(g.held, id)
 			}
 		}
@@ -320,11 +368,10 @@ func (g *guard) send(conn *pgx.Conn, gen uint64, ops []*guardOp) {
 		switch {
 		case op.unlock:
 		case got[i]:
-			g.held[op.id] = gen
 			op.ticket.gen = gen
 			op.done <- nil
 		default:
-			delete(g.held, op.id)
+			g.forget(op.ticket)
 			op.done <- errGuardBusy
 		}
 	}
@@ -339,13 +386,13 @@ func (g *guard) fail(ops []*guardOp, conn *pgx.Conn, err error) {
 	lost := 0
 	for _, op := range ops {
 		if !op.unlock {
-			delete(g.held, op.id)
+			g.forget(op.ticket)
 			op.done <- err
 		}
 	}
 	if conn != nil && g.conn == conn {
-		for id, gen := range g.held {
-			if gen != 0 {
+		for id, owner := range g.held {
+			if owner.gen != 0 {
 				delete(g.held, id)
 				lost++
 			}
@@ -360,6 +407,13 @@ func (g *guard) fail(ops []*guardOp, conn *pgx.Conn, err error) {
 	}
 	g.logger.LogAttrs(context.Background(), slog.LevelWarn, "pgstore: the guard connection failed",
 		slog.Int("guards_lost", lost), slog.Any("err", err))
+}
+
+// forget drops t's key from g.held if t owns it. g.mu is held.
+func (g *guard) forget(t *guardTicket) {
+	if g.held[t.id] == t {
+		delete(g.held, t.id)
+	}
 }
 
 // closeIdle closes the guard's connection when it still holds nothing and
@@ -382,5 +436,5 @@ func (g *guard) closeIdle() {
 func (g *guard) quiet() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return !g.flushing && len(g.queue) == 0
+	return !g.flushing && len(g.queue) == 0 && g.releasing == 0
 }

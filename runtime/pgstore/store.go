@@ -76,7 +76,7 @@ func WithLogger(l *slog.Logger) Option {
 // session of its own: behind a pooler in transaction mode (PgBouncer's
 // pool_mode=transaction), connect it directly to PostgreSQL or through a
 // session-mode pool. The default connects with the pool's configuration
-// and its BeforeConnect and AfterConnect hooks.
+// and its BeforeConnect, AfterConnect and PrepareConn hooks.
 func WithGuardConnect(connect func(context.Context) (*pgx.Conn, error)) Option {
 	return func(s *Store) { s.guardConnect = connect }
 }

@@ -80,15 +80,16 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		// The claim may have been won before the error: its session locks
 		// must not stay on a pooled connection.
 		s.giveBack(ctx, conn, nil)
-		guard.release()
+		guard.releaseLater()
 		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if !res.Won {
 		// A lost claim may still have changed the row: under fail-closed
 		// it marks an abandoned claim indeterminate. That must stand, as it
-		// does for a plain Claim, so the transaction commits.
+		// does for a plain Claim, so the transaction commits. A lost claim
+		// needs no guard.
+		guard.releaseLater()
 		s.commitLost(ctx, conn)
-		guard.release()
 		return res, nil, nil
 	}
 	if gerr := s.guard.await(ctx, &guard); gerr != nil {
@@ -97,6 +98,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		// own locks, or the guard could not be asked. The claim is given
 		// back, never run unguarded.
 		s.giveBack(ctx, conn, br.Tx())
+		guard.releaseLater()
 		if errors.Is(gerr, errGuardBusy) {
 			return busyResult(c), nil, nil
 		}

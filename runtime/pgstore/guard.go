@@ -78,6 +78,8 @@ type guard struct {
 	// held maps each key this process holds (or is asking for) to the
 	// ticket that owns it.
 	held map[idem.Identity]*guardTicket
+	// unlockTimer flushes unlocks that found no lock to travel with.
+	unlockTimer *time.Timer
 	// releasing counts the releases running in the background
 	// (releaseLater).
 	releasing int
@@ -281,33 +283,69 @@ func (t *guardTicket) release() {
 	g.enqueue(&guardOp{id: t.id, unlock: true, gen: g.gen})
 }
 
-// enqueue queues op and starts a flush unless one is running. g.mu is held.
+// enqueue queues op. A lock starts a flush unless one is running; an
+// unlock waits to travel with the next lock, or guardUnlockDelay at most:
+// a guard held a little longer only keeps out claims that would meet the
+// key's row anyway, and a claim of this process takes it over (lock).
+// g.mu is held.
 func (g *guard) enqueue(op *guardOp) {
 	g.queue = append(g.queue, op)
 	if g.idle != nil {
 		g.idle.Stop()
 		g.idle = nil
 	}
-	if !g.flushing {
-		g.flushing = true
-		go g.flush()
+	switch {
+	case g.flushing:
+	case op.unlock:
+		if g.unlockTimer == nil {
+			g.unlockTimer = time.AfterFunc(guardUnlockDelay, g.flushUnlocks)
+		}
+	default:
+		g.startFlush()
 	}
 }
 
-// flush sends what is queued, batch after batch, until nothing is left.
+// guardUnlockDelay bounds how long an unlock waits for a lock to travel
+// with.
+const guardUnlockDelay = 10 * time.Millisecond
+
+// startFlush starts the goroutine that sends what is queued. g.mu is held.
+func (g *guard) startFlush() {
+	if g.unlockTimer != nil {
+		g.unlockTimer.Stop()
+		g.unlockTimer = nil
+	}
+	g.flushing = true
+	go g.flush()
+}
+
+// flushUnlocks sends the unlocks that waited guardUnlockDelay for a lock.
+func (g *guard) flushUnlocks() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unlockTimer = nil
+	if !g.flushing && len(g.queue) > 0 {
+		g.startFlush()
+	}
+}
+
+// flush sends what is queued, one statement after another, while a lock
+// is among it; unlocks left alone wait as enqueue says.
 func (g *guard) flush() {
-	for {
+	for first := true; ; first = false {
 		g.mu.Lock()
 		ops := g.queue
-		g.queue = nil
-		if len(ops) == 0 {
+		if len(ops) == 0 || (!first && !slices.ContainsFunc(ops, func(op *guardOp) bool { return !op.unlock })) {
 			g.flushing = false
-			if len(g.held) == 0 && g.conn != nil {
+			if len(ops) > 0 {
+				g.unlockTimer = time.AfterFunc(guardUnlockDelay, g.flushUnlocks)
+			} else if len(g.held) == 0 && g.conn != nil {
 				g.idle = time.AfterFunc(g.idleClose, g.closeIdle)
 			}
 			g.mu.Unlock()
 			return
 		}
+		g.queue = nil
 		conn, gen := g.conn, g.gen
 		g.mu.Unlock()
 		g.send(conn, gen, ops)

@@ -42,15 +42,20 @@ const benchWorkers = 4
 
 const benchKeys = 1000
 
-func benchSetup(b *testing.B) (*pgstore.Store, *pgxpool.Pool) {
-	b.Helper()
-	s, pool := newStore(b, func(c *pgxpool.Config) { c.MaxConns = int32(benchWorkers * runtime.GOMAXPROCS(0)) })
-	ctx := context.Background()
-	resp := idem.Response{
+// benchResponse is the response every benchmark stores: a transfer's.
+func benchResponse() idem.Response {
+	return idem.Response{
 		Status: 201,
 		Header: map[string][]string{"Content-Type": {"application/json"}, "Location": {"/transfers/tr_1"}},
 		Body:   []byte(`{"id":"tr_1","amount":100,"currency":"EUR","status":"pending"}`),
 	}
+}
+
+func benchSetup(b *testing.B) (*pgstore.Store, *pgxpool.Pool) {
+	b.Helper()
+	s, pool := newStore(b, func(c *pgxpool.Config) { c.MaxConns = int32(benchWorkers * runtime.GOMAXPROCS(0)) })
+	ctx := context.Background()
+	resp := benchResponse()
 	for i := range benchKeys {
 		c := claimFor("k"+strconv.Itoa(i), "tok", time.Minute)
 		if res, err := s.Claim(ctx, c); err != nil || !res.Won {
@@ -161,11 +166,7 @@ func BenchmarkReplay(b *testing.B) {
 func BenchmarkNewKey(b *testing.B) {
 	s, pool := benchSetup(b)
 	ctx := context.Background()
-	resp := idem.Response{
-		Status: 201,
-		Header: map[string][]string{"Content-Type": {"application/json"}, "Location": {"/transfers/tr_1"}},
-		Body:   []byte(`{"id":"tr_1","amount":100,"currency":"EUR","status":"pending"}`),
-	}
+	resp := benchResponse()
 	hdr := []byte(`{"Content-Type":["application/json"],"Location":["/transfers/tr_1"]}`)
 	claim := claimFor("", "tok", time.Minute)
 	fp := claim.Fingerprint
@@ -207,11 +208,7 @@ func BenchmarkNewKey(b *testing.B) {
 func BenchmarkTransaction(b *testing.B) {
 	s, pool := benchSetup(b)
 	ctx := context.Background()
-	resp := idem.Response{
-		Status: 201,
-		Header: map[string][]string{"Content-Type": {"application/json"}, "Location": {"/transfers/tr_1"}},
-		Body:   []byte(`{"id":"tr_1","amount":100,"currency":"EUR","status":"pending"}`),
-	}
+	resp := benchResponse()
 	claim := claimFor("", "tok", time.Minute)
 	var seq atomic.Int64
 	compare(b, "transaction", func(int64) error {
@@ -259,7 +256,7 @@ func BenchmarkTransactionParts(b *testing.B) {
 	}
 	defer conn.Release()
 	fp := claimFor("", "", 0).Fingerprint
-	body := []byte(`{"id":"tr_1","amount":100,"currency":"EUR","status":"pending"}`)
+	body := benchResponse().Body
 	steps := []string{"bare", "+timeouts", "+claim", "+completion", "+reset"}
 	var seq int
 	// one runs one transaction with the first n+1 steps.

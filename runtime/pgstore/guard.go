@@ -22,7 +22,7 @@ import (
 // while the handler still writes, in autocommit. The guard closes that
 // door from a session the handler cannot reach: for as long as a
 // transactional claim of this Store holds a key, one connection of the
-// Store's own holds a second lock on the key, guardLockSQL's, at session
+// Store's own holds a second lock on the key, guardSQL's, at session
 // level. Every transactional claim asks for that lock too, and a claim
 // that wins the key's row but not its guard gives the row back and answers
 // "in flight". The guard is let go only after Commit or Release has
@@ -32,7 +32,7 @@ import (
 // The guard's lock travels on its own connection at the same time as the
 // claim's batch, so it adds no round trip to a claim's latency. Requests
 // share the connection: each flush sends every lock and unlock waiting at
-// that moment in one pipelined batch. A process that dies takes the
+// that moment in one statement. A process that dies takes the
 // connection and its locks with it, as it does the claim's session, so a
 // crash still frees the key for the next retry at once.
 
@@ -94,18 +94,18 @@ type guardOp struct {
 	unlock bool
 	// gen is the connection an unlock's guard was taken on.
 	gen uint64
-	// ticket is the lock's ticket; nil for an unlock.
+	// ticket is the lock's ticket, which receives its outcome; nil for an
+	// unlock.
 	ticket *guardTicket
-	// done receives the outcome of a lock: nil when held, errGuardBusy, or
-	// why it could not be asked. Buffered; nil for an unlock.
-	done chan error
 }
 
 // guardTicket is a lock asked for: wait for it, then let it go with
 // release, whatever the outcome.
 type guardTicket struct {
-	g    *guard
-	id   idem.Identity
+	g  *guard
+	id idem.Identity
+	// done receives the outcome of the lock: nil when held, errGuardBusy,
+	// or why it could not be asked. Buffered.
 	done chan error
 	err  error
 	// gen is the connection the guard was granted on, 0 until it is;
@@ -191,7 +191,7 @@ func (g *guard) lock(id idem.Identity) *guardTicket {
 		}
 	}
 	g.held[id] = t
-	g.enqueue(&guardOp{id: id, done: t.done, ticket: t})
+	g.enqueue(&guardOp{id: id, ticket: t})
 	return t
 }
 
@@ -352,7 +352,7 @@ func (g *guard) flush() {
 	}
 }
 
-// send sends ops in one batch on conn, opening a connection first when
+// send sends ops in one statement on conn, opening a connection first when
 // there is none, and hands each lock its outcome.
 func (g *guard) send(conn *pgx.Conn, gen uint64, ops []*guardOp) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -407,10 +407,10 @@ func (g *guard) send(conn *pgx.Conn, gen uint64, ops []*guardOp) {
 		case op.unlock:
 		case got[i]:
 			op.ticket.gen = gen
-			op.done <- nil
+			op.ticket.done <- nil
 		default:
 			g.forget(op.ticket)
-			op.done <- errGuardBusy
+			op.ticket.done <- errGuardBusy
 		}
 	}
 }
@@ -425,7 +425,7 @@ func (g *guard) fail(ops []*guardOp, conn *pgx.Conn, err error) {
 	for _, op := range ops {
 		if !op.unlock {
 			g.forget(op.ticket)
-			op.done <- err
+			op.ticket.done <- err
 		}
 	}
 	if conn != nil && g.conn == conn {

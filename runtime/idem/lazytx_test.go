@@ -40,7 +40,8 @@ func (s *beginStore) Begin(ctx context.Context) (idem.Tx, error) {
 
 // looseEngine serves a transactional createTransfer, whose key is
 // optional, with a handler mounted without its adapter, by X-Mode: "idle"
-// takes no transaction, "adapter" hands the request on to idem.TxHandler,
+// takes no transaction, "reject" answers 400 as a strict server does to a
+// body it cannot decode, before any transaction is asked for, "adapter" hands the request on to idem.TxHandler,
 // "strict" asks idem.TxFor and answers its error, and "leak" keeps the
 // request's context for after the answer. ran counts the runs of the
 // handler behind the adapter; strictErr is TxFor's last error.
@@ -74,6 +75,9 @@ func newLooseEngine(t *testing.T) *looseEngine {
 			}
 		case "leak":
 			le.leaked = r.Context()
+		case "reject":
+			http.Error(w, "the body does not decode", http.StatusBadRequest)
+			return
 		}
 		w.WriteHeader(http.StatusCreated)
 	}))
@@ -199,5 +203,23 @@ func TestDurableModeCompletionFailsAfterTheCommit(t *testing.T) {
 	expect(t, le.post(t, "c", "adapter"), http.StatusConflict, idem.ProblemInProgress)
 	if le.ran.Load() != 1 {
 		t.Fatalf("a retry ran the handler again (%d runs)", le.ran.Load())
+	}
+}
+
+// A handler that answers an error before it reaches its transaction (a
+// strict server refusing a body it cannot decode) does not switch its
+// operation to durable mode: any client could otherwise do it with one bad
+// request. The next request through the adapter still gets the claim's
+// own transaction, and no plain one begins.
+func TestAnErrorAnswerDoesNotSwitchToDurableMode(t *testing.T) {
+	le := newLooseEngine(t)
+	if w := le.post(t, "bad", "reject"); w.Code != http.StatusBadRequest {
+		t.Fatalf("rejected request: status %d, body %s", w.Code, w.Body)
+	}
+	if w := le.post(t, "good", "adapter"); w.Code != http.StatusCreated {
+		t.Fatalf("next request: status %d, body %s", w.Code, w.Body)
+	}
+	if n := le.store.begins.Load(); n != 0 {
+		t.Fatalf("%d plain transactions began: one error answer switched the operation to durable mode", n)
 	}
 }

@@ -24,7 +24,8 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	}
 	rec := newRecorder(w, limit)
 	panicked := e.runHandler(rec, r, next)
-	if h.tx() != nil && !q.applied.taken.Load() {
+	if panicked == nil && rec.answered() && rec.statusCode() < 400 &&
+		h.tx() != nil && !q.applied.taken.Load() {
 		e.txNotTaken(r, q)
 	}
 	if panicked != nil {
@@ -116,10 +117,15 @@ func (e *Engine) outcomeUnknown(w http.ResponseWriter, r *http.Request, q *reque
 		"The server cannot confirm whether this request took effect. Do not retry; contact support to resolve it."))
 }
 
-// txNotTaken reacts to a transactional handler that never took its
-// transaction: its writes, if any, went around it, so a crash could free
-// the key for a retry that repeats them. From then on the operation's
-// claims are committed before the handler runs (serveDurableTx).
+// txNotTaken reacts to a transactional handler that answered a success
+// without taking its transaction: its writes went around it, so a crash
+// could free the key for a retry that repeats them. From then on the
+// operation's claims are committed before the handler runs
+// (serveDurableTx). An error answered before the handler reached its
+// transaction (a strict server refusing a body it cannot decode) says
+// nothing about the wiring, and a client must not be able to switch the
+// operation with one; CheckRoutes finds a handler mounted without its
+// adapter before any request does.
 func (e *Engine) txNotTaken(r *http.Request, q *request) {
 	if q.op.txUnused.CompareAndSwap(false, true) {
 		e.log.ErrorContext(r.Context(), "transactional handler did not take its transaction; this operation's claims now commit before the handler runs and fail closed. "+

@@ -233,10 +233,6 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 	return op, nil
 }
 
-// Middleware protects every request whose method and path match a policy's
-// operation and passes every other request through untouched. It has the
-// shape of net/http middleware, so it mounts on http.ServeMux, chi and
-
 // sameNames reports whether a and b hold the same names in any order.
 func sameNames(a, b []string) bool {
 	if len(a) != len(b) {

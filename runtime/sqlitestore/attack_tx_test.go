@@ -256,3 +256,36 @@ func TestAttackRawTransactionStatementsAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// A transaction from Begin (a keyless request, or one in durable mode)
+// refuses raw transaction statements as a held one does: a handler that
+// could COMMIT it would keep writes that the engine then rolls back and
+// releases, for a retry to repeat.
+func TestAttackRawTransactionStatementsAreRefusedInBegin(t *testing.T) {
+	for _, stmt := range []string{"COMMIT", "END", "ROLLBACK", "BEGIN"} {
+		t.Run(stmt, func(t *testing.T) {
+			s := openStore(t)
+			ctx := context.Background()
+			if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (marker TEXT NOT NULL)`); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := s.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := tx.Driver().(*sqlitestore.Tx)
+			if _, err := h.ExecContext(ctx, `INSERT INTO effects (marker) VALUES ('begun')`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.ExecContext(ctx, stmt); err == nil {
+				t.Errorf("%s through a Begin transaction was accepted", stmt)
+			}
+			if err := tx.Release(ctx); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if n := countMarker(t, s, "begun"); n != 0 {
+				t.Fatalf("effects after Release = %d, want 0", n)
+			}
+		})
+	}
+}

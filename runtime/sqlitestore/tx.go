@@ -58,9 +58,28 @@ func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*storeTx, error) {
 		t.close()
 		return nil, fmt.Errorf("sqlitestore: begin handler transaction: %w", err)
 	}
+	if err := s.begin(ctx, t); err != nil {
+		return fail(err)
+	}
+	id := c.Identity
+	if err := fenced(t.tx.ExecContext(txCtx, holdClaim, id.Tenant, id.Scope, id.Key, c.Token)); err != nil {
+		_ = t.tx.Rollback()
+		return fail(err)
+	}
+	t.handlerOwns.Store(true)
+	return t, nil
+}
+
+// begin begins t's transaction under t.ctx, on a connection of its own
+// whose authorizer refuses every transaction statement while the handler
+// owns it (authorize); ctx bounds taking the connection. Held and keyless
+// transactions alike: a handler that could COMMIT a keyless or durable-mode
+// transaction itself would keep writes the engine then rolls back and
+// releases, for a retry to repeat. t.close undoes it.
+func (s *Store) begin(ctx context.Context, t *storeTx) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	t.conn = conn
 	if err := conn.Raw(func(dc any) error {
@@ -70,21 +89,15 @@ func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*storeTx, error) {
 		}
 		return ar.RegisterAuthorizer(t.authorize)
 	}); err != nil {
-		return fail(err)
+		return err
 	}
 	t.authorized = true
-	sqlTx, err := conn.BeginTx(txCtx, nil)
+	sqlTx, err := conn.BeginTx(t.ctx, nil)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	t.tx, t.h = sqlTx, &Tx{tx: sqlTx}
-	id := c.Identity
-	if err := fenced(sqlTx.ExecContext(txCtx, holdClaim, id.Tenant, id.Scope, id.Key, c.Token)); err != nil {
-		_ = sqlTx.Rollback()
-		return fail(err)
-	}
-	t.handlerOwns.Store(true)
-	return t, nil
+	return nil
 }
 
 // authorize is the authorizer of a handler transaction's connection: while
@@ -97,7 +110,7 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, _, _, _, _ strin
 	return sqlite.AuthorizerOK
 }
 
-// close ends what beginHeld set up, once the transaction has ended: the
+// close ends what begin set up, once the transaction has ended: the
 // authorizer comes off the connection before it goes back to the pool, and
 // the lease's deadline is released. A connection whose authorizer cannot
 // be removed is discarded rather than pooled.
@@ -121,23 +134,29 @@ func (t *storeTx) close() {
 // Begin implements idem.Transactor: a plain transaction for a keyless
 // request. With a database opened by DSN it begins IMMEDIATE.
 //
-// ctx bounds the start only. database/sql rolls back a transaction once
+// The handler can no more end it than a held one (begin). ctx bounds the
+// start only. database/sql rolls back a transaction once
 // the context it began with is done, and the engine begins under a store
 // context that ends as soon as Begin returns: the transaction must live on
 // until Commit or Release, as a held one does (ClaimTx).
 func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t := &storeTx{s: s, ctx: txCtx, cancel: cancel}
 	stop := context.AfterFunc(ctx, cancel)
-	sqlTx, err := s.db.BeginTx(txCtx, nil)
+	err := s.begin(ctx, t)
 	if !stop() && err == nil {
 		// ctx ended while the transaction began; it is being rolled back.
 		err = context.Cause(ctx)
 	}
 	if err != nil {
-		cancel()
+		if t.tx != nil {
+			_ = t.tx.Rollback()
+		}
+		t.close()
 		return nil, fmt.Errorf("sqlitestore: begin: %w", err)
 	}
-	return &storeTx{s: s, tx: sqlTx, h: &Tx{tx: sqlTx}, ctx: txCtx, cancel: cancel}, nil
+	t.handlerOwns.Store(true)
+	return t, nil
 }
 
 // storeTx is the idem.Tx of sqlitestore: the *sql.Tx it ends itself, and
@@ -146,8 +165,8 @@ type storeTx struct {
 	s  *Store
 	tx *sql.Tx
 	h  *Tx
-	// conn is the connection of a held transaction, with authorize
-	// registered on it when authorized is set; nil for Begin.
+	// conn is the transaction's connection, with authorize registered on
+	// it when authorized is set.
 	conn        *sql.Conn
 	authorized  bool
 	handlerOwns atomic.Bool

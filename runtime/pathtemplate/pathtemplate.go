@@ -168,15 +168,6 @@ func (t *Template) Params() []string { return append([]string(nil), t.params...)
 // Segments reports how many segments a matching path has.
 func (t *Template) Segments() int { return len(t.segs) }
 
-// Kinds returns the kind of each segment, for ordering templates by
-// specificity.
-func (t *Template) Kinds() []Kind {
-	k := make([]Kind, len(t.segs))
-	for i, s := range t.segs {
-		k[i] = s.kind()
-	}
-	return k
-}
 
 // Split cuts an escaped request path (url.URL.EscapedPath) into its
 // segments as written, on "/": an escaped "%2F" stays inside its segment.
@@ -345,6 +336,9 @@ func (t *Template) Expand(values map[string]string) (string, error) {
 	return t.expand(values, false)
 }
 
+// expand is Expand; allowEmpty lets a parameter's value be empty, as
+// Match can find one in a mixed segment, so that the fuzz test can rebuild
+// every path Match took apart.
 func (t *Template) expand(values map[string]string, allowEmpty bool) (string, error) {
 	var b strings.Builder
 	for _, s := range t.segs {

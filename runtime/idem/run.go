@@ -213,6 +213,14 @@ func (e *Engine) handlerPanicked(w http.ResponseWriter, q *request, rec *recorde
 // (SEMANTICS §3.4): statuses that describe a passing condition are not, so
 // that a retry runs the handler again.
 func (e *Engine) storable(op *operation, status int) bool {
+	return Storable(status, op.CacheServerErrors)
+}
+
+// Storable reports whether a response with status is stored for its key
+// (SEMANTICS §3.4): never 401, 403, 408, 425, 429, 502, 503 or 504, which
+// say the request may succeed if sent again; other server errors only when
+// the policy caches them (cacheServerErrors); everything else.
+func Storable(status int, cacheServerErrors bool) bool {
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooEarly,
 		http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
@@ -221,7 +229,7 @@ func (e *Engine) storable(op *operation, status int) bool {
 	if status >= 500 {
 		// 500 and the server errors the contract does not name (501, 505,
 		// 507, …) say the server failed; they are kept only on request.
-		return op.CacheServerErrors
+		return cacheServerErrors
 	}
 	return true
 }

@@ -356,11 +356,17 @@ func describe(e Entry) string {
 }
 
 // CheckResponse refuses a resolution the engine would never have stored:
-// a status outside 100..599, or a header that is never stored and
-// replayed (idem.NeverStored).
+// a status outside 200..599, one that says the request may succeed if
+// sent again (idem.Storable: 401, 403, 408, 425, 429, 502, 503, 504), which
+// every retry would then get replayed for good, or a header that is never
+// stored and replayed (idem.NeverStored). Other server errors pass: a
+// policy may cache them.
 func CheckResponse(resp idem.Response) error {
-	if resp.Status < 100 || resp.Status > 599 {
-		return fmt.Errorf("idemadmin: status %d is not an HTTP status", resp.Status)
+	if resp.Status < 200 || resp.Status > 599 {
+		return fmt.Errorf("idemadmin: status %d is not the final status of an answer", resp.Status)
+	}
+	if !idem.Storable(resp.Status, true) {
+		return fmt.Errorf("idemadmin: status %d is never stored: it tells a client to retry, and its replay would tell every retry the same", resp.Status)
 	}
 	if resp.Omitted {
 		return errors.New("idemadmin: a resolution carries its body")

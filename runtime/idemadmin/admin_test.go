@@ -150,3 +150,22 @@ func TestLapsedClaimIsResolvable(t *testing.T) {
 		t.Fatalf("Show after Forget: %v, want ErrNotFound", err)
 	}
 }
+
+// A resolution is refused when the engine would never have stored it: a
+// status that tells a client to retry would be replayed to every retry for
+// good.
+func TestCheckResponseRefusesWhatIsNeverStored(t *testing.T) {
+	for status, ok := range map[int]bool{
+		100: false, 199: false, 200: true, 201: true, 400: true, 401: false, 403: false, 404: true,
+		408: false, 409: true, 422: true, 425: false, 429: false, 500: true, 502: false,
+		503: false, 504: false, 600: false,
+	} {
+		err := idemadmin.CheckResponse(idem.Response{Status: status})
+		if (err == nil) != ok {
+			t.Errorf("CheckResponse(%d) = %v, want accepted %v", status, err, ok)
+		}
+	}
+	if err := idemadmin.CheckResponse(idem.Response{Status: 201, Header: map[string][]string{"Set-Cookie": {"a=b"}}}); err == nil {
+		t.Error("CheckResponse accepted a never-stored header")
+	}
+}

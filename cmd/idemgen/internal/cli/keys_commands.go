@@ -183,6 +183,11 @@ unless --yes is given.`,
 			if forget && (len(headers) > 0 || body != "" || bodyFile != "") {
 				return usageError{errors.New("--forget takes no response")}
 			}
+			if bodyFile == "-" && !yes {
+				// Standard input carries the body, so it cannot carry the
+				// answer to the confirmation too.
+				return usageError{errors.New("--body-file - needs --yes: standard input holds the body, not a confirmation")}
+			}
 			var resp idem.Response
 			if given {
 				var err error

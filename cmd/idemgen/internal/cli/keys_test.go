@@ -209,3 +209,14 @@ func TestKeysResolveEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// A body read from standard input leaves no way to confirm there: without
+// --yes the command is refused before it touches anything, instead of
+// reading the end of the body as a "no".
+func TestKeysResolveBodyFromStdinNeedsYes(t *testing.T) {
+	code, _, errOut := keys(t, "sqlite://unused.db", `{"ok":true}`, "resolve", "--label", "hmac:00", "--expect", "v",
+		"--status", "201", "--body-file", "-")
+	if code != 2 || !strings.Contains(errOut, "--yes") {
+		t.Fatalf("resolve --body-file - without --yes: exit %d, stderr %s; want 2 naming --yes", code, errOut)
+	}
+}

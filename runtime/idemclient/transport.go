@@ -152,6 +152,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*http.Response, error) {
 	op := t.router.find(req)
+	if op == nil && !idempotentMethod(req.Method) {
+		// Sent once, as it came: its body need not be kept for a retry.
+		rep.Attempts = 1
+		return t.cfg.Base.RoundTrip(req)
+	}
 	body, err := readBody(req)
 	if err != nil {
 		return nil, err

@@ -393,3 +393,31 @@ func TestRetryAfterForms(t *testing.T) {
 }
 
 var tlsErr = tls.CertificateVerificationError{Err: errors.New("x509: certificate signed by unknown authority")}
+
+// rtFunc is an http.RoundTripper made of a function.
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A POST that calls no operation of the table is sent once, as it came:
+// its body is streamed through, never read into memory for a retry that
+// cannot happen.
+func TestRequestOutsideTheTableIsPassedThrough(t *testing.T) {
+	var got *http.Request
+	tr, err := New(Config{Operations: []Operation{transferOp()}, Base: rtFunc(func(r *http.Request) (*http.Response, error) {
+		got = r
+		return &http.Response{StatusCode: http.StatusCreated, Body: http.NoBody, Header: http.Header{}}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := io.NopCloser(strings.NewReader("a large upload"))
+	req, _ := http.NewRequest(http.MethodPost, "http://example.test/uploads", body)
+	res, err := tr.RoundTrip(req)
+	if err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("RoundTrip = %v, %v", res, err)
+	}
+	if got != req || got.Body != body {
+		t.Errorf("the request outside the table was copied (body read for a retry), not passed through")
+	}
+}

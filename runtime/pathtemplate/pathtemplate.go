@@ -168,7 +168,6 @@ func (t *Template) Params() []string { return append([]string(nil), t.params...)
 // Segments reports how many segments a matching path has.
 func (t *Template) Segments() int { return len(t.segs) }
 
-
 // Split cuts an escaped request path (url.URL.EscapedPath) into its
 // segments as written, on "/": an escaped "%2F" stays inside its segment.
 // ok is false when the path does not start with "/".

@@ -2,13 +2,13 @@ package breaking
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/generator/internal/describe"
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
 // Kind names a kind of change; an acknowledgement names it too.
@@ -69,12 +69,14 @@ type Change struct {
 // Ack is the acknowledgement that names c: "createTransfer:fingerprint-changed".
 func (c Change) Ack() string { return c.OperationID + ":" + string(c.Kind) }
 
-// paramRe matches a path template's parameter, to compare routes by the
-// requests they match rather than by their parameters' names.
-var paramRe = regexp.MustCompile(`\{[^{}]*\}`)
-
+// route names a method and path by the requests they match rather than by
+// their parameters' names (pathtemplate's Shape). A path the parser
+// refuses, which a loaded spec cannot hold, stands as it is.
 func route(method, path string) string {
-	return method + " " + paramRe.ReplaceAllString(path, "{}")
+	if t, err := pathtemplate.Parse(path); err == nil {
+		path = t.Shape()
+	}
+	return method + " " + path
 }
 
 // Compare returns the changes from the lock prev to spec, sorted by

@@ -162,6 +162,24 @@ func parseSegment(raw string, off int, seen map[string]bool, errAt func(int, str
 // String returns the template as it was written.
 func (t *Template) String() string { return t.raw }
 
+// Shape is the template with its parameters' names erased ("/pets/{}"):
+// two templates of one shape match the same requests, so a renamed
+// parameter leaves a route the same route.
+func (t *Template) Shape() string {
+	var b strings.Builder
+	for _, s := range t.segs {
+		b.WriteByte('/')
+		for _, p := range s.parts {
+			if p.name == "" {
+				b.WriteString(p.lit)
+			} else {
+				b.WriteString("{}")
+			}
+		}
+	}
+	return b.String()
+}
+
 // Params returns the parameter names in the order they appear.
 func (t *Template) Params() []string { return append([]string(nil), t.params...) }
 

@@ -181,3 +181,28 @@ func decodeAll(segs []string) []string {
 	}
 	return out
 }
+
+// Shape erases the parameters' names and nothing else; templates of one
+// shape match the same paths.
+func TestShape(t *testing.T) {
+	for tmpl, want := range map[string]string{
+		"/pets/{id}/adoptions": "/pets/{}/adoptions",
+		"/Accounts/{Sid}.json": "/Accounts/{}.json",
+		"/range/{a}-{b}":       "/range/{}-{}",
+		"/v1/{name}:cancel":    "/v1/{}:cancel",
+		"/transfers":           "/transfers",
+	} {
+		tm, err := Parse(tmpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tm.Shape(); got != want {
+			t.Errorf("Shape(%s) = %s, want %s", tmpl, got, want)
+		}
+	}
+	a, _ := Parse("/pets/{id}/x")
+	b, _ := Parse("/pets/{petId}/x")
+	if a.Shape() != b.Shape() || !Overlap(a, b) || !Overlap(b, a) {
+		t.Errorf("renamed parameter: shapes %s and %s", a.Shape(), b.Shape())
+	}
+}

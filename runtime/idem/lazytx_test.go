@@ -223,3 +223,25 @@ func TestAnErrorAnswerDoesNotSwitchToDurableMode(t *testing.T) {
 		t.Fatalf("%d plain transactions began: one error answer switched the operation to durable mode", n)
 	}
 }
+
+// The problems TxHandler answers carry the engine's ProblemBase, as every
+// other problem of the engine does.
+func TestTxHandlerProblemsUseTheProblemBase(t *testing.T) {
+	p := transferPolicy()
+	p.Transactional = true
+	const base = "https://errors.example.test/idempotency/"
+	e := newEngine(t, idem.Config{Store: &txStore{memstore.New()}, Policies: []idem.Policy{p}, ProblemBase: base})
+	// Mounted for another operation: the request was protected as
+	// createTransfer, so the adapter refuses it.
+	h := e.Middleware(idem.TxHandler("anotherOperation", func(w http.ResponseWriter, r *http.Request, tx string) {
+		t.Error("the handler ran")
+	}))
+	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "k1")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), `"type":"`+base+idem.ProblemTransactionMissing+`"`) {
+		t.Fatalf("status %d, body %s; want 500 with a type under %s", w.Code, w.Body, base)
+	}
+}

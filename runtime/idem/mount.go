@@ -121,6 +121,9 @@ type applied struct {
 	tx Tx
 	// taken is set when the handler took tx (TxFrom, TxHandler).
 	taken atomic.Bool
+	// problemBase is the engine's Config.ProblemBase, for the problems
+	// TxHandler answers.
+	problemBase string
 }
 
 type appliedKey struct{}
@@ -130,8 +133,8 @@ func appliedFrom(ctx context.Context) *applied {
 	return a
 }
 
-func withApplied(r *http.Request, op *operation) (*http.Request, *applied) {
-	a := &applied{op: op}
+func withApplied(r *http.Request, op *operation, problemBase string) (*http.Request, *applied) {
+	a := &applied{op: op, problemBase: problemBase}
 	return r.WithContext(context.WithValue(r.Context(), appliedKey{}, a)), a
 }
 

@@ -175,7 +175,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 // a per-route Handler or TxHandler behind the middleware knows which one;
 // only a request about to reach the handler pays for it.
 func (e *Engine) mark(r *http.Request, q *request) *http.Request {
-	r, q.applied = withApplied(r, q.op)
+	r, q.applied = withApplied(r, q.op, e.problemBase)
 	return r
 }
 

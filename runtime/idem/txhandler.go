@@ -47,18 +47,27 @@ func (t *txHandler[Tx]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		t.h(w, r, tx)
 	case errors.Is(err, errTxNotBegun):
-		t.unavailable(w)
+		t.unavailable(w, problemBase(r))
 	default:
-		t.refuse(w)
+		t.refuse(w, problemBase(r))
 	}
+}
+
+// problemBase is the ProblemBase of the engine that protected r, or the
+// default when none did.
+func problemBase(r *http.Request) string {
+	if a := appliedFrom(r.Context()); a != nil {
+		return a.problemBase
+	}
+	return defaultProblemBase
 }
 
 // unavailable answers a request whose transaction could not begin when
 // the handler asked for it: the handler did not run, and the engine
 // releases the key, so a retry runs it.
-func (t *txHandler[Tx]) unavailable(w http.ResponseWriter) {
+func (t *txHandler[Tx]) unavailable(w http.ResponseWriter, base string) {
 	Problem{
-		Type:       defaultProblemBase + ProblemStoreUnavailable,
+		Type:       base + ProblemStoreUnavailable,
 		Title:      "Idempotency store unavailable",
 		Status:     http.StatusServiceUnavailable,
 		Detail:     "The server could not begin this request's transaction, so it did not process the request. Retry later with the same key.",
@@ -66,9 +75,9 @@ func (t *txHandler[Tx]) unavailable(w http.ResponseWriter) {
 	}.Write(w)
 }
 
-func (t *txHandler[Tx]) refuse(w http.ResponseWriter) {
+func (t *txHandler[Tx]) refuse(w http.ResponseWriter, base string) {
 	Problem{
-		Type:   defaultProblemBase + ProblemTransactionMissing,
+		Type:   base + ProblemTransactionMissing,
 		Title:  "Transaction unavailable",
 		Status: http.StatusInternalServerError,
 		Detail: "The server is misconfigured: operation " + t.op + " must run behind the idempotency engine with a transactional store. Contact support.",

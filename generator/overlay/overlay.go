@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	yaml "go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/generator/internal/describe"
+	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/model"
 )
 
@@ -88,21 +88,13 @@ func Emit(spec *model.Spec, opts Options) ([]byte, error) {
 	return encode(out, opts.Extends)
 }
 
-// readSpec reads the spec file as a YAML node tree (JSON is YAML too) and
-// returns its root, or nil when the document is not one value.
+// readSpec reads the spec file as the loader does (load.Document).
 func readSpec(file string) (*yaml.Node, error) {
-	src, err := os.ReadFile(file)
+	root, err := load.Document(file)
 	if err != nil {
 		return nil, fmt.Errorf("overlay: %w", err)
 	}
-	var doc yaml.Node
-	if err := yaml.Load(src, &doc); err != nil {
-		return nil, fmt.Errorf("overlay: read %s: %w", file, err)
-	}
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		return doc.Content[0], nil
-	}
-	return nil, nil
+	return root, nil
 }
 
 // encode writes a generated YAML document under the generated-code header.

@@ -3,6 +3,7 @@ package overlay_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -180,7 +181,13 @@ func TestAugmentExternalRefElsewhere(t *testing.T) {
 func keepsAll(t *testing.T, src, out []byte) {
 	t.Helper()
 	var before, after any
-	if err := yaml.Unmarshal(src, &before); err != nil {
+	// A JSON spec is read as JSON: YAML parsers refuse surrogate-pair
+	// escapes, which JSON allows.
+	unmarshal := yaml.Unmarshal
+	if json.Valid(src) {
+		unmarshal = json.Unmarshal
+	}
+	if err := unmarshal(src, &before); err != nil {
 		t.Fatal(err)
 	}
 	if err := yaml.Unmarshal(out, &after); err != nil {
@@ -214,4 +221,51 @@ func keepsAll(t *testing.T, src, out []byte) {
 		}
 	}
 	walk("", before, after)
+}
+
+// The augmented spec reads the spec as the loader does: responses shared
+// through a YAML alias keep every answer the user declared, and gain the
+// replay header; JSON with a surrogate-pair escape (an emoji in a
+// description) is read, not refused.
+func TestAugmentReadsTheSpecAsTheLoaderDoes(t *testing.T) {
+	const aliased = `openapi: 3.0.3
+info: {title: Aliased, version: "1"}
+x-idempotency: {required: true}
+x-shared: &std
+  "201": {description: created}
+  "404": {description: missing}
+paths:
+  /a:
+    post:
+      operationId: makeA
+      x-idempotency: true
+      responses: *std
+`
+	dir := t.TempDir()
+	file := filepath.Join(dir, "openapi.yaml")
+	if err := os.WriteFile(file, []byte(aliased), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ := augment(t, file)
+	op := doc.Paths.Find("/a").Post
+	for _, code := range []string{"201", "404"} {
+		if op.Responses.Value(code) == nil {
+			t.Errorf("response %s, shared through an alias, is gone", code)
+		}
+	}
+	if r := op.Responses.Value("201"); r == nil || r.Value.Headers["Idempotent-Replayed"] == nil {
+		t.Error("the 201 reached through an alias did not gain Idempotent-Replayed")
+	}
+
+	const surrogate = `{"openapi": "3.0.3", "info": {"title": "S \ud83d\udc4d", "version": "1"},
+  "paths": {"/pay": {"post": {"operationId": "pay", "x-idempotency": {"required": true},
+    "responses": {"201": {"description": "paid \ud83d\udc4d"}}}}}}`
+	file = filepath.Join(t.TempDir(), "openapi.json")
+	if err := os.WriteFile(file, []byte(surrogate), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc, _, _ = augment(t, file)
+	if d := doc.Paths.Find("/pay").Post.Responses.Value("201").Value.Description; d == nil || *d != "paid 👍" {
+		t.Errorf("description %v, want the emoji decoded", d)
+	}
 }

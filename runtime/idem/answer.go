@@ -15,7 +15,7 @@ func (e *Engine) reject(w http.ResponseWriter, q *request, p Problem) {
 }
 
 // answerExisting answers a request that lost its claim (SEMANTICS §3.5).
-func (e *Engine) answerExisting(w http.ResponseWriter, q *request, c Claim, rec Record) {
+func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *request, c Claim, rec Record) {
 	if !bytes.Equal(rec.Fingerprint, c.Fingerprint) || rec.Operation != c.Operation {
 		detail := "This idempotency key was already used for a different request. Use a new key for a new request."
 		if rec.Operation != c.Operation {
@@ -41,7 +41,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, q *request, c Claim, rec 
 		}
 		resp, err := e.open(q, c, rec.Response)
 		if err != nil {
-			e.unreadable(w, q, err)
+			e.unreadable(w, r, q, err)
 			return
 		}
 		e.replay(w, q, resp)
@@ -56,7 +56,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, q *request, c Claim, rec 
 		// The store does not say whether this claim marked the key or met
 		// it marked, so every meeting is logged: the first one is the
 		// transition, later ones show clients still waiting on an operator.
-		e.log.Warn("idempotency key is indeterminate (outcome unknown); answered 409 until an operator resolves it with idemgen keys",
+		e.log.WarnContext(r.Context(), "idempotency key is indeterminate (outcome unknown); answered 409 until an operator resolves it with idemgen keys",
 			"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key))
 		e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusConflict, "Outcome unknown",
 			"A request with this idempotency key was interrupted and its outcome is unknown. Do not retry; contact support to resolve it."))
@@ -88,9 +88,9 @@ func (e *Engine) send(w http.ResponseWriter, q *request, p Problem) {
 	p.Write(w)
 }
 
-func (e *Engine) fenced(w http.ResponseWriter, q *request, rec *recorder, err error) {
+func (e *Engine) fenced(w http.ResponseWriter, r *http.Request, q *request, rec *recorder, err error) {
 	q.event.Outcome, q.event.Err = OutcomeFenced, err
-	e.log.Warn("idempotency claim was taken over while the handler ran; its response is discarded",
+	e.log.WarnContext(r.Context(), "idempotency claim was taken over while the handler ran; its response is discarded",
 		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key))
 	if rec.streaming {
 		q.event.Status = rec.statusCode()
@@ -102,9 +102,9 @@ func (e *Engine) fenced(w http.ResponseWriter, q *request, rec *recorder, err er
 	e.send(w, q, p)
 }
 
-func (e *Engine) storeUnavailable(w http.ResponseWriter, q *request, step string, err error) {
+func (e *Engine) storeUnavailable(w http.ResponseWriter, r *http.Request, q *request, step string, err error) {
 	q.event.Outcome, q.event.Err = OutcomeStoreError, err
-	e.log.Error("idempotency store failed; the handler was not run or its writes were rolled back",
+	e.log.ErrorContext(r.Context(), "idempotency store failed; the handler was not run or its writes were rolled back",
 		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "step", step, "err", err)
 	p := e.problem(ProblemStoreUnavailable, http.StatusServiceUnavailable, "Idempotency store unavailable",
 		"The server could not record the idempotency key, so it did not process the request. Retry later with the same key.")

@@ -41,7 +41,7 @@ func (e *Engine) claim(w http.ResponseWriter, r *http.Request, q *request, c Cla
 		e.claimFailed(w, r, q, c, err)
 		return res, false
 	case !res.Won:
-		e.answerExisting(w, q, c, res.Existing)
+		e.answerExisting(w, r, q, c, res.Existing)
 		return res, false
 	}
 	return res, true
@@ -59,7 +59,7 @@ func (e *Engine) claimFailed(w http.ResponseWriter, r *http.Request, q *request,
 		e.log.WarnContext(ctx, "a claim the store did not confirm could not be released; it stays until its lease ends",
 			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", rerr)
 	}
-	e.storeUnavailable(w, q, "claim", err)
+	e.storeUnavailable(w, r, q, "claim", err)
 }
 
 // serveTx runs a transactional request: the claim, the handler's writes and
@@ -87,11 +87,11 @@ func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c C
 	if err != nil {
 		// A transactional claim dies with its transaction; there is
 		// nothing to release.
-		e.storeUnavailable(w, q, "claim", err)
+		e.storeUnavailable(w, r, q, "claim", err)
 		return
 	}
 	if !res.Won {
-		e.answerExisting(w, q, c, res.Existing)
+		e.answerExisting(w, r, q, c, res.Existing)
 		return
 	}
 	e.run(w, r, q, txHold{tx}, res, next)

@@ -30,7 +30,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	}
 	if panicked != nil {
 		err := e.abandon(r, q, h)
-		e.handlerPanicked(w, q, rec, panicked, err)
+		e.handlerPanicked(w, r, q, rec, panicked, err)
 		return
 	}
 	if !rec.answered() {
@@ -65,13 +65,13 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	})
 	switch {
 	case errors.Is(err, ErrFenced):
-		e.fenced(w, q, rec, err)
+		e.fenced(w, r, q, rec, err)
 	case errors.Is(err, ErrOutcomeUnknown):
 		e.outcomeUnknown(w, r, q, err)
 	case err != nil && h.tx() != nil && !errors.Is(err, errCommitted):
 		// The commit failed, so the handler's writes are gone with it:
 		// sending its answer would acknowledge what does not exist.
-		e.storeUnavailable(w, q, "commit", err)
+		e.storeUnavailable(w, r, q, "commit", err)
 	case err != nil:
 		// The handler's effects happened; its answer is the truth. The claim
 		// stays in flight and is judged under onLeaseExpiry after its lease.
@@ -165,7 +165,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 	tx, err := e.tx.Begin(ctx)
 	cancel()
 	if err != nil {
-		e.storeUnavailable(w, q, "begin", err)
+		e.storeUnavailable(w, r, q, "begin", err)
 		return
 	}
 	e.run(w, r, q, txHold{tx}, Result{Won: true}, next)
@@ -192,9 +192,9 @@ func (e *Engine) runHandler(w http.ResponseWriter, r *http.Request, next http.Ha
 	return nil
 }
 
-func (e *Engine) handlerPanicked(w http.ResponseWriter, q *request, rec *recorder, v any, storeErr error) {
+func (e *Engine) handlerPanicked(w http.ResponseWriter, r *http.Request, q *request, rec *recorder, v any, storeErr error) {
 	q.event.Outcome, q.event.Err = OutcomePanicked, fmt.Errorf("handler panicked: %v", v)
-	e.log.Error("handler panicked; its idempotency claim was abandoned",
+	e.log.ErrorContext(r.Context(), "handler panicked; its idempotency claim was abandoned",
 		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "panic", v, "store_err", storeErr)
 	if v == http.ErrAbortHandler {
 		panic(v)

@@ -234,9 +234,9 @@ func (e *Engine) open(q *request, c Claim, stored *Response) (*Response, error) 
 // row changed in the store, moved from another key, or sealed under a key
 // the Sealer lacks. Replaying it would send an answer nobody gave, so the
 // engine fails closed and says so at ERROR.
-func (e *Engine) unreadable(w http.ResponseWriter, q *request, err error) {
+func (e *Engine) unreadable(w http.ResponseWriter, r *http.Request, q *request, err error) {
 	q.event.Outcome, q.event.Err = OutcomeStoreError, err
-	e.log.Error("the stored response of an idempotency key cannot be opened; nothing was replayed",
+	e.log.ErrorContext(r.Context(), "the stored response of an idempotency key cannot be opened; nothing was replayed",
 		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key), "err", err)
 	e.send(w, q, e.problem(ProblemResponseUnreadable, http.StatusInternalServerError, "Stored response unreadable",
 		"The server cannot read the stored result of the request with this key, so it did not resend it. Contact support; do not retry with a new key."))

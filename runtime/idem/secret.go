@@ -199,7 +199,7 @@ func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *reques
 		case err != nil:
 			err = errors.Join(err, e.releaseProbe(ctx, q, c), own.release(ctx))
 			cancel()
-			e.storeUnavailable(w, q, "claim under an older secret", err)
+			e.storeUnavailable(w, r, q, "claim under an older secret", err)
 			return true
 		case res.Won:
 			_ = e.releaseProbe(ctx, q, c)
@@ -212,7 +212,7 @@ func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *reques
 					"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 			}
 			q.id, q.key = c.Identity, c.Key
-			e.answerExisting(w, q, c, res.Existing)
+			e.answerExisting(w, r, q, c, res.Existing)
 			return true
 		}
 	}
@@ -235,11 +235,11 @@ func (e *Engine) holdOlder(w http.ResponseWriter, r *http.Request, q *request) (
 		switch {
 		case err != nil:
 			held = append(held, c) // the claim may have been written
-			e.storeUnavailable(w, q, "claim under an older secret", err)
+			e.storeUnavailable(w, r, q, "claim under an older secret", err)
 			return held, true
 		case !res.Won:
 			q.id, q.key = c.Identity, c.Key
-			e.answerExisting(w, q, c, res.Existing)
+			e.answerExisting(w, r, q, c, res.Existing)
 			return held, true
 		}
 		held = append(held, c)

@@ -60,7 +60,9 @@ func newStoreSecret(secret []byte) storeSecret {
 	return s
 }
 
-// mac is HMAC-SHA256 under s of a followed by b; b is at most 64 bytes.
+// mac is HMAC-SHA256 under s of a followed by b, computed inline (no
+// allocation) when the message fits inlineMessage bytes and by crypto/hmac
+// otherwise.
 func (s *storeSecret) mac(a string, b []byte) [sha256.Size]byte {
 	if len(a)+len(b) > inlineMessage {
 		m := hmac.New(sha256.New, s.key)

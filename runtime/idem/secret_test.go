@@ -432,3 +432,27 @@ func TestSecretsCostOneAllocation(t *testing.T) {
 		t.Fatalf("a new key allocates %.0f times with a secret, %.0f without; want at most one more", keyed, plain)
 	}
 }
+
+// StoredFingerprint is HMAC-SHA256 of its domain and the canonical sum,
+// exactly as crypto/hmac computes it, for secrets shorter and longer than a
+// block; StoredKey agrees with crypto/hmac on both sides of the inline
+// message limit.
+func TestStoredFingerprintAndKeyAgreeWithCryptoHMAC(t *testing.T) {
+	sum := sha256.Sum256([]byte(`{"amount":100}`))
+	for _, secret := range [][]byte{[]byte("s"), bytes.Repeat([]byte("x"), 64), bytes.Repeat([]byte("y"), 65), bytes.Repeat([]byte("z"), 200)} {
+		m := hmac.New(sha256.New, secret)
+		m.Write([]byte("\x00idemgen fingerprint\x00")) // the stored format: pinned
+		m.Write(sum[:])
+		if got := idem.StoredFingerprint(secret, sum); !bytes.Equal(got[:], m.Sum(nil)) {
+			t.Errorf("StoredFingerprint with a %d-byte secret differs from crypto/hmac", len(secret))
+		}
+		for _, n := range []int{0, 1, 255, 256, 257, 1000} {
+			key := strings.Repeat("k", n)
+			m := hmac.New(sha256.New, secret)
+			m.Write([]byte(key))
+			if got := idem.StoredKey(secret, key); got != "hmac "+hex.EncodeToString(m.Sum(nil)) {
+				t.Errorf("StoredKey of a %d-byte key under a %d-byte secret differs from crypto/hmac", n, len(secret))
+			}
+		}
+	}
+}

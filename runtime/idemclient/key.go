@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
 	"net/url"
@@ -23,19 +24,14 @@ var ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
 // which no two clients will ever draw alike.
 func freshKey() string { return rand.Text() }
 
-// checkKey applies the server's rule (SEMANTICS §2) to a key the caller
-// chose: 1..maxLen bytes of visible ASCII.
+// checkKey applies the server's rule (SEMANTICS §2, key.Check) to a key
+// the caller chose; maxLen 0 sets no limit of the operation's own.
 func checkKey(k string, maxLen int) error {
-	if k == "" {
-		return fmt.Errorf("%w: the key is empty", ErrInvalidKey)
+	if maxLen <= 0 {
+		maxLen = math.MaxInt
 	}
-	if maxLen > 0 && len(k) > maxLen {
-		return fmt.Errorf("%w: the key is %d bytes long, the operation takes at most %d", ErrInvalidKey, len(k), maxLen)
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c < 0x21 || c > 0x7e {
-			return fmt.Errorf("%w: byte %d of the key is %q; a key is visible ASCII only", ErrInvalidKey, i, c)
-		}
+	if err := key.Check(k, maxLen); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	return nil
 }

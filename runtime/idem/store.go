@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -56,6 +57,30 @@ type Claim struct {
 	// in-flight row of the same request whose lease has run out: Takeover
 	// wins it with Token, FailClosed marks it indeterminate.
 	OnLeaseExpiry LeaseExpiry
+}
+
+// ErrInvalidClaim reports a claim no store records: Check's rules. Stores
+// refuse such a claim before touching the key.
+var ErrInvalidClaim = errors.New("idem: invalid claim")
+
+// Check reports, wrapping ErrInvalidClaim, why c cannot be recorded: every
+// store applies it before a claim, so they all refuse the same claims.
+// Lease and TTL are at least a microsecond, the finest unit a store keeps
+// (0 would mean "already expired" to one store and "never" to another);
+// the lease token is not empty, since it alone fences completions and a
+// fail-closed claim clears the token it marks indeterminate; and
+// OnLeaseExpiry is one of the two modes, never a third that each store
+// would read its own way.
+func (c Claim) Check() error {
+	switch {
+	case c.Token == "":
+		return fmt.Errorf("%w: empty lease token", ErrInvalidClaim)
+	case c.Lease < time.Microsecond || c.TTL < time.Microsecond:
+		return fmt.Errorf("%w: lease (%v) and ttl (%v) must be at least 1µs", ErrInvalidClaim, c.Lease, c.TTL)
+	case c.OnLeaseExpiry != Takeover && c.OnLeaseExpiry != FailClosed:
+		return fmt.Errorf("%w: unknown lease-expiry mode %q", ErrInvalidClaim, c.OnLeaseExpiry)
+	}
+	return nil
 }
 
 // Result is what a claim met.

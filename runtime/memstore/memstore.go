@@ -7,7 +7,6 @@ package memstore
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -71,8 +70,8 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return idem.Result{}, err
 	}
-	if err := validateClaim(c); err != nil {
-		return idem.Result{}, err
+	if err := c.Check(); err != nil {
+		return idem.Result{}, fmt.Errorf("memstore: claim: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -248,16 +247,3 @@ func copyResponse(resp *idem.Response) *idem.Response {
 	return &c
 }
 
-var errInvalidClaim = errors.New("memstore: invalid claim")
-
-func validateClaim(c idem.Claim) error {
-	switch {
-	case c.Token == "":
-		return fmt.Errorf("%w: empty lease token", errInvalidClaim)
-	case c.Lease <= 0 || c.TTL <= 0:
-		return fmt.Errorf("%w: lease %v and ttl %v must be positive", errInvalidClaim, c.Lease, c.TTL)
-	case c.OnLeaseExpiry != idem.Takeover && c.OnLeaseExpiry != idem.FailClosed:
-		return fmt.Errorf("%w: unknown lease-expiry mode %q", errInvalidClaim, c.OnLeaseExpiry)
-	}
-	return nil
-}

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -99,8 +98,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 
 // Claim atomically claims c.Identity in one round trip.
 func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
-	if err := checkClaim(c); err != nil {
-		return idem.Result{}, err
+	if err := c.Check(); err != nil {
+		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if s.unusable != nil {
 		return idem.Result{}, s.unusable
@@ -170,18 +169,6 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 		return 0, fmt.Errorf("pgstore: sweep: %w", err)
 	}
 	return int(n), nil
-}
-
-// checkClaim rejects claims the database would store wrongly rather than
-// refuse: a lease or TTL below a microsecond would round to zero.
-func checkClaim(c idem.Claim) error {
-	if c.Lease < time.Microsecond || c.TTL < time.Microsecond {
-		return fmt.Errorf("pgstore: claim: lease (%v) and ttl (%v) must be at least 1µs", c.Lease, c.TTL)
-	}
-	if c.Token == "" {
-		return errors.New("pgstore: claim: empty lease token")
-	}
-	return nil
 }
 
 // claimArgs are claimSQL's arguments; hold asks a won claim to keep its

@@ -41,8 +41,8 @@ var ErrTxOwned = errors.New("pgstore: the idempotency layer commits or rolls bac
 // transaction (idle_in_transaction_session_timeout) or in one statement
 // (statement_timeout).
 func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx, error) {
-	if err := checkClaim(c); err != nil {
-		return idem.Result{}, nil, err
+	if err := c.Check(); err != nil {
+		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if s.unusable != nil {
 		return idem.Result{}, nil, s.unusable

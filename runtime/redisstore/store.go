@@ -127,8 +127,8 @@ func (s *Store) clockArg() string {
 
 // Claim atomically claims c.Identity in one round trip.
 func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
-	if err := checkClaim(c); err != nil {
-		return idem.Result{}, err
+	if err := c.Check(); err != nil {
+		return idem.Result{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	key := s.Key(c.Identity)
 	cmd := s.run(ctx, claimScript, key,
@@ -202,17 +202,3 @@ func nonce() string {
 	return string(b[:])
 }
 
-// checkClaim rejects what the scripts would store wrongly rather than
-// refuse: durations travel in whole microseconds, and an empty token would
-// match a record whose token a fail-closed claim cleared.
-func checkClaim(c idem.Claim) error {
-	switch {
-	case c.Lease < time.Microsecond || c.TTL < time.Microsecond:
-		return fmt.Errorf("redisstore: claim: lease (%v) and ttl (%v) must be at least 1µs", c.Lease, c.TTL)
-	case c.Token == "":
-		return errors.New("redisstore: claim: empty lease token")
-	case c.OnLeaseExpiry != idem.Takeover && c.OnLeaseExpiry != idem.FailClosed:
-		return fmt.Errorf("redisstore: claim: unknown lease-expiry mode %q", c.OnLeaseExpiry)
-	}
-	return nil
-}

@@ -89,8 +89,8 @@ func decide(row *stored, c idem.Claim, now int64) action {
 // claim that meets a competitor's freshly committed row loses at once rather
 // than waiting for the lock (see lockSlice).
 func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
-	if err := validateClaim(c); err != nil {
-		return idem.Result{}, err
+	if err := c.Check(); err != nil {
+		return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
 	give := time.Now().Add(s.lockWait)
 	for {

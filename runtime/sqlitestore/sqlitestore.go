@@ -16,7 +16,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -173,14 +172,3 @@ func durMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-func validateClaim(c idem.Claim) error {
-	switch {
-	case c.Token == "":
-		return errors.New("sqlitestore: invalid claim: empty lease token")
-	case c.Lease <= 0 || c.TTL <= 0:
-		return fmt.Errorf("sqlitestore: invalid claim: lease %v and ttl %v must be positive", c.Lease, c.TTL)
-	case c.OnLeaseExpiry != idem.Takeover && c.OnLeaseExpiry != idem.FailClosed:
-		return fmt.Errorf("sqlitestore: invalid claim: unknown lease-expiry mode %q", c.OnLeaseExpiry)
-	}
-	return nil
-}

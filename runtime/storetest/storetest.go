@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) idem.Store) {
 		fn   func(t *testing.T, s idem.Store)
 	}{
 		{"FirstClaimWins", testFirstClaimWins},
+		{"InvalidClaimsAreRefused", testInvalidClaimsRefused},
 		{"SecondClaimSeesInFlight", testSecondClaimSeesInFlight},
 		{"FingerprintMismatch", testFingerprintMismatch},
 		{"TenantScopeOperationMismatch", testOperationMismatch},
@@ -179,6 +180,41 @@ func testFirstClaimWins(t *testing.T, s idem.Store) {
 	if res.TookOver {
 		t.Errorf("first claim reports TookOver")
 	}
+}
+
+// invalidClaims are claims idem.Claim.Check refuses, each a valid claim of
+// r with one thing wrong.
+func invalidClaims(r request) map[string]idem.Claim {
+	bad := map[string]func(c *idem.Claim){
+		"empty token":        func(c *idem.Claim) { c.Token = "" },
+		"zero lease":         func(c *idem.Claim) { c.Lease = 0 },
+		"sub-µs lease":       func(c *idem.Claim) { c.Lease = 999 * time.Nanosecond },
+		"negative ttl":       func(c *idem.Claim) { c.TTL = -time.Hour },
+		"sub-µs ttl":         func(c *idem.Claim) { c.TTL = time.Nanosecond },
+		"no lease mode":      func(c *idem.Claim) { c.OnLeaseExpiry = "" },
+		"unknown lease mode": func(c *idem.Claim) { c.OnLeaseExpiry = "retry" },
+	}
+	out := make(map[string]idem.Claim, len(bad))
+	for name, spoil := range bad {
+		c := r.claim()
+		spoil(&c)
+		out[name] = c
+	}
+	return out
+}
+
+// testInvalidClaimsRefused: every store refuses the claims idem.Claim.Check
+// refuses, with an error wrapping idem.ErrInvalidClaim, and records
+// nothing: the key is still free for a valid claim afterwards.
+func testInvalidClaimsRefused(t *testing.T, s idem.Store) {
+	r := newRequest("k-invalid")
+	for name, c := range invalidClaims(r) {
+		res, err := s.Claim(context.Background(), c)
+		if !errors.Is(err, idem.ErrInvalidClaim) {
+			t.Errorf("%s: Claim = %+v, %v; want an error wrapping idem.ErrInvalidClaim", name, res, err)
+		}
+	}
+	mustWin(t, s, r.claim())
 }
 
 func testSecondClaimSeesInFlight(t *testing.T, s idem.Store) {
@@ -497,7 +533,7 @@ func testTakeoverLeaseOutlivesTTL(t *testing.T, s idem.Store) {
 	if res := mustWin(t, s, holder); !res.TookOver {
 		t.Fatalf("claim after the lease ran out did not take over")
 	}
-	time.Sleep(time.Until(start.Add(ttl + 200*time.Millisecond)))
+	time.Sleep(time.Until(shortDone.Add(ttl + 200*time.Millisecond)))
 
 	if sw, ok := s.(idem.Sweeper); ok {
 		if n, err := sw.Sweep(ctx, 100); err != nil || n != 0 {
@@ -786,6 +822,9 @@ func testSweep(t *testing.T, s idem.Store) {
 		r.lease = 100 * time.Millisecond
 		mustWin(t, s, r.claim())
 	}
+	// The last short row expires ttl after its claim returned at the
+	// latest; under load that is well after start.
+	shortDone := time.Now()
 	var live []request
 	for i := range 3 {
 		r := newRequest(fmt.Sprintf("long-%d", i))

@@ -50,6 +50,7 @@ func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
 		{"CommitStoresWriteAndResponse", testTxCommit},
 		{"ReleaseRollsBackAndFreesKey", testTxRelease},
 		{"LostClaimHasNoTx", testTxLost},
+		{"InvalidClaimsAreRefused", testTxInvalidClaims},
 		{"PlainClaimMeetsOpenTx", testTxPlainClaimMeetsOpenTx},
 		{"HandlerOutlivesLease", testTxHandlerOutlivesLease},
 		{"ConcurrentClaimTx", testTxConcurrent},
@@ -144,6 +145,22 @@ func testTxRelease(t *testing.T, s TxStore) {
 		t.Fatalf("Commit after Release: %v", err)
 	}
 	wantCount(t, s, "released", 1)
+}
+
+// testTxInvalidClaims: ClaimTx refuses what Claim refuses, opens no
+// transaction, and leaves the key free.
+func testTxInvalidClaims(t *testing.T, s TxStore) {
+	r := newRequest("k-invalid")
+	for name, c := range invalidClaims(r) {
+		res, tx, err := s.Store.ClaimTx(context.Background(), c)
+		if !errors.Is(err, idem.ErrInvalidClaim) || tx != nil {
+			t.Errorf("%s: ClaimTx = %+v, tx %v, %v; want no tx and an error wrapping idem.ErrInvalidClaim", name, res, tx, err)
+		}
+	}
+	tx := mustClaimTx(t, s, r.claim())
+	if err := tx.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 }
 
 func testTxLost(t *testing.T, s TxStore) {

@@ -246,4 +246,3 @@ func copyResponse(resp *idem.Response) *idem.Response {
 	}
 	return &c
 }
-

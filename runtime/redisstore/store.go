@@ -201,4 +201,3 @@ func nonce() string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	return string(b[:])
 }
-

@@ -171,4 +171,3 @@ func millis(t time.Time) int64 { return t.UnixMilli() }
 func durMillis(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
-

@@ -495,6 +495,8 @@ func testTTLRunsFromFirstClaim(t *testing.T, s idem.Store) {
 	r.ttl = ttl
 	start := time.Now()
 	mustWin(t, s, r.claim())
+	// The row's TTL began somewhere between start and claimed.
+	claimed := time.Now()
 	time.Sleep(400 * time.Millisecond)
 	takeoverAt := time.Now()
 	if takeoverAt.Sub(start) > ttl-margin {
@@ -505,7 +507,7 @@ func testTTLRunsFromFirstClaim(t *testing.T, s idem.Store) {
 	}
 	// Just past the first claim's TTL, and well inside a TTL that the
 	// takeover would have restarted.
-	time.Sleep(time.Until(start.Add(ttl + margin)))
+	time.Sleep(time.Until(claimed.Add(ttl + margin)))
 	if time.Since(takeoverAt) > ttl-margin {
 		t.Skipf("inconclusive: %v passed since the takeover, a restarted TTL could be over too", time.Since(takeoverAt))
 	}
@@ -533,7 +535,7 @@ func testTakeoverLeaseOutlivesTTL(t *testing.T, s idem.Store) {
 	if res := mustWin(t, s, holder); !res.TookOver {
 		t.Fatalf("claim after the lease ran out did not take over")
 	}
-	time.Sleep(time.Until(shortDone.Add(ttl + 200*time.Millisecond)))
+	time.Sleep(time.Until(start.Add(ttl + 200*time.Millisecond)))
 
 	if sw, ok := s.(idem.Sweeper); ok {
 		if n, err := sw.Sweep(ctx, 100); err != nil || n != 0 {
@@ -838,7 +840,7 @@ func testSweep(t *testing.T, s idem.Store) {
 			t.Fatalf("Sweep before expiry = %d, %v; want 0, nil", n, err)
 		}
 	}
-	time.Sleep(time.Until(start.Add(ttl + 200*time.Millisecond)))
+	time.Sleep(time.Until(shortDone.Add(ttl + 200*time.Millisecond)))
 
 	if n, err := sw.Sweep(ctx, 0); err != nil || n != 0 {
 		t.Errorf("Sweep(0) = %d, %v; want 0, nil", n, err)

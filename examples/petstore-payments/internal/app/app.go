@@ -248,6 +248,7 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		Logger:       log,
 	}
 	var sweeper idem.Sweeper
+	var checkRoutes func(idem.RouteLookup) error
 	met, err := newMetrics(o.metrics)
 	if err != nil {
 		return err
@@ -280,6 +281,7 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		cfg.Idempotency = l.middleware
 		cfg.Tx = l.mount
 		sweeper = l.sweeper
+		checkRoutes = l.check
 	} else {
 		log.Warn("idempotency is off: retried POSTs run again")
 		cfg.Begin = db.Begin
@@ -287,6 +289,14 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
+	}
+	if checkRoutes != nil {
+		// Every protected operation must reach a handler that applies its
+		// policy, its transactional ones a handler that takes its
+		// transaction: a server never serves a route it cannot protect.
+		if err := checkRoutes(srv.Route); err != nil {
+			return fmt.Errorf("idempotency does not protect every route it should: %w", err)
+		}
 	}
 
 	tcp, err := net.Listen("tcp", o.addr)

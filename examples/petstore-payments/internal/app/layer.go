@@ -24,7 +24,11 @@ import (
 type layer struct {
 	middleware func(http.Handler) http.Handler
 	mount      server.TxMount
-	sweeper    idem.Sweeper
+	// check reports every protected operation that the router behind
+	// lookup would serve without its policy (Engine.CheckRoutes of each
+	// engine).
+	check   func(lookup idem.RouteLookup) error
+	sweeper idem.Sweeper
 	// ready pings the Redis store; nil without one.
 	ready func(context.Context) error
 	// close releases the Redis client; nil without one.
@@ -56,6 +60,9 @@ func newLayer(ctx context.Context, db *database.DB, storeURL, prefix string, cfg
 			return nil, err
 		}
 		l.middleware = engine.Middleware
+		l.check = func(lookup idem.RouteLookup) error {
+			return engine.CheckRoutes(idem.BehindMiddleware, lookup)
+		}
 		return l, nil
 	}
 
@@ -78,6 +85,10 @@ func newLayer(ctx context.Context, db *database.DB, storeURL, prefix string, cfg
 		if redisEngine, err = idem.New(redisCfg); err == nil {
 			l.middleware = func(next http.Handler) http.Handler {
 				return redisEngine.Middleware(sqlEngine.Middleware(next))
+			}
+			l.check = func(lookup idem.RouteLookup) error {
+				return errors.Join(sqlEngine.CheckRoutes(idem.BehindMiddleware, lookup),
+					redisEngine.CheckRoutes(idem.BehindMiddleware, lookup))
 			}
 		}
 	}

@@ -70,6 +70,7 @@ type Server struct {
 	problemBase string
 	maxBody     int64
 	log         *slog.Logger
+	api         *http.ServeMux
 	handler     http.Handler
 }
 
@@ -130,12 +131,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	chain = s.authenticate(s.rateLimit(chain))
 
+	s.api = api
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", s.healthz)
 	root.Handle("/", chain)
 	s.handler = root
 	return s, nil
 }
+
+// Route says which handler of the API router, the one behind the
+// idempotency middleware, serves r, and under which pattern: an
+// idem.RouteLookup for Engine.CheckRoutes.
+func (s *Server) Route(r *http.Request) (http.Handler, string) { return s.api.Handler(r) }
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }

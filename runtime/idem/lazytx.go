@@ -31,7 +31,7 @@ func (e *Engine) lazyTx(r *http.Request, q *request) *lazyTx {
 	return &lazyTx{begin: func() (Tx, error) {
 		ctx, cancel := e.storeContext(r)
 		defer cancel()
-		tx, err := e.tx.Begin(ctx)
+		tx, err := e.tx.Begin(ctx, q.op.Lease)
 		if err != nil {
 			e.log.ErrorContext(ctx, "the transaction a handler asked for could not begin; the handler was told it has none",
 				"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)

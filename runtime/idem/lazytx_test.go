@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
@@ -30,12 +31,12 @@ func (s *beginStore) Complete(ctx context.Context, id idem.Identity, token strin
 	return s.txStore.Complete(ctx, id, token, resp)
 }
 
-func (s *beginStore) Begin(ctx context.Context) (idem.Tx, error) {
+func (s *beginStore) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error) {
 	s.begins.Add(1)
 	if err := s.fail.Load(); err != nil {
 		return nil, *err
 	}
-	return s.txStore.Begin(ctx)
+	return s.txStore.Begin(ctx, lease)
 }
 
 // looseEngine serves a transactional createTransfer, whose key is

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -240,7 +241,7 @@ func (s *txStore) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.
 	return res, &memTx{s: s.Store, c: &c}, nil
 }
 
-func (s *txStore) Begin(context.Context) (idem.Tx, error) { return &memTx{s: s.Store}, nil }
+func (s *txStore) Begin(context.Context, time.Duration) (idem.Tx, error) { return &memTx{s: s.Store}, nil }
 
 type memTx struct {
 	s *memstore.Store

@@ -162,7 +162,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		return
 	}
 	ctx, cancel := e.storeContext(r)
-	tx, err := e.tx.Begin(ctx)
+	tx, err := e.tx.Begin(ctx, q.op.Lease)
 	cancel()
 	if err != nil {
 		e.storeUnavailable(w, r, q, "begin", err)

@@ -148,7 +148,11 @@ type Transactor interface {
 	// handler was seen writing around its transaction (the engine then
 	// calls Begin only when the handler asks for the transaction). Its
 	// Commit ignores the response and commits; its Release rolls back.
-	Begin(ctx context.Context) (Tx, error)
+	// ctx bounds beginning. lease bounds the transaction as a claim's
+	// lease bounds ClaimTx's: past it the store ends the transaction and
+	// rolls it back, and Commit fails, so that a hung handler cannot hold
+	// the database's locks (all of SQLite's writes) for ever.
+	Begin(ctx context.Context, lease time.Duration) (Tx, error)
 }
 
 // Tx is an open transaction that holds a won claim.

@@ -23,7 +23,7 @@ type txEnding struct {
 func txEndings() []txEnding {
 	keyed := func(t *testing.T, s *pgstore.Store, key string) idem.Tx { return wonTx(t, s, key, "tok-"+key) }
 	keyless := func(t *testing.T, s *pgstore.Store, _ string) idem.Tx {
-		tx, err := s.Begin(context.Background())
+		tx, err := s.Begin(context.Background(), time.Minute)
 		if err != nil {
 			t.Fatalf("Begin: %v", err)
 		}

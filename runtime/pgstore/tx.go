@@ -109,21 +109,36 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 
 // Begin starts a plain READ COMMITTED transaction for a transactional
 // operation that runs without a key. Its Commit commits; its Release rolls
-// back.
-func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
+// back. The lease bounds it as it bounds ClaimTx's (txTimeoutsSQL, sent in
+// the same round trip as BEGIN): PostgreSQL ends a session that sits idle
+// in the transaction, or runs one statement, for longer.
+func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error) {
 	if s.unusable != nil {
 		return nil, s.unusable
+	}
+	if lease < time.Microsecond {
+		return nil, fmt.Errorf("pgstore: begin: lease (%v) must be at least 1µs", lease)
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	ptx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	b.Queue(txTimeoutsSQL, timeoutSetting(lease))
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		s.giveBack(ctx, conn, nil)
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	return &tx{s: s, conn: conn, h: newHandlerTx(ptx)}, nil
+	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx())}, nil
 }
 
 // timeoutSetting renders a lease as a PostgreSQL timeout in whole

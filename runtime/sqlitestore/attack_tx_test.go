@@ -269,7 +269,7 @@ func TestAttackRawTransactionStatementsAreRefusedInBegin(t *testing.T) {
 			if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (marker TEXT NOT NULL)`); err != nil {
 				t.Fatal(err)
 			}
-			tx, err := s.Begin(ctx)
+			tx, err := s.Begin(ctx, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"modernc.org/sqlite"
 
@@ -135,12 +136,17 @@ func (t *storeTx) close() {
 // request. With a database opened by DSN it begins IMMEDIATE.
 //
 // The handler can no more end it than a held one (begin). ctx bounds the
-// start only. database/sql rolls back a transaction once
-// the context it began with is done, and the engine begins under a store
-// context that ends as soon as Begin returns: the transaction must live on
-// until Commit or Release, as a held one does (ClaimTx).
-func (s *Store) Begin(ctx context.Context) (idem.Tx, error) {
-	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+// start only: database/sql rolls back a transaction once the context it
+// began with is done, and the engine begins under a store context that
+// ends as soon as Begin returns. The transaction lives on under a context
+// of its own until Commit or Release, or until lease has passed, as a held
+// one does (ClaimTx): a hung handler then loses its writes rather than
+// holding the database's only write lock for ever.
+func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("sqlitestore: begin: lease (%v) must be positive", lease)
+	}
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
 	t := &storeTx{s: s, ctx: txCtx, cancel: cancel}
 	stop := context.AfterFunc(ctx, cancel)
 	err := s.begin(ctx, t)

@@ -681,7 +681,7 @@ func looseHandler[Tx any](w http.ResponseWriter, r *http.Request, store idem.Tra
 // request's.
 func writeOwn[Tx any](ctx context.Context, store idem.Transactor,
 	write func(ctx context.Context, tx Tx, marker string) error, marker string) error {
-	own, err := store.Begin(ctx)
+	own, err := store.Begin(ctx, longLease)
 	if err != nil {
 		return err
 	}

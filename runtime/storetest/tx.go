@@ -55,6 +55,7 @@ func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
 		{"HandlerOutlivesLease", testTxHandlerOutlivesLease},
 		{"ConcurrentClaimTx", testTxConcurrent},
 		{"Begin", testTxBegin},
+		{"BeginIsBoundedByItsLease", testTxBeginBoundedByLease},
 		{"HandlerCannotEndTx", testTxHandlerCannotEndTx},
 		{"HandlerRawCommit", testTxHandlerRawCommit},
 		{"HandlerRawRollback", testTxHandlerRawRollback},
@@ -318,7 +319,7 @@ func testTxConcurrent(t *testing.T, s TxStore) {
 
 func testTxBegin(t *testing.T, s TxStore) {
 	ctx := context.Background()
-	tx, err := s.Store.Begin(ctx)
+	tx, err := s.Store.Begin(ctx, longLease)
 	if err != nil {
 		t.Fatalf("Begin: %v", err)
 	}
@@ -328,7 +329,7 @@ func testTxBegin(t *testing.T, s TxStore) {
 	}
 	wantCount(t, s, "keyless", 1)
 
-	tx, err = s.Store.Begin(ctx)
+	tx, err = s.Store.Begin(ctx, longLease)
 	if err != nil {
 		t.Fatalf("Begin: %v", err)
 	}
@@ -337,6 +338,34 @@ func testTxBegin(t *testing.T, s TxStore) {
 		t.Fatalf("Release: %v", err)
 	}
 	wantCount(t, s, "keyless-rolled-back", 0)
+}
+
+// testTxBeginBoundedByLease: a keyless transaction that outlives its lease
+// (its handler hung) is ended by the store: its write is rolled back, its
+// Commit fails, and the database is free for other transactions, on SQLite
+// whose only write lock it held.
+func testTxBeginBoundedByLease(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	hung, err := s.Store.Begin(ctx, shortLease)
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	mustWrite(t, s, hung, "hung")
+	time.Sleep(pastLease)
+
+	other, err := s.Store.Begin(ctx, longLease)
+	if err != nil {
+		t.Fatalf("Begin while a transaction past its lease was never ended: %v", err)
+	}
+	mustWrite(t, s, other, "after")
+	if err := other.Commit(ctx, idem.Response{}); err != nil {
+		t.Fatalf("Commit while a transaction past its lease was never ended: %v", err)
+	}
+	if err := hung.Commit(ctx, sampleResponse()); err == nil {
+		t.Errorf("Commit of a transaction past its lease succeeded")
+	}
+	wantCount(t, s, "hung", 0)
+	wantCount(t, s, "after", 1)
 }
 
 // A handler cannot end the transaction it was given: whatever Commit or

@@ -22,33 +22,29 @@ import (
 func idempotencyStore(db *database.DB, log *slog.Logger) (idem.Store, server.TxMount, error) {
 	switch db.Dialect {
 	case ledger.Postgres:
-		mount := func(op string, h server.TxHandlerFunc) http.Handler {
-			adapt := func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) { h(w, r, database.Pgx(tx)) }
-			switch op {
-			case server.OpCreateTransfer:
-				return api.CreateTransfer(adapt)
-			case server.OpCreateAdoption:
-				return api.CreateAdoption(adapt)
-			}
-			return idem.TxHandler(op, adapt)
-		}
-		return pgstore.New(db.Pool, pgstore.WithLogger(log)), mount, nil
+		return pgstore.New(db.Pool, pgstore.WithLogger(log)), txMount(func(tx pgx.Tx) ledger.DB { return database.Pgx(tx) }), nil
 	case ledger.SQLite:
 		store, err := sqliteStore(db, log)
 		if err != nil {
 			return nil, nil, err
 		}
-		mount := func(op string, h server.TxHandlerFunc) http.Handler {
-			adapt := func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) { h(w, r, database.SQL(tx)) }
-			switch op {
-			case server.OpCreateTransfer:
-				return api.CreateTransfer(adapt)
-			case server.OpCreateAdoption:
-				return api.CreateAdoption(adapt)
-			}
-			return idem.TxHandler(op, adapt)
-		}
-		return store, mount, nil
+		return store, txMount(func(tx *sqlitestore.Tx) ledger.DB { return database.SQL(tx) }), nil
 	}
 	return nil, nil, errors.New("unknown database dialect")
+}
+
+// txMount mounts each transactional operation through its generated
+// adapter, typed by the store's transaction Tx, which db turns into the
+// ledger's DB.
+func txMount[Tx any](db func(Tx) ledger.DB) server.TxMount {
+	return func(op string, h server.TxHandlerFunc) http.Handler {
+		adapt := func(w http.ResponseWriter, r *http.Request, tx Tx) { h(w, r, db(tx)) }
+		switch op {
+		case server.OpCreateTransfer:
+			return api.CreateTransfer(adapt)
+		case server.OpCreateAdoption:
+			return api.CreateAdoption(adapt)
+		}
+		return idem.TxHandler(op, adapt)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -51,12 +52,19 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 	}
 	q.tenant, q.event.Tenant = tenant, tenant
 
+	// The query string costs allocations to parse: it is parsed once, and
+	// only for a policy that reads its key or fingerprint from it.
+	var query url.Values
+	if op.Key.In == KeyInQuery || len(op.Fingerprint.Query) > 0 {
+		query = r.URL.Query()
+	}
+
 	// A header or query key is looked at before the body is read, so that
 	// a keyless request on an operation whose key is optional passes
 	// through untouched, its body streamed to the handler.
 	var k string
 	if op.Key.In != KeyInBody {
-		key, present, err := e.key(r, op)
+		key, present, err := e.key(r, op, query)
 		if err != nil {
 			e.reject(w, q, e.keyProblem(op, err))
 			return
@@ -85,12 +93,7 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		return
 	}
 
-	in := fingerprint.Input{MediaType: mediaType, Body: body, Path: params}
-	if len(op.Fingerprint.Query) > 0 {
-		// Parsing the query string costs allocations; only policies that
-		// fingerprint query parameters pay for it.
-		in.Query = r.URL.Query()
-	}
+	in := fingerprint.Input{MediaType: mediaType, Body: body, Path: params, Query: query}
 	var sum [32]byte
 	if op.Key.In == KeyInBody {
 		// One parse of the body yields both the key and the fingerprint.
@@ -223,11 +226,12 @@ func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	return body, Problem{}, true
 }
 
-// key reads a header or query key; a body key comes with the fingerprint.
-func (e *Engine) key(r *http.Request, op *operation) (string, bool, error) {
+// key reads a header key, or a query key from query, r's parsed query
+// string; a body key comes with the fingerprint.
+func (e *Engine) key(r *http.Request, op *operation, query url.Values) (string, bool, error) {
 	switch op.Key.In {
 	case KeyInQuery:
-		return key.FromQuery(r.URL.Query(), op.Key.Name, op.KeyMaxLength)
+		return key.FromQuery(query, op.Key.Name, op.KeyMaxLength)
 	default:
 		return key.FromHeader(r.Header, op.Key.Name, op.KeyMaxLength)
 	}

@@ -146,6 +146,7 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 		case res.found && res.typ != model.TypeString && res.typ != model.TypeAny:
 			c.r.errorf(keyPos, "key", "the request body schema declares %s as %s, but an idempotency key is a string", key.name, res.typ)
 		case res.found:
+			c.checkKeyLength(&param{maxLength: res.maxLength}, "body field "+key.name)
 		case res.brokenRef >= 0:
 			c.useBrokenRef(res.brokenRef, "key", "the key "+key.name+" needs the schema it points at")
 		default:

@@ -281,3 +281,44 @@ paths:
 	_, got = loadString(t, src("true", 300))
 	wantDiags(t, got, `spec.yaml:7:7: warning: POST /x (x): x-idempotency.keyMaxLength: the spec lets the header parameter Idempotency-Key (line 9) be 300 characters long, but a key is at most 255; keys longer than that are refused with 400`)
 }
+
+// A body key's declared maxLength was ignored as a parameter's once was:
+// the policy kept 255 while the schema told clients something else.
+func TestBodyKeyMaxLength(t *testing.T) {
+	src := func(policy, keySchema string) string {
+		return `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /x:
+    post:
+      operationId: x
+      x-idempotency: ` + policy + `
+      requestBody:
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                request_id: ` + keySchema + `
+                amount: {type: integer}
+      responses: {"200": {description: ok}}
+`
+	}
+	spec, got := loadString(t, src("{key: body:/request_id}", "{type: string, maxLength: 64}"))
+	wantDiags(t, got)
+	if spec == nil || spec.Operations[0].Policy.KeyMaxLength != 64 {
+		t.Fatalf("keyMaxLength not taken from the body field: %+v", spec)
+	}
+	spec, got = loadString(t, src("{key: body:/request_id}", "{allOf: [{type: string, maxLength: 80}, {maxLength: 40}]}"))
+	wantDiags(t, got)
+	if spec == nil || spec.Operations[0].Policy.KeyMaxLength != 40 {
+		t.Fatalf("keyMaxLength is not the tightest of allOf's: %+v", spec)
+	}
+	_, got = loadString(t, src("{key: body:/request_id, keyMaxLength: 100}", "{type: string, maxLength: 64}"))
+	wantDiags(t, got, `spec.yaml:7:46: warning: POST /x (x): x-idempotency.keyMaxLength: 100 contradicts the maxLength 64 the spec declares for the body field /request_id; clients follow the spec, so make them agree`)
+	spec, got = loadString(t, src("{key: body:/request_id}", "{type: string}"))
+	wantDiags(t, got)
+	if spec == nil || spec.Operations[0].Policy.KeyMaxLength != 255 {
+		t.Fatalf("a body key without maxLength: %+v", spec)
+	}
+}

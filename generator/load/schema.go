@@ -15,6 +15,9 @@ import (
 type lookupResult struct {
 	found bool
 	typ   model.FieldType
+	// maxLength, when found, is the smallest maxLength declared for the
+	// value (allOf members each add theirs); 0 when none is.
+	maxLength int
 	// nearMiss, when found, is a declared property the last token nearly
 	// spells, under a schema whose additionalProperties let the token
 	// through anyway (/date_of_birthZq beside /date_of_birth); nearAt is
@@ -126,7 +129,7 @@ func (w *schemaWalk) findIn(v *openapi3.Schema, done int, prefix string) lookupR
 		}
 	}
 	if done == len(w.toks) {
-		return lookupResult{found: true, typ: schemaType(v), brokenRef: -1}
+		return lookupResult{found: true, typ: schemaType(v), maxLength: declaredMaxLength(members), brokenRef: -1}
 	}
 
 	tok := w.toks[done]
@@ -167,6 +170,7 @@ func (w *schemaWalk) findIn(v *openapi3.Schema, done int, prefix string) lookupR
 			r.nearMiss, r.nearAt = "", ""
 		}
 		for _, f := range found[1:] {
+			r.maxLength = tighter(r.maxLength, f.maxLength)
 			switch {
 			case r.typ == model.TypeAny:
 				r.typ = f.typ
@@ -357,4 +361,27 @@ func arrayName(p string) string {
 		return "(the whole body)"
 	}
 	return p
+}
+
+// declaredMaxLength is the smallest maxLength that members declare, capped
+// at 1 MiB; 0 when none declares one.
+func declaredMaxLength(members []*openapi3.Schema) int {
+	n := 0
+	for _, m := range members {
+		if m.MaxLength != nil && *m.MaxLength > 0 {
+			n = tighter(n, int(min(*m.MaxLength, 1<<20)))
+		}
+	}
+	return n
+}
+
+// tighter is the smaller of two length limits, 0 meaning no limit.
+func tighter(a, b int) int {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
 }

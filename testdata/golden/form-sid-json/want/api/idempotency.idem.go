@@ -93,7 +93,7 @@ func CreateMessagePolicy() idem.Policy {
 		Path:              "/2010-04-01/Accounts/{AccountSid}/Messages.json",
 		Scope:             idem.ScopeOperation,
 		Key:               idem.KeySource{In: idem.KeyInBody, Name: "/IdempotencyKey"},
-		KeyMaxLength:      255,
+		KeyMaxLength:      64,
 		Required:          true,
 		TTL:               24 * time.Hour,
 		Lease:             time.Minute,
@@ -154,7 +154,7 @@ func ClientOperations() []idemclient.Operation {
 			Method:       http.MethodPost,
 			Path:         "/2010-04-01/Accounts/{AccountSid}/Messages.json",
 			Key:          idemclient.Key{In: idemclient.KeyInBody, Name: "/IdempotencyKey"},
-			KeyMaxLength: 255,
+			KeyMaxLength: 64,
 			TTL:          24 * time.Hour,
 		},
 	}

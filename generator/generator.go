@@ -91,6 +91,10 @@ type Options struct {
 	// "operationId:kind" (see package breaking), so that they are
 	// generated instead of refused.
 	AcceptBreaking []string
+	// AckPos says where each of AcceptBreaking was written (its entry in
+	// the config file), for the warning about one that names no change;
+	// one missing from it came from the command line.
+	AckPos map[string]model.Pos
 	// Against is a lock file to compare the spec with instead of the one
 	// beside the generated code, such as the main branch's in CI.
 	Against string

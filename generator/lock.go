@@ -28,7 +28,7 @@ func lockFile(opts Options, spec *model.Spec) (name string, content []byte, diag
 	if err != nil {
 		return "", nil, nil, err
 	}
-	return name, content, breaking.Diagnostics(breaking.Compare(prev, spec), opts.AcceptBreaking, name), nil
+	return name, content, breaking.Diagnostics(breaking.Compare(prev, spec), opts.AcceptBreaking, opts.AckPos), nil
 }
 
 // checkAcks rejects acknowledgements that name no kind of change.

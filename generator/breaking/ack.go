@@ -32,9 +32,9 @@ func ParseAck(ack string) (operationID string, kind Kind, err error) {
 // acknowledged one is a warning that says so. An acknowledgement that
 // names no change is a warning too: it is left over from the change it
 // was written for, and would silently accept the next one of its kind.
-// source is where acks come from ("idemgen.yaml", or the spec path when
-// they come only from flags), for the stale warning's position.
-func Diagnostics(changes []Change, acks []string, source string) []model.Diagnostic {
+// The warning is placed where the acknowledgement was written: at its
+// entry in written, else on the command line (--accept-breaking).
+func Diagnostics(changes []Change, acks []string, written map[string]model.Pos) []model.Diagnostic {
 	used := make(map[string]bool)
 	var out []model.Diagnostic
 	for _, c := range changes {
@@ -46,8 +46,13 @@ func Diagnostics(changes []Change, acks []string, source string) []model.Diagnos
 	}
 	for _, a := range acks {
 		if !used[a] {
+			pos, ok := written[a]
+			if !ok {
+				pos = model.Pos{File: "--accept-breaking"}
+			}
+			used[a] = true // an acknowledgement given twice is reported once
 			out = append(out, model.Diagnostic{
-				Severity: model.Warning, Pos: model.Pos{File: source}, Field: "acceptBreaking",
+				Severity: model.Warning, Pos: pos, Field: "acceptBreaking",
 				Message: fmt.Sprintf("%s names no change from the previous policies; remove it once the change it accepted has shipped", a),
 			})
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/generator/load"
+	"github.com/idemgen/idemgen/generator/model"
 )
 
 // configName is the config file idemgen looks for when --config is not
@@ -290,6 +291,7 @@ func decodeConfig(file string, data []byte) (settings, error) {
 				fail(v, "acceptBreaking: %v", err)
 			}
 			s.AcceptBreaking = list
+			s.AckPos = ackPositions(file, v)
 		default:
 			p := settingOrNil(&s, k.Value)
 			if p == nil {
@@ -360,4 +362,23 @@ func stringList(n *yaml.Node) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// ackPositions places each acknowledgement of the config file's
+// acceptBreaking value v at the entry that names it.
+func ackPositions(file string, v *yaml.Node) map[string]model.Pos {
+	items := []*yaml.Node{v}
+	if v.Kind == yaml.SequenceNode {
+		items = v.Content
+	}
+	out := make(map[string]model.Pos)
+	for _, item := range items {
+		names, _ := stringList(item) // the whole value decoded already
+		for _, a := range names {
+			if _, seen := out[a]; !seen {
+				out[a] = model.Pos{File: file, Line: item.Line, Col: item.Column}
+			}
+		}
+	}
+	return out
 }

@@ -91,10 +91,13 @@ if not st or tonumber(r[6]) <= now then
   -- Absent, or expired and so as good as absent: after its TTL the same
   -- key is a new request, whatever the old record held. DEL first, so that
   -- no field of the old record survives into the new one.
+  -- A lease longer than the TTL keeps the record until the lease ends,
+  -- as a takeover's does below: a running lease is never absent.
+  local ex = now + math.max(ttl, lease)
   redis.call('DEL', key)
   redis.call('HSET', key, 'st', 'in_flight', 'op', op, 'fp', fp, 'tok', tok,
-    'lu', int(now + lease), 'ex', int(now + ttl))
-  expireat(key, now + ttl)
+    'lu', int(now + lease), 'ex', int(ex))
+  expireat(key, ex)
   return {'won'}
 end
 

@@ -1,0 +1,55 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/redisstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
+)
+
+// A claim whose lease is longer than its TTL keeps the record until the
+// lease ends, as the SQL stores and memstore do: an in-flight row with a
+// running lease is never absent, so a second claim of the key must lose.
+func TestLeaseLongerThanTTLKeepsTheRecord(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		clock := &storetest.Clock{}
+		start := time.Unix(1_800_000_000, 0)
+		_ = clock.Set(context.Background(), start)
+		s, _ := newStore(t, b, redisstore.WithClock(clock.Now))
+		ctx := context.Background()
+
+		first := newClaim("long-lease")
+		first.Lease, first.TTL = 10*time.Second, time.Second
+		if res, err := s.Claim(ctx, first); err != nil || !res.Won {
+			t.Fatalf("first claim = %+v, %v", res, err)
+		}
+		_ = clock.Set(ctx, start.Add(5*time.Second))
+		res, err := s.Claim(ctx, newClaim("long-lease"))
+		if err != nil || res.Won || res.Existing.State != idem.StateInFlight {
+			t.Errorf("claim past the TTL, within the first lease = %+v, %v; want lost in flight", res, err)
+		}
+		if err := s.Complete(ctx, first.Identity, first.Token, idem.Response{Status: 201}); err != nil {
+			t.Errorf("holder's Complete within its lease: %v", err)
+		}
+	})
+}
+
+// On Redis's clock the record's PEXPIREAT covers the lease too.
+func TestLeaseLongerThanTTLMovesExpiry(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, c := newStore(t, b)
+		ctx := context.Background()
+		cl := newClaim("long-lease-pttl")
+		cl.Lease, cl.TTL = time.Minute, time.Second
+		if res, err := s.Claim(ctx, cl); err != nil || !res.Won {
+			t.Fatalf("claim = %+v, %v", res, err)
+		}
+		d, err := c.PTTL(ctx, s.Key(cl.Identity)).Result()
+		if err != nil || d < 50*time.Second {
+			t.Errorf("PTTL with a 1m lease and a 1s TTL = %v, %v; want about a minute", d, err)
+		}
+	})
+}

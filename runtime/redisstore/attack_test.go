@@ -53,3 +53,26 @@ func TestLeaseLongerThanTTLMovesExpiry(t *testing.T) {
 		}
 	})
 }
+
+// A takeover claim sent again after its reply was lost is still reported
+// as a takeover: the engine logs and counts takeovers (a possible second
+// run of a handler's effects), and must not count it as a plain first run.
+func TestRetriedTakeoverReportsTakeover(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := b.open(t)
+		s := storeOn(t, c)
+		ctx := context.Background()
+		first := newClaim("retried-takeover")
+		if res, err := s.Claim(ctx, first); err != nil || !res.Won {
+			t.Fatalf("first claim = %+v, %v", res, err)
+		}
+		if err := s.Abandon(ctx, first.Identity, first.Token, idem.Takeover); err != nil {
+			t.Fatalf("Abandon: %v", err)
+		}
+		c.AddHook(duplicator{})
+		res, err := s.Claim(ctx, newClaim("retried-takeover"))
+		if err != nil || !res.Won || !res.TookOver {
+			t.Errorf("retried takeover = %+v, %v; want won and taken over", res, err)
+		}
+	})
+}

@@ -17,6 +17,7 @@ import "github.com/redis/go-redis/v9"
 //	op   operation ID
 //	fp   fingerprint (raw bytes)
 //	tok  lease token of the current holder
+//	tko  "1" when the current holder took the key over (see Retries)
 //	cn   the call that completed the record or marked it indeterminate
 //	     (see Retries below)
 //	lu   lease_until, µs since the Unix epoch
@@ -47,10 +48,10 @@ import "github.com/redis/go-redis/v9"
 // breaks after the script ran but before its reply arrived (go-redis does,
 // on EOF). So the scripts recognise their own earlier effect and answer as
 // they did the first time: a claim that finds its own lease token in
-// flight won (a token is new with every claim); a completion or a
-// fail-closed abandonment finds the nonce of its call in cn. A nonce, not
-// the token, because a second Complete call of one holder must still be
-// fenced. A retried Release finds nothing and answers fenced, which the
+// flight won, or took over when tko says so (a token is new with every
+// claim); a completion or a fail-closed abandonment finds the nonce of its
+// call in cn. A nonce, not the token, because a second Complete call of
+// one holder must still be fenced. A retried Release finds nothing and answers fenced, which the
 // engine only logs.
 const preamble = `
 local now
@@ -84,7 +85,7 @@ var claimScript = redis.NewScript(preamble + `
 local key = KEYS[1]
 local op, fp, tok = ARGV[2], ARGV[3], ARGV[4]
 local lease, ttl, mode = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local r = redis.call('HMGET', key, 'st', 'op', 'fp', 'tok', 'lu', 'ex')
+local r = redis.call('HMGET', key, 'st', 'op', 'fp', 'tok', 'lu', 'ex', 'tko')
 local st = r[1]
 
 if not st or tonumber(r[6]) <= now then
@@ -103,7 +104,9 @@ end
 
 local lu = tonumber(r[5])
 if st == 'in_flight' and r[4] == tok then
-  -- This very claim, sent again after its reply was lost.
+  -- This very claim, sent again after its reply was lost: it answers as
+  -- it did, a takeover included (the engine logs and counts those).
+  if r[7] then return {'took_over'} end
   return {'won'}
 end
 
@@ -114,7 +117,7 @@ if st == 'in_flight' and lu <= now and r[2] == op and r[3] == fp then
     -- would outlive the record moves the record's end with it.
     lu = now + lease
     local ex = tonumber(r[6])
-    redis.call('HSET', key, 'tok', tok, 'lu', int(lu))
+    redis.call('HSET', key, 'tok', tok, 'lu', int(lu), 'tko', '1')
     if lu > ex then
       redis.call('HSET', key, 'ex', int(lu))
       expireat(key, lu)

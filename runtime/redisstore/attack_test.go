@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -73,6 +74,57 @@ func TestRetriedTakeoverReportsTakeover(t *testing.T) {
 		res, err := s.Claim(ctx, newClaim("retried-takeover"))
 		if err != nil || !res.Won || !res.TookOver {
 			t.Errorf("retried takeover = %+v, %v; want won and taken over", res, err)
+		}
+	})
+}
+
+// A release sent again after its reply was lost answers as the first run
+// did, rather than fenced (which the engine logs as a claim left held).
+func TestRetriedReleaseAnswersReleased(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := b.open(t)
+		s := storeOn(t, c)
+		ctx := context.Background()
+		cl := newClaim("retried-release")
+		if res, err := s.Claim(ctx, cl); err != nil || !res.Won {
+			t.Fatalf("claim = %+v, %v", res, err)
+		}
+		c.AddHook(duplicator{})
+		if err := s.Release(ctx, cl.Identity, cl.Token); err != nil {
+			t.Errorf("retried Release: %v, want nil", err)
+		}
+		if err := s.Release(ctx, cl.Identity, cl.Token); !errors.Is(err, idem.ErrFenced) {
+			t.Errorf("second Release: %v, want ErrFenced", err)
+		}
+		if res, err := s.Claim(ctx, newClaim("retried-release")); err != nil || !res.Won {
+			t.Errorf("claim after the release = %+v, %v; want won", res, err)
+		}
+	})
+}
+
+// A copy of a claim that Redis runs after its holder released the key (a
+// resend left in a broken connection, run after the engine released the
+// claim it could not confirm) must not claim the key again: nobody holds
+// that token any more, so the key would stay in flight until its lease
+// ended and then, failing closed, become indeterminate for a request that
+// never ran. The key stays free for the next claim.
+func TestStrayClaimAfterReleaseWinsNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, _ := newStore(t, b)
+		ctx := context.Background()
+		cl := claimFor("stray", "tok-"+randomHex(8))
+		if res, err := s.Claim(ctx, cl); err != nil || !res.Won {
+			t.Fatalf("claim = %+v, %v", res, err)
+		}
+		if err := s.Release(ctx, cl.Identity, cl.Token); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if res, err := s.Claim(ctx, cl); err != nil || res.Won {
+			t.Errorf("the same claim run again after its release = %+v, %v; want not won", res, err)
+		}
+		next := claimFor("stray", "tok-"+randomHex(8))
+		if res, err := s.Claim(ctx, next); err != nil || !res.Won || res.TookOver {
+			t.Errorf("the next claim after the release = %+v, %v; want a plain win", res, err)
 		}
 	})
 }

@@ -13,7 +13,8 @@ import "github.com/redis/go-redis/v9"
 // One record is one Redis hash, named by Store.key; every script touches
 // KEYS[1] only, so a record never spans hash slots. Its fields:
 //
-//	st   state: in_flight, completed or indeterminate
+//	st   state: in_flight, completed or indeterminate, or released: a
+//	     tombstone that claims treat as absent (releaseScript)
 //	op   operation ID
 //	fp   fingerprint (raw bytes)
 //	tok  lease token of the current holder
@@ -51,8 +52,8 @@ import "github.com/redis/go-redis/v9"
 // flight won, or took over when tko says so (a token is new with every
 // claim); a completion or a fail-closed abandonment finds the nonce of its
 // call in cn. A nonce, not the token, because a second Complete call of
-// one holder must still be fenced. A retried Release finds nothing and answers fenced, which the
-// engine only logs.
+// one holder must still be fenced. A release finds its nonce in the
+// tombstone it left.
 const preamble = `
 local now
 if ARGV[1] == '' then
@@ -88,10 +89,19 @@ local lease, ttl, mode = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local r = redis.call('HMGET', key, 'st', 'op', 'fp', 'tok', 'lu', 'ex', 'tko')
 local st = r[1]
 
-if not st or tonumber(r[6]) <= now then
-  -- Absent, or expired and so as good as absent: after its TTL the same
-  -- key is a new request, whatever the old record held. DEL first, so that
-  -- no field of the old record survives into the new one.
+if st == 'released' and r[4] == tok and tonumber(r[6]) > now then
+  -- A copy of this claim that Redis runs after its holder released the
+  -- key (a resend left in a broken connection behind the release). Its
+  -- reply reaches nobody, and nobody holds the token any more: claiming
+  -- again would hold the key until the lease ran out and then, failing
+  -- closed, mark indeterminate a request that never ran.
+  return {'lost', 'in_flight', r[2], r[3], '0'}
+end
+
+if not st or st == 'released' or tonumber(r[6]) <= now then
+  -- Absent, released, or expired and so as good as absent: after its TTL
+  -- the same key is a new request, whatever the old record held. DEL
+  -- first, so that no field of the old record survives into the new one.
   -- A lease longer than the TTL keeps the record until the lease ends,
   -- as a takeover's does below: a running lease is never absent.
   local ex = now + math.max(ttl, lease)
@@ -163,12 +173,19 @@ redis.call('HSET', key, 'st', 'completed', 'lu', '0', 'cn', ARGV[3],
 return 1
 `)
 
-// releaseScript deletes the claim held with ARGV[2], so that a retry runs
-// the handler again. It answers 1, or 0 when fenced. (ARGV[3], the call's
-// nonce, is unused.)
+// releaseScript frees the claim held with ARGV[2], so that a retry runs
+// the handler again. It answers 1 (also when sent again after its reply
+// was lost: ARGV[3], the call's nonce, is in cn), or 0 when fenced.
+//
+// It leaves a tombstone rather than deleting the key: state released, the
+// token and the nonce kept, until the record's own expiry. Every claim
+// treats it as absent, except a copy of the released claim itself, which
+// must not win again (see claimScript).
 var releaseScript = redis.NewScript(preamble + held + `
+if live and r[1] == 'released' and r[4] == ARGV[3] then return 1 end
 if not (live and r[1] == 'in_flight') then return 0 end
-redis.call('DEL', key)
+redis.call('HDEL', key, 'tko')
+redis.call('HSET', key, 'st', 'released', 'lu', '0', 'cn', ARGV[3])
 return 1
 `)
 

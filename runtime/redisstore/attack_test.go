@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -125,6 +126,28 @@ func TestStrayClaimAfterReleaseWinsNothing(t *testing.T) {
 		next := claimFor("stray", "tok-"+randomHex(8))
 		if res, err := s.Claim(ctx, next); err != nil || !res.Won || res.TookOver {
 			t.Errorf("the next claim after the release = %+v, %v; want a plain win", res, err)
+		}
+	})
+}
+
+// The longest lease a claim can ask for is reported to a losing claim as
+// a positive remainder, never one that overflows time.Duration.
+func TestLongestLeaseRemainingIsPositive(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		for _, at := range []time.Time{time.UnixMicro(1), time.UnixMicro(2), time.UnixMicro(1_800_000_000_000_001)} {
+			clock := &storetest.Clock{}
+			_ = clock.Set(ctx, at)
+			s, _ := newStore(t, b, redisstore.WithClock(clock.Now))
+			first := newClaim("longest-lease")
+			first.Lease = time.Duration(math.MaxInt64)
+			if res, err := s.Claim(ctx, first); err != nil || !res.Won {
+				t.Fatalf("claim = %+v, %v", res, err)
+			}
+			res, err := s.Claim(ctx, newClaim("longest-lease"))
+			if err != nil || res.Won || res.Existing.LeaseRemaining <= 0 {
+				t.Errorf("claim at %d µs against the longest lease = %+v, %v; want lost with a positive remainder", at.UnixMicro(), res, err)
+			}
 		}
 	})
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -44,7 +45,9 @@ func readClaim(v []any) (idem.Result, error) {
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("lease remaining %q: %w", f[4], err)
 	}
-	rec.LeaseRemaining = time.Duration(left) * time.Microsecond
+	// Lua's doubles round a lease near time.Duration's limit up past it;
+	// clamp, so the remainder never wraps negative.
+	rec.LeaseRemaining = time.Duration(min(max(left, 0), math.MaxInt64/1000)) * time.Microsecond
 	if rec.State == idem.StateCompleted {
 		if len(v) < 9 {
 			return idem.Result{}, fmt.Errorf("completed reply has %d fields, want 9", len(v))

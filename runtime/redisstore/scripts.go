@@ -13,10 +13,12 @@ import "github.com/redis/go-redis/v9"
 // One record is one Redis hash, named by Store.key; every script touches
 // KEYS[1] only, so a record never spans hash slots. Its fields:
 //
-//	st   state: in_flight, completed or indeterminate
+//	st   state: in_flight, completed or indeterminate, or released: a
+//	     tombstone that claims treat as absent (releaseScript)
 //	op   operation ID
 //	fp   fingerprint (raw bytes)
 //	tok  lease token of the current holder
+//	tko  "1" when the current holder took the key over (see Retries)
 //	cn   the call that completed the record or marked it indeterminate
 //	     (see Retries below)
 //	lu   lease_until, µs since the Unix epoch
@@ -47,11 +49,11 @@ import "github.com/redis/go-redis/v9"
 // breaks after the script ran but before its reply arrived (go-redis does,
 // on EOF). So the scripts recognise their own earlier effect and answer as
 // they did the first time: a claim that finds its own lease token in
-// flight won (a token is new with every claim); a completion or a
-// fail-closed abandonment finds the nonce of its call in cn. A nonce, not
-// the token, because a second Complete call of one holder must still be
-// fenced. A retried Release finds nothing and answers fenced, which the
-// engine only logs.
+// flight won, or took over when tko says so (a token is new with every
+// claim); a completion or a fail-closed abandonment finds the nonce of its
+// call in cn. A nonce, not the token, because a second Complete call of
+// one holder must still be fenced. A release finds its nonce in the
+// tombstone it left.
 const preamble = `
 local now
 if ARGV[1] == '' then
@@ -84,23 +86,37 @@ var claimScript = redis.NewScript(preamble + `
 local key = KEYS[1]
 local op, fp, tok = ARGV[2], ARGV[3], ARGV[4]
 local lease, ttl, mode = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local r = redis.call('HMGET', key, 'st', 'op', 'fp', 'tok', 'lu', 'ex')
+local r = redis.call('HMGET', key, 'st', 'op', 'fp', 'tok', 'lu', 'ex', 'tko')
 local st = r[1]
 
-if not st or tonumber(r[6]) <= now then
-  -- Absent, or expired and so as good as absent: after its TTL the same
-  -- key is a new request, whatever the old record held. DEL first, so that
-  -- no field of the old record survives into the new one.
+if st == 'released' and r[4] == tok and tonumber(r[6]) > now then
+  -- A copy of this claim that Redis runs after its holder released the
+  -- key (a resend left in a broken connection behind the release). Its
+  -- reply reaches nobody, and nobody holds the token any more: claiming
+  -- again would hold the key until the lease ran out and then, failing
+  -- closed, mark indeterminate a request that never ran.
+  return {'lost', 'in_flight', r[2], r[3], '0'}
+end
+
+if not st or st == 'released' or tonumber(r[6]) <= now then
+  -- Absent, released, or expired and so as good as absent: after its TTL
+  -- the same key is a new request, whatever the old record held. DEL
+  -- first, so that no field of the old record survives into the new one.
+  -- A lease longer than the TTL keeps the record until the lease ends,
+  -- as a takeover's does below: a running lease is never absent.
+  local ex = now + math.max(ttl, lease)
   redis.call('DEL', key)
   redis.call('HSET', key, 'st', 'in_flight', 'op', op, 'fp', fp, 'tok', tok,
-    'lu', int(now + lease), 'ex', int(now + ttl))
-  expireat(key, now + ttl)
+    'lu', int(now + lease), 'ex', int(ex))
+  expireat(key, ex)
   return {'won'}
 end
 
 local lu = tonumber(r[5])
 if st == 'in_flight' and r[4] == tok then
-  -- This very claim, sent again after its reply was lost.
+  -- This very claim, sent again after its reply was lost: it answers as
+  -- it did, a takeover included (the engine logs and counts those).
+  if r[7] then return {'took_over'} end
   return {'won'}
 end
 
@@ -111,7 +127,7 @@ if st == 'in_flight' and lu <= now and r[2] == op and r[3] == fp then
     -- would outlive the record moves the record's end with it.
     lu = now + lease
     local ex = tonumber(r[6])
-    redis.call('HSET', key, 'tok', tok, 'lu', int(lu))
+    redis.call('HSET', key, 'tok', tok, 'lu', int(lu), 'tko', '1')
     if lu > ex then
       redis.call('HSET', key, 'ex', int(lu))
       expireat(key, lu)
@@ -157,12 +173,19 @@ redis.call('HSET', key, 'st', 'completed', 'lu', '0', 'cn', ARGV[3],
 return 1
 `)
 
-// releaseScript deletes the claim held with ARGV[2], so that a retry runs
-// the handler again. It answers 1, or 0 when fenced. (ARGV[3], the call's
-// nonce, is unused.)
+// releaseScript frees the claim held with ARGV[2], so that a retry runs
+// the handler again. It answers 1 (also when sent again after its reply
+// was lost: ARGV[3], the call's nonce, is in cn), or 0 when fenced.
+//
+// It leaves a tombstone rather than deleting the key: state released, the
+// token and the nonce kept, until the record's own expiry. Every claim
+// treats it as absent, except a copy of the released claim itself, which
+// must not win again (see claimScript).
 var releaseScript = redis.NewScript(preamble + held + `
+if live and r[1] == 'released' and r[4] == ARGV[3] then return 1 end
 if not (live and r[1] == 'in_flight') then return 0 end
-redis.call('DEL', key)
+redis.call('HDEL', key, 'tko')
+redis.call('HSET', key, 'st', 'released', 'lu', '0', 'cn', ARGV[3])
 return 1
 `)
 

@@ -166,7 +166,11 @@ func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, re
 		resp.Status, headerwire.Encode(resp.Header), body, omitted)
 }
 
-// Release deletes the claim held with token, or returns idem.ErrFenced.
+// Release frees the claim held with token, or returns idem.ErrFenced. The
+// key keeps a small tombstone until the record's expiry, which every claim
+// treats as absent except a late copy of the released claim itself: Redis
+// may run a resent claim after the release that followed it, and that
+// claim must not hold the key again for a holder that is gone.
 func (s *Store) Release(ctx context.Context, id idem.Identity, token string) error {
 	return s.fenced(ctx, "release", releaseScript, id, token)
 }

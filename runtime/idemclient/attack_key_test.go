@@ -1,0 +1,63 @@
+package idemclient
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// keyServer records the key header lines of each request it receives.
+func keyServer(t *testing.T) (*httptest.Server, *[][]string) {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		got [][]string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Values("Idempotency-Key"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &got
+}
+
+// Keys the server would refuse are refused before anything is sent,
+// whether the caller put them in the request or the context.
+func TestAttackInvalidCallerKeys(t *testing.T) {
+	srv, got := keyServer(t)
+	tr, err := New(Config{Operations: []Operation{transferOp()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, set := range map[string]func(*http.Request) *http.Request{
+		"repeated":  func(r *http.Request) *http.Request { r.Header["Idempotency-Key"] = []string{"a", "b"}; return r },
+		"empty":     func(r *http.Request) *http.Request { r.Header.Set("Idempotency-Key", ""); return r },
+		"unclosed":  func(r *http.Request) *http.Request { r.Header.Set("Idempotency-Key", `"abc`); return r },
+		"non-ASCII": func(r *http.Request) *http.Request { r.Header.Set("Idempotency-Key", "clé"); return r },
+		"too long": func(r *http.Request) *http.Request {
+			r.Header.Set("Idempotency-Key", strings.Repeat("k", 256))
+			return r
+		},
+		"context space": func(r *http.Request) *http.Request { return WithKeyRequest(r, "a b") },
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/transfers", strings.NewReader("{}"))
+		if _, err := tr.RoundTrip(set(req)); !errors.Is(err, ErrInvalidKey) || len(*got) != 0 {
+			t.Errorf("%s: %v, %d requests; want ErrInvalidKey and nothing sent", name, err, len(*got))
+		}
+	}
+	// An empty WithKey names no key of the caller's: a fresh one is sent.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/transfers", strings.NewReader("{}"))
+	res, err := tr.RoundTrip(WithKeyRequest(req, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if len(*got) != 1 || len((*got)[0]) != 1 || len((*got)[0][0]) != 26 {
+		t.Errorf("an empty WithKey sent the keys %q; want one fresh key", *got)
+	}
+}

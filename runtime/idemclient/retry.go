@@ -30,8 +30,9 @@ const (
 const (
 	headerReplayed   = "Idempotent-Replayed"
 	headerRetryAfter = "Retry-After"
-	// peekLimit bounds how much of a 409 is read to learn its problem type;
-	// the engine's problems are far smaller.
+	// peekLimit bounds how much of an answer that may be retried is read:
+	// enough to learn a 409's problem type (the engine's problems are far
+	// smaller) and to let a small answer's connection be reused.
 	peekLimit = 64 << 10
 )
 
@@ -41,28 +42,22 @@ const (
 var ErrPermanent = errors.New("idemclient: permanent error")
 
 // verdict says whether an attempt's outcome calls for a retry and how long
-// to wait before it. retries counts the attempts so far.
-func (t *Transport) verdict(res *http.Response, err error, retries int) (again bool, wait time.Duration) {
+// to wait before it. head is the start of the answer's body, read when its
+// status is one a retry may change; retries counts the attempts so far.
+func (t *Transport) verdict(res *http.Response, head []byte, err error, retries int) (again bool, wait time.Duration) {
 	if err != nil {
 		if permanent(err) {
 			return false, 0
 		}
 		return true, t.backoff(retries)
 	}
-	switch res.StatusCode {
-	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
-		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		// The server stores none of these (SEMANTICS §3.4, a 500 unless
-		// cacheServerErrors, which then replays it harmlessly): the key is
-		// free again and a retry is what the server asks for.
-	case http.StatusConflict:
+	if !retryableStatus(res.StatusCode) {
+		return false, 0
+	}
+	if res.StatusCode == http.StatusConflict && ProblemType(head) != ProblemInProgress {
 		// Only request-in-progress is worth waiting for; outcome-unknown
 		// and response-not-replayable stay what they are, and a 409 of the
 		// application's own is a business answer.
-		if ProblemType(peek(res)) != ProblemInProgress {
-			return false, 0
-		}
-	default:
 		return false, 0
 	}
 	wait = t.backoff(retries)
@@ -70,6 +65,20 @@ func (t *Transport) verdict(res *http.Response, err error, retries int) (again b
 		wait = ra
 	}
 	return true, wait
+}
+
+// retryableStatus reports whether an answer with status code may call for
+// a retry. The server stores none of 408, 429, 500, 502, 503 and 504
+// (SEMANTICS §3.4; a 500 is stored only under cacheServerErrors, and then
+// replays harmlessly): the key is free again and a retry is what the
+// server asks for. A 409 is retried when it is request-in-progress.
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusConflict:
+		return true
+	}
+	return false
 }
 
 // backoff draws the wait before retry n+1: uniform in [0, base·2ⁿ⁻¹],

@@ -38,9 +38,12 @@ type Config struct {
 	// RetryBudget, when set, shortens it further. Zero is DefaultBudget,
 	// shortened to half of an operation's TTL where that is shorter.
 	Budget time.Duration
-	// AttemptTimeout abandons an attempt whose response headers have not
-	// arrived after this long and retries it; zero waits as long as the call's context
-	// allows. WithAttemptTimeout overrides it per call.
+	// AttemptTimeout abandons an attempt whose answer has not arrived after
+	// this long and retries it: its headers, and for an answer that may be
+	// retried (a 409, a 503, …) the start of its body, which the Transport
+	// reads to judge it. The body of an answer returned to the caller is
+	// bounded by the call's context alone. Zero waits as long as the call's
+	// context allows. WithAttemptTimeout overrides it per call.
 	AttemptTimeout time.Duration
 	// BackoffBase and BackoffMax shape the wait before a retry: a random
 	// duration up to BackoffBase·2ⁿ (n counts the retries so far), never
@@ -199,56 +202,74 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 	timeout := attemptTimeoutFrom(ctx, t.cfg.AttemptTimeout)
 	for attempt := 1; ; attempt++ {
 		rep.Attempts = attempt
-		res, err := t.attempt(ctx, proto, body, timeout)
+		o := t.exchange(ctx, proto, body, timeout, attempt)
 		if ctx.Err() != nil {
 			// The caller gave up; its context's error says why.
-			if res != nil {
-				closeBody(res)
+			if o.res != nil {
+				_ = o.res.Body.Close()
 			}
 			return nil, ctx.Err()
 		}
-		again, wait := t.verdict(res, err, attempt)
-		if !again {
-			return res, err
+		if !o.again {
+			return o.res, o.err
 		}
-		if attempt >= t.cfg.MaxAttempts || time.Now().Add(wait).After(deadline) {
+		if attempt >= t.cfg.MaxAttempts || time.Now().Add(o.wait).After(deadline) {
 			// Out of attempts or of budget: the last outcome stands.
 			rep.GaveUp = true
-			return res, err
+			return o.res, o.err
 		}
-		if res != nil {
-			closeBody(res)
+		if o.res != nil {
+			// exchange has read its start; the rest is not worth waiting for.
+			_ = o.res.Body.Close()
 		}
-		if err := t.sleep(ctx, wait); err != nil {
+		if err := t.sleep(ctx, o.wait); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// attempt sends one attempt. Its timeout runs until the response headers
-// arrive, so a slow answer is abandoned and retried while a body the
-// caller streams afterwards is bounded by the call's context alone.
-func (t *Transport) attempt(ctx context.Context, proto *http.Request, body []byte, timeout time.Duration) (*http.Response, error) {
-	if timeout <= 0 {
-		return t.cfg.Base.RoundTrip(withBody(ctx, proto, body))
+// outcome is one attempt's answer and what the call does next.
+type outcome struct {
+	res   *http.Response
+	err   error
+	again bool          // the answer calls for a retry
+	wait  time.Duration // how long to wait before it
+}
+
+// exchange sends one attempt and judges its answer. The attempt's timeout
+// runs until the Transport has read what it reads of the answer (the start
+// of an answer it may retry, where a 409 names its problem type), so a
+// server that sends its headers and then stalls is abandoned like one that
+// never answers. The body of an answer the caller gets is bounded by the
+// call's context alone.
+func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []byte, timeout time.Duration, n int) outcome {
+	actx, cancel := ctx, context.CancelCauseFunc(func(error) {})
+	var timer *time.Timer
+	if timeout > 0 {
+		actx, cancel = context.WithCancelCause(ctx)
+		timer = time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
 	}
-	actx, cancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
 	res, err := t.cfg.Base.RoundTrip(withBody(actx, proto, body))
-	if !timer.Stop() {
+	var head []byte
+	if err == nil && retryableStatus(res.StatusCode) {
+		head = peek(res)
+	}
+	if timer != nil && !timer.Stop() {
 		// The timer fired: whatever came back is cut off, or about to be.
 		if res != nil {
-			closeBody(res)
+			_ = res.Body.Close()
 		}
-		cancel(nil)
-		return nil, fmt.Errorf("idemclient: %w after %v", errAttemptTimeout, timeout)
+		res, err = nil, fmt.Errorf("idemclient: %w after %v", errAttemptTimeout, timeout)
 	}
-	if err != nil {
+	o := outcome{res: res, err: err}
+	o.again, o.wait = t.verdict(res, head, err, n)
+	switch {
+	case res == nil:
 		cancel(nil)
-		return nil, err
+	case timer != nil:
+		res.Body = &cancelBody{ReadCloser: res.Body, cancel: func() { cancel(nil) }}
 	}
-	res.Body = &cancelBody{ReadCloser: res.Body, cancel: func() { cancel(nil) }}
-	return res, nil
+	return o
 }
 
 // errAttemptTimeout ends an attempt that took longer than its timeout.
@@ -291,13 +312,6 @@ func (b *cancelBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
-}
-
-// closeBody drains a little of a response that is not returned, so its
-// connection can be reused, and closes it.
-func closeBody(res *http.Response) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
-	_ = res.Body.Close()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -1,11 +1,13 @@
 package idemclient
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A body whose GetBody returns other bytes cannot make a retry send them:
@@ -20,5 +22,34 @@ func TestAttackGetBodyDiffers(t *testing.T) {
 	}
 	if len(s.got) != 2 || s.got[1].body != `{"amount":5}` || s.got[0].key != s.got[1].key {
 		t.Errorf("attempts %+v; want the first body twice under one key", s.got)
+	}
+}
+
+// A request body that streams and never ends does not hold the call past
+// its context.
+func TestAttackStreamingBodyRespectsContext(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	tr, err := New(Config{Operations: []Operation{transferOp()}, Base: rtFunc(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("nothing may be sent")
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/transfers", pr)
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.RoundTrip(req)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err %v, want the context's deadline", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("RoundTrip still reading the request body 3s after its context ended")
 	}
 }

@@ -160,7 +160,7 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 		rep.Attempts = 1
 		return t.cfg.Base.RoundTrip(req)
 	}
-	body, err := readBody(req)
+	body, err := readBody(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -290,16 +290,33 @@ func withBody(ctx context.Context, proto *http.Request, body []byte) *http.Reque
 }
 
 // readBody reads and closes req's body, so each attempt can send it again.
-func readBody(req *http.Request) ([]byte, error) {
+// The caller's context bounds the reading: a body that streams and stalls
+// (a pipe) is closed when the context ends, which is what unblocks its
+// reader, and the call returns at once.
+func readBody(ctx context.Context, req *http.Request) ([]byte, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return nil, nil
 	}
-	defer req.Body.Close()
-	b, err := io.ReadAll(req.Body)
-	if err != nil {
-		return nil, fmt.Errorf("idemclient: read the request body: %w", err)
+	type read struct {
+		b   []byte
+		err error
 	}
-	return b, nil
+	done := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(req.Body)
+		done <- read{b, err}
+	}()
+	select {
+	case r := <-done:
+		_ = req.Body.Close()
+		if r.err != nil {
+			return nil, fmt.Errorf("idemclient: read the request body: %w", r.err)
+		}
+		return r.b, nil
+	case <-ctx.Done():
+		_ = req.Body.Close()
+		return nil, fmt.Errorf("idemclient: read the request body: %w", ctx.Err())
+	}
 }
 
 // cancelBody ends an attempt's context when its body is closed.

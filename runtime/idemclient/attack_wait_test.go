@@ -20,3 +20,29 @@ func TestAttackRetryAfterIgnored(t *testing.T) {
 		}
 	}
 }
+
+// Retry-After is never cut short: a value beyond the budget, however it is
+// spelled and however large, ends the retries at once, and of repeated
+// headers the longest counts.
+func TestAttackRetryAfterHostile(t *testing.T) {
+	for name, ra := range map[string][]string{
+		"two days":                 {"172800"},
+		"beyond a Duration":        {"99999999999999999999"},
+		"far-future date":          {"Fri, 31 Dec 9999 23:59:59 GMT"},
+		"repeated, longest last":   {"1", "3600"},
+		"repeated, garbage second": {"3600", "soon"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := http.Header{"Content-Type": {"application/problem+json"}, "Retry-After": ra}
+			s := &script{answers: []func(*http.Request) (*http.Response, error){
+				answer(409, h, `{"type":"https://idemgen.dev/problems/request-in-progress"}`),
+				answer(201, nil, ""),
+			}}
+			tr, waits := newTest(t, s, Config{})
+			res, rep, _ := post(t, tr, context.Background(), "http://api.test/transfers", `{}`)
+			if res.StatusCode != 409 || !rep.GaveUp || len(s.got) != 1 || len(*waits) != 0 {
+				t.Errorf("Retry-After %q: status %d, report %+v, waits %v; want the 409 at once, given up", ra, res.StatusCode, rep, *waits)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -61,7 +62,7 @@ func (t *Transport) verdict(res *http.Response, head []byte, err error, retries 
 		return false, 0
 	}
 	wait = t.backoff(retries)
-	if ra, ok := retryAfter(res.Header.Get(headerRetryAfter), time.Now()); ok && ra > wait {
+	if ra, ok := retryAfter(res.Header.Values(headerRetryAfter), time.Now()); ok && ra > wait {
 		wait = ra
 	}
 	return true, wait
@@ -92,16 +93,31 @@ func (t *Transport) backoff(n int) time.Duration {
 	return rand.N(ceil + 1)
 }
 
-// retryAfter reads a Retry-After value: delay-seconds or an HTTP-date
-// (RFC 9110 §10.2.3).
-func retryAfter(v string, now time.Time) (time.Duration, bool) {
+// retryAfter reads the Retry-After values of an answer: delay-seconds or
+// an HTTP-date (RFC 9110 §10.2.3). Of repeated values the longest counts,
+// so a retry never comes sooner than any of them asks; a value too large
+// for a Duration is the longest Duration, which no budget allows. ok is
+// false when no value can be read.
+func retryAfter(vs []string, now time.Time) (wait time.Duration, ok bool) {
+	for _, v := range vs {
+		if d, valid := retryAfterValue(v, now); valid && (!ok || d > wait) {
+			wait, ok = d, true
+		}
+	}
+	return wait, ok
+}
+
+func retryAfterValue(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if s < 0 || s > int64(24*time.Hour/time.Second) {
-			return 0, false
+	if strings.Trim(v, "0123456789") == "" {
+		// delay-seconds is digits only: no sign, no fraction. Too many
+		// digits for an int64 is the only error left.
+		s, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || s > int64(math.MaxInt64/time.Second) {
+			return math.MaxInt64, true
 		}
 		return time.Duration(s) * time.Second, true
 	}

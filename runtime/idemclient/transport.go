@@ -213,7 +213,7 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 		if !o.again {
 			return o.res, o.err
 		}
-		if attempt >= t.cfg.MaxAttempts || time.Now().Add(o.wait).After(deadline) {
+		if attempt >= t.cfg.MaxAttempts || o.wait > time.Until(deadline) {
 			// Out of attempts or of budget: the last outcome stands.
 			rep.GaveUp = true
 			return o.res, o.err

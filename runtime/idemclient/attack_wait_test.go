@@ -2,8 +2,10 @@ package idemclient
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // Retry-After values a server should not send are read safely: in the
@@ -44,5 +46,19 @@ func TestAttackRetryAfterHostile(t *testing.T) {
 				t.Errorf("Retry-After %q: status %d, report %+v, waits %v; want the 409 at once, given up", ra, res.StatusCode, rep, *waits)
 			}
 		})
+	}
+}
+
+// A caller's extreme backoff settings cannot crash the Transport: the
+// jitter's range cannot overflow.
+func TestAttackBackoffExtremes(t *testing.T) {
+	tr, err := New(Config{Operations: []Operation{transferOp()}, BackoffBase: math.MaxInt64, BackoffMax: math.MaxInt64, Budget: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n < 70; n++ {
+		if d := tr.backoff(n); d < 0 {
+			t.Fatalf("backoff(%d) = %v", n, d)
+		}
 	}
 }

@@ -90,7 +90,10 @@ func (t *Transport) backoff(n int) time.Duration {
 	if shift := n - 1; shift < 32 && t.cfg.BackoffBase<<shift > 0 && t.cfg.BackoffBase<<shift < ceil {
 		ceil = t.cfg.BackoffBase << shift
 	}
-	return rand.N(ceil + 1)
+	if ceil < math.MaxInt64 {
+		ceil++ // so that ceil itself can be drawn
+	}
+	return rand.N(ceil)
 }
 
 // retryAfter reads the Retry-After values of an answer: delay-seconds or

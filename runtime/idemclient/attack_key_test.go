@@ -1,6 +1,7 @@
 package idemclient
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -59,5 +60,39 @@ func TestAttackInvalidCallerKeys(t *testing.T) {
 	res.Body.Close()
 	if len(*got) != 1 || len((*got)[0]) != 1 || len((*got)[0][0]) != 26 {
 		t.Errorf("an empty WithKey sent the keys %q; want one fresh key", *got)
+	}
+}
+
+// A key the caller set under another spelling of the header's name is the
+// request's key: it is sent once, not beside a fresh one (which the server
+// would refuse as a repeated header).
+func TestAttackKeyHeaderCase(t *testing.T) {
+	srv, got := keyServer(t)
+	tr, err := New(Config{Operations: []Operation{transferOp()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	req, _ := http.NewRequestWithContext(WithReport(context.Background(), &rep), http.MethodPost, srv.URL+"/transfers", strings.NewReader("{}"))
+	req.Header["idempotency-key"] = []string{"mine"}
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if len(*got) != 1 || len((*got)[0]) != 1 || (*got)[0][0] != "mine" || rep.Key != "mine" {
+		t.Errorf("the server read the key lines %q, report key %q; want just \"mine\"", *got, rep.Key)
+	}
+	//lint:ignore SA1008 the caller's own spelling is what is under test
+	if _, ok := req.Header["Idempotency-Key"]; ok || len(req.Header["idempotency-key"]) != 1 {
+		t.Error("the caller's request was changed")
+	}
+
+	// Two spellings, two keys: refused before anything is sent.
+	req, _ = http.NewRequest(http.MethodPost, srv.URL+"/transfers", strings.NewReader("{}"))
+	req.Header["idempotency-key"] = []string{"a"}
+	req.Header.Set("Idempotency-Key", "b")
+	if _, err := tr.RoundTrip(req); !errors.Is(err, ErrInvalidKey) || len(*got) != 1 {
+		t.Errorf("two key headers: %v, %d requests; want ErrInvalidKey and nothing sent", err, len(*got))
 	}
 }

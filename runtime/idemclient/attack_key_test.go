@@ -96,3 +96,37 @@ func TestAttackKeyHeaderCase(t *testing.T) {
 		t.Errorf("two key headers: %v, %d requests; want ErrInvalidKey and nothing sent", err, len(*got))
 	}
 }
+
+// Idempotent-Replayed is the server's word about a keyed request it has a
+// record of. It does not stop a retry of an answer the server never
+// stores; the Report claims a replay only for a final answer to a request
+// sent with a key, never for a keyless one or one given up on.
+func TestAttackReplayedClaim(t *testing.T) {
+	replayed := http.Header{"Idempotent-Replayed": {"true"}, "Content-Type": {"application/problem+json"}}
+	inProgress := `{"type":"https://idemgen.dev/problems/request-in-progress"}`
+	s := &script{answers: []func(*http.Request) (*http.Response, error){
+		answer(503, replayed, ""), answer(409, replayed, inProgress), answer(201, nil, ""),
+	}}
+	tr, _ := newTest(t, s, Config{})
+	res, rep, _ := post(t, tr, context.Background(), "http://api.test/transfers", `{}`)
+	if res.StatusCode != 201 || rep.Attempts != 3 || rep.Replayed {
+		t.Errorf("report %+v; want a 201 after 3 attempts, not replayed", rep)
+	}
+
+	s = &script{answers: []func(*http.Request) (*http.Response, error){answer(409, replayed, inProgress)}}
+	tr, _ = newTest(t, s, Config{MaxAttempts: 1})
+	if _, rep, _ = post(t, tr, context.Background(), "http://api.test/transfers", `{}`); !rep.GaveUp || rep.Replayed {
+		t.Errorf("a 409 in-progress given up on reported %+v; want given up, no replay", rep)
+	}
+
+	s = &script{answers: []func(*http.Request) (*http.Response, error){answer(200, replayed, "")}}
+	tr, _ = newTest(t, s, Config{})
+	var rep2 Report
+	req, _ := http.NewRequestWithContext(WithReport(context.Background(), &rep2), http.MethodGet, "http://api.test/transfers", nil)
+	if _, err := tr.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if rep2.Replayed || rep2.Key != "" {
+		t.Errorf("a GET sent without a key reported %+v; want no replay", rep2)
+	}
+}

@@ -142,7 +142,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := t.call(ctx, req, &rep)
 	if res != nil {
 		rep.Status = res.StatusCode
-		rep.Replayed = res.Header.Get(headerReplayed) == "true"
+		// Only a final answer to a keyed request can come from the
+		// server's record; on anything else the header is noise (or a
+		// lie) that must not tell the caller its operation already ran.
+		rep.Replayed = rep.Key != "" && !rep.GaveUp && res.Header.Get(headerReplayed) == "true"
 	}
 	if r := reportFrom(ctx); r != nil {
 		*r = rep

@@ -53,3 +53,29 @@ func TestAttackStreamingBodyRespectsContext(t *testing.T) {
 		t.Fatal("RoundTrip still reading the request body 3s after its context ended")
 	}
 }
+
+// A body larger than the Transport keeps in memory (4 MiB by default) is
+// not buffered whole for retries: it is sent once, streamed on from what
+// was read of it, with its key, and never retried.
+func TestAttackBodyBeyondBufferLimit(t *testing.T) {
+	big := strings.Repeat("x", 4<<20+1)
+	s := &script{answers: []func(*http.Request) (*http.Response, error){answer(503, nil, ""), answer(201, nil, "")}}
+	tr, _ := newTest(t, s, Config{})
+	var rep Report
+	req, _ := http.NewRequestWithContext(WithReport(context.Background(), &rep), http.MethodPost, "http://api.test/transfers", io.NopCloser(strings.NewReader(big)))
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if len(s.got) != 1 || s.got[0].body != big || s.got[0].key == "" || rep.Attempts != 1 || rep.Key != s.got[0].key {
+		t.Errorf("%d attempts, report %+v; want the whole body sent once with a key", len(s.got), rep)
+	}
+
+	// Under a limit of the caller's, the same holds for a small body.
+	s = &script{answers: []func(*http.Request) (*http.Response, error){answer(503, nil, ""), answer(201, nil, "")}}
+	tr, _ = newTest(t, s, Config{MaxBodyBytes: 4})
+	if _, rep, _ := post(t, tr, context.Background(), "http://api.test/transfers", `{"amount":5}`); len(s.got) != 1 || s.got[0].body != `{"amount":5}` || rep.Attempts != 1 {
+		t.Errorf("%d attempts, report %+v; want the body sent once", len(s.got), rep)
+	}
+}

@@ -1,7 +1,6 @@
 package idemclient
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,9 @@ const (
 	DefaultBudget      = 30 * time.Second
 	DefaultBackoffBase = 100 * time.Millisecond
 	DefaultBackoffMax  = 5 * time.Second
+	// DefaultMaxBodyBytes is four times the largest request body the
+	// server accepts by default.
+	DefaultMaxBodyBytes = 4 << 20
 )
 
 // Config configures a Transport.
@@ -50,6 +52,12 @@ type Config struct {
 	// above BackoffMax ("full jitter"). Zero is DefaultBackoffBase and
 	// DefaultBackoffMax.
 	BackoffBase, BackoffMax time.Duration
+	// MaxBodyBytes bounds the request body kept in memory so that a retry
+	// can send the same bytes again; zero is DefaultMaxBodyBytes. A larger
+	// body is sent once, streamed on from what was read of it, never
+	// retried: with a header or query key attached, while a body key stays
+	// as the caller wrote it.
+	MaxBodyBytes int64
 	// OnCall, when set, receives each call's report as RoundTrip returns.
 	OnCall func(*http.Request, Report)
 }
@@ -73,8 +81,8 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.Base == nil {
 		cfg.Base = http.DefaultTransport
 	}
-	if cfg.MaxAttempts < 0 || cfg.Budget < 0 || cfg.AttemptTimeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 {
-		return nil, errors.New("idemclient: attempts, budget, timeouts and backoff must not be negative")
+	if cfg.MaxAttempts < 0 || cfg.Budget < 0 || cfg.AttemptTimeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 || cfg.MaxBodyBytes < 0 {
+		return nil, errors.New("idemclient: attempts, budget, timeouts, backoff and body size must not be negative")
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
@@ -84,6 +92,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if cfg.BackoffMax == 0 {
 		cfg.BackoffMax = DefaultBackoffMax
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	r, err := newRouter(cfg.BasePath, cfg.Operations)
 	if err != nil {
@@ -163,9 +174,12 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 		rep.Attempts = 1
 		return t.cfg.Base.RoundTrip(req)
 	}
-	body, err := readBody(ctx, req)
+	body, whole, err := readBody(ctx, req, t.cfg.MaxBodyBytes)
 	if err != nil {
 		return nil, err
+	}
+	if !whole {
+		return t.sendOnce(ctx, req, op, body, rep)
 	}
 	// Every attempt is a clone of this one, so the caller's request is
 	// never changed (RoundTrip must not) and the key and body set here are
@@ -277,50 +291,6 @@ func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []by
 
 // errAttemptTimeout ends an attempt that took longer than its timeout.
 var errAttemptTimeout = errors.New("attempt timed out")
-
-// withBody returns a clone of proto under ctx with a fresh reader of body.
-func withBody(ctx context.Context, proto *http.Request, body []byte) *http.Request {
-	r := proto.Clone(ctx)
-	if body == nil {
-		r.Body = nil
-		r.GetBody = nil
-		return r
-	}
-	r.ContentLength = int64(len(body))
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return r
-}
-
-// readBody reads and closes req's body, so each attempt can send it again.
-// The caller's context bounds the reading: a body that streams and stalls
-// (a pipe) is closed when the context ends, which is what unblocks its
-// reader, and the call returns at once.
-func readBody(ctx context.Context, req *http.Request) ([]byte, error) {
-	if req.Body == nil || req.Body == http.NoBody {
-		return nil, nil
-	}
-	type read struct {
-		b   []byte
-		err error
-	}
-	done := make(chan read, 1)
-	go func() {
-		b, err := io.ReadAll(req.Body)
-		done <- read{b, err}
-	}()
-	select {
-	case r := <-done:
-		_ = req.Body.Close()
-		if r.err != nil {
-			return nil, fmt.Errorf("idemclient: read the request body: %w", r.err)
-		}
-		return r.b, nil
-	case <-ctx.Done():
-		_ = req.Body.Close()
-		return nil, fmt.Errorf("idemclient: read the request body: %w", ctx.Err())
-	}
-}
 
 // cancelBody ends an attempt's context when its body is closed.
 type cancelBody struct {

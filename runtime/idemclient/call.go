@@ -18,7 +18,8 @@ type Report struct {
 	Attempts int
 	// Replayed is true when the final answer carried
 	// "Idempotent-Replayed: true": the server answered from its record of
-	// an earlier attempt and did not run the operation again.
+	// an earlier attempt and did not run the operation again. It is never
+	// true for a request sent without a key, nor when GaveUp is.
 	Replayed bool
 	// Status is the final answer's status code, 0 when there was none.
 	Status int

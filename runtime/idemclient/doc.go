@@ -20,6 +20,9 @@
 //     operation's TTL, because a retry that arrives after the server forgot
 //     the key would run the operation a second time.
 //
+// A request body is kept in memory for the retries up to
+// Config.MaxBodyBytes; a larger one is sent once, as it streams.
+//
 // A request to no operation of the table is retried only when its method
 // is idempotent by HTTP (GET, HEAD, OPTIONS, TRACE, PUT, DELETE; RFC 9110
 // §9.2.2); a POST or PATCH the table does not know is sent once.

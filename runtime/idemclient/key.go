@@ -50,6 +50,7 @@ func attachKey(req *http.Request, body []byte, op *Operation, want string) (k st
 			err     error
 		)
 		if op.Key.In == KeyInHeader {
+			gatherHeader(req.Header, op.Key.Name)
 			got, present, err = key.FromHeader(req.Header, op.Key.Name, op.KeyMaxLength)
 		} else {
 			got, present, err = key.FromQuery(req.URL.Query(), op.Key.Name, op.KeyMaxLength)
@@ -79,6 +80,21 @@ func attachKey(req *http.Request, body []byte, op *Operation, want string) (k st
 		return k, body, true, nil
 	default:
 		return attachBodyKey(req, body, op, want)
+	}
+}
+
+// gatherHeader moves the values of every spelling of the header name in h
+// (a caller may set the map directly, as "idempotency-key") under its
+// canonical spelling. net/http sends each spelling as its own line, and the
+// server reads them all as one header: a key under another spelling is the
+// request's key, and two are a repeated header.
+func gatherHeader(h http.Header, name string) {
+	canon := http.CanonicalHeaderKey(name)
+	for k, vs := range h {
+		if k != canon && strings.EqualFold(k, canon) {
+			h[canon] = append(h[canon], vs...)
+			delete(h, k)
+		}
 	}
 }
 

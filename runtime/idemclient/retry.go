@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -30,8 +31,9 @@ const (
 const (
 	headerReplayed   = "Idempotent-Replayed"
 	headerRetryAfter = "Retry-After"
-	// peekLimit bounds how much of a 409 is read to learn its problem type;
-	// the engine's problems are far smaller.
+	// peekLimit bounds how much of an answer that may be retried is read:
+	// enough to learn a 409's problem type (the engine's problems are far
+	// smaller) and to let a small answer's connection be reused.
 	peekLimit = 64 << 10
 )
 
@@ -41,35 +43,43 @@ const (
 var ErrPermanent = errors.New("idemclient: permanent error")
 
 // verdict says whether an attempt's outcome calls for a retry and how long
-// to wait before it. retries counts the attempts so far.
-func (t *Transport) verdict(res *http.Response, err error, retries int) (again bool, wait time.Duration) {
+// to wait before it. head is the start of the answer's body, read when its
+// status is one a retry may change; retries counts the attempts so far.
+func (t *Transport) verdict(res *http.Response, head []byte, err error, retries int) (again bool, wait time.Duration) {
 	if err != nil {
 		if permanent(err) {
 			return false, 0
 		}
 		return true, t.backoff(retries)
 	}
-	switch res.StatusCode {
-	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
-		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		// The server stores none of these (SEMANTICS §3.4, a 500 unless
-		// cacheServerErrors, which then replays it harmlessly): the key is
-		// free again and a retry is what the server asks for.
-	case http.StatusConflict:
+	if !retryableStatus(res.StatusCode) {
+		return false, 0
+	}
+	if res.StatusCode == http.StatusConflict && ProblemType(head) != ProblemInProgress {
 		// Only request-in-progress is worth waiting for; outcome-unknown
 		// and response-not-replayable stay what they are, and a 409 of the
 		// application's own is a business answer.
-		if ProblemType(peek(res)) != ProblemInProgress {
-			return false, 0
-		}
-	default:
 		return false, 0
 	}
 	wait = t.backoff(retries)
-	if ra, ok := retryAfter(res.Header.Get(headerRetryAfter), time.Now()); ok && ra > wait {
+	if ra, ok := retryAfter(res.Header.Values(headerRetryAfter), time.Now()); ok && ra > wait {
 		wait = ra
 	}
 	return true, wait
+}
+
+// retryableStatus reports whether an answer with status code may call for
+// a retry. The server stores none of 408, 429, 500, 502, 503 and 504
+// (SEMANTICS §3.4; a 500 is stored only under cacheServerErrors, and then
+// replays harmlessly): the key is free again and a retry is what the
+// server asks for. A 409 is retried when it is request-in-progress.
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusConflict:
+		return true
+	}
+	return false
 }
 
 // backoff draws the wait before retry n+1: uniform in [0, base·2ⁿ⁻¹],
@@ -80,19 +90,37 @@ func (t *Transport) backoff(n int) time.Duration {
 	if shift := n - 1; shift < 32 && t.cfg.BackoffBase<<shift > 0 && t.cfg.BackoffBase<<shift < ceil {
 		ceil = t.cfg.BackoffBase << shift
 	}
-	return rand.N(ceil + 1)
+	if ceil < math.MaxInt64 {
+		ceil++ // so that ceil itself can be drawn
+	}
+	return rand.N(ceil)
 }
 
-// retryAfter reads a Retry-After value: delay-seconds or an HTTP-date
-// (RFC 9110 §10.2.3).
-func retryAfter(v string, now time.Time) (time.Duration, bool) {
+// retryAfter reads the Retry-After values of an answer: delay-seconds or
+// an HTTP-date (RFC 9110 §10.2.3). Of repeated values the longest counts,
+// so a retry never comes sooner than any of them asks; a value too large
+// for a Duration is the longest Duration, which no budget allows. ok is
+// false when no value can be read.
+func retryAfter(vs []string, now time.Time) (wait time.Duration, ok bool) {
+	for _, v := range vs {
+		if d, valid := retryAfterValue(v, now); valid && (!ok || d > wait) {
+			wait, ok = d, true
+		}
+	}
+	return wait, ok
+}
+
+func retryAfterValue(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if s < 0 || s > int64(24*time.Hour/time.Second) {
-			return 0, false
+	if strings.Trim(v, "0123456789") == "" {
+		// delay-seconds is digits only: no sign, no fraction. Too many
+		// digits for an int64 is the only error left.
+		s, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || s > int64(math.MaxInt64/time.Second) {
+			return math.MaxInt64, true
 		}
 		return time.Duration(s) * time.Second, true
 	}

@@ -1,7 +1,6 @@
 package idemclient
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,9 @@ const (
 	DefaultBudget      = 30 * time.Second
 	DefaultBackoffBase = 100 * time.Millisecond
 	DefaultBackoffMax  = 5 * time.Second
+	// DefaultMaxBodyBytes is four times the largest request body the
+	// server accepts by default.
+	DefaultMaxBodyBytes = 4 << 20
 )
 
 // Config configures a Transport.
@@ -38,15 +40,24 @@ type Config struct {
 	// RetryBudget, when set, shortens it further. Zero is DefaultBudget,
 	// shortened to half of an operation's TTL where that is shorter.
 	Budget time.Duration
-	// AttemptTimeout abandons an attempt whose response headers have not
-	// arrived after this long and retries it; zero waits as long as the call's context
-	// allows. WithAttemptTimeout overrides it per call.
+	// AttemptTimeout abandons an attempt whose answer has not arrived after
+	// this long and retries it: its headers, and for an answer that may be
+	// retried (a 409, a 503, …) the start of its body, which the Transport
+	// reads to judge it. The body of an answer returned to the caller is
+	// bounded by the call's context alone. Zero waits as long as the call's
+	// context allows. WithAttemptTimeout overrides it per call.
 	AttemptTimeout time.Duration
 	// BackoffBase and BackoffMax shape the wait before a retry: a random
 	// duration up to BackoffBase·2ⁿ (n counts the retries so far), never
 	// above BackoffMax ("full jitter"). Zero is DefaultBackoffBase and
 	// DefaultBackoffMax.
 	BackoffBase, BackoffMax time.Duration
+	// MaxBodyBytes bounds the request body kept in memory so that a retry
+	// can send the same bytes again; zero is DefaultMaxBodyBytes. A larger
+	// body is sent once, streamed on from what was read of it, never
+	// retried: with a header or query key attached, while a body key stays
+	// as the caller wrote it.
+	MaxBodyBytes int64
 	// OnCall, when set, receives each call's report as RoundTrip returns.
 	OnCall func(*http.Request, Report)
 }
@@ -70,8 +81,8 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.Base == nil {
 		cfg.Base = http.DefaultTransport
 	}
-	if cfg.MaxAttempts < 0 || cfg.Budget < 0 || cfg.AttemptTimeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 {
-		return nil, errors.New("idemclient: attempts, budget, timeouts and backoff must not be negative")
+	if cfg.MaxAttempts < 0 || cfg.Budget < 0 || cfg.AttemptTimeout < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 || cfg.MaxBodyBytes < 0 {
+		return nil, errors.New("idemclient: attempts, budget, timeouts, backoff and body size must not be negative")
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
@@ -81,6 +92,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	if cfg.BackoffMax == 0 {
 		cfg.BackoffMax = DefaultBackoffMax
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	r, err := newRouter(cfg.BasePath, cfg.Operations)
 	if err != nil {
@@ -139,7 +153,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	res, err := t.call(ctx, req, &rep)
 	if res != nil {
 		rep.Status = res.StatusCode
-		rep.Replayed = res.Header.Get(headerReplayed) == "true"
+		// Only a final answer to a keyed request can come from the
+		// server's record; on anything else the header is noise (or a
+		// lie) that must not tell the caller its operation already ran.
+		rep.Replayed = rep.Key != "" && !rep.GaveUp && res.Header.Get(headerReplayed) == "true"
 	}
 	if r := reportFrom(ctx); r != nil {
 		*r = rep
@@ -157,9 +174,12 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 		rep.Attempts = 1
 		return t.cfg.Base.RoundTrip(req)
 	}
-	body, err := readBody(req)
+	body, whole, err := readBody(ctx, req, t.cfg.MaxBodyBytes)
 	if err != nil {
 		return nil, err
+	}
+	if !whole {
+		return t.sendOnce(ctx, req, op, body, rep)
 	}
 	// Every attempt is a clone of this one, so the caller's request is
 	// never changed (RoundTrip must not) and the key and body set here are
@@ -199,87 +219,78 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 	timeout := attemptTimeoutFrom(ctx, t.cfg.AttemptTimeout)
 	for attempt := 1; ; attempt++ {
 		rep.Attempts = attempt
-		res, err := t.attempt(ctx, proto, body, timeout)
+		o := t.exchange(ctx, proto, body, timeout, attempt)
 		if ctx.Err() != nil {
 			// The caller gave up; its context's error says why.
-			if res != nil {
-				closeBody(res)
+			if o.res != nil {
+				_ = o.res.Body.Close()
 			}
 			return nil, ctx.Err()
 		}
-		again, wait := t.verdict(res, err, attempt)
-		if !again {
-			return res, err
+		if !o.again {
+			return o.res, o.err
 		}
-		if attempt >= t.cfg.MaxAttempts || time.Now().Add(wait).After(deadline) {
+		if attempt >= t.cfg.MaxAttempts || o.wait > time.Until(deadline) {
 			// Out of attempts or of budget: the last outcome stands.
 			rep.GaveUp = true
-			return res, err
+			return o.res, o.err
 		}
-		if res != nil {
-			closeBody(res)
+		if o.res != nil {
+			// exchange has read its start; the rest is not worth waiting for.
+			_ = o.res.Body.Close()
 		}
-		if err := t.sleep(ctx, wait); err != nil {
+		if err := t.sleep(ctx, o.wait); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// attempt sends one attempt. Its timeout runs until the response headers
-// arrive, so a slow answer is abandoned and retried while a body the
-// caller streams afterwards is bounded by the call's context alone.
-func (t *Transport) attempt(ctx context.Context, proto *http.Request, body []byte, timeout time.Duration) (*http.Response, error) {
-	if timeout <= 0 {
-		return t.cfg.Base.RoundTrip(withBody(ctx, proto, body))
+// outcome is one attempt's answer and what the call does next.
+type outcome struct {
+	res   *http.Response
+	err   error
+	again bool          // the answer calls for a retry
+	wait  time.Duration // how long to wait before it
+}
+
+// exchange sends one attempt and judges its answer. The attempt's timeout
+// runs until the Transport has read what it reads of the answer (the start
+// of an answer it may retry, where a 409 names its problem type), so a
+// server that sends its headers and then stalls is abandoned like one that
+// never answers. The body of an answer the caller gets is bounded by the
+// call's context alone.
+func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []byte, timeout time.Duration, n int) outcome {
+	actx, cancel := ctx, context.CancelCauseFunc(func(error) {})
+	var timer *time.Timer
+	if timeout > 0 {
+		actx, cancel = context.WithCancelCause(ctx)
+		timer = time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
 	}
-	actx, cancel := context.WithCancelCause(ctx)
-	timer := time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
 	res, err := t.cfg.Base.RoundTrip(withBody(actx, proto, body))
-	if !timer.Stop() {
+	var head []byte
+	if err == nil && retryableStatus(res.StatusCode) {
+		head = peek(res)
+	}
+	if timer != nil && !timer.Stop() {
 		// The timer fired: whatever came back is cut off, or about to be.
 		if res != nil {
-			closeBody(res)
+			_ = res.Body.Close()
 		}
-		cancel(nil)
-		return nil, fmt.Errorf("idemclient: %w after %v", errAttemptTimeout, timeout)
+		res, err = nil, fmt.Errorf("idemclient: %w after %v", errAttemptTimeout, timeout)
 	}
-	if err != nil {
+	o := outcome{res: res, err: err}
+	o.again, o.wait = t.verdict(res, head, err, n)
+	switch {
+	case res == nil:
 		cancel(nil)
-		return nil, err
+	case timer != nil:
+		res.Body = &cancelBody{ReadCloser: res.Body, cancel: func() { cancel(nil) }}
 	}
-	res.Body = &cancelBody{ReadCloser: res.Body, cancel: func() { cancel(nil) }}
-	return res, nil
+	return o
 }
 
 // errAttemptTimeout ends an attempt that took longer than its timeout.
 var errAttemptTimeout = errors.New("attempt timed out")
-
-// withBody returns a clone of proto under ctx with a fresh reader of body.
-func withBody(ctx context.Context, proto *http.Request, body []byte) *http.Request {
-	r := proto.Clone(ctx)
-	if body == nil {
-		r.Body = nil
-		r.GetBody = nil
-		return r
-	}
-	r.ContentLength = int64(len(body))
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return r
-}
-
-// readBody reads and closes req's body, so each attempt can send it again.
-func readBody(req *http.Request) ([]byte, error) {
-	if req.Body == nil || req.Body == http.NoBody {
-		return nil, nil
-	}
-	defer req.Body.Close()
-	b, err := io.ReadAll(req.Body)
-	if err != nil {
-		return nil, fmt.Errorf("idemclient: read the request body: %w", err)
-	}
-	return b, nil
-}
 
 // cancelBody ends an attempt's context when its body is closed.
 type cancelBody struct {
@@ -291,13 +302,6 @@ func (b *cancelBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
-}
-
-// closeBody drains a little of a response that is not returned, so its
-// connection can be reused, and closes it.
-func closeBody(res *http.Response) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
-	_ = res.Body.Close()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -381,12 +381,12 @@ func TestRetryAfterForms(t *testing.T) {
 		"Sun, 01 Mar 2026 12:00:05 GMT": 5 * time.Second,
 		"Sun, 01 Mar 2026 11:00:00 GMT": 0,
 	} {
-		if got, ok := retryAfter(v, now); !ok || got != want {
+		if got, ok := retryAfter([]string{v}, now); !ok || got != want {
 			t.Errorf("Retry-After %q: %v %v, want %v", v, got, ok, want)
 		}
 	}
 	for _, v := range []string{"", "-1", "soon"} {
-		if _, ok := retryAfter(v, now); ok {
+		if _, ok := retryAfter([]string{v}, now); ok {
 			t.Errorf("Retry-After %q accepted", v)
 		}
 	}

@@ -1,0 +1,84 @@
+package idemclient
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// withBody returns a clone of proto under ctx with a fresh reader of body.
+func withBody(ctx context.Context, proto *http.Request, body []byte) *http.Request {
+	r := proto.Clone(ctx)
+	if body == nil {
+		r.Body = nil
+		r.GetBody = nil
+		return r
+	}
+	r.ContentLength = int64(len(body))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return r
+}
+
+// readBody reads req's body, so each attempt can send it again, and closes
+// it. A body longer than limit is left open after its first limit+1 bytes,
+// which are returned with whole false. The caller's context bounds the
+// reading: a body that streams and stalls (a pipe) is closed when the
+// context ends, which is what unblocks its reader, and the call returns at
+// once.
+func readBody(ctx context.Context, req *http.Request, limit int64) (b []byte, whole bool, err error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, true, nil
+	}
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+		done <- read{b, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil && int64(len(r.b)) > limit {
+			return r.b, false, nil
+		}
+		_ = req.Body.Close()
+		if r.err != nil {
+			return nil, false, fmt.Errorf("idemclient: read the request body: %w", r.err)
+		}
+		return r.b, true, nil
+	case <-ctx.Done():
+		_ = req.Body.Close()
+		return nil, false, fmt.Errorf("idemclient: read the request body: %w", ctx.Err())
+	}
+}
+
+// sendOnce sends a request whose body is too large to keep for a retry:
+// once, the body streamed on from head, what was read of it. A header or
+// query key is attached all the same, so that the server can tell a later
+// call with the same key (WithKey) from a new request.
+func (t *Transport) sendOnce(ctx context.Context, req *http.Request, op *Operation, head []byte, rep *Report) (*http.Response, error) {
+	r := req.Clone(ctx)
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), req.Body), req.Body}
+	r.GetBody = nil
+	rep.Attempts = 1
+	if op != nil {
+		rep.Operation = op.ID
+		if op.Key.In != KeyInBody {
+			k, _, _, err := attachKey(r, nil, op, keyFrom(ctx))
+			if err != nil {
+				_ = req.Body.Close()
+				return nil, err
+			}
+			rep.Key = k
+		}
+	}
+	return t.cfg.Base.RoundTrip(r)
+}

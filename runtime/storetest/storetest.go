@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) idem.Store) {
 		{"ExpiredRowIsReplaced", testExpiredRowIsReplaced},
 		{"TTLRunsFromFirstClaim", testTTLRunsFromFirstClaim},
 		{"TakeoverLeaseOutlivesTTL", testTakeoverLeaseOutlivesTTL},
+		{"LeaseLongerThanTTL", testLeaseLongerThanTTL},
 		{"LeaseExpiryTakeover", testLeaseExpiryTakeover},
 		{"LeaseExpiryFailClosed", testLeaseExpiryFailClosed},
 		{"ExpiredLeaseOfOtherRequestIsNotTakenOver", testExpiredLeaseOtherRequest},
@@ -555,6 +556,35 @@ func testTakeoverLeaseOutlivesTTL(t *testing.T, s idem.Store) {
 	}
 	if err := s.Complete(ctx, holder.Identity, holder.Token, sampleResponse()); err != nil {
 		t.Errorf("holder's Complete past the first TTL: %v", err)
+	}
+}
+
+// testLeaseLongerThanTTL: a first claim whose lease outlives its TTL keeps
+// the key until the lease ends, as a takeover's does: its holder still
+// runs, so no claim may win it and no sweep may delete it, and the
+// holder's completion is stored.
+func testLeaseLongerThanTTL(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k1")
+	r.ttl = 300 * time.Millisecond
+	r.lease = longLease
+	holder := r.claim()
+	mustWin(t, s, holder)
+	time.Sleep(r.ttl + 300*time.Millisecond)
+	if sw, ok := s.(idem.Sweeper); ok {
+		if n, err := sw.Sweep(ctx, 100); err != nil || n != 0 {
+			t.Errorf("Sweep past the TTL, with the holder's lease running = %d, %v; want 0, nil", n, err)
+		}
+	}
+	other := r
+	other.body = `{"amount":5}`
+	for _, c := range []idem.Claim{r.claim(), other.claim()} {
+		if res := mustClaim(t, s, c); res.Won {
+			t.Fatalf("a claim won the key past its TTL while the first holder's lease runs (two live executions)")
+		}
+	}
+	if err := s.Complete(ctx, holder.Identity, holder.Token, sampleResponse()); err != nil {
+		t.Errorf("holder's Complete past the TTL: %v", err)
 	}
 }
 

@@ -241,7 +241,9 @@ func (s *txStore) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.
 	return res, &memTx{s: s.Store, c: &c}, nil
 }
 
-func (s *txStore) Begin(context.Context, time.Duration) (idem.Tx, error) { return &memTx{s: s.Store}, nil }
+func (s *txStore) Begin(context.Context, time.Duration) (idem.Tx, error) {
+	return &memTx{s: s.Store}, nil
+}
 
 type memTx struct {
 	s *memstore.Store

@@ -205,7 +205,7 @@ unless --yes is given.`,
 					what = "forget it; the next retry runs the operation again"
 				}
 				if !yes && !confirm(stdin, stderr, fmt.Sprintf("Key %s (%s, tenant %s, %s): %s. Proceed? [y/N] ",
-					shownKey(e, kf.showKeys), e.Operation, e.Tenant, e.State, what)) {
+					shownKey(e, kf.showKeys), shown(e.Operation), shown(e.Tenant), shown(string(e.State)), what)) {
 					return failure{"not resolved"}
 				}
 				if forget {

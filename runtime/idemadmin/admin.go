@@ -393,8 +393,9 @@ func describe(e Entry) string {
 // a status outside 200..599, one that says the request may succeed if
 // sent again (idem.Storable: 401, 403, 408, 425, 429, 502, 503, 504), which
 // every retry would then get replayed for good, or a header that is never
-// stored and replayed (idem.NeverStored). Other server errors pass: a
-// policy may cache them.
+// stored and replayed (idem.NeverStored), or a header no response can
+// carry (a name that is not a token, a control character in a value).
+// Other server errors pass: a policy may cache them.
 func CheckResponse(resp idem.Response) error {
 	if resp.Status < 200 || resp.Status > 599 {
 		return fmt.Errorf("idemadmin: status %d is not the final status of an answer", resp.Status)
@@ -405,7 +406,10 @@ func CheckResponse(resp idem.Response) error {
 	if resp.Omitted {
 		return errors.New("idemadmin: a resolution carries its body")
 	}
-	for name := range resp.Header {
+	for name, values := range resp.Header {
+		if err := checkHeader(name, values); err != nil {
+			return err
+		}
 		if why := idem.NeverStored(name); why != "" {
 			return fmt.Errorf("idemadmin: header %s cannot be stored: %s", http.CanonicalHeaderKey(name), why)
 		}

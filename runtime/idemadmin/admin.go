@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -41,6 +42,11 @@ var ErrNotResolvable = errors.New("idemadmin: the key is not outcome-unknown")
 // key in several tenants or operations); narrow it with a tenant or an
 // operation.
 var ErrAmbiguousLabel = errors.New("idemadmin: the label names more than one key")
+
+// ErrAmbiguousKey reports a client's key that stands in more than one row
+// (stored in clear and as its HMAC, or under two secrets); name the row by
+// its label, which Find reads exactly.
+var ErrAmbiguousKey = errors.New("idemadmin: the key is stored in more than one row")
 
 // Store is what a SQL store offers the operator. Times are read from the
 // store's own clock, the one that leases and expiry are measured by.
@@ -242,7 +248,13 @@ func (a *Admin) Find(ctx context.Context, label string, q Query) (Entry, error) 
 	case len(es) > 1:
 		return Entry{}, fmt.Errorf("%w: %s", ErrAmbiguousLabel, label)
 	}
-	return a.Show(ctx, es[0].Identity)
+	// The row that matched is read as it is stored: read as a client's
+	// key, a key stored in clear would also find its HMAC rows.
+	e, err := a.store.Get(ctx, es[0].Identity)
+	if err != nil {
+		return Entry{}, err
+	}
+	return a.present(e), nil
 }
 
 // Show reads one key whole. id.Key is the key a client sent, looked up
@@ -253,6 +265,11 @@ func (a *Admin) Show(ctx context.Context, id idem.Identity) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	return a.present(e), nil
+}
+
+// present opens e's response and labels it.
+func (a *Admin) present(e Entry) Entry {
 	if e.State == idem.StateCompleted {
 		stored := idem.Response{Status: e.Status, Header: e.Header, Body: e.Body, Omitted: e.BodyOmitted}
 		// A response that does not open is shown as stored, so that an
@@ -263,28 +280,45 @@ func (a *Admin) Show(ctx context.Context, id idem.Identity) (Entry, error) {
 			e.Sealed = true
 		}
 	}
-	return a.dress(e), nil
+	return a.dress(e)
 }
 
-// get reads the row of id, trying the stored forms of a client's key.
+// get reads the row of id, trying the stored forms of a client's key. A
+// key can stand in more than one row (in clear from before secrets, and
+// as its HMAC): get then picks none of them, since the operator cannot
+// tell which one a change would reach.
 func (a *Admin) get(ctx context.Context, id idem.Identity) (Entry, error) {
 	if idem.IsStoredHMAC(id.Key) || len(a.secrets) == 0 {
 		return a.store.Get(ctx, id)
 	}
+	var found []Entry
 	tried := make(map[string]bool, len(a.secrets)+1)
 	for _, s := range append(slices.Clip(a.secrets), nil) {
-		// A key stored in clear (before secrets) is tried last.
 		k := idem.StoredKey(s, id.Key)
 		if tried[k] {
 			continue
 		}
 		tried[k] = true
 		e, err := a.store.Get(ctx, idem.Identity{Tenant: id.Tenant, Scope: id.Scope, Key: k})
-		if !errors.Is(err, ErrNotFound) {
-			return e, err
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return Entry{}, err
+		default:
+			found = append(found, e)
 		}
 	}
-	return Entry{}, fmt.Errorf("%w under any of the secrets given", ErrNotFound)
+	switch len(found) {
+	case 0:
+		return Entry{}, fmt.Errorf("%w under any of the secrets given", ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	labels := make([]string, len(found))
+	for i, e := range found {
+		labels[i] = a.dress(e).Label
+	}
+	return Entry{}, fmt.Errorf("%w: labels %s; name one with its label", ErrAmbiguousKey, strings.Join(labels, ", "))
 }
 
 // Resolve completes an outcome-unknown key with resp, the answer its
@@ -359,8 +393,9 @@ func describe(e Entry) string {
 // a status outside 200..599, one that says the request may succeed if
 // sent again (idem.Storable: 401, 403, 408, 425, 429, 502, 503, 504), which
 // every retry would then get replayed for good, or a header that is never
-// stored and replayed (idem.NeverStored). Other server errors pass: a
-// policy may cache them.
+// stored and replayed (idem.NeverStored), or a header no response can
+// carry (a name that is not a token, a control character in a value).
+// Other server errors pass: a policy may cache them.
 func CheckResponse(resp idem.Response) error {
 	if resp.Status < 200 || resp.Status > 599 {
 		return fmt.Errorf("idemadmin: status %d is not the final status of an answer", resp.Status)
@@ -371,7 +406,10 @@ func CheckResponse(resp idem.Response) error {
 	if resp.Omitted {
 		return errors.New("idemadmin: a resolution carries its body")
 	}
-	for name := range resp.Header {
+	for name, values := range resp.Header {
+		if err := checkHeader(name, values); err != nil {
+			return err
+		}
 		if why := idem.NeverStored(name); why != "" {
 			return fmt.Errorf("idemadmin: header %s cannot be stored: %s", http.CanonicalHeaderKey(name), why)
 		}

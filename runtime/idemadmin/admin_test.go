@@ -169,3 +169,28 @@ func TestCheckResponseRefusesWhatIsNeverStored(t *testing.T) {
 		t.Error("CheckResponse accepted a never-stored header")
 	}
 }
+
+// A resolution's header is one an HTTP response can carry: a name that is
+// a token, a value without control characters. A line break in a value
+// would otherwise be stored and replayed as the operator typed it.
+func TestCheckResponseRefusesMalformedHeaders(t *testing.T) {
+	for name, value := range map[string]string{
+		"Bad Name":      "v",
+		"":              "v",
+		"X-Ok:":         "v",
+		"X-Note":        "a\r\nSet-Cookie: session=stolen",
+		"X-Escape":      "\x1b[2J",
+		"X-Nul":         "a\x00b",
+		"X-Del":         "a\x7fb",
+		"X-Bad\nHeader": "v",
+	} {
+		resp := idem.Response{Status: 201, Header: map[string][]string{name: {value}}}
+		if err := idemadmin.CheckResponse(resp); err == nil {
+			t.Errorf("CheckResponse accepted header %q: %q", name, value)
+		}
+	}
+	ok := idem.Response{Status: 201, Header: map[string][]string{"Content-Type": {"application/json; charset=utf-8"}, "X-Tab": {"a\tb"}}}
+	if err := idemadmin.CheckResponse(ok); err != nil {
+		t.Errorf("CheckResponse refused well-formed headers: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -199,5 +200,12 @@ func (kf *keysFlags) run(cmd *cobra.Command, f func(ctx context.Context, s *sess
 		return err
 	}
 	defer s.close()
-	return f(cmd.Context(), s)
+	err = f(cmd.Context(), s)
+	// A message can quote a row (its state, a stored key): print it as
+	// text.
+	var fl failure
+	if errors.As(err, &fl) {
+		return failure{escaped(fl.msg)}
+	}
+	return err
 }

@@ -29,6 +29,9 @@ func newKeysList(kf *keysFlags, stdout io.Writer) *cobra.Command {
   idemgen keys list --operation createTransfer --older-than 1h --json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkList(cmd, q); err != nil {
+				return err
+			}
 			for _, s := range states {
 				st, err := parseState(s)
 				if err != nil {
@@ -64,6 +67,34 @@ func newKeysList(kf *keysFlags, stdout io.Writer) *cobra.Command {
 	return cmd
 }
 
+// checkList refuses filters that would select more than the operator
+// wrote: an empty value selects everything, as does a negative bound.
+func checkList(cmd *cobra.Command, q idemadmin.Query) error {
+	if err := notEmpty(cmd, "tenant", "operation", "label"); err != nil {
+		return err
+	}
+	switch {
+	case q.Limit < 0:
+		return usageError{fmt.Errorf("--limit %d is negative; 0 lists all keys", q.Limit)}
+	case q.OlderThan < 0:
+		return usageError{fmt.Errorf("--older-than %s is negative", q.OlderThan)}
+	case q.ExpiringWithin < 0:
+		return usageError{fmt.Errorf("--expiring-within %s is negative", q.ExpiringWithin)}
+	}
+	return nil
+}
+
+// notEmpty refuses the named flags given with an empty value (a script's
+// unset variable): left out, they select everything.
+func notEmpty(cmd *cobra.Command, names ...string) error {
+	for _, name := range names {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
+			return usageError{fmt.Errorf("--%s is empty; leave it out to mean any", name)}
+		}
+	}
+	return nil
+}
+
 // needSecret refuses to work with labels that cannot match the service's.
 func (s *session) needSecret(labels bool) error {
 	if labels && !s.hasSecret {
@@ -94,21 +125,38 @@ func (w *which) register(cmd *cobra.Command) {
 	f.StringVar(&w.key, "key", "", "the `key` itself (with --tenant and --scope)")
 }
 
-func (w *which) find(ctx context.Context, cmd *cobra.Command, s *session) (idemadmin.Entry, error) {
+// check refuses a key named both ways, or half, or with a flag the way it
+// is named would ignore; it runs before the store is opened.
+func (w *which) check(cmd *cobra.Command) error {
+	changed := cmd.Flags().Changed
+	switch {
+	case w.label != "" && w.key == "":
+		if changed("scope") {
+			return usageError{errors.New("--scope goes with --key; narrow --label with --tenant or --operation")}
+		}
+		return notEmpty(cmd, "tenant", "operation")
+	case w.label == "" && w.key != "" && w.tenant != "" && changed("scope"):
+		if changed("operation") {
+			return usageError{errors.New("--operation narrows --label; with --key, --scope names the key")}
+		}
+		return nil
+	}
+	return usageError{errors.New("name the key with --label, or with --tenant, --scope and --key")}
+}
+
+// find reads the key w names; check has accepted w.
+func (w *which) find(ctx context.Context, s *session) (idemadmin.Entry, error) {
 	var (
 		e   idemadmin.Entry
 		err error
 	)
-	switch {
-	case w.label != "" && w.key == "":
+	if w.label != "" {
 		if err := s.needSecret(true); err != nil {
 			return e, err
 		}
 		e, err = s.admin.Find(ctx, w.label, idemadmin.Query{Tenant: w.tenant, Operation: w.operation})
-	case w.label == "" && w.key != "" && w.tenant != "" && cmd.Flags().Changed("scope"):
+	} else {
 		e, err = s.admin.Show(ctx, idem.Identity{Tenant: w.tenant, Scope: w.scope, Key: w.key})
-	default:
-		return e, usageError{errors.New("name the key with --label, or with --tenant, --scope and --key")}
 	}
 	if err != nil {
 		return e, failure{err.Error()}
@@ -127,8 +175,11 @@ the row that was shown.`,
 		Example: `  idemgen keys show --label hmac:3f9a0c2b7d41e8a65b10`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := w.check(cmd); err != nil {
+				return err
+			}
 			return kf.run(cmd, func(ctx context.Context, s *session) error {
-				e, err := w.find(ctx, cmd, s)
+				e, err := w.find(ctx, s)
 				if err != nil {
 					return err
 				}
@@ -174,6 +225,9 @@ unless --yes is given.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			given = cmd.Flags().Changed("status")
+			if err := w.check(cmd); err != nil {
+				return err
+			}
 			if expect == "" {
 				return usageError{errors.New("--expect is required: the version that idemgen keys show printed")}
 			}
@@ -196,7 +250,7 @@ unless --yes is given.`,
 				}
 			}
 			return kf.run(cmd, func(ctx context.Context, s *session) error {
-				e, err := w.find(ctx, cmd, s)
+				e, err := w.find(ctx, s)
 				if err != nil {
 					return err
 				}
@@ -205,7 +259,7 @@ unless --yes is given.`,
 					what = "forget it; the next retry runs the operation again"
 				}
 				if !yes && !confirm(stdin, stderr, fmt.Sprintf("Key %s (%s, tenant %s, %s): %s. Proceed? [y/N] ",
-					shownKey(e, kf.showKeys), e.Operation, e.Tenant, e.State, what)) {
+					shownKey(e, kf.showKeys), shown(e.Operation), shown(e.Tenant), shown(string(e.State)), what)) {
 					return failure{"not resolved"}
 				}
 				if forget {

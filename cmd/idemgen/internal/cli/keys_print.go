@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -14,8 +13,14 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemadmin"
 )
 
-// shownKey is the key as the operator asked to see it.
+// shownKey is the key as the operator asked to see it, made safe for a
+// terminal (a label read off a stored HMAC is as the row holds it).
 func shownKey(e idemadmin.Entry, showKeys bool) string {
+	return shown(rawKey(e, showKeys))
+}
+
+// rawKey is the key as the operator asked to see it.
+func rawKey(e idemadmin.Entry, showKeys bool) string {
 	if showKeys {
 		return e.Key
 	}
@@ -34,7 +39,7 @@ func printList(w io.Writer, es []idemadmin.Entry, showKeys bool) {
 		if e.Status != 0 {
 			status = fmt.Sprint(e.Status)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shownKey(e, showKeys), e.Tenant, e.Operation,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(rawKey(e, showKeys)), cell(e.Tenant), cell(e.Operation),
 			stateWords(e), age(e.ReadAt.Sub(e.CreatedAt)), age(e.ExpiresAt.Sub(e.ReadAt)), status, e.Version)
 	}
 	_ = tw.Flush()
@@ -45,7 +50,7 @@ func printList(w io.Writer, es []idemadmin.Entry, showKeys bool) {
 
 // stateWords is the state with what an operator needs to know about it.
 func stateWords(e idemadmin.Entry) string {
-	s := string(e.State)
+	s := shown(string(e.State))
 	switch {
 	case e.Expired():
 		s += " (expired)"
@@ -58,13 +63,13 @@ func stateWords(e idemadmin.Entry) string {
 func printEntry(w io.Writer, e idemadmin.Entry, showKeys bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	row("label", e.Label)
+	row("label", shown(e.Label))
 	if showKeys {
-		row("key", e.Key)
+		row("key", shown(e.Key))
 	}
-	row("tenant", e.Tenant)
+	row("tenant", shown(e.Tenant))
 	row("scope", scopeWords(e.Scope))
-	row("operation", e.Operation)
+	row("operation", shown(e.Operation))
 	row("state", stateWords(e))
 	row("version", e.Version)
 	row("resolvable", fmt.Sprint(e.Resolvable()))
@@ -87,7 +92,7 @@ func printEntry(w io.Writer, e idemadmin.Entry, showKeys bool) {
 	slices.Sort(names)
 	for _, name := range names {
 		for _, v := range e.Header[name] {
-			row("header", name+": "+v)
+			row("header", shown(name)+": "+shown(v))
 		}
 	}
 	_ = tw.Flush()
@@ -108,7 +113,7 @@ func scopeWords(scope string) string {
 	if scope == "" {
 		return `"" (tenant-wide)`
 	}
-	return scope
+	return shown(scope)
 }
 
 // stamp is t in UTC and relative to now (the store's clock).
@@ -122,8 +127,9 @@ func stamp(t, now time.Time) string {
 }
 
 // bodyText returns the stored body as text when it is text: valid UTF-8
-// without control characters other than white space, under a text-like
-// (or absent) Content-Type.
+// under a text-like (or absent) Content-Type, with no control character
+// but tabs and line ends and no bidi control (unsafeRune). A carriage
+// return only ends a line: alone it would hide what comes before it.
 func bodyText(e idemadmin.Entry) (string, bool) {
 	if ct := e.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := mime.ParseMediaType(ct)
@@ -135,8 +141,12 @@ func bodyText(e idemadmin.Entry) (string, bool) {
 	if !utf8.Valid(e.Body) {
 		return "", false
 	}
-	for _, r := range string(e.Body) {
-		if r < 0x20 && r != '\n' && r != '\r' && r != '\t' {
+	body := string(e.Body)
+	for i, r := range body {
+		switch {
+		case r == '\n', r == '\t':
+		case r == '\r' && strings.HasPrefix(body[i+1:], "\n"):
+		case unsafeRune(r):
 			return "", false
 		}
 	}
@@ -204,15 +214,6 @@ func jsonEntries(es []idemadmin.Entry, showKeys, whole bool) []jsonEntry {
 	return out
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return failure{err.Error()}
-	}
-	return nil
-}
-
 type jsonStatsOut struct {
 	Counts []struct {
 		Operation string `json:"operation"`
@@ -244,11 +245,11 @@ func printStats(w io.Writer, st idemadmin.Stats, showKeys bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "OPERATION\tSTATE\tKEYS")
 	for _, c := range st.Counts {
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", c.Operation, c.State, c.Keys)
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", cell(c.Operation), cell(string(c.State)), c.Keys)
 	}
 	_ = tw.Flush()
 	if o := st.OldestInFlight; o != nil {
-		fmt.Fprintf(w, "oldest in flight: %s (%s, tenant %s), claimed %s\n", shownKey(*o, showKeys), o.Operation, o.Tenant, stamp(o.CreatedAt, o.ReadAt))
+		fmt.Fprintf(w, "oldest in flight: %s (%s, tenant %s), claimed %s\n", shownKey(*o, showKeys), shown(o.Operation), shown(o.Tenant), stamp(o.CreatedAt, o.ReadAt))
 	} else {
 		fmt.Fprintln(w, "oldest in flight: none")
 	}

@@ -1,0 +1,38 @@
+package idemadmin_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
+)
+
+// One client key can stand in several rows: stored in clear before the
+// deployment had secrets (expired, not yet swept) and as its HMAC under a
+// later secret. Find returns the row whose label it was given, never
+// another row of the same client key, and Show, given the client's key,
+// names the ambiguity instead of picking one of them.
+func TestFindReadsTheRowItMatched(t *testing.T) {
+	ctx := context.Background()
+	newest, older := []byte("find-newest-secret-0123456789"), []byte("find-older-secret-0123456789")
+	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s := newSQLite(t, c)
+	clear := claim(t, s, "order-7", "token-clear", time.Minute)
+	claim(t, s, idem.StoredKey(older, "order-7"), "token-hmac", time.Minute)
+	a := idemadmin.New(s, newest, older)
+
+	label := idem.KeyLabel(newest, "order-7")
+	e, err := a.Find(ctx, label, idemadmin.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Key != clear.Key || e.Label != label {
+		t.Fatalf("Find(%s) = the row of key %q labelled %s; want the row it matched, %q", label, e.Key, e.Label, clear.Key)
+	}
+	if _, err := a.Show(ctx, clear); !errors.Is(err, idemadmin.ErrAmbiguousKey) {
+		t.Fatalf("Show of a client key stored in two rows: err %v; want ErrAmbiguousKey", err)
+	}
+}

@@ -289,3 +289,37 @@ func TestAttackRawTransactionStatementsAreRefusedInBegin(t *testing.T) {
 		})
 	}
 }
+
+// Past the lease the authorizer lets database/sql's own ROLLBACK through,
+// and only that: a handler statement still running when the lease ends
+// holds the rollback back until it finishes, and a COMMIT at its end
+// would otherwise make the writes durable that the engine reports as
+// rolled back (a keyless request's 503, a held claim's takeover).
+func TestAttackCommitPastTheLeaseIsRefused(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (marker TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 20 * time.Millisecond
+	tx, err := s.Begin(ctx, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tx.Driver().(*sqlitestore.Tx)
+	// One call, three statements: the write, a query that outlasts the
+	// lease, then COMMIT.
+	start := time.Now()
+	_, _ = h.ExecContext(ctx, `INSERT INTO effects (marker) VALUES ('late');
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT count(*) FROM c;
+COMMIT`)
+	if took := time.Since(start); took <= lease {
+		t.Skipf("the slow query took %v, within the %v lease", took, lease)
+	}
+	if err := tx.Commit(ctx, idem.Response{}); err == nil {
+		t.Fatal("Commit after the lease succeeded")
+	}
+	if n := countMarker(t, s, "late"); n != 0 {
+		t.Fatalf("effects after the lease = %d, want 0: the handler's COMMIT got through", n)
+	}
+}

@@ -171,9 +171,16 @@ func (h durableTxHold) release(ctx context.Context) error {
 }
 func (h durableTxHold) complete(ctx context.Context, resp Response) error {
 	if err := h.t.Commit(ctx, resp); err != nil {
-		// The claim stays held and fails closed: writes made outside the
-		// transaction may have happened.
-		return err
+		// Writes made outside the transaction may have happened, so
+		// neither "not processed" nor the handler's answer is the truth:
+		// the claim fails closed (indeterminate) and the client hears
+		// that the outcome is unknown.
+		out := fmt.Errorf("%w: the handler's transaction did not commit, and its writes around it may stand: %w", ErrOutcomeUnknown, err)
+		if aerr := h.plain.abandon(ctx); aerr != nil && !errors.Is(aerr, ErrFenced) {
+			// Left in flight, the key fails closed when its lease ends.
+			out = fmt.Errorf("%w (marking the key indeterminate failed: %v)", out, aerr)
+		}
+		return out
 	}
 	if err := h.plain.complete(ctx, resp); err != nil {
 		return fmt.Errorf("%w: %w", errCommitted, err)

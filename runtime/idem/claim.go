@@ -155,6 +155,19 @@ func (h txHold) complete(ctx context.Context, resp Response) error {
 }
 func (h txHold) tx() Tx { return h.t }
 
+// keylessDurableHold is the transaction of a keyless request to an
+// operation whose handler writes around its transaction (durable mode):
+// when it cannot commit, the writes made around it may stand, so the
+// outcome is unknown rather than "not processed".
+type keylessDurableHold struct{ txHold }
+
+func (h keylessDurableHold) complete(ctx context.Context, resp Response) error {
+	if err := h.txHold.complete(ctx, resp); err != nil {
+		return fmt.Errorf("%w: the handler's transaction did not commit, and its writes around it may stand: %w", ErrOutcomeUnknown, err)
+	}
+	return nil
+}
+
 // durableTxHold is a committed claim plus a plain transaction for the
 // handler, begun when the handler asks for it (serveDurableTx): the
 // transaction ends first, then the claim.

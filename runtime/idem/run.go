@@ -159,7 +159,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		return
 	}
 	if q.op.txUnused.Load() {
-		e.run(w, r, q, txHold{e.lazyTx(r, q)}, Result{Won: true}, next)
+		e.run(w, r, q, keylessDurableHold{txHold{e.lazyTx(r, q)}}, Result{Won: true}, next)
 		return
 	}
 	ctx, cancel := e.storeContext(r)

@@ -365,6 +365,11 @@ func TestAttackDurableModeCommitFailureIsNoRefusal(t *testing.T) {
 	if w := postAttack(h, "flag"); w.Code != http.StatusCreated {
 		t.Fatalf("flagging request = %d %s", w.Code, w.Body)
 	}
+	// A keyless request has no key to hold, but its answer must be as
+	// true: not a 503 that invites the client to send it again.
+	if w := postAttack(h, ""); countMarker(t, s, "-pool") != 1 || w.Code == http.StatusServiceUnavailable || w.Code < 300 {
+		t.Fatalf("keyless: a write happened and one was rolled back, but the client was told %d %s", w.Code, w.Body)
+	}
 	w := postAttack(h, "slow")
 	if countMarker(t, s, "slow-pool") != 1 {
 		t.Fatalf("the handler's write around its transaction did not happen: %d %s", w.Code, w.Body)

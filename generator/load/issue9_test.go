@@ -322,3 +322,45 @@ paths:
 		t.Fatalf("a body key without maxLength: %+v", spec)
 	}
 }
+
+// Of oneOf's or anyOf's branches one is enough: a key the loosest branch
+// allows is one the spec allows, so the policy must not refuse it. The
+// tightest of every member used to be taken, allOf's rule, and a client
+// that sent a 100-character key under a branch allowing 200 got a 400.
+func TestBodyKeyMaxLengthOfAlternatives(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"oneOf at the key", `{type: object, properties: {rid: {oneOf: [{type: string, maxLength: 10}, {type: string, maxLength: 200}]}}}`, 200},
+		{"anyOf with an unbounded branch", `{type: object, properties: {rid: {anyOf: [{type: string, maxLength: 10}, {type: string}]}}}`, 255},
+		{"allOf around oneOf", `{type: object, properties: {rid: {allOf: [{maxLength: 100}, {oneOf: [{type: string, maxLength: 10}, {type: string, maxLength: 200}]}]}}}`, 100},
+		{"oneOf of bodies", `{oneOf: [{type: object, properties: {rid: {type: string, maxLength: 10}}}, {type: object, properties: {rid: {type: string, maxLength: 50}}}]}`, 50},
+		{"oneOf of bodies, one without the key's bound", `{oneOf: [{type: object, properties: {rid: {type: string, maxLength: 10}}}, {type: object, properties: {other: {type: string}}}]}`, 255},
+		{"allOf of bodies", `{allOf: [{type: object, properties: {rid: {type: string, maxLength: 10}}}, {type: object, properties: {rid: {type: string, maxLength: 50}}}]}`, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, got := loadString(t, `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /x:
+    post:
+      operationId: x
+      x-idempotency: {key: body:/rid}
+      requestBody:
+        content:
+          application/json:
+            schema: `+tc.body+`
+      responses: {"200": {description: ok}}
+`)
+			wantDiags(t, got)
+			if spec == nil || spec.Operations[0].Policy.KeyMaxLength != tc.want {
+				var n int
+				if spec != nil {
+					n = spec.Operations[0].Policy.KeyMaxLength
+				}
+				t.Errorf("keyMaxLength %d, want %d", n, tc.want)
+			}
+		})
+	}
+}

@@ -129,20 +129,27 @@ func (w *schemaWalk) findIn(v *openapi3.Schema, done int, prefix string) lookupR
 		}
 	}
 	if done == len(w.toks) {
-		return lookupResult{found: true, typ: schemaType(v), maxLength: declaredMaxLength(members), brokenRef: -1}
+		return lookupResult{found: true, typ: schemaType(v), maxLength: composedMaxLength(v, declaredMaxLength), brokenRef: -1}
 	}
 
 	tok := w.toks[done]
 	next := prefix + "/" + escapeTokens([]string{tok})[0]
 	var candidates []lookupResult
 	open := false
+	limits := make(map[*openapi3.Schema]int) // each member's maxLength for the token's value
 	for _, m := range members {
+		var c lookupResult
 		if p, ok := m.Properties[tok]; ok {
-			candidates = append(candidates, w.find(p, done+1, next))
+			c = w.find(p, done+1, next)
 		} else if ap := m.AdditionalProperties; ap.Schema != nil {
-			candidates = append(candidates, w.find(ap.Schema, done+1, next))
-		} else if ap.Has != nil && *ap.Has {
-			open = true
+			c = w.find(ap.Schema, done+1, next)
+		} else {
+			open = open || (ap.Has != nil && *ap.Has)
+			continue
+		}
+		candidates = append(candidates, c)
+		if c.found {
+			limits[m] = c.maxLength
 		}
 	}
 	if open {
@@ -169,8 +176,8 @@ func (w *schemaWalk) findIn(v *openapi3.Schema, done int, prefix string) lookupR
 			// no near miss.
 			r.nearMiss, r.nearAt = "", ""
 		}
+		r.maxLength = composedMaxLength(v, func(m *openapi3.Schema) int { return limits[m] })
 		for _, f := range found[1:] {
-			r.maxLength = tighter(r.maxLength, f.maxLength)
 			switch {
 			case r.typ == model.TypeAny:
 				r.typ = f.typ
@@ -363,16 +370,76 @@ func arrayName(p string) string {
 	return p
 }
 
-// declaredMaxLength is the smallest maxLength that members declare, capped
-// at 1 MiB; 0 when none declares one.
-func declaredMaxLength(members []*openapi3.Schema) int {
-	n := 0
-	for _, m := range members {
-		if m.MaxLength != nil && *m.MaxLength > 0 {
-			n = tighter(n, int(min(*m.MaxLength, 1<<20)))
+// declaredMaxLength is the maxLength v itself declares, capped at 1 MiB; 0
+// when it declares none.
+func declaredMaxLength(v *openapi3.Schema) int {
+	if v.MaxLength == nil || *v.MaxLength == 0 {
+		return 0
+	}
+	return int(min(*v.MaxLength, 1<<20))
+}
+
+// composedMaxLength is the longest value v allows, given the limit own(m)
+// that each schema m of v's composition sets by itself (0: none). v and
+// every allOf member apply together, so the tightest counts; of a oneOf
+// or anyOf group one member is enough, so the loosest counts, and a
+// member without a limit lifts it. The policy then never refuses a key
+// the spec allows. A member that leads back to one being combined adds
+// nothing; each schema is combined once, however many members share it.
+func composedMaxLength(v *openapi3.Schema, own func(*openapi3.Schema) int) int {
+	c := limitComposer{own: own, open: map[*openapi3.Schema]bool{}, done: map[*openapi3.Schema]int{}}
+	return c.limit(v)
+}
+
+type limitComposer struct {
+	own  func(*openapi3.Schema) int
+	open map[*openapi3.Schema]bool // being combined
+	done map[*openapi3.Schema]int
+}
+
+func (c *limitComposer) limit(v *openapi3.Schema) int {
+	if v == nil || c.open[v] {
+		return 0
+	}
+	if n, ok := c.done[v]; ok {
+		return n
+	}
+	c.open[v] = true
+	defer delete(c.open, v)
+	n := c.own(v)
+	for _, m := range v.AllOf {
+		if m != nil {
+			n = tighter(n, c.limit(m.Value))
 		}
 	}
+	for _, group := range []openapi3.SchemaRefs{v.OneOf, v.AnyOf} {
+		if len(group) == 0 {
+			continue
+		}
+		loose := -1
+		for _, m := range group {
+			l := 0
+			if m != nil {
+				l = c.limit(m.Value)
+			}
+			loose = looser(loose, l)
+		}
+		n = tighter(n, loose)
+	}
+	c.done[v] = n
 	return n
+}
+
+// looser is the larger of two length limits, 0 meaning no limit and -1
+// none seen yet.
+func looser(a, b int) int {
+	switch {
+	case a < 0:
+		return b
+	case a == 0 || b == 0:
+		return 0
+	}
+	return max(a, b)
 }
 
 // tighter is the smaller of two length limits, 0 meaning no limit.

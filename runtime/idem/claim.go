@@ -155,6 +155,19 @@ func (h txHold) complete(ctx context.Context, resp Response) error {
 }
 func (h txHold) tx() Tx { return h.t }
 
+// keylessDurableHold is the transaction of a keyless request to an
+// operation whose handler writes around its transaction (durable mode):
+// when it cannot commit, the writes made around it may stand, so the
+// outcome is unknown rather than "not processed".
+type keylessDurableHold struct{ txHold }
+
+func (h keylessDurableHold) complete(ctx context.Context, resp Response) error {
+	if err := h.txHold.complete(ctx, resp); err != nil {
+		return fmt.Errorf("%w: the handler's transaction did not commit, and its writes around it may stand: %w", ErrOutcomeUnknown, err)
+	}
+	return nil
+}
+
 // durableTxHold is a committed claim plus a plain transaction for the
 // handler, begun when the handler asks for it (serveDurableTx): the
 // transaction ends first, then the claim.
@@ -171,9 +184,16 @@ func (h durableTxHold) release(ctx context.Context) error {
 }
 func (h durableTxHold) complete(ctx context.Context, resp Response) error {
 	if err := h.t.Commit(ctx, resp); err != nil {
-		// The claim stays held and fails closed: writes made outside the
-		// transaction may have happened.
-		return err
+		// Writes made outside the transaction may have happened, so
+		// neither "not processed" nor the handler's answer is the truth:
+		// the claim fails closed (indeterminate) and the client hears
+		// that the outcome is unknown.
+		out := fmt.Errorf("%w: the handler's transaction did not commit, and its writes around it may stand: %w", ErrOutcomeUnknown, err)
+		if aerr := h.plain.abandon(ctx); aerr != nil && !errors.Is(aerr, ErrFenced) {
+			// Left in flight, the key fails closed when its lease ends.
+			out = fmt.Errorf("%w (marking the key indeterminate failed: %v)", out, aerr)
+		}
+		return out
 	}
 	if err := h.plain.complete(ctx, resp); err != nil {
 		return fmt.Errorf("%w: %w", errCommitted, err)

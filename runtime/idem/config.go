@@ -191,8 +191,9 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 		return nil, fmt.Errorf("unknown scope %q", p.Scope)
 	case p.KeyMaxLength < 1 || p.KeyMaxLength > 255:
 		return nil, fmt.Errorf("KeyMaxLength %d is outside 1..255", p.KeyMaxLength)
-	case p.Lease <= 0 || p.TTL <= p.Lease:
-		return nil, fmt.Errorf("lease %s must be positive and shorter than ttl %s", p.Lease, p.TTL)
+	case p.Lease < time.Microsecond || p.TTL <= p.Lease:
+		// Claim.Check's floor: a shorter lease would fail every claim.
+		return nil, fmt.Errorf("lease %s must be at least 1µs and shorter than ttl %s", p.Lease, p.TTL)
 	case p.MaxSnapshotBytes < 0:
 		return nil, fmt.Errorf("MaxSnapshotBytes %d is negative", p.MaxSnapshotBytes)
 	case p.OnLeaseExpiry != Takeover && p.OnLeaseExpiry != FailClosed:

@@ -474,6 +474,10 @@ func TestNewRefusesWhatItCannotProtect(t *testing.T) {
 	tx.Transactional = true
 	bad := transferPolicy()
 	bad.Lease = bad.TTL
+	// A lease below a microsecond passed New, then failed every claim's
+	// Check: each keyed request was a 503 for as long as the server ran.
+	tiny := transferPolicy()
+	tiny.Lease = 500 * time.Nanosecond
 	badPointer := transferPolicy()
 	badPointer.Key = idem.KeySource{In: idem.KeyInBody, Name: "idempotency_key"}
 	tenant := func(*http.Request) (string, bool) { return "t", true }
@@ -482,6 +486,7 @@ func TestNewRefusesWhatItCannotProtect(t *testing.T) {
 		"no tenant":                        {Store: memstore.New()},
 		"transactional without tx store":   {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{tx}},
 		"lease not shorter than ttl":       {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{bad}},
+		"lease below 1µs":                  {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{tiny}},
 		"duplicate operation":              {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{transferPolicy(), transferPolicy()}},
 		"body key that is no JSON Pointer": {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{badPointer}},
 	} {

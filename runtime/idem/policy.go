@@ -75,7 +75,7 @@ type Policy struct {
 	// TTL is how long a key is remembered after its first use.
 	TTL time.Duration
 	// Lease is how long an in-flight claim is held before it counts as
-	// abandoned.
+	// abandoned: at least a microsecond (Claim.Check), shorter than TTL.
 	Lease time.Duration
 
 	// MaxSnapshotBytes is the largest response body kept for replay.

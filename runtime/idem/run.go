@@ -106,12 +106,13 @@ func (e *Engine) noAnswer(w http.ResponseWriter, r *http.Request, q *request, st
 		"The server ended the request without an answer. Retry with the same idempotency key; if the answer is an outcome-unknown problem, contact support.").Write(w)
 }
 
-// outcomeUnknown answers a transactional request whose handler ended the
-// transaction itself: its writes may or may not be durable, and the store
-// has left the key held or indeterminate.
+// outcomeUnknown answers a transactional request whose writes may or may
+// not be durable (its handler ended the transaction itself, or wrote
+// around one that could not commit); the key is left held or
+// indeterminate.
 func (e *Engine) outcomeUnknown(w http.ResponseWriter, r *http.Request, q *request, err error) {
 	q.event.Outcome, q.event.Err = OutcomeIndeterminate, err
-	e.log.ErrorContext(r.Context(), "transactional handler ended its own transaction; the key's outcome is unknown",
+	e.log.ErrorContext(r.Context(), "transactional request's writes may or may not be durable; the key's outcome is unknown",
 		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key), "err", err)
 	e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusInternalServerError, "Outcome unknown",
 		"The server cannot confirm whether this request took effect. Do not retry; contact support to resolve it."))
@@ -158,7 +159,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		return
 	}
 	if q.op.txUnused.Load() {
-		e.run(w, r, q, txHold{e.lazyTx(r, q)}, Result{Won: true}, next)
+		e.run(w, r, q, keylessDurableHold{txHold{e.lazyTx(r, q)}}, Result{Won: true}, next)
 		return
 	}
 	ctx, cancel := e.storeContext(r)

@@ -360,7 +360,7 @@ func (a *Admin) Forget(ctx context.Context, id idem.Identity, version string) er
 }
 
 func (a *Admin) settle(ctx context.Context, id idem.Identity, v string, resp *idem.Response) error {
-	e, err := a.Show(ctx, id)
+	e, err := a.named(ctx, id, v)
 	if err != nil {
 		return err
 	}
@@ -374,6 +374,24 @@ func (a *Admin) settle(ctx context.Context, id idem.Identity, v string, resp *id
 		return err
 	}
 	return a.store.Settle(ctx, e, resp)
+}
+
+// named reads the row that id and the version v the operator was shown
+// name. id is an Entry's own identity (as Find returns it) or a client's
+// key. A key stored in clear is both: read as a client's key it would
+// also meet its HMAC rows and be ambiguous, so the row stored under id
+// exactly is the one named when its version is v.
+func (a *Admin) named(ctx context.Context, id idem.Identity, v string) (Entry, error) {
+	e, err := a.store.Get(ctx, id)
+	switch {
+	case err == nil:
+		if e = a.present(e); e.Version == v {
+			return e, nil
+		}
+	case !errors.Is(err, ErrNotFound):
+		return Entry{}, err
+	}
+	return a.Show(ctx, id)
 }
 
 // describe says in words why e cannot be resolved.

@@ -36,3 +36,33 @@ func TestFindReadsTheRowItMatched(t *testing.T) {
 		t.Fatalf("Show of a client key stored in two rows: err %v; want ErrAmbiguousKey", err)
 	}
 }
+
+// ErrAmbiguousKey tells the operator to name the row by its label. The
+// row Find returns for that label must then settle: its identity, passed
+// on to Forget or Resolve, names that row alone. A row stored in clear
+// used to be looked up again as a client's key, met its HMAC twin, and
+// every settlement of it failed with ErrAmbiguousKey.
+func TestSettleTheRowFindMatched(t *testing.T) {
+	ctx := context.Background()
+	newest, older := []byte("find-newest-secret-0123456789"), []byte("find-older-secret-0123456789")
+	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s := newSQLite(t, c)
+	claim(t, s, "order-7", "token-clear", time.Minute)
+	hmac := claim(t, s, idem.StoredKey(older, "order-7"), "token-hmac", time.Minute)
+	c.now = c.now.Add(2 * time.Minute) // both leases ran out: both resolvable
+	a := idemadmin.New(s, newest, older)
+
+	e, err := a.Find(ctx, idem.KeyLabel(newest, "order-7"), idemadmin.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Forget(ctx, e.Identity, e.Version); err != nil {
+		t.Fatalf("Forget of the row Find matched: %v", err)
+	}
+	if _, err := a.Find(ctx, idem.KeyLabel(newest, "order-7"), idemadmin.Query{}); !errors.Is(err, idemadmin.ErrNotFound) {
+		t.Fatalf("the clear row after Forget: err %v; want ErrNotFound", err)
+	}
+	if other, err := s.Get(ctx, hmac); err != nil || other.State != idem.StateInFlight {
+		t.Fatalf("the HMAC row after forgetting the clear one: state %v, err %v; want it untouched", other.State, err)
+	}
+}

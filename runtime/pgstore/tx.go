@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -142,9 +143,12 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error)
 }
 
 // timeoutSetting renders a lease as a PostgreSQL timeout in whole
-// milliseconds, rounded up: 0 would switch the timeout off.
+// milliseconds, rounded up: 0 would switch the timeout off. PostgreSQL
+// keeps the timeout in an int32 and refuses a larger one, so a longer
+// lease (about 24.8 days) is bounded by the longest timeout it takes.
 func timeoutSetting(lease time.Duration) string {
-	ms := (lease + time.Millisecond - 1) / time.Millisecond
+	const longest = math.MaxInt32 * time.Millisecond
+	ms := (min(lease, longest) + time.Millisecond - 1) / time.Millisecond
 	return strconv.FormatInt(int64(max(ms, 1)), 10)
 }
 

@@ -23,6 +23,12 @@ import (
 // whose key is optional, over a table of effects.
 func attackEngine(t *testing.T, s *sqlitestore.Store, handler http.Handler) http.Handler {
 	t.Helper()
+	return attackEngineLease(t, s, 30*time.Second, handler)
+}
+
+// attackEngineLease is attackEngine with the policy's lease.
+func attackEngineLease(t *testing.T, s *sqlitestore.Store, lease time.Duration, handler http.Handler) http.Handler {
+	t.Helper()
 	if _, err := s.DB().ExecContext(context.Background(), `CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +42,7 @@ func attackEngine(t *testing.T, s *sqlitestore.Store, handler http.Handler) http
 			Key:              idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
 			KeyMaxLength:     255,
 			TTL:              time.Hour,
-			Lease:            30 * time.Second,
+			Lease:            lease,
 			MaxSnapshotBytes: 1 << 10,
 			OnLeaseExpiry:    idem.Takeover,
 			Transactional:    true,
@@ -287,5 +293,92 @@ func TestAttackRawTransactionStatementsAreRefusedInBegin(t *testing.T) {
 				t.Fatalf("effects after Release = %d, want 0", n)
 			}
 		})
+	}
+}
+
+// Past the lease the authorizer lets database/sql's own ROLLBACK through,
+// and only that: a handler statement still running when the lease ends
+// holds the rollback back until it finishes, and a COMMIT at its end
+// would otherwise make the writes durable that the engine reports as
+// rolled back (a keyless request's 503, a held claim's takeover).
+func TestAttackCommitPastTheLeaseIsRefused(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (marker TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 20 * time.Millisecond
+	tx, err := s.Begin(ctx, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tx.Driver().(*sqlitestore.Tx)
+	// One call, three statements: the write, a query that outlasts the
+	// lease, then COMMIT.
+	start := time.Now()
+	_, _ = h.ExecContext(ctx, `INSERT INTO effects (marker) VALUES ('late');
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT count(*) FROM c;
+COMMIT`)
+	if took := time.Since(start); took <= lease {
+		t.Skipf("the slow query took %v, within the %v lease", took, lease)
+	}
+	if err := tx.Commit(ctx, idem.Response{}); err == nil {
+		t.Fatal("Commit after the lease succeeded")
+	}
+	if n := countMarker(t, s, "late"); n != 0 {
+		t.Fatalf("effects after the lease = %d, want 0: the handler's COMMIT got through", n)
+	}
+}
+
+// In durable mode the handler writes around its transaction, and may
+// write through it too (it asks for it). When that transaction cannot
+// commit, because the handler outlived its lease, the writes made around
+// it stand: the client must not be told that the request was not
+// processed, nor may a retry run it again.
+func TestAttackDurableModeCommitFailureIsNoRefusal(t *testing.T) {
+	s := openStore(t)
+	const lease = 300 * time.Millisecond
+	h := attackEngineLease(t, s, lease, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		if key == "flag" {
+			// Answers without taking its transaction: the engine switches
+			// the operation to durable mode.
+			w.WriteHeader(http.StatusCreated)
+			return
+		}
+		if _, err := s.DB().ExecContext(r.Context(), `INSERT INTO effects (marker) VALUES (?)`, key+"-pool"); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		tx, ok := idem.TxFrom[*sqlitestore.Tx](r.Context())
+		if !ok {
+			http.Error(w, "no transaction", http.StatusInternalServerError)
+			return
+		}
+		if _, err := tx.ExecContext(r.Context(), `INSERT INTO effects (marker) VALUES (?)`, key+"-tx"); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		time.Sleep(lease + 200*time.Millisecond)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	if w := postAttack(h, "flag"); w.Code != http.StatusCreated {
+		t.Fatalf("flagging request = %d %s", w.Code, w.Body)
+	}
+	// A keyless request has no key to hold, but its answer must be as
+	// true: not a 503 that invites the client to send it again.
+	if w := postAttack(h, ""); countMarker(t, s, "-pool") != 1 || w.Code == http.StatusServiceUnavailable || w.Code < 300 {
+		t.Fatalf("keyless: a write happened and one was rolled back, but the client was told %d %s", w.Code, w.Body)
+	}
+	w := postAttack(h, "slow")
+	if countMarker(t, s, "slow-pool") != 1 {
+		t.Fatalf("the handler's write around its transaction did not happen: %d %s", w.Code, w.Body)
+	}
+	if w.Code == http.StatusServiceUnavailable || w.Code < 300 {
+		t.Fatalf("a write happened and one was rolled back, but the client was told %d %s", w.Code, w.Body)
+	}
+	again := postAttack(h, "slow")
+	if n := countMarker(t, s, "slow-pool"); n != 1 || again.Code < 300 {
+		t.Fatalf("retry = %d %s with %d effects; want no second run and no success", again.Code, again.Body, n)
 	}
 }

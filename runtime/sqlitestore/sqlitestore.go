@@ -167,7 +167,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 func millis(t time.Time) int64 { return t.UnixMilli() }
 
 // durMillis converts a duration to whole milliseconds, rounding up so that a
-// positive lease never becomes zero.
+// positive lease never becomes zero. It rounds after dividing: adding first
+// would overflow for the longest durations and store a row already expired.
 func durMillis(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return ms
 }

@@ -103,9 +103,12 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 
 // authorize is the authorizer of a handler transaction's connection: while
 // the handler owns the transaction it may not end it or start another. Once
-// the lease's deadline has passed, database/sql's own ROLLBACK must pass.
-func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, _, _, _, _ string) sqlite.AuthorizerReturnCode {
-	if action == sqlite.AuthTransaction && t.handlerOwns.Load() && t.ctx.Err() == nil {
+// the lease's deadline has passed, database/sql's own ROLLBACK must pass,
+// and only a rollback: a handler statement still running then (database/sql
+// waits for it before rolling back) could otherwise end with a COMMIT and
+// keep writes the engine reports as rolled back.
+func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, _, _, _ string) sqlite.AuthorizerReturnCode {
+	if action == sqlite.AuthTransaction && t.handlerOwns.Load() && (t.ctx.Err() == nil || op != "ROLLBACK") {
 		return sqlite.AuthorizerDeny
 	}
 	return sqlite.AuthorizerOK

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -61,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) idem.Store) {
 		{"TTLRunsFromFirstClaim", testTTLRunsFromFirstClaim},
 		{"TakeoverLeaseOutlivesTTL", testTakeoverLeaseOutlivesTTL},
 		{"LeaseLongerThanTTL", testLeaseLongerThanTTL},
+		{"LongestDurations", testLongestDurations},
 		{"LeaseExpiryTakeover", testLeaseExpiryTakeover},
 		{"LeaseExpiryFailClosed", testLeaseExpiryFailClosed},
 		{"ExpiredLeaseOfOtherRequestIsNotTakenOver", testExpiredLeaseOtherRequest},
@@ -578,6 +580,17 @@ func testLeaseLongerThanTTL(t *testing.T, s idem.Store) {
 	mustWin(t, s, holder)
 	time.Sleep(r.ttl + 300*time.Millisecond)
 	wantHeldPastTTL(t, s, r, holder)
+}
+
+// testLongestDurations: the longest lease and TTL a Claim can carry (a
+// configuration's "for ever") hold the key, whatever unit the store keeps
+// them in: a conversion that overflowed would store a row that is already
+// expired, and a second claim would win and run the request again.
+func testLongestDurations(t *testing.T, s idem.Store) {
+	r := newRequest("k-longest")
+	r.lease, r.ttl = math.MaxInt64-1, math.MaxInt64
+	mustWin(t, s, r.claim())
+	mustLose(t, s, r.claim(), idem.StateInFlight)
 }
 
 func testLeaseExpiryTakeover(t *testing.T, s idem.Store) {

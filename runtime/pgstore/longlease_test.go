@@ -1,0 +1,41 @@
+package pgstore_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// PostgreSQL's timeouts are whole milliseconds in an int32, about 24.8
+// days. A lease longer than that (a policy may hold keys for a month, say
+// to never take one over) used to be sent as it was, which PostgreSQL
+// refuses: every transactional claim and every keyless transaction then
+// failed, a 503 for each request. The largest Duration overflowed to a
+// 1ms timeout. The timeouts are capped instead.
+func TestLeaseBeyondPostgresTimeouts(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	for _, lease := range []time.Duration{30 * 24 * time.Hour, math.MaxInt64 - 1} {
+		c := claimFor("long-"+lease.String(), "tok-"+lease.String(), lease)
+		c.TTL = math.MaxInt64
+		res, tx, err := s.ClaimTx(ctx, c)
+		if err != nil || !res.Won {
+			t.Fatalf("ClaimTx with a %v lease: %+v, %v", lease, res, err)
+		}
+		time.Sleep(5 * time.Millisecond) // idle longer than a 1ms timeout
+		if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+			t.Fatalf("Commit under a %v lease: %v", lease, err)
+		}
+		btx, err := s.Begin(ctx, lease)
+		if err != nil {
+			t.Fatalf("Begin with a %v lease: %v", lease, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		if err := btx.Commit(ctx, idem.Response{}); err != nil {
+			t.Fatalf("Commit of Begin under a %v lease: %v", lease, err)
+		}
+	}
+}

@@ -151,3 +151,25 @@ func TestLongestLeaseRemainingIsPositive(t *testing.T) {
 		}
 	})
 }
+
+// A claim whose call failed is released by the engine before Redis may
+// have run it (it lingers in a broken connection). The release finds
+// nothing, but the late claim must still not win the key for a holder
+// that is gone; another request's claim is not held up.
+func TestStrayClaimAfterReleaseOfNothingWinsNothing(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		s, _ := newStore(t, b)
+		ctx := context.Background()
+		cl := claimFor("stray-late", "tok-"+randomHex(8))
+		if err := s.Release(ctx, cl.Identity, cl.Token); !errors.Is(err, idem.ErrFenced) {
+			t.Fatalf("Release of a key never claimed = %v, want idem.ErrFenced", err)
+		}
+		if res, err := s.Claim(ctx, cl); err != nil || res.Won {
+			t.Errorf("the released claim, run after its release = %+v, %v; want not won", res, err)
+		}
+		next := claimFor("stray-late", "tok-"+randomHex(8))
+		if res, err := s.Claim(ctx, next); err != nil || !res.Won || res.TookOver {
+			t.Errorf("another claim after the release = %+v, %v; want a plain win", res, err)
+		}
+	})
+}

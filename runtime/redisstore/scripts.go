@@ -181,8 +181,21 @@ return 1
 // token and the nonce kept, until the record's own expiry. Every claim
 // treats it as absent, except a copy of the released claim itself, which
 // must not win again (see claimScript).
+//
+// A release that finds no record (or an expired one) answers fenced, but
+// still leaves a tombstone of its token for ARGV[4] µs: the engine
+// releases a claim whose call failed, and that claim may not have run
+// yet; a copy of it still in a broken connection must not win the key
+// after the release, for a holder that is gone.
 var releaseScript = redis.NewScript(preamble + held + `
 if live and r[1] == 'released' and r[4] == ARGV[3] then return 1 end
+if tok ~= '' and (not r[1] or tonumber(r[3]) <= now) then
+  local ex = now + tonumber(ARGV[4])
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'st', 'released', 'tok', tok, 'lu', '0', 'ex', int(ex))
+  expireat(key, ex)
+  return 0
+end
 if not (live and r[1] == 'in_flight') then return 0 end
 redis.call('HDEL', key, 'tko')
 redis.call('HSET', key, 'st', 'released', 'lu', '0', 'cn', ARGV[3])

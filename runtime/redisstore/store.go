@@ -141,7 +141,7 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 		// rather than meet it in flight until its lease ends; the engine
 		// answers 503 and runs nothing.
 		if won, _ := cmd.Val().([]any); len(won) > 0 && (won[0] == "won" || won[0] == "took_over") {
-			_ = releaseScript.Run(ctx, s.client, []string{key}, s.clockArg(), c.Token, nonce()).Err()
+			_ = releaseScript.Run(ctx, s.client, []string{key}, s.clockArg(), c.Token, nonce(), strayWindow.Microseconds()).Err()
 		}
 	}
 	if err != nil {
@@ -172,8 +172,16 @@ func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, re
 // may run a resent claim after the release that followed it, and that
 // claim must not hold the key again for a holder that is gone.
 func (s *Store) Release(ctx context.Context, id idem.Identity, token string) error {
-	return s.fenced(ctx, "release", releaseScript, id, token)
+	return s.fenced(ctx, "release", releaseScript, id, token, strayWindow.Microseconds())
 }
+
+// strayWindow is how long a release that found no record keeps its
+// token's tombstone: far longer than a command can linger in a broken
+// connection before Redis runs it (TCP gives up on a dead peer within
+// about a quarter of an hour only at the kernel's longest defaults, and
+// go-redis's own timeouts are seconds). It costs one small hash per
+// release of a claim that failed on its way.
+const strayWindow = 20 * time.Minute
 
 // Abandon applies mode to the claim held with token at once, or returns
 // idem.ErrFenced.

@@ -97,7 +97,7 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 	if err != nil {
 		return err
 	}
-	t.tx, t.h = sqlTx, &Tx{tx: sqlTx}
+	t.tx, t.h = sqlTx, &Tx{tx: sqlTx, lease: t.ctx}
 	return nil
 }
 
@@ -247,54 +247,71 @@ func (t *storeTx) ended(op string, err error) error {
 // handler that rolled back would silently lose every write it made. To
 // undo its writes, a handler answers with a status that is not stored (or
 // panics).
+//
+// Each statement runs under the caller's context and, besides, ends when
+// the transaction's lease does: a statement still running then is
+// interrupted, as PostgreSQL's statement_timeout ends one, since it holds
+// the database's only write lock.
 type Tx struct {
 	tx *sql.Tx
+	// lease is done when the transaction's lease has run out, or the
+	// transaction has ended.
+	lease context.Context
+}
+
+// within is ctx, ended also when t's lease is: the statement run under it
+// is interrupted then. The context lives until the transaction ends, as
+// rows read under it must.
+func (t *Tx) within(ctx context.Context) context.Context {
+	c, cancel := context.WithCancelCause(ctx)
+	context.AfterFunc(t.lease, func() { cancel(context.Cause(t.lease)) })
+	return c
 }
 
 // ExecContext runs a statement that returns no rows inside the transaction.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, query, args...)
+	return t.tx.ExecContext(t.within(ctx), query, args...)
 }
 
 // Exec is ExecContext with context.Background.
 func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(context.Background(), query, args...)
+	return t.tx.ExecContext(t.within(context.Background()), query, args...)
 }
 
 // QueryContext runs a query inside the transaction.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, query, args...)
+	return t.tx.QueryContext(t.within(ctx), query, args...)
 }
 
 // Query is QueryContext with context.Background.
 func (t *Tx) Query(query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(context.Background(), query, args...)
+	return t.tx.QueryContext(t.within(context.Background()), query, args...)
 }
 
 // QueryRowContext runs a query that returns at most one row inside the
 // transaction.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, query, args...)
+	return t.tx.QueryRowContext(t.within(ctx), query, args...)
 }
 
 // QueryRow is QueryRowContext with context.Background.
 func (t *Tx) QueryRow(query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(context.Background(), query, args...)
+	return t.tx.QueryRowContext(t.within(context.Background()), query, args...)
 }
 
 // PrepareContext prepares a statement for use inside the transaction; it is
 // closed when the transaction ends.
 func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	return t.tx.PrepareContext(ctx, query)
+	return t.tx.PrepareContext(t.within(ctx), query)
 }
 
 // Prepare is PrepareContext with context.Background.
 func (t *Tx) Prepare(query string) (*sql.Stmt, error) {
-	return t.tx.PrepareContext(context.Background(), query)
+	return t.tx.PrepareContext(t.within(context.Background()), query)
 }
 
 // StmtContext returns stmt, prepared on the database, as a statement that
 // runs inside the transaction.
 func (t *Tx) StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt {
-	return t.tx.StmtContext(ctx, stmt)
+	return t.tx.StmtContext(t.within(ctx), stmt)
 }

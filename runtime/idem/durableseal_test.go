@@ -71,3 +71,23 @@ func TestDurableModeSealFailureIsOutcomeUnknown(t *testing.T) {
 		})
 	}
 }
+
+// A keyless request stores nothing, so a Sealer that fails has nothing to
+// refuse it for. In durable mode it used to answer 503 "did not process
+// the request" after the handler had written around its transaction,
+// inviting the client to send it again.
+func TestKeylessRequestIsNotSealed(t *testing.T) {
+	le, sealer := sealedLooseEngine(t)
+	sealer.fail.Store(true)
+	if w := le.post(t, "", "strict"); w.Code != http.StatusCreated {
+		t.Fatalf("keyless transactional request with a failing Sealer: %d %s, want 201", w.Code, w.Body)
+	}
+	sealer.fail.Store(false)
+	le.flag(t)
+	sealer.fail.Store(true)
+	for _, mode := range []string{"idle", "strict"} {
+		if w := le.post(t, "", mode); w.Code != http.StatusCreated {
+			t.Fatalf("keyless %s request in durable mode with a failing Sealer: %d %s, want 201", mode, w.Code, w.Body)
+		}
+	}
+}

@@ -251,17 +251,34 @@ func propertyNames(v *openapi3.Schema) []string {
 // "null" set aside, or what its shape and members imply. A oneOf or anyOf
 // member that admits only null does not count ([integer, null] is a
 // nullable integer). Members already being looked at count as "any", so
-// a schema that contains itself ends the walk.
+// a schema that contains itself ends the walk; each schema is typed once,
+// however many members share it, so schemas that name one another through
+// several paths cost no more than their number.
 func schemaType(v *openapi3.Schema) model.FieldType {
-	return schemaTypeIn(v, map[*openapi3.Schema]bool{})
+	t := schemaTyper{visiting: map[*openapi3.Schema]bool{}, done: map[*openapi3.Schema]model.FieldType{}}
+	return t.typeOf(v)
 }
 
-func schemaTypeIn(v *openapi3.Schema, visiting map[*openapi3.Schema]bool) model.FieldType {
-	if v == nil || visiting[v] {
+type schemaTyper struct {
+	visiting map[*openapi3.Schema]bool
+	done     map[*openapi3.Schema]model.FieldType
+}
+
+func (t *schemaTyper) typeOf(v *openapi3.Schema) model.FieldType {
+	if v == nil || t.visiting[v] {
 		return model.TypeAny
 	}
-	visiting[v] = true
-	defer delete(visiting, v)
+	if typ, ok := t.done[v]; ok {
+		return typ
+	}
+	t.visiting[v] = true
+	typ := t.typeIn(v)
+	delete(t.visiting, v)
+	t.done[v] = typ
+	return typ
+}
+
+func (t *schemaTyper) typeIn(v *openapi3.Schema) model.FieldType {
 	if v.Type != nil {
 		var types []string
 		for _, t := range v.Type.Slice() {
@@ -280,8 +297,8 @@ func schemaTypeIn(v *openapi3.Schema, visiting map[*openapi3.Schema]bool) model.
 		if m == nil {
 			continue
 		}
-		if t := schemaTypeIn(m.Value, visiting); t != model.TypeAny {
-			return t
+		if typ := t.typeOf(m.Value); typ != model.TypeAny {
+			return typ
 		}
 	}
 	for _, group := range []openapi3.SchemaRefs{v.OneOf, v.AnyOf} {
@@ -290,13 +307,13 @@ func schemaTypeIn(v *openapi3.Schema, visiting map[*openapi3.Schema]bool) model.
 			if m == nil || m.Value == nil || onlyNull(m.Value) {
 				continue
 			}
-			types = append(types, schemaTypeIn(m.Value, visiting))
+			types = append(types, t.typeOf(m.Value))
 		}
 		if len(types) == 0 {
 			continue
 		}
-		for _, t := range types[1:] {
-			if t != types[0] {
+		for _, other := range types[1:] {
+			if other != types[0] {
 				return model.TypeAny
 			}
 		}

@@ -203,6 +203,28 @@ func (h durableTxHold) complete(ctx context.Context, resp Response) error {
 
 func (h durableTxHold) tx() Tx { return h.t }
 
+// unstorable ends h when its response cannot be stored (it cannot be
+// sealed). Nothing may commit then: a transaction is rolled back; a plain
+// claim stays in flight, as after a failed completion. In durable mode the
+// handler's writes around its transaction may stand while the claim is
+// abandoned (indeterminate), so the outcome is unknown, not "not
+// processed".
+func unstorable(ctx context.Context, h hold, err error) error {
+	if h.tx() == nil {
+		return err
+	}
+	aerr := h.abandon(ctx)
+	if _, durable := h.(durableTxHold); !durable {
+		return errors.Join(err, aerr)
+	}
+	out := fmt.Errorf("%w: the response could not be stored, and the handler's writes around its transaction may stand: %w", ErrOutcomeUnknown, err)
+	if aerr != nil && !errors.Is(aerr, ErrFenced) {
+		// Left in flight, the key fails closed when its lease ends.
+		out = fmt.Errorf("%w (marking the key indeterminate failed: %v)", out, aerr)
+	}
+	return out
+}
+
 // errCommitted marks a completion that failed after the handler's
 // transaction committed: the handler's writes are durable, so its answer
 // is the truth, as for a plain claim.

@@ -53,13 +53,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	err := e.endClaim(r, q, func(ctx context.Context) error {
 		stored, err := e.seal(q, resp)
 		if err != nil {
-			// Nothing can be stored, so nothing may commit: a transaction
-			// is rolled back (fail-closed holds are abandoned); a plain
-			// claim stays in flight, as after a failed completion.
-			if h.tx() != nil {
-				err = errors.Join(err, h.abandon(ctx))
-			}
-			return err
+			return unstorable(ctx, h, err)
 		}
 		return h.complete(ctx, stored)
 	})

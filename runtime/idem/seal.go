@@ -210,7 +210,9 @@ func (a *AESGCM) Open(keyID string, ciphertext, aad []byte) ([]byte, error) {
 // seal is what the store keeps of resp for q's key: resp sealed when a
 // Sealer is configured, resp itself otherwise.
 func (e *Engine) seal(q *request, resp Response) (Response, error) {
-	if e.sealer == nil {
+	if e.sealer == nil || q.key == "" {
+		// A keyless request stores nothing: a Sealer that fails must not
+		// refuse, after its handler ran, an answer nobody keeps.
 		return resp, nil
 	}
 	return SealResponse(e.sealer, q.id, resp)

@@ -382,3 +382,33 @@ func TestAttackDurableModeCommitFailureIsNoRefusal(t *testing.T) {
 		t.Fatalf("retry = %d %s with %d effects; want no second run and no success", again.Code, again.Body, n)
 	}
 }
+
+// Past the lease the authorizer lets ROLLBACK through, whoever sends it.
+// A handler statement list still running at the deadline could then end
+// the transaction with its own ROLLBACK and go on writing in autocommit
+// mode: writes durable at once, while the engine reports the transaction
+// rolled back and a retry may run the request again.
+func TestAttackWritesAfterRollbackPastTheLeaseAreRefused(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (marker TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 20 * time.Millisecond
+	tx, err := s.Begin(ctx, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := tx.Driver().(*sqlitestore.Tx)
+	start := time.Now()
+	_, _ = h.ExecContext(ctx, `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT count(*) FROM c;
+ROLLBACK;
+INSERT INTO effects (marker) VALUES ('escaped')`)
+	if took := time.Since(start); took <= lease {
+		t.Skipf("the slow query took %v, within the %v lease", took, lease)
+	}
+	_ = tx.Commit(ctx, idem.Response{})
+	if n := countMarker(t, s, "escaped"); n != 0 {
+		t.Fatalf("effects after the lease = %d, want 0: a write after the handler's ROLLBACK got through", n)
+	}
+}

@@ -104,11 +104,19 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 // authorize is the authorizer of a handler transaction's connection: while
 // the handler owns the transaction it may not end it or start another. Once
 // the lease's deadline has passed, database/sql's own ROLLBACK must pass,
-// and only a rollback: a handler statement still running then (database/sql
-// waits for it before rolling back) could otherwise end with a COMMIT and
+// and nothing else: a handler's statement list still running then
+// (database/sql waits for it before rolling back) could otherwise end with
+// a COMMIT, or with a ROLLBACK followed by writes in autocommit mode, and
 // keep writes the engine reports as rolled back.
 func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, _, _, _ string) sqlite.AuthorizerReturnCode {
-	if action == sqlite.AuthTransaction && t.handlerOwns.Load() && (t.ctx.Err() == nil || op != "ROLLBACK") {
+	if !t.handlerOwns.Load() {
+		return sqlite.AuthorizerOK
+	}
+	rollback := action == sqlite.AuthTransaction && op == "ROLLBACK"
+	switch {
+	case t.ctx.Err() != nil && !rollback:
+		return sqlite.AuthorizerDeny
+	case t.ctx.Err() == nil && action == sqlite.AuthTransaction:
 		return sqlite.AuthorizerDeny
 	}
 	return sqlite.AuthorizerOK

@@ -143,10 +143,16 @@ func withApplied(r *http.Request, op *operation, problemBase string) (*http.Requ
 func (e *Engine) refuseRoute(w http.ResponseWriter, r *http.Request, op *operation, why string) {
 	e.log.ErrorContext(r.Context(), "idempotency policy cannot be applied; the request was refused and its handler not run",
 		"operation", op.OperationID, "method", r.Method, "path", r.URL.EscapedPath(), "reason", why)
+	e.refuse(w, r, op, e.problem(ProblemRouteMismatch, http.StatusInternalServerError, "Request not routed to its policy",
+		"The server could not apply this operation's idempotency policy to the request, so it did not run it. Contact support."))
+}
+
+// refuse answers a request of op with p before any of op's policy is
+// applied, and reports it to the observer.
+func (e *Engine) refuse(w http.ResponseWriter, r *http.Request, op *operation, p Problem) {
 	q := &request{op: op, start: time.Now()}
 	q.event.Operation = op.OperationID
-	e.reject(w, q, e.problem(ProblemRouteMismatch, http.StatusInternalServerError, "Request not routed to its policy",
-		"The server could not apply this operation's idempotency policy to the request, so it did not run it. Contact support."))
+	e.reject(w, q, p)
 	e.observe(r.Context(), q)
 }
 
@@ -163,20 +169,14 @@ func idempotentMethod(m string) bool {
 // refuseMethod answers a request whose method is neither the operation's
 // nor idempotent by definition, reaching a per-route Handler.
 func (e *Engine) refuseMethod(w http.ResponseWriter, r *http.Request, op *operation) {
-	q := &request{op: op, start: time.Now()}
-	q.event.Operation = op.OperationID
 	w.Header().Set("Allow", op.Method)
-	e.reject(w, q, e.problem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
+	e.refuse(w, r, op, e.problem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
 		"This route takes "+op.Method+" for operation "+op.OperationID+"; the method "+strconv.Quote(r.Method)+" was not run."))
-	e.observe(r.Context(), q)
 }
 
 // refusePath answers a path that a path-cleaning router would serve as a
 // protected operation.
 func (e *Engine) refusePath(w http.ResponseWriter, r *http.Request, op *operation) {
-	q := &request{op: op, start: time.Now()}
-	q.event.Operation = op.OperationID
-	e.reject(w, q, e.problem(ProblemNonCanonicalPath, http.StatusBadRequest, "Path not canonical",
+	e.refuse(w, r, op, e.problem(ProblemNonCanonicalPath, http.StatusBadRequest, "Path not canonical",
 		"The request path is not in canonical form (an empty or dot segment, a needless escape, or a parameter value holding the text that follows the parameter). Send it to "+op.Path+" exactly, with the same idempotency key."))
-	e.observe(r.Context(), q)
 }

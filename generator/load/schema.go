@@ -255,30 +255,41 @@ func propertyNames(v *openapi3.Schema) []string {
 // however many members share it, so schemas that name one another through
 // several paths cost no more than their number.
 func schemaType(v *openapi3.Schema) model.FieldType {
-	t := schemaTyper{visiting: map[*openapi3.Schema]bool{}, done: map[*openapi3.Schema]model.FieldType{}}
-	return t.typeOf(v)
+	return newSchemaFold(model.TypeAny, typeIn).of(v)
 }
 
-type schemaTyper struct {
+// schemaFold computes a value of each schema from its members' values,
+// once per schema however many paths reach it. A nil schema, or one met
+// again while its own value is being computed (a schema that contains
+// itself), has the value cyclic.
+type schemaFold[T any] struct {
+	cyclic   T
+	compute  func(f *schemaFold[T], v *openapi3.Schema) T
 	visiting map[*openapi3.Schema]bool
-	done     map[*openapi3.Schema]model.FieldType
+	done     map[*openapi3.Schema]T
 }
 
-func (t *schemaTyper) typeOf(v *openapi3.Schema) model.FieldType {
-	if v == nil || t.visiting[v] {
-		return model.TypeAny
-	}
-	if typ, ok := t.done[v]; ok {
-		return typ
-	}
-	t.visiting[v] = true
-	typ := t.typeIn(v)
-	delete(t.visiting, v)
-	t.done[v] = typ
-	return typ
+func newSchemaFold[T any](cyclic T, compute func(f *schemaFold[T], v *openapi3.Schema) T) *schemaFold[T] {
+	return &schemaFold[T]{cyclic: cyclic, compute: compute,
+		visiting: map[*openapi3.Schema]bool{}, done: map[*openapi3.Schema]T{}}
 }
 
-func (t *schemaTyper) typeIn(v *openapi3.Schema) model.FieldType {
+// of is v's value.
+func (f *schemaFold[T]) of(v *openapi3.Schema) T {
+	if v == nil || f.visiting[v] {
+		return f.cyclic
+	}
+	if x, ok := f.done[v]; ok {
+		return x
+	}
+	f.visiting[v] = true
+	x := f.compute(f, v)
+	delete(f.visiting, v)
+	f.done[v] = x
+	return x
+}
+
+func typeIn(t *schemaFold[model.FieldType], v *openapi3.Schema) model.FieldType {
 	if v.Type != nil {
 		var types []string
 		for _, t := range v.Type.Slice() {
@@ -297,7 +308,7 @@ func (t *schemaTyper) typeIn(v *openapi3.Schema) model.FieldType {
 		if m == nil {
 			continue
 		}
-		if typ := t.typeOf(m.Value); typ != model.TypeAny {
+		if typ := t.of(m.Value); typ != model.TypeAny {
 			return typ
 		}
 	}
@@ -307,7 +318,7 @@ func (t *schemaTyper) typeIn(v *openapi3.Schema) model.FieldType {
 			if m == nil || m.Value == nil || onlyNull(m.Value) {
 				continue
 			}
-			types = append(types, t.typeOf(m.Value))
+			types = append(types, t.of(m.Value))
 		}
 		if len(types) == 0 {
 			continue
@@ -404,29 +415,16 @@ func declaredMaxLength(v *openapi3.Schema) int {
 // the spec allows. A member that leads back to one being combined adds
 // nothing; each schema is combined once, however many members share it.
 func composedMaxLength(v *openapi3.Schema, own func(*openapi3.Schema) int) int {
-	c := limitComposer{own: own, open: map[*openapi3.Schema]bool{}, done: map[*openapi3.Schema]int{}}
-	return c.limit(v)
+	return newSchemaFold(0, func(c *schemaFold[int], v *openapi3.Schema) int {
+		return limitIn(c, v, own)
+	}).of(v)
 }
 
-type limitComposer struct {
-	own  func(*openapi3.Schema) int
-	open map[*openapi3.Schema]bool // being combined
-	done map[*openapi3.Schema]int
-}
-
-func (c *limitComposer) limit(v *openapi3.Schema) int {
-	if v == nil || c.open[v] {
-		return 0
-	}
-	if n, ok := c.done[v]; ok {
-		return n
-	}
-	c.open[v] = true
-	defer delete(c.open, v)
-	n := c.own(v)
+func limitIn(c *schemaFold[int], v *openapi3.Schema, own func(*openapi3.Schema) int) int {
+	n := own(v)
 	for _, m := range v.AllOf {
 		if m != nil {
-			n = tighter(n, c.limit(m.Value))
+			n = tighter(n, c.of(m.Value))
 		}
 	}
 	for _, group := range []openapi3.SchemaRefs{v.OneOf, v.AnyOf} {
@@ -437,13 +435,12 @@ func (c *limitComposer) limit(v *openapi3.Schema) int {
 		for _, m := range group {
 			l := 0
 			if m != nil {
-				l = c.limit(m.Value)
+				l = c.of(m.Value)
 			}
 			loose = looser(loose, l)
 		}
 		n = tighter(n, loose)
 	}
-	c.done[v] = n
 	return n
 }
 

@@ -55,18 +55,10 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	// The key's guard is asked for on the guard's connection while the
 	// claim travels on this one.
 	guard := s.guard.lock(c.Identity)
-	// Batch.BeginTx puts BEGIN in the same pipeline as the claim and still
-	// yields a pgx.Tx for the handler. READ COMMITTED whatever the
-	// database's default: the claim needs a fresh snapshot per statement.
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(txTimeoutsSQL, timeoutSetting(c.Lease))
+	b := leasedBegin(c.Lease)
 	b.Queue(claimSQL, claimArgs(c, true)...)
 	br := conn.SendBatch(ctx, b)
-	_, err = br.Exec()
-	if err == nil {
-		_, err = br.Exec()
-	}
+	err = begun(br)
 	var res idem.Result
 	if err == nil {
 		var rows pgx.Rows
@@ -124,14 +116,8 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(txTimeoutsSQL, timeoutSetting(lease))
-	br := conn.SendBatch(ctx, b)
-	_, err = br.Exec()
-	if err == nil {
-		_, err = br.Exec()
-	}
+	br := conn.SendBatch(ctx, leasedBegin(lease))
+	err = begun(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -140,6 +126,27 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error)
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
 	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx())}, nil
+}
+
+// leasedBegin is a batch that begins a transaction bounded by lease (its
+// statement and idle timeouts), for more statements to be queued behind
+// in the same round trip. Batch.BeginTx still yields a pgx.Tx for the
+// handler. READ COMMITTED whatever the database's default: a claim needs
+// a fresh snapshot per statement.
+func leasedBegin(lease time.Duration) *pgx.Batch {
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	b.Queue(txTimeoutsSQL, timeoutSetting(lease))
+	return b
+}
+
+// begun reads the results of leasedBegin's two statements from br.
+func begun(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	_, err := br.Exec()
+	return err
 }
 
 // timeoutSetting renders a lease as a PostgreSQL timeout in whole

@@ -163,7 +163,7 @@ type keylessDurableHold struct{ txHold }
 
 func (h keylessDurableHold) complete(ctx context.Context, resp Response) error {
 	if err := h.txHold.complete(ctx, resp); err != nil {
-		return fmt.Errorf("%w: the handler's transaction did not commit, and its writes around it may stand: %w", ErrOutcomeUnknown, err)
+		return writesMayStand("the handler's transaction did not commit", err, nil)
 	}
 	return nil
 }
@@ -188,12 +188,7 @@ func (h durableTxHold) complete(ctx context.Context, resp Response) error {
 		// neither "not processed" nor the handler's answer is the truth:
 		// the claim fails closed (indeterminate) and the client hears
 		// that the outcome is unknown.
-		out := fmt.Errorf("%w: the handler's transaction did not commit, and its writes around it may stand: %w", ErrOutcomeUnknown, err)
-		if aerr := h.plain.abandon(ctx); aerr != nil && !errors.Is(aerr, ErrFenced) {
-			// Left in flight, the key fails closed when its lease ends.
-			out = fmt.Errorf("%w (marking the key indeterminate failed: %v)", out, aerr)
-		}
-		return out
+		return writesMayStand("the handler's transaction did not commit", err, h.plain.abandon(ctx))
 	}
 	if err := h.plain.complete(ctx, resp); err != nil {
 		return fmt.Errorf("%w: %w", errCommitted, err)
@@ -217,10 +212,19 @@ func unstorable(ctx context.Context, h hold, err error) error {
 	if _, durable := h.(durableTxHold); !durable {
 		return errors.Join(err, aerr)
 	}
-	out := fmt.Errorf("%w: the response could not be stored, and the handler's writes around its transaction may stand: %w", ErrOutcomeUnknown, err)
-	if aerr != nil && !errors.Is(aerr, ErrFenced) {
-		// Left in flight, the key fails closed when its lease ends.
-		out = fmt.Errorf("%w (marking the key indeterminate failed: %v)", out, aerr)
+	return writesMayStand("the response could not be stored", err, aerr)
+}
+
+// writesMayStand is the error of a durable-mode request (its handler writes
+// around its transaction) that went wrong as what says, for err: the
+// writes around the transaction may stand, so the outcome is unknown, not
+// "not processed". abandonErr is how marking the key indeterminate went;
+// ErrFenced means another request holds the key already, and a key left
+// in flight fails closed when its lease ends.
+func writesMayStand(what string, err, abandonErr error) error {
+	out := fmt.Errorf("%w: %s, and the handler's writes around its transaction may stand: %w", ErrOutcomeUnknown, what, err)
+	if abandonErr != nil && !errors.Is(abandonErr, ErrFenced) {
+		out = fmt.Errorf("%w (marking the key indeterminate failed: %v)", out, abandonErr)
 	}
 	return out
 }

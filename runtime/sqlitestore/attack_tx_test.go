@@ -304,15 +304,8 @@ func TestAttackRawTransactionStatementsAreRefusedInBegin(t *testing.T) {
 func TestAttackCommitPastTheLeaseIsRefused(t *testing.T) {
 	s := openStore(t)
 	ctx := context.Background()
-	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (marker TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
 	const lease = 20 * time.Millisecond
-	tx, err := s.Begin(ctx, lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := tx.Driver().(*sqlitestore.Tx)
+	tx, h := beginWithEffects(t, s, lease)
 	// One call, three statements: the write, a query that outlasts the
 	// lease, then COMMIT.
 	start := time.Now()
@@ -391,15 +384,8 @@ func TestAttackDurableModeCommitFailureIsNoRefusal(t *testing.T) {
 func TestAttackWritesAfterRollbackPastTheLeaseAreRefused(t *testing.T) {
 	s := openStore(t)
 	ctx := context.Background()
-	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (marker TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
 	const lease = 20 * time.Millisecond
-	tx, err := s.Begin(ctx, lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := tx.Driver().(*sqlitestore.Tx)
+	tx, h := beginWithEffects(t, s, lease)
 	start := time.Now()
 	_, _ = h.ExecContext(ctx, `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT count(*) FROM c;
 ROLLBACK;
@@ -411,4 +397,20 @@ INSERT INTO effects (marker) VALUES ('escaped')`)
 	if n := countMarker(t, s, "escaped"); n != 0 {
 		t.Fatalf("effects after the lease = %d, want 0: a write after the handler's ROLLBACK got through", n)
 	}
+}
+
+// beginWithEffects makes sure s has the effects table and begins a keyless
+// transaction of the given lease; it returns the transaction and the
+// handler's view of it.
+func beginWithEffects(t *testing.T, s *sqlitestore.Store, lease time.Duration) (idem.Tx, *sqlitestore.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (marker TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Begin(ctx, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx, tx.Driver().(*sqlitestore.Tx)
 }

@@ -16,15 +16,8 @@ import (
 func TestStatementPastTheLeaseIsInterrupted(t *testing.T) {
 	s := openStore(t)
 	ctx := context.Background()
-	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
 	const lease = 300 * time.Millisecond
-	tx, err := s.Begin(ctx, lease)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := tx.Driver().(*sqlitestore.Tx)
+	tx, h := beginWithEffects(t, s, lease)
 	if _, err := h.ExecContext(ctx, `INSERT INTO effects (marker) VALUES ('hung')`); err != nil {
 		t.Fatal(err)
 	}

@@ -305,10 +305,12 @@ func TestAttackCommitPastTheLeaseIsRefused(t *testing.T) {
 	s := openStore(t)
 	ctx := context.Background()
 	const lease = 20 * time.Millisecond
+	// The lease runs from within Begin, so a statement ended by it has
+	// run for at least the lease since start.
+	start := time.Now()
 	tx, h := beginWithEffects(t, s, lease)
 	// One call, three statements: the write, a query that outlasts the
 	// lease, then COMMIT.
-	start := time.Now()
 	_, _ = h.ExecContext(ctx, `INSERT INTO effects (marker) VALUES ('late');
 WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT count(*) FROM c;
 COMMIT`)
@@ -385,8 +387,8 @@ func TestAttackWritesAfterRollbackPastTheLeaseAreRefused(t *testing.T) {
 	s := openStore(t)
 	ctx := context.Background()
 	const lease = 20 * time.Millisecond
+	start := time.Now() // before Begin, where the lease starts
 	tx, h := beginWithEffects(t, s, lease)
-	start := time.Now()
 	_, _ = h.ExecContext(ctx, `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT count(*) FROM c;
 ROLLBACK;
 INSERT INTO effects (marker) VALUES ('escaped')`)

@@ -46,8 +46,12 @@ type row struct {
 	state       idem.State
 	token       string
 	leaseUntil  time.Time
-	expiresAt   time.Time
-	response    *idem.Response
+	// failClosed is true when the claim that holds the row fails closed:
+	// once its lease runs out the row becomes indeterminate, whatever the
+	// mode of the claim that meets it.
+	failClosed bool
+	expiresAt  time.Time
+	response   *idem.Response
 }
 
 var (
@@ -87,6 +91,7 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 			state:       idem.StateInFlight,
 			token:       c.Token,
 			leaseUntil:  now.Add(c.Lease),
+			failClosed:  c.OnLeaseExpiry == idem.FailClosed,
 			// A running lease never outlives its key (see takeover below).
 			expiresAt: now.Add(max(c.TTL, c.Lease)),
 		}
@@ -95,8 +100,10 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 
 	sameRequest := r.operation == c.Operation && bytes.Equal(r.fingerprint, c.Fingerprint)
 	if sameRequest && r.state == idem.StateInFlight && !r.leaseUntil.After(now) {
-		switch c.OnLeaseExpiry {
-		case idem.Takeover:
+		// A takeover needs both claims to allow it: the row's holder may
+		// have left effects that only it knew of.
+		switch {
+		case c.OnLeaseExpiry == idem.Takeover && !r.failClosed:
 			// expires_at stays: a key lives ttl from its first claim, not
 			// from the latest takeover; unless the new lease would outlive
 			// it. An in-flight row with a running lease is never absent,
@@ -107,7 +114,7 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 				r.expiresAt = r.leaseUntil
 			}
 			return idem.Result{Won: true, TookOver: true}, nil
-		case idem.FailClosed:
+		default:
 			r.state = idem.StateIndeterminate
 		}
 	}

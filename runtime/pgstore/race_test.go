@@ -103,6 +103,8 @@ func TestHelperProcess(t *testing.T) {
 		helperRace(t, s)
 	case "hang":
 		helperHang(t, s)
+	case "durable":
+		helperDurable(t, s)
 	default:
 		t.Fatalf("unknown helper mode %q", mode)
 	}
@@ -143,6 +145,17 @@ func helperCommand(t *testing.T, mode, schema string, extraEnv ...string) *exec.
 	return cmd
 }
 
+// startReadyChild starts a helper process in mode on a schema of its own
+// and returns once it printed "ready", with a store on the same schema.
+func startReadyChild(t *testing.T, mode string) (*pgxpool.Pool, *pgstore.Store, *exec.Cmd) {
+	t.Helper()
+	schema := newSchema(t)
+	pool := openPool(t, schema)
+	cmd := helperCommand(t, mode, schema)
+	storetest.StartUntilReady(t, cmd)
+	return pool, pgstore.New(pool), cmd
+}
+
 // Two OS processes race for the same keys through their own pools: across
 // both, every key has exactly one winner.
 func TestTwoProcessesOneWinnerPerKey(t *testing.T) {
@@ -157,13 +170,8 @@ func TestTwoProcessesOneWinnerPerKey(t *testing.T) {
 // write die with its connection, and the retry wins at once instead of
 // waiting for the minute-long lease. Exactly one effect is committed.
 func TestKillDuringTxHandler(t *testing.T) {
-	schema := newSchema(t)
-	pool := openPool(t, schema)
-	s := pgstore.New(pool)
+	pool, s, cmd := startReadyChild(t, "hang")
 	ctx := context.Background()
-
-	cmd := helperCommand(t, "hang", schema)
-	storetest.StartUntilReady(t, cmd)
 
 	// While the child lives, its claim is in flight and a retry answers at once.
 	start := time.Now()

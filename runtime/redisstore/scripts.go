@@ -19,6 +19,9 @@ import "github.com/redis/go-redis/v9"
 //	fp   fingerprint (raw bytes)
 //	tok  lease token of the current holder
 //	tko  "1" when the current holder took the key over (see Retries)
+//	fc   "1" when the claim that holds the key fails closed: once its
+//	     lease runs out the record becomes indeterminate, whatever the
+//	     mode of the claim that meets it
 //	cn   the call that completed the record or marked it indeterminate
 //	     (see Retries below)
 //	lu   lease_until, µs since the Unix epoch
@@ -86,7 +89,7 @@ var claimScript = redis.NewScript(preamble + `
 local key = KEYS[1]
 local op, fp, tok = ARGV[2], ARGV[3], ARGV[4]
 local lease, ttl, mode = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local r = redis.call('HMGET', key, 'st', 'op', 'fp', 'tok', 'lu', 'ex', 'tko')
+local r = redis.call('HMGET', key, 'st', 'op', 'fp', 'tok', 'lu', 'ex', 'tko', 'fc')
 local st = r[1]
 
 if st == 'released' and r[4] == tok and tonumber(r[6]) > now then
@@ -108,6 +111,7 @@ if not st or st == 'released' or tonumber(r[6]) <= now then
   redis.call('DEL', key)
   redis.call('HSET', key, 'st', 'in_flight', 'op', op, 'fp', fp, 'tok', tok,
     'lu', int(now + lease), 'ex', int(ex))
+  if mode ~= 'takeover' then redis.call('HSET', key, 'fc', '1') end
   expireat(key, ex)
   return {'won'}
 end
@@ -121,7 +125,9 @@ if st == 'in_flight' and r[4] == tok then
 end
 
 if st == 'in_flight' and lu <= now and r[2] == op and r[3] == fp then
-  if mode == 'takeover' then
+  -- A takeover needs both claims to allow it: the holder's claim may fail
+  -- closed because it left effects that only it knew of.
+  if mode == 'takeover' and not r[8] then
     -- The key lives ttl from its first claim, not from a takeover, except
     -- that an in-flight row whose lease runs is never absent: a lease that
     -- would outlive the record moves the record's end with it.

@@ -32,6 +32,7 @@ type stored struct {
 	state       idem.State
 	token       sql.NullString
 	leaseUntil  sql.NullInt64
+	failClosed  bool
 	expiresAt   int64
 	status      sql.NullInt64
 	headers     []byte
@@ -51,8 +52,9 @@ const (
 
 // decide is the claim's rule: an absent or expired key is claimed; a live
 // key of another request (fingerprint or operation) stands; the same
-// request's abandoned claim is taken over or marked indeterminate as the
-// claim asks; anything else stands. row is nil when the key is absent.
+// request's abandoned claim is taken over when both it and the claim allow
+// that, and marked indeterminate otherwise; anything else stands. row is
+// nil when the key is absent.
 func decide(row *stored, c idem.Claim, now int64) action {
 	if row == nil || row.expiresAt <= now {
 		return insert
@@ -61,7 +63,7 @@ func decide(row *stored, c idem.Claim, now int64) action {
 		return lose
 	}
 	if row.state == idem.StateInFlight && row.leaseUntil.Valid && row.leaseUntil.Int64 <= now {
-		if c.OnLeaseExpiry == idem.Takeover {
+		if c.OnLeaseExpiry == idem.Takeover && !row.failClosed {
 			return takeover
 		}
 		return markFailed
@@ -149,7 +151,8 @@ func (s *Store) claimLocked(ctx context.Context, c idem.Claim) (res idem.Result,
 	case insert:
 		_, err = conn.ExecContext(ctx, upsertClaim,
 			id.Tenant, id.Scope, id.Key, c.Operation, c.Fingerprint,
-			c.Token, nowMs+durMillis(c.Lease), nowMs+durMillis(max(c.TTL, c.Lease)), nowMs)
+			c.Token, nowMs+durMillis(c.Lease), c.OnLeaseExpiry == idem.FailClosed,
+			nowMs+durMillis(max(c.TTL, c.Lease)), nowMs)
 		res = idem.Result{Won: true}
 	case takeover:
 		_, err = conn.ExecContext(ctx, takeOver, c.Token, nowMs+durMillis(c.Lease), id.Tenant, id.Scope, id.Key)
@@ -222,8 +225,8 @@ func readRow(ctx context.Context, q querier, id idem.Identity) (*stored, error) 
 	var r stored
 	var state string
 	err := q.QueryRowContext(ctx, selectRow, id.Tenant, id.Scope, id.Key).Scan(
-		&r.operation, &r.fingerprint, &state, &r.token, &r.leaseUntil, &r.expiresAt,
-		&r.status, &r.headers, &r.body, &r.omitted)
+		&r.operation, &r.fingerprint, &state, &r.token, &r.leaseUntil, &r.failClosed,
+		&r.expiresAt, &r.status, &r.headers, &r.body, &r.omitted)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -10,8 +10,8 @@ package sqlitestore
 // writer (WAL); run after BEGIN IMMEDIATE it reads a state no one else can
 // change until COMMIT.
 const selectRow = `
-SELECT operation, fingerprint, state, lease_token, lease_until, expires_at,
-       status, headers, body, body_omitted
+SELECT operation, fingerprint, state, lease_token, lease_until, fail_closed,
+       expires_at, status, headers, body, body_omitted
   FROM idempotency_keys
  WHERE tenant = ? AND scope = ? AND key = ?`
 
@@ -21,14 +21,15 @@ SELECT operation, fingerprint, state, lease_token, lease_until, expires_at,
 const upsertClaim = `
 INSERT INTO idempotency_keys
        (tenant, scope, key, operation, fingerprint, state,
-        lease_token, lease_until, expires_at, created_at)
-VALUES (?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?)
+        lease_token, lease_until, fail_closed, expires_at, created_at)
+VALUES (?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?, ?)
 ON CONFLICT (tenant, scope, key) DO UPDATE
    SET operation    = excluded.operation,
        fingerprint  = excluded.fingerprint,
        state        = 'in_flight',
        lease_token  = excluded.lease_token,
        lease_until  = excluded.lease_until,
+       fail_closed  = excluded.fail_closed,
        expires_at   = excluded.expires_at,
        created_at   = excluded.created_at,
        completed_at = NULL,

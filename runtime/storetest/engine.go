@@ -645,6 +645,67 @@ func EngineTx[Tx any](t *testing.T, store idem.Transactor,
 			t.Errorf("effects after the crash and its retry = %d, want 1", got)
 		}
 	})
+
+	t.Run("durable mode after a restart", func(t *testing.T) {
+		durableAfterRestart(t, store, write, effects)
+	})
+}
+
+// durableAfterRestart: a durable-mode request writes around its
+// transaction and its process dies before it answers (here its handler
+// hangs past the lease, which the store cannot tell apart). Durable mode
+// lives in the process that saw the handler write around its transaction;
+// the process that meets the retry, restarted or another replica, has not
+// seen it and claims in a transaction with takeover. The key must still
+// fail closed, or the retry writes a second time.
+func durableAfterRestart[Tx any](t *testing.T, store idem.Transactor,
+	write func(ctx context.Context, tx Tx, marker string) error, effects func(key string) int) {
+	const lease = 300 * time.Millisecond
+	const body = `{"amount":2500,"currency":"EUR"}`
+	hung := make(chan struct{})
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Mode") != "own-hang" {
+			looseHandler(w, r, store, write)
+			return
+		}
+		if err := writeOwn(r.Context(), store, write, r.Header.Get("Idempotency-Key")); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		<-hung
+		Created(w, r.Header.Get("Idempotency-Key"))
+	})
+	policy := EnginePolicy("createLatePayment", "/late-payments", lease, idem.Takeover, true)
+	before := ServeEngine(t, store, handler, policy)
+	if a := before.MustPost(t, "/late-payments", "late-flag", body, "X-Mode", "idle"); a.Status != http.StatusCreated {
+		t.Fatalf("the request that shows the handler does not take its transaction: %v", a)
+	}
+	dead := make(chan error, 1)
+	go func() {
+		_, err := before.Post("/late-payments", "late-crash", body, "X-Mode", "own-hang")
+		dead <- err
+	}()
+	defer func() {
+		close(hung)
+		if err := <-dead; err != nil {
+			t.Errorf("the hung request: %v", err)
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); effects("late-crash") == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the durable-mode request made no write within 10s")
+		}
+	}
+	time.Sleep(lease + 200*time.Millisecond)
+
+	after := ServeEngine(t, store, handler, policy)
+	retry := after.MustPost(t, "/late-payments", "late-crash", body, "X-Mode", "own")
+	if err := CheckProblem(retry, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+		t.Errorf("retry in a process that has not seen durable mode: %v", err)
+	}
+	if got := effects("late-crash"); got != 1 {
+		t.Errorf("effects after the retry = %d, want 1", got)
+	}
 }
 
 // looseHandler is a transactional operation's handler mounted without its

@@ -398,6 +398,9 @@ type mrow struct {
 	state      idem.State
 	token      string
 	leaseUntil time.Time
+	// failClosed is the mode of the claim that holds the row: a takeover
+	// needs both it and the claim that meets the row to allow one.
+	failClosed bool
 	expiresAt  time.Time
 	resp       *idem.Response
 	// maybeGone is set on an expired row that a sweep with a limit may or
@@ -689,12 +692,13 @@ func (r *modelRun) modelClaim(c idem.Claim, req int) claimView {
 		r.rows[key] = &mrow{
 			operation: rq.operation, body: rq.body, state: idem.StateInFlight, token: c.Token,
 			leaseUntil: r.now.Add(c.Lease), expiresAt: r.now.Add(c.TTL),
+			failClosed: c.OnLeaseExpiry == idem.FailClosed,
 		}
 		return claimView{Won: true}
 	}
 	same := row.operation == rq.operation && row.body == rq.body
 	if same && row.state == idem.StateInFlight && !row.leaseUntil.After(r.now) {
-		if c.OnLeaseExpiry == idem.Takeover {
+		if c.OnLeaseExpiry == idem.Takeover && !row.failClosed {
 			row.token = c.Token
 			row.leaseUntil = r.now.Add(c.Lease)
 			// SEMANTICS §7: an in-flight row with a running lease is never

@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) idem.Store) {
 		{"LongestDurations", testLongestDurations},
 		{"LeaseExpiryTakeover", testLeaseExpiryTakeover},
 		{"LeaseExpiryFailClosed", testLeaseExpiryFailClosed},
+		{"FailClosedHolderIsNeverTakenOver", testFailClosedHolder},
 		{"ExpiredLeaseOfOtherRequestIsNotTakenOver", testExpiredLeaseOtherRequest},
 		{"Release", testRelease},
 		{"AbandonTakeover", testAbandonTakeover},
@@ -649,6 +650,41 @@ func testLeaseExpiryFailClosed(t *testing.T, s idem.Store) {
 	mustFence(t, "late Complete of an indeterminate key", s.Complete(ctx, old.Identity, old.Token, sampleResponse()))
 	mustFence(t, "late Release of an indeterminate key", s.Release(ctx, old.Identity, old.Token))
 	mustLose(t, s, r.claim(), idem.StateIndeterminate)
+}
+
+// testFailClosedHolder: the mode of the claim that holds a key counts as
+// well as the mode of the claim that meets it. A holder whose claim fails
+// closed (a durable-mode claim, committed before its handler ran) may have
+// left effects behind, and the process that meets it after its lease, a
+// restarted one or another replica, may not know that: its takeover claim
+// must mark the key indeterminate, not run the request again. A new claim
+// of the key after its TTL starts afresh, with its own mode.
+func testFailClosedHolder(t *testing.T, s idem.Store) {
+	ctx := context.Background()
+	r := newRequest("k-fail-closed")
+	r.lease, r.mode = shortLease, idem.FailClosed
+	holder := r.claim()
+	mustWin(t, s, holder)
+	time.Sleep(pastLease)
+	r.mode = idem.Takeover
+	if res := mustClaim(t, s, r.claim()); res.Won {
+		t.Fatalf("a takeover claim took over a holder that fails closed (TookOver %v): the request runs again", res.TookOver)
+	}
+	mustLose(t, s, r.claim(), idem.StateIndeterminate)
+	mustFence(t, "the holder's late Complete", s.Complete(ctx, holder.Identity, holder.Token, sampleResponse()))
+
+	// Expired, the key is a new request: this claim's own mode, takeover,
+	// is what the next claim after its lease meets.
+	n := newRequest("k-renewed")
+	n.lease, n.ttl, n.mode = shortLease, shortLease, idem.FailClosed
+	mustWin(t, s, n.claim())
+	time.Sleep(pastLease)
+	n.ttl, n.mode = longTTL, idem.Takeover
+	mustWin(t, s, n.claim())
+	time.Sleep(pastLease)
+	if res := mustWin(t, s, n.claim()); !res.TookOver {
+		t.Errorf("claim after the renewed key's lease: TookOver false, want true")
+	}
 }
 
 // Only the same request may take over an abandoned claim; another request

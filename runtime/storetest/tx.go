@@ -50,6 +50,7 @@ func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
 		{"CommitStoresWriteAndResponse", testTxCommit},
 		{"ReleaseRollsBackAndFreesKey", testTxRelease},
 		{"LostClaimHasNoTx", testTxLost},
+		{"ClaimTxMeetsFailClosedHolder", testTxMeetsFailClosedHolder},
 		{"InvalidClaimsAreRefused", testTxInvalidClaims},
 		{"PlainClaimMeetsOpenTx", testTxPlainClaimMeetsOpenTx},
 		{"HandlerOutlivesLease", testTxHandlerOutlivesLease},
@@ -190,6 +191,33 @@ func testTxLost(t *testing.T, s TxStore) {
 	}
 	if res.Won || tx2 != nil {
 		t.Fatalf("mismatching ClaimTx won")
+	}
+}
+
+// testTxMeetsFailClosedHolder: a durable-mode request commits a plain claim
+// that fails closed before its handler writes around its transaction. A
+// transactional claim that meets it after its lease, from a process that
+// has not seen the handler do so (restarted, or another replica), marks the
+// key indeterminate instead of running the request again.
+func testTxMeetsFailClosedHolder(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	r := newRequest("k-durable")
+	r.lease, r.mode = shortLease, idem.FailClosed
+	mustWin(t, s.Store, r.claim())
+	time.Sleep(pastLease)
+	r.mode = idem.Takeover
+	res, tx, err := s.Store.ClaimTx(ctx, r.claim())
+	if err != nil {
+		t.Fatalf("ClaimTx: %v", err)
+	}
+	if tx != nil {
+		_ = tx.Release(ctx)
+	}
+	if res.Won {
+		t.Fatalf("ClaimTx took over a holder that fails closed (TookOver %v): the request runs again", res.TookOver)
+	}
+	if res.Existing.State != idem.StateIndeterminate {
+		t.Errorf("ClaimTx lost to %+v, want an indeterminate record", res.Existing)
 	}
 }
 

@@ -34,6 +34,13 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     -- row (fencing); a takeover replaces it.
     lease_token  text,
     lease_until  timestamptz,
+    -- True when the claim that holds the row fails closed: once its lease
+    -- runs out the row becomes indeterminate, whatever the lease-expiry
+    -- mode of the claim that meets it. A claim committed before its
+    -- handler runs (durable mode) may leave effects behind, and the next
+    -- process to meet it, after a restart or on another replica, may not
+    -- know that.
+    fail_closed  boolean     NOT NULL DEFAULT false,
     expires_at   timestamptz NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
     completed_at timestamptz,
@@ -138,6 +145,11 @@ $$;
 -- request in flight ('busy'). A hash collision makes a claim answer 'busy'
 -- once, or, with odds of one in 2^64 per pair of concurrent keys, a 422.
 --
+-- p_takeover is the claim's lease-expiry mode: what it does to an abandoned
+-- claim of the same request whose lease ran out (take it over, or mark it
+-- indeterminate). A won claim records it in the row (fail_closed), and a
+-- row that fails closed is never taken over, whichever mode meets it.
+--
 -- p_hold (transactional mode) makes a won claim also take both locks at
 -- session level. They then outlive the transaction if the handler ends it
 -- with a raw COMMIT or ROLLBACK, so that no other claim can write the key
@@ -200,9 +212,9 @@ BEGIN
 
         INSERT INTO idempotency_keys
                (tenant, scope, key, operation, fingerprint, state,
-                lease_token, lease_until, expires_at, created_at)
+                lease_token, lease_until, fail_closed, expires_at, created_at)
         VALUES (p_tenant, p_scope, p_key, p_operation, p_fingerprint, 'in_flight',
-                p_token, v_now + p_lease_us * interval '1 microsecond',
+                p_token, v_now + p_lease_us * interval '1 microsecond', NOT p_takeover,
                 v_now + greatest(p_ttl_us, p_lease_us) * interval '1 microsecond', v_now)
         ON CONFLICT (tenant, scope, key) DO NOTHING;
         IF FOUND THEN
@@ -217,6 +229,7 @@ BEGIN
                state        = 'in_flight',
                lease_token  = p_token,
                lease_until  = v_now + p_lease_us * interval '1 microsecond',
+               fail_closed  = NOT p_takeover,
                expires_at   = v_now + greatest(p_ttl_us, p_lease_us) * interval '1 microsecond',
                created_at   = v_now,
                completed_at = NULL,
@@ -246,19 +259,22 @@ BEGIN
             EXIT;
         END IF;
 
-        -- The lease of this very request's earlier claim ran out. The
+        -- The lease of this very request's earlier claim ran out. It is
+        -- taken over only when both claims allow it: a row whose own claim
+        -- fails closed becomes indeterminate whatever this claim asks. The
         -- UPDATE is fenced on the token read, like every write to a claim.
         -- A takeover keeps expires_at (a key lives ttl from its first
         -- claim) unless its lease would outlive it: an in-flight row with
         -- a running lease is never absent, or a new claim would win while
         -- this holder still runs.
-        IF p_takeover THEN
+        IF p_takeover AND NOT v_row.fail_closed THEN
             UPDATE idempotency_keys k
                SET lease_token = p_token,
                    lease_until = v_now + p_lease_us * interval '1 microsecond',
                    expires_at  = greatest(k.expires_at, v_now + p_lease_us * interval '1 microsecond')
              WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
                AND k.state = 'in_flight'
+               AND NOT k.fail_closed
                AND k.lease_token = v_row.lease_token
                AND k.lease_until <= v_now;
             IF FOUND THEN

@@ -29,6 +29,12 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     lease_token  TEXT,
     -- Unix milliseconds; NULL once the row is completed.
     lease_until  INTEGER,
+    -- 1 when the claim that holds the row fails closed: once its lease runs
+    -- out the row becomes indeterminate, whatever the lease-expiry mode of
+    -- the claim that meets it. A claim committed before its handler runs
+    -- (durable mode) may leave effects behind, and the next process to meet
+    -- it, after a restart, may not know that.
+    fail_closed  INTEGER NOT NULL DEFAULT 0 CHECK (fail_closed IN (0, 1)),
     expires_at   INTEGER NOT NULL,
     created_at   INTEGER NOT NULL,
     completed_at INTEGER,

@@ -115,8 +115,7 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 			c.r.errorf(it.pos, "fingerprint", "%s is the idempotency key (key: body:%s), which is never part of the fingerprint; remove it", it.v, key.name)
 			continue
 		}
-		toks, _ := splitPointer(it.v)
-		res := findPointer(schema, toks, "")
+		res := c.l.facts.lookup(schema, it.v)
 		switch {
 		case res.found:
 			if res.nearMiss != "" {
@@ -140,8 +139,7 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 	}
 
 	if bodyKey {
-		toks, _ := splitPointer(key.name)
-		res := findPointer(schema, toks, "")
+		res := c.l.facts.lookup(schema, key.name)
 		switch {
 		case res.found && res.typ != model.TypeString && res.typ != model.TypeAny:
 			c.r.errorf(keyPos, "key", "the request body schema declares %s as %s, but an idempotency key is a string", key.name, res.typ)

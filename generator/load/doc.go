@@ -11,6 +11,19 @@
 // positions itself (IncludeOrigin) roughly doubles its load time and still
 // gives only the extension's own key, so it is left off.
 //
+// # Cost
+//
+// A spec is untrusted input, often a partner's or a vendor's, so one built
+// to stall the loader must not. What the checks work out about a
+// request-body schema (its type, its length limit, a broken $ref in its
+// composition, the lookup of a pointer) is worked out once per load,
+// however many operations, fields and paths reach the schema, and each
+// distinct $ref is followed once; the loader's own work grows with the
+// spec's references. kin-openapi's resolution of references does not: it
+// walks a schema's members again for every $ref that names the schema, so
+// schemas that each name many others cost it their references times their
+// members. No option of kin-openapi avoids that walk.
+//
 // # What is an error and what is a warning
 //
 // Everything about the extension is decoded strictly: unknown fields (with

@@ -28,6 +28,11 @@ type Options struct {
 	// on a spec the size of Stripe's, whole-document validation takes
 	// several times as long as loading it.
 	ValidateDocument bool
+
+	// steps, when set, receives the steps the loader took from a schema
+	// to another (tree.steps, schemaFacts.steps), for tests that count
+	// the work.
+	steps *int
 }
 
 // ErrNotOpenAPI3 is wrapped by Load's error when the file is YAML or JSON
@@ -77,7 +82,7 @@ func LoadData(ctx context.Context, data []byte, file string, opts Options) (*mod
 	if err := doc.UnmarshalYAML(t.root); err != nil {
 		return nil, t.diags, fmt.Errorf("%s: %w: %w", file, ErrNotOpenAPI3, err)
 	}
-	l := &loader{t: t, doc: doc, opts: opts, diags: t.diags}
+	l := &loader{t: t, doc: doc, opts: opts, diags: t.diags, facts: newSchemaFacts()}
 	loader := openapi3.NewLoader()
 	loader.Context = ctx
 	loader.IsExternalRefsAllowed = false
@@ -89,6 +94,9 @@ func LoadData(ctx context.Context, data []byte, file string, opts Options) (*mod
 	}
 	l.validationCtx = openapi3.WithValidationOptions(ctx, validationOptions(doc)...)
 	spec := l.run()
+	if opts.steps != nil {
+		*opts.steps = t.steps + l.facts.steps
+	}
 	if opts.ValidateDocument {
 		if err := doc.Validate(l.validationCtx); err != nil {
 			l.report("").warnf(model.Pos{File: file}, "", "the document does not validate: %s", oneLine(err.Error()))
@@ -136,6 +144,9 @@ type loader struct {
 	opts          Options
 	validationCtx context.Context
 	diags         []model.Diagnostic
+	// facts are what the policy checks work out about the request-body
+	// schemas, shared by every operation.
+	facts *schemaFacts
 	// reported holds the lifetime conflicts already reported, so that one
 	// in the document's defaults is reported once, not once per operation
 	// that inherits it.

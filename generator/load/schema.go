@@ -37,7 +37,51 @@ type lookupResult struct {
 	brokenRef int
 }
 
-// findPointer walks toks through s. The rules (see the package doc):
+// schemaFacts is what one load works out about the request-body schemas:
+// their types, length limits, broken references, composition closures and
+// the pointers looked up in them. Each fact of a schema is worked out once
+// per load, however many operations, fields and paths reach the schema, so
+// the work grows with the number of references in the spec, not with the
+// number of ways to walk them.
+type schemaFacts struct {
+	types    *schemaFold[model.FieldType]
+	limits   *schemaFold[int] // the maxLength a schema's composition declares
+	broken   *schemaFold[int] // a broken $ref in the composition, or -1
+	closures map[*openapi3.Schema][]*openapi3.Schema
+	lookups  map[lookupKey]lookupResult
+	// tokenLimits are, per pointer and tokens consumed, the maxLength the
+	// next token's value has in each schema's composition.
+	tokenLimits map[lookupKey]*schemaFold[int]
+	// steps counts the steps from a schema to another that the facts
+	// took, so that tests can see the work grow with the references.
+	steps int
+}
+
+func newSchemaFacts() *schemaFacts {
+	f := &schemaFacts{
+		closures:    map[*openapi3.Schema][]*openapi3.Schema{},
+		lookups:     map[lookupKey]lookupResult{},
+		tokenLimits: map[lookupKey]*schemaFold[int]{},
+	}
+	f.types = newSchemaFold(&f.steps, model.TypeAny, typeIn)
+	f.limits = newSchemaFold(&f.steps, 0, func(c *schemaFold[int], v *openapi3.Schema) int {
+		return limitIn(c, v, declaredMaxLength)
+	})
+	f.broken = newSchemaFold(&f.steps, -1, brokenIn)
+	return f
+}
+
+// lookupKey names a step of a pointer lookup: the schema reached and how
+// many of the pointer's tokens were consumed to reach it (no schema in the
+// keys of schemaFacts.tokenLimits, which hold one fold for every schema).
+type lookupKey struct {
+	s       *openapi3.Schema
+	pointer string
+	done    int
+}
+
+// lookup walks pointer (an RFC 6901 JSON Pointer) through s. The rules
+// (see the package doc):
 //
 //   - properties are followed by name; $ref is followed; the properties of
 //     allOf, oneOf and anyOf members count as the schema's own;
@@ -51,47 +95,40 @@ type lookupResult struct {
 // Composition consumes no token and may loop (Query: anyOf [Term, And],
 // And: allOf [Query, …]), so a schema's members are gathered once, with a
 // visited set, into its composition closure; only properties move the walk
-// on, one token each. Results are memoized by schema and remaining tokens,
-// so the work is bounded by the number of schemas times the pointer's
-// length, however the members refer to each other.
-func findPointer(s *openapi3.SchemaRef, toks []string, prefix string) lookupResult {
-	w := &schemaWalk{
-		closures: map[*openapi3.Schema][]*openapi3.Schema{},
-		memo:     map[walkKey]lookupResult{},
-		toks:     toks,
+// on, one token each. Results are kept by schema, pointer and tokens
+// consumed for the whole load, so the work is bounded by the schemas times
+// the pointers' lengths, however the members refer to each other and
+// however many operations share them.
+func (f *schemaFacts) lookup(s *openapi3.SchemaRef, pointer string) lookupResult {
+	toks, _ := splitPointer(pointer)
+	prefixes := make([]string, len(toks)+1)
+	for i, tok := range escapeTokens(toks) {
+		prefixes[i+1] = prefixes[i] + "/" + tok
 	}
-	return w.find(s, 0, prefix)
+	w := &schemaWalk{f: f, pointer: pointer, toks: toks, prefixes: prefixes}
+	return w.find(s, 0)
 }
 
-// schemaWalk is one findPointer's state.
+// schemaWalk is one pointer's lookup.
 type schemaWalk struct {
-	closures map[*openapi3.Schema][]*openapi3.Schema
-	memo     map[walkKey]lookupResult
+	f        *schemaFacts
+	pointer  string
 	toks     []string
-}
-
-type walkKey struct {
-	s    *openapi3.Schema
-	done int // tokens consumed
+	prefixes []string // prefixes[i] is the pointer of toks[:i]
 }
 
 // closure returns v and every schema its allOf, oneOf and anyOf members
 // reach through further members, each once, in a fixed order.
-func (w *schemaWalk) closure(v *openapi3.Schema) []*openapi3.Schema {
-	if c, ok := w.closures[v]; ok {
+func (f *schemaFacts) closure(v *openapi3.Schema) []*openapi3.Schema {
+	if c, ok := f.closures[v]; ok {
 		return c
 	}
-	c := compositionClosure(v)
-	w.closures[v] = c
-	return c
-}
-
-func compositionClosure(v *openapi3.Schema) []*openapi3.Schema {
 	seen := map[*openapi3.Schema]bool{v: true}
 	out := []*openapi3.Schema{v}
 	for i := 0; i < len(out); i++ {
 		for _, group := range []openapi3.SchemaRefs{out[i].AllOf, out[i].OneOf, out[i].AnyOf} {
 			for _, m := range group {
+				f.steps++
 				if m == nil || m.Value == nil || seen[m.Value] {
 					continue
 				}
@@ -100,63 +137,55 @@ func compositionClosure(v *openapi3.Schema) []*openapi3.Schema {
 			}
 		}
 	}
+	f.closures[v] = out
 	return out
 }
 
-func (w *schemaWalk) find(s *openapi3.SchemaRef, done int, prefix string) lookupResult {
+func (w *schemaWalk) find(s *openapi3.SchemaRef, done int) lookupResult {
+	w.f.steps++
 	if s == nil || s.Value == nil {
 		if done == len(w.toks) {
 			return lookupResult{found: true, typ: model.TypeAny, brokenRef: -1}
 		}
-		return lookupResult{at: prefix, brokenRef: -1}
+		return lookupResult{at: w.prefixes[done], brokenRef: -1}
 	}
-	key := walkKey{s.Value, done}
-	if r, ok := w.memo[key]; ok {
+	key := lookupKey{s.Value, w.pointer, done}
+	if r, ok := w.f.lookups[key]; ok {
 		return r
 	}
-	r := w.findIn(s.Value, done, prefix)
-	w.memo[key] = r
+	r := w.findIn(s.Value, done)
+	w.f.lookups[key] = r
 	return r
 }
 
-func (w *schemaWalk) findIn(v *openapi3.Schema, done int, prefix string) lookupResult {
+func (w *schemaWalk) findIn(v *openapi3.Schema, done int) lookupResult {
+	prefix := w.prefixes[done]
 	res := lookupResult{at: prefix, brokenRef: -1}
-	members := w.closure(v)
-	for _, m := range members {
-		if idx, ok := brokenRefIndex(m.Extensions); ok {
-			res.brokenRef = idx
-			return res
-		}
+	if idx := w.f.broken.of(v); idx >= 0 {
+		res.brokenRef = idx
+		return res
 	}
 	if done == len(w.toks) {
-		return lookupResult{found: true, typ: schemaType(v), maxLength: composedMaxLength(v, declaredMaxLength), brokenRef: -1}
+		return lookupResult{found: true, typ: w.f.types.of(v), maxLength: w.f.limits.of(v), brokenRef: -1}
 	}
 
 	tok := w.toks[done]
-	next := prefix + "/" + escapeTokens([]string{tok})[0]
 	var candidates []lookupResult
 	open := false
-	limits := make(map[*openapi3.Schema]int) // each member's maxLength for the token's value
+	members := w.f.closure(v)
 	for _, m := range members {
-		var c lookupResult
-		if p, ok := m.Properties[tok]; ok {
-			c = w.find(p, done+1, next)
-		} else if ap := m.AdditionalProperties; ap.Schema != nil {
-			c = w.find(ap.Schema, done+1, next)
-		} else {
-			open = open || (ap.Has != nil && *ap.Has)
-			continue
-		}
-		candidates = append(candidates, c)
-		if c.found {
-			limits[m] = c.maxLength
+		w.f.steps++
+		if c, ok := w.own(m, done); ok {
+			candidates = append(candidates, c)
+		} else if ap := m.AdditionalProperties; ap.Has != nil && *ap.Has {
+			open = true
 		}
 	}
 	if open {
 		// Anything goes below this point; nothing more can be checked.
 		r := lookupResult{found: true, typ: model.TypeAny, brokenRef: -1}
 		if done+1 == len(w.toks) {
-			if s := suggest(tok, propertyNames(v)); s != "" && s != tok {
+			if s := suggest(tok, w.f.propertyNames(v)); s != "" && s != tok {
 				r.nearMiss, r.nearAt = s, prefix
 			}
 		}
@@ -176,7 +205,7 @@ func (w *schemaWalk) findIn(v *openapi3.Schema, done int, prefix string) lookupR
 			// no near miss.
 			r.nearMiss, r.nearAt = "", ""
 		}
-		r.maxLength = composedMaxLength(v, func(m *openapi3.Schema) int { return limits[m] })
+		r.maxLength = w.tokenLimits(done).of(v)
 		for _, f := range found[1:] {
 			switch {
 			case r.typ == model.TypeAny:
@@ -212,9 +241,62 @@ func (w *schemaWalk) findIn(v *openapi3.Schema, done int, prefix string) lookupR
 		}
 	}
 	if best.at == prefix {
-		best.names = propertyNames(v)
+		best.names = w.f.propertyNames(v)
 	}
 	return best
+}
+
+// own is what m by itself, without its members, says of the token after
+// done: the lookup of the property it names, or of its additionalProperties
+// schema; false when it declares neither.
+func (w *schemaWalk) own(m *openapi3.Schema, done int) (lookupResult, bool) {
+	if p, ok := m.Properties[w.toks[done]]; ok {
+		return w.find(p, done+1), true
+	}
+	if ap := m.AdditionalProperties.Schema; ap != nil {
+		return w.find(ap, done+1), true
+	}
+	return lookupResult{}, false
+}
+
+// tokenLimits is the fold of the longest value the token after done may
+// have in a schema's composition (see limitIn), each member contributing
+// the maxLength it gives the token by itself.
+func (w *schemaWalk) tokenLimits(done int) *schemaFold[int] {
+	key := lookupKey{pointer: w.pointer, done: done}
+	if c, ok := w.f.tokenLimits[key]; ok {
+		return c
+	}
+	own := func(m *openapi3.Schema) int {
+		if c, ok := w.own(m, done); ok && c.found {
+			return c.maxLength
+		}
+		return 0
+	}
+	c := newSchemaFold(&w.f.steps, 0, func(c *schemaFold[int], v *openapi3.Schema) int {
+		return limitIn(c, v, own)
+	})
+	w.f.tokenLimits[key] = c
+	return c
+}
+
+// brokenIn is the broken $ref v or a schema of its composition carries,
+// or -1: the first met, v's own before its members'.
+func brokenIn(b *schemaFold[int], v *openapi3.Schema) int {
+	if idx, ok := brokenRefIndex(v.Extensions); ok {
+		return idx
+	}
+	for _, group := range []openapi3.SchemaRefs{v.AllOf, v.OneOf, v.AnyOf} {
+		for _, m := range group {
+			if m == nil {
+				continue
+			}
+			if idx := b.of(m.Value); idx >= 0 {
+				return idx
+			}
+		}
+	}
+	return -1
 }
 
 func brokenRefIndex(ext map[string]any) (int, bool) {
@@ -236,9 +318,9 @@ func isArray(v *openapi3.Schema) bool {
 
 // propertyNames lists the property names declared by v and its allOf,
 // oneOf and anyOf members, sorted.
-func propertyNames(v *openapi3.Schema) []string {
+func (f *schemaFacts) propertyNames(v *openapi3.Schema) []string {
 	var names []string
-	for _, m := range compositionClosure(v) {
+	for _, m := range f.closure(v) {
 		for name := range m.Properties {
 			names = append(names, name)
 		}
@@ -247,48 +329,74 @@ func propertyNames(v *openapi3.Schema) []string {
 	return slices.Compact(names)
 }
 
-// schemaType is the fingerprint type of a schema: its declared type with
-// "null" set aside, or what its shape and members imply. A oneOf or anyOf
-// member that admits only null does not count ([integer, null] is a
-// nullable integer). Members already being looked at count as "any", so
-// a schema that contains itself ends the walk; each schema is typed once,
-// however many members share it, so schemas that name one another through
-// several paths cost no more than their number.
-func schemaType(v *openapi3.Schema) model.FieldType {
-	return newSchemaFold(model.TypeAny, typeIn).of(v)
-}
-
 // schemaFold computes a value of each schema from its members' values,
-// once per schema however many paths reach it. A nil schema, or one met
+// once per load however many paths reach it. A nil schema, or one met
 // again while its own value is being computed (a schema that contains
 // itself), has the value cyclic.
+//
+// A value worked out inside such a cycle can depend on where the walk
+// entered the cycle, so it is kept only until the outermost of returns;
+// every other value is the same whoever asks for it first, and is kept for
+// the whole load. Which operation or field is looked at first never
+// changes what another gets.
 type schemaFold[T any] struct {
-	cyclic   T
-	compute  func(f *schemaFold[T], v *openapi3.Schema) T
-	visiting map[*openapi3.Schema]bool
-	done     map[*openapi3.Schema]T
+	cyclic  T
+	compute func(f *schemaFold[T], v *openapi3.Schema) T
+	steps   *int
+	// depth holds the schemas being computed, the outermost at 1.
+	depth map[*openapi3.Schema]int
+	// shallowest is the least depth the current computation met in a
+	// cycle (0: it read a value kept for the current walk only).
+	shallowest int
+	done       map[*openapi3.Schema]T // values for the whole load
+	walk       map[*openapi3.Schema]T // values for the current walk
 }
 
-func newSchemaFold[T any](cyclic T, compute func(f *schemaFold[T], v *openapi3.Schema) T) *schemaFold[T] {
-	return &schemaFold[T]{cyclic: cyclic, compute: compute,
-		visiting: map[*openapi3.Schema]bool{}, done: map[*openapi3.Schema]T{}}
+func newSchemaFold[T any](steps *int, cyclic T, compute func(f *schemaFold[T], v *openapi3.Schema) T) *schemaFold[T] {
+	return &schemaFold[T]{cyclic: cyclic, compute: compute, steps: steps,
+		depth: map[*openapi3.Schema]int{}, done: map[*openapi3.Schema]T{}, walk: map[*openapi3.Schema]T{}}
 }
 
 // of is v's value.
 func (f *schemaFold[T]) of(v *openapi3.Schema) T {
-	if v == nil || f.visiting[v] {
+	*f.steps++
+	if v == nil {
+		return f.cyclic
+	}
+	if d, ok := f.depth[v]; ok {
+		f.shallowest = min(f.shallowest, d)
 		return f.cyclic
 	}
 	if x, ok := f.done[v]; ok {
 		return x
 	}
-	f.visiting[v] = true
+	if x, ok := f.walk[v]; ok {
+		f.shallowest = 0
+		return x
+	}
+	d := len(f.depth) + 1
+	f.depth[v] = d
+	outer := f.shallowest
+	f.shallowest = d
 	x := f.compute(f, v)
-	delete(f.visiting, v)
-	f.done[v] = x
+	delete(f.depth, v)
+	if f.shallowest >= d {
+		f.done[v] = x
+	} else {
+		f.walk[v] = x
+	}
+	f.shallowest = min(outer, f.shallowest)
+	if d == 1 {
+		clear(f.walk)
+	}
 	return x
 }
 
+// typeIn is the fingerprint type of a schema: its declared type with
+// "null" set aside, or what its shape and members imply. A oneOf or anyOf
+// member that admits only null does not count ([integer, null] is a
+// nullable integer). Members already being looked at count as "any", so
+// a schema that contains itself ends the walk.
 func typeIn(t *schemaFold[model.FieldType], v *openapi3.Schema) model.FieldType {
 	if v.Type != nil {
 		var types []string
@@ -407,19 +515,12 @@ func declaredMaxLength(v *openapi3.Schema) int {
 	return int(min(*v.MaxLength, 1<<20))
 }
 
-// composedMaxLength is the longest value v allows, given the limit own(m)
-// that each schema m of v's composition sets by itself (0: none). v and
-// every allOf member apply together, so the tightest counts; of a oneOf
-// or anyOf group one member is enough, so the loosest counts, and a
-// member without a limit lifts it. The policy then never refuses a key
-// the spec allows. A member that leads back to one being combined adds
-// nothing; each schema is combined once, however many members share it.
-func composedMaxLength(v *openapi3.Schema, own func(*openapi3.Schema) int) int {
-	return newSchemaFold(0, func(c *schemaFold[int], v *openapi3.Schema) int {
-		return limitIn(c, v, own)
-	}).of(v)
-}
-
+// limitIn is the longest value v allows, given the limit own(m) that
+// each schema m of v's composition sets by itself (0: none). v and every
+// allOf member apply together, so the tightest counts; of a oneOf or
+// anyOf group one member is enough, so the loosest counts, and a member
+// without a limit lifts it. The policy then never refuses a key the spec
+// allows. A member that leads back to one being combined adds nothing.
 func limitIn(c *schemaFold[int], v *openapi3.Schema, own func(*openapi3.Schema) int) int {
 	n := own(v)
 	for _, m := range v.AllOf {

@@ -42,6 +42,12 @@ type tree struct {
 	refs []brokenRef
 	// diags are what parsing found: keys set twice.
 	diags []model.Diagnostic
+	// index, while neutralizeRefs runs, holds the members of the large
+	// mappings resolveLocal has looked through, by key.
+	index map[*yaml.Node]map[string]*yaml.Node
+	// steps counts the mapping members resolveLocal looked through, for
+	// tests that count the work.
+	steps int
 }
 
 // brokenRef is a $ref that does not resolve within the document.
@@ -374,7 +380,7 @@ func (t *tree) resolveLocal(ref string) (*yaml.Node, error) {
 		switch {
 		case n == nil:
 		case n.Kind == yaml.MappingNode:
-			_, n = get(n, tok)
+			n = t.member(n, tok)
 		case n.Kind == yaml.SequenceNode:
 			idx, err := strconv.Atoi(tok)
 			if err != nil || idx < 0 || idx >= len(n.Content) {
@@ -393,6 +399,34 @@ func (t *tree) resolveLocal(ref string) (*yaml.Node, error) {
 		}
 	}
 	return deref(n), nil
+}
+
+// member is the value of key in the mapping n, as get finds it. A large
+// mapping is looked through once while neutralizeRefs runs: a spec's
+// references mostly name members of one mapping, its schemas.
+func (t *tree) member(n *yaml.Node, key string) *yaml.Node {
+	if t.index == nil || len(n.Content) <= 2*32 {
+		t.steps += len(n.Content) / 2
+		_, v := get(n, key)
+		return v
+	}
+	idx, ok := t.index[n]
+	if !ok {
+		t.steps += len(n.Content) / 2
+		idx = make(map[string]*yaml.Node, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Kind == yaml.ScalarNode && idx[k.Value] == nil {
+				idx[k.Value] = deref(n.Content[i+1])
+			}
+		}
+		t.index[n] = idx
+	}
+	t.steps++
+	if v := idx[key]; v != nil {
+		return v
+	}
+	_, v := get(n, key) // a member merged in with "<<"
+	return v
 }
 
 func escapeTokens(toks []string) []string {
@@ -427,6 +461,12 @@ var nameMaps = map[string]bool{
 // such a ref is an error depends on whether the generator needs what it
 // points at, which only the policy checks know.
 func (t *tree) neutralizeRefs() {
+	// A spec names the same schema from many places: each $ref is
+	// followed once, since finding a name among a document's schemas
+	// looks through them all.
+	reasons := map[string]string{}
+	t.index = map[*yaml.Node]map[string]*yaml.Node{}
+	defer func() { t.index = nil }()
 	var walk func(n *yaml.Node, names bool)
 	walk = func(n *yaml.Node, names bool) {
 		switch n.Kind {
@@ -438,7 +478,14 @@ func (t *tree) neutralizeRefs() {
 						continue
 					}
 					if k.Value == "$ref" && v.Kind == yaml.ScalarNode {
-						t.checkRef(k, v)
+						reason, ok := reasons[v.Value]
+						if !ok {
+							reason = t.refProblem(v.Value)
+							reasons[v.Value] = reason
+						}
+						if reason != "" {
+							t.setAside(k, v, reason)
+						}
 						continue
 					}
 				}
@@ -453,17 +500,20 @@ func (t *tree) neutralizeRefs() {
 	walk(t.root, false)
 }
 
-func (t *tree) checkRef(k, v *yaml.Node) {
-	ref := v.Value
-	var reason string
+// refProblem says why ref cannot be followed, or "" when it can.
+func (t *tree) refProblem(ref string) string {
 	if !strings.HasPrefix(ref, "#") {
-		reason = "refers to another file; idemgen reads one self-contained document (bundle the spec into one file first)"
-	} else if _, err := t.resolveLocal(ref); err != nil {
-		reason = "does not resolve: " + err.Error()
-	} else {
-		return
+		return "refers to another file; idemgen reads one self-contained document (bundle the spec into one file first)"
 	}
-	t.refs = append(t.refs, brokenRef{ref: ref, pos: t.pos(k), reason: reason})
+	if _, err := t.resolveLocal(ref); err != nil {
+		return "does not resolve: " + err.Error()
+	}
+	return ""
+}
+
+// setAside replaces the $ref k: v by unresolvedRefKey and records it.
+func (t *tree) setAside(k, v *yaml.Node, reason string) {
+	t.refs = append(t.refs, brokenRef{ref: v.Value, pos: t.pos(k), reason: reason})
 	k.Value = unresolvedRefKey
 	v.Value = strconv.Itoa(len(t.refs) - 1)
 	v.Tag = tagStr

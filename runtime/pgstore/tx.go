@@ -394,8 +394,9 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 	t.s.putBack(ctx, conn, t.h.tx, errSessionDiscarded)
 	if err != nil {
 		// The key could not be marked: its claim row, if the handler
-		// committed one, stays in flight and is judged under onLeaseExpiry
-		// after its lease.
+		// committed one, stays in flight, and fails closed after its lease
+		// whatever the policy's onLeaseExpiry (a held claim's row records
+		// so, see idempotency_claim).
 		t.s.logger.LogAttrs(ctx, slog.LevelError, "pgstore: a transaction the handler may have ended could not be settled",
 			slog.Any("cause", cause), slog.Any("err", err))
 		return fmt.Errorf("pgstore: commit: %w; settling it: %w", cause, err)

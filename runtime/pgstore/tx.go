@@ -304,7 +304,8 @@ func (t *tx) Driver() any { return pgx.Tx(t.h) }
 // A handler that ended the transaction itself (a raw COMMIT or ROLLBACK
 // through Exec or Conn) has written outside it: its effects may or may not
 // have committed. Commit then writes no completion, leaves the key
-// indeterminate and returns an error wrapping idem.ErrOutcomeUnknown.
+// indeterminate and returns an error wrapping idem.ErrOutcomeUnknown; so
+// does the Commit of a keyless transaction (Begin) that the handler ended.
 func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 	conn, err := t.end()
 	if err != nil {
@@ -408,8 +409,15 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 }
 
 // commitKeyless commits a transaction that holds no claim (Begin), and
-// resets the session in the same round trip.
+// resets the session in the same round trip. A handler that ended the
+// transaction itself has no key to leave indeterminate, but its writes are
+// as unknown as a keyed handler's: Commit reports idem.ErrOutcomeUnknown
+// rather than a commit, and the session is closed, not pooled.
 func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		t.s.putBack(ctx, conn, t.h.tx, errSessionDiscarded)
+		return fmt.Errorf("pgstore: commit: %w: %w", errHandlerEndedTx, idem.ErrOutcomeUnknown)
+	}
 	tag, err, resetErr := sendEnding(ctx, conn, &pgx.QueuedQuery{SQL: commitSQL})
 	switch {
 	case err != nil:

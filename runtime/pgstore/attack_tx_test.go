@@ -139,3 +139,47 @@ func TestAttackHandlerTerminatesItsOwnBackend(t *testing.T) {
 		t.Fatalf("retry = %+v, %v; want a win", res, err)
 	}
 }
+
+// A handler commits its transaction itself (a raw COMMIT, claim row and
+// write together) and then kills its own backend, so Commit cannot mark
+// the key indeterminate. The claim row it committed stands in flight;
+// after its lease, the retry must meet it indeterminate rather than take
+// it over, or the committed write happens twice.
+func TestAttackHandlerCommitsThenTerminatesItsBackend(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := context.Background()
+	const lease = 300 * time.Millisecond
+	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", lease))
+	if err != nil || !res.Won {
+		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
+	}
+	ptx := tx.Driver().(pgx.Tx)
+	if err := writeEffect(ctx, ptx, "committed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ptx.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = ptx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
+	if err := tx.Commit(ctx, idem.Response{Status: 201}); err == nil {
+		t.Fatalf("Commit after the handler committed and its backend died succeeded")
+	}
+	time.Sleep(lease + 100*time.Millisecond)
+
+	res, tx, err = s.ClaimTx(ctx, claimFor("k1", "tok2", lease))
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if res.Won {
+		if err := writeEffect(ctx, tx.Driver(), "committed"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+			t.Fatalf("retry's Commit: %v", err)
+		}
+		t.Errorf("the retry took the key over (TookOver %v) from a handler that had committed on its own", res.TookOver)
+	} else if res.Existing.State != idem.StateIndeterminate {
+		t.Errorf("the retry lost to a %q record, want indeterminate", res.Existing.State)
+	}
+	wantEffects(t, pool, map[string]int{"committed": 1})
+}

@@ -105,6 +105,8 @@ func TestHelperProcess(t *testing.T) {
 		helperHang(t, s)
 	case "durable":
 		helperDurable(t, s)
+	case "rawcommit":
+		helperRawCommit(t, s)
 	default:
 		t.Fatalf("unknown helper mode %q", mode)
 	}

@@ -304,7 +304,8 @@ func (t *tx) Driver() any { return pgx.Tx(t.h) }
 // A handler that ended the transaction itself (a raw COMMIT or ROLLBACK
 // through Exec or Conn) has written outside it: its effects may or may not
 // have committed. Commit then writes no completion, leaves the key
-// indeterminate and returns an error wrapping idem.ErrOutcomeUnknown.
+// indeterminate and returns an error wrapping idem.ErrOutcomeUnknown; so
+// does the Commit of a keyless transaction (Begin) that the handler ended.
 func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 	conn, err := t.end()
 	if err != nil {
@@ -394,8 +395,9 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 	t.s.putBack(ctx, conn, t.h.tx, errSessionDiscarded)
 	if err != nil {
 		// The key could not be marked: its claim row, if the handler
-		// committed one, stays in flight and is judged under onLeaseExpiry
-		// after its lease.
+		// committed one, stays in flight, and fails closed after its lease
+		// whatever the policy's onLeaseExpiry (a held claim's row records
+		// so, see idempotency_claim).
 		t.s.logger.LogAttrs(ctx, slog.LevelError, "pgstore: a transaction the handler may have ended could not be settled",
 			slog.Any("cause", cause), slog.Any("err", err))
 		return fmt.Errorf("pgstore: commit: %w; settling it: %w", cause, err)
@@ -407,8 +409,15 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 }
 
 // commitKeyless commits a transaction that holds no claim (Begin), and
-// resets the session in the same round trip.
+// resets the session in the same round trip. A handler that ended the
+// transaction itself has no key to leave indeterminate, but its writes are
+// as unknown as a keyed handler's: Commit reports idem.ErrOutcomeUnknown
+// rather than a commit, and the session is closed, not pooled.
 func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		t.s.putBack(ctx, conn, t.h.tx, errSessionDiscarded)
+		return fmt.Errorf("pgstore: commit: %w: %w", errHandlerEndedTx, idem.ErrOutcomeUnknown)
+	}
 	tag, err, resetErr := sendEnding(ctx, conn, &pgx.QueuedQuery{SQL: commitSQL})
 	switch {
 	case err != nil:

@@ -60,6 +60,7 @@ func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
 		{"HandlerCannotEndTx", testTxHandlerCannotEndTx},
 		{"HandlerRawCommit", testTxHandlerRawCommit},
 		{"HandlerRawRollback", testTxHandlerRawRollback},
+		{"BeginHandlerRawEnd", testTxBeginHandlerRawEnd},
 		{"OtherRequestMeetsOpenTx", testTxOtherRequestMeetsOpenTx},
 		{"ClaimContextEndsEarly", testTxClaimContextEndsEarly},
 	}
@@ -534,6 +535,28 @@ func testTxHandlerRawRollback(t *testing.T, s TxStore) {
 		t.Errorf("a retry won the key after the handler's Commit")
 	}
 	wantCount(t, s, "after-rollback", 1)
+}
+
+// A handler ends a plain transaction (Begin: a keyless request, or one in
+// durable mode) with a raw COMMIT or ROLLBACK and writes on in autocommit.
+// What its writes became cannot be known, so Commit must not report them
+// committed: it returns an error wrapping idem.ErrOutcomeUnknown, and the
+// engine never stores the handler's answer as if they were.
+func testTxBeginHandlerRawEnd(t *testing.T, s TxStore) {
+	ctx := context.Background()
+	for _, stmt := range []string{"COMMIT", "ROLLBACK"} {
+		tx, err := s.Store.Begin(ctx, longLease)
+		if err != nil {
+			t.Fatalf("Begin: %v", err)
+		}
+		mustWrite(t, s, tx, "begin-"+stmt)
+		if !rawEnd(t, s, tx, stmt, "begin-"+stmt) {
+			continue
+		}
+		if err := tx.Commit(ctx, idem.Response{}); !errors.Is(err, idem.ErrOutcomeUnknown) {
+			t.Errorf("Commit after the handler's raw %s = %v, want idem.ErrOutcomeUnknown", stmt, err)
+		}
+	}
 }
 
 // A different request meets a key whose transactional claim is open: it

@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     -- mode of the claim that meets it. A claim committed before its
     -- handler runs (durable mode) may leave effects behind, and the next
     -- process to meet it, after a restart or on another replica, may not
-    -- know that.
+    -- know that. A transactional claim's row is one too: it is seen in
+    -- flight only if its handler committed it (see idempotency_claim).
     fail_closed  boolean     NOT NULL DEFAULT false,
     expires_at   timestamptz NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -154,7 +155,12 @@ $$;
 -- session level. They then outlive the transaction if the handler ends it
 -- with a raw COMMIT or ROLLBACK, so that no other claim can write the key
 -- until pgstore has seen what the handler did, left the key indeterminate
--- if it cannot tell, and unlocked them.
+-- if it cannot tell, and unlocked them. A held claim's row also fails
+-- closed whatever p_takeover says: pgstore commits it only completed, so a
+-- row of it that others ever see in flight was committed by the handler
+-- itself, together with some of its writes, by a process that died before
+-- it could settle the key. A crash that leaves the transaction open rolls
+-- the row back, and the retry wins the key afresh.
 CREATE OR REPLACE FUNCTION idempotency_claim(
     p_tenant      text,
     p_scope       text,
@@ -214,7 +220,7 @@ BEGIN
                (tenant, scope, key, operation, fingerprint, state,
                 lease_token, lease_until, fail_closed, expires_at, created_at)
         VALUES (p_tenant, p_scope, p_key, p_operation, p_fingerprint, 'in_flight',
-                p_token, v_now + p_lease_us * interval '1 microsecond', NOT p_takeover,
+                p_token, v_now + p_lease_us * interval '1 microsecond', p_hold OR NOT p_takeover,
                 v_now + greatest(p_ttl_us, p_lease_us) * interval '1 microsecond', v_now)
         ON CONFLICT (tenant, scope, key) DO NOTHING;
         IF FOUND THEN
@@ -229,7 +235,7 @@ BEGIN
                state        = 'in_flight',
                lease_token  = p_token,
                lease_until  = v_now + p_lease_us * interval '1 microsecond',
-               fail_closed  = NOT p_takeover,
+               fail_closed  = p_hold OR NOT p_takeover,
                expires_at   = v_now + greatest(p_ttl_us, p_lease_us) * interval '1 microsecond',
                created_at   = v_now,
                completed_at = NULL,
@@ -271,6 +277,7 @@ BEGIN
             UPDATE idempotency_keys k
                SET lease_token = p_token,
                    lease_until = v_now + p_lease_us * interval '1 microsecond',
+                   fail_closed = p_hold,
                    expires_at  = greatest(k.expires_at, v_now + p_lease_us * interval '1 microsecond')
              WHERE k.tenant = p_tenant AND k.scope = p_scope AND k.key = p_key
                AND k.state = 'in_flight'

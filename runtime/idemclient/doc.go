@@ -20,6 +20,12 @@
 //     operation's TTL, because a retry that arrives after the server forgot
 //     the key would run the operation a second time.
 //
+// A redirect that keeps the method (307, 308) continues the call: every
+// hop carries the first hop's key, to any origin, so that a retry of the
+// whole call, which meets the first hop's stored redirect, is a retry at
+// the target too. A redirect to GET (303) is another request, sent without
+// the key.
+//
 // A request body is kept in memory for the retries up to
 // Config.MaxBodyBytes; a larger one is sent once, as it streams.
 //

@@ -37,6 +37,12 @@ const (
 	peekLimit = 64 << 10
 )
 
+// replayed reports whether res says it is the server's record of the
+// request, replayed.
+func replayed(res *http.Response) bool {
+	return res.Header.Get(headerReplayed) == "true"
+}
+
 // ErrPermanent, wrapped in an error of the Base RoundTripper, stops the
 // retries of the call: the error is returned as it is. Errors that are not
 // about the network (a certificate that does not verify) stop them too.

@@ -146,17 +146,36 @@ func (t *Transport) Lookup(req *http.Request) (Operation, bool) {
 // the table (see the package documentation). The response returned is the
 // final attempt's; when the retries stop on a retryable answer, that answer
 // is returned as it came (a 409 or 503 problem, for example) and the
-// call's Report says GaveUp.
+// call's Report says GaveUp. A request redirected from an answer of the
+// Transport's (a 307 or 308 the http.Client follows) continues that call:
+// it carries the same key, and its Report counts the hops before it.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	prev := previousHop(req)
+	op, want := t.router.find(req), keyFrom(ctx)
+	if cop, ckey := prev.carries(req); ckey != "" {
+		if op == nil {
+			op = cop
+		}
+		want = ckey
+	}
 	rep := Report{}
-	res, err := t.call(ctx, req, &rep)
+	res, err := t.call(ctx, req, op, want, &rep)
 	if res != nil {
 		rep.Status = res.StatusCode
 		// Only a final answer to a keyed request can come from the
 		// server's record; on anything else the header is noise (or a
 		// lie) that must not tell the caller its operation already ran.
-		rep.Replayed = rep.Key != "" && !rep.GaveUp && res.Header.Get(headerReplayed) == "true"
+		rep.Replayed = rep.Key != "" && !rep.GaveUp && replayed(res)
+	}
+	h := &hop{method: req.Method, key: rep.Key}
+	if rep.Key != "" {
+		h.op = op
+	}
+	rep = prev.then(rep)
+	if res != nil {
+		h.rep = rep
+		handOn(res, req, h)
 	}
 	if r := reportFrom(ctx); r != nil {
 		*r = rep
@@ -167,8 +186,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, err
 }
 
-func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*http.Response, error) {
-	op := t.router.find(req)
+// call makes the call of req to op (nil for none), with want as the key
+// when the request carries none of its own, and fills rep.
+func (t *Transport) call(ctx context.Context, req *http.Request, op *Operation, want string, rep *Report) (*http.Response, error) {
 	if op == nil && !idempotentMethod(req.Method) {
 		// Sent once, as it came: its body need not be kept for a retry.
 		rep.Attempts = 1
@@ -179,7 +199,7 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 		return nil, err
 	}
 	if !whole {
-		return t.sendOnce(ctx, req, op, body, rep)
+		return t.sendOnce(ctx, req, op, want, body, rep)
 	}
 	// Every attempt is a clone of this one, so the caller's request is
 	// never changed (RoundTrip must not) and the key and body set here are
@@ -189,7 +209,7 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 	budget := time.Duration(0)
 	if op != nil {
 		rep.Operation = op.ID
-		k, b, ok, err := attachKey(proto, body, op, keyFrom(ctx))
+		k, b, ok, err := attachKey(proto, body, op, want)
 		if err != nil {
 			return nil, err
 		}

@@ -28,8 +28,8 @@ type Report struct {
 	// Replayed is true when the final answer, to a request sent with a
 	// key, carried "Idempotent-Replayed: true": the server answered from
 	// its record of an earlier attempt and did not run the operation
-	// again. It is never true for a request sent without a key, nor when
-	// GaveUp is.
+	// again. Such an answer is final whatever its status, so GaveUp is
+	// false. Replayed is never true for a request sent without a key.
 	Replayed bool
 	// Status is the final answer's status code, 0 when there was none.
 	Status int

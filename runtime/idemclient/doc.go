@@ -14,8 +14,10 @@
 //     full jitter, waiting at least what Retry-After asks; the server
 //     stores none of those answers, so the key is free for the retry;
 //   - never retries 422 idempotency-key-reused, 409 outcome-unknown or
-//     response-not-replayable, nor any other answer: those are final, and
-//     a retry would meet them again or change nothing;
+//     response-not-replayable, nor any other answer, nor an answer marked
+//     Idempotent-Replayed whatever its status (the server's record of the
+//     call): those are final, and a retry would meet them again or change
+//     nothing;
 //   - stops within a retry budget that New checks is shorter than the
 //     operation's TTL, because a retry that arrives after the server forgot
 //     the key would run the operation a second time.

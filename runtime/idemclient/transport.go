@@ -152,21 +152,16 @@ func (t *Transport) Lookup(req *http.Request) (Operation, bool) {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	prev := previousHop(req)
-	op, want := t.router.find(req), keyFrom(ctx)
-	if cop, ckey := prev.carries(req); ckey != "" {
-		if op == nil {
-			op = cop
-		}
-		want = ckey
-	}
+	op, want := t.target(req, prev)
 	rep := Report{}
 	res, err := t.call(ctx, req, op, want, &rep)
 	if res != nil {
 		rep.Status = res.StatusCode
-		// Only a final answer to a keyed request can come from the
-		// server's record; on anything else the header is noise (or a
-		// lie) that must not tell the caller its operation already ran.
-		rep.Replayed = rep.Key != "" && !rep.GaveUp && replayed(res)
+		// Only an answer to a keyed request can come from the server's
+		// record (and such an answer is final); on a keyless one the
+		// header is noise (or a lie) that must not tell the caller its
+		// operation already ran.
+		rep.Replayed = rep.Key != "" && replayed(res)
 	}
 	h := &hop{method: req.Method, key: rep.Key}
 	if rep.Key != "" {
@@ -184,6 +179,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.cfg.OnCall(req, rep)
 	}
 	return res, err
+}
+
+// target returns the operation req calls (nil for none) and the key it is
+// to carry unless it carries its own: the key of the hop it was redirected
+// from, else the one of its context (WithKey), else "" for a fresh one.
+func (t *Transport) target(req *http.Request, prev *hop) (*Operation, string) {
+	op := t.router.find(req)
+	cop, key := prev.carries(req)
+	if key == "" {
+		return op, keyFrom(req.Context())
+	}
+	if op == nil {
+		op = cop
+	}
+	return op, key
 }
 
 // call makes the call of req to op (nil for none), with want as the key
@@ -239,7 +249,7 @@ func (t *Transport) call(ctx context.Context, req *http.Request, op *Operation, 
 	timeout := attemptTimeoutFrom(ctx, t.cfg.AttemptTimeout)
 	for attempt := 1; ; attempt++ {
 		rep.Attempts = attempt
-		o := t.exchange(ctx, proto, body, timeout, attempt)
+		o := t.exchange(ctx, proto, body, rep.Key != "", timeout, attempt)
 		if ctx.Err() != nil {
 			// The caller gave up; its context's error says why.
 			if o.res != nil {
@@ -279,7 +289,7 @@ type outcome struct {
 // server that sends its headers and then stalls is abandoned like one that
 // never answers. The body of an answer the caller gets is bounded by the
 // call's context alone.
-func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []byte, timeout time.Duration, n int) outcome {
+func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []byte, keyed bool, timeout time.Duration, n int) outcome {
 	actx, cancel := ctx, context.CancelCauseFunc(func(error) {})
 	var timer *time.Timer
 	if timeout > 0 {
@@ -288,7 +298,7 @@ func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []by
 	}
 	res, err := t.cfg.Base.RoundTrip(withBody(actx, proto, body))
 	var head []byte
-	if err == nil && retryableStatus(res.StatusCode) {
+	if err == nil && mayRetry(res, keyed) {
 		head = peek(res)
 	}
 	if timer != nil && !timer.Stop() {
@@ -299,7 +309,7 @@ func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []by
 		res, err = nil, fmt.Errorf("idemclient: %w after %v", errAttemptTimeout, timeout)
 	}
 	o := outcome{res: res, err: err}
-	o.again, o.wait = t.verdict(res, head, err, n)
+	o.again, o.wait = t.verdict(res, head, err, keyed, n)
 	switch {
 	case res == nil:
 		cancel(nil)

@@ -9,9 +9,9 @@ import (
 // request, built from the caller's request (its headers, a body from
 // GetBody) without what the Transport added to its own copy: a key it
 // chose, a query or body key. What links the new request to the hop before
-// is its Response, the 307 or 308 the Transport returned; so every answer
-// the Transport returns leaves, in the context of its Request, what the
-// next hop of the call needs.
+// is its Response, the 307 or 308 the Transport returned; so every
+// redirect the Transport returns leaves, in the context of its Request,
+// what the next hop of the call needs.
 
 // hop is what one hop of a call leaves for the next.
 type hop struct {
@@ -21,8 +21,12 @@ type hop struct {
 	rep    Report     // the call's report up to and including this hop
 }
 
-// handOn leaves h on res, the answer to req, for a redirect to find.
+// handOn leaves h on res, the answer to req, when it is a redirect, for
+// the redirected request to find. Other answers are left as they are.
 func handOn(res *http.Response, req *http.Request, h *hop) {
+	if res.StatusCode < 300 || res.StatusCode > 399 {
+		return
+	}
 	sent := res.Request
 	if sent == nil {
 		sent = req

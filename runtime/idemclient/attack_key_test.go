@@ -97,36 +97,37 @@ func TestAttackKeyHeaderCase(t *testing.T) {
 	}
 }
 
-// Idempotent-Replayed is the server's word about a keyed request it has a
-// record of. It does not stop a retry of an answer the server never
-// stores; the Report claims a replay only for a final answer to a request
-// sent with a key, never for a keyless one or one given up on.
+// Idempotent-Replayed is the server's word that an answer is its record
+// of a keyed request: asking again would only return the same record, so a
+// replayed answer ends the retries whatever its status, and the Report
+// says it was replayed. A request sent without a key has no record: on its
+// answer the header is noise, which neither ends the retries nor is
+// reported.
 func TestAttackReplayedClaim(t *testing.T) {
 	replayed := http.Header{"Idempotent-Replayed": {"true"}, "Content-Type": {"application/problem+json"}}
 	inProgress := `{"type":"https://idemgen.dev/problems/request-in-progress"}`
-	s := &script{answers: []func(*http.Request) (*http.Response, error){
-		answer(503, replayed, ""), answer(409, replayed, inProgress), answer(201, nil, ""),
-	}}
+	for name, a := range map[string]func(*http.Request) (*http.Response, error){
+		"500":                 answer(500, replayed, ""),
+		"503":                 answer(503, replayed, ""),
+		"409 in progress":     answer(409, replayed, inProgress),
+		"429 with a deadline": answer(429, http.Header{"Idempotent-Replayed": {"true"}, "Retry-After": {"1"}}, ""),
+	} {
+		s := &script{answers: []func(*http.Request) (*http.Response, error){a}}
+		tr, waits := newTest(t, s, Config{})
+		res, rep, err := post(t, tr, context.Background(), "http://api.test/transfers", `{}`)
+		if err != nil || len(s.got) != 1 || len(*waits) != 0 || rep.Attempts != 1 || !rep.Replayed || rep.GaveUp || rep.Status != res.StatusCode {
+			t.Errorf("a replayed %s: %v, %d requests, report %+v; want it final after one attempt, replayed", name, err, len(s.got), rep)
+		}
+	}
+
+	s := &script{answers: []func(*http.Request) (*http.Response, error){answer(503, replayed, ""), answer(200, replayed, "")}}
 	tr, _ := newTest(t, s, Config{})
-	res, rep, _ := post(t, tr, context.Background(), "http://api.test/transfers", `{}`)
-	if res.StatusCode != 201 || rep.Attempts != 3 || rep.Replayed {
-		t.Errorf("report %+v; want a 201 after 3 attempts, not replayed", rep)
-	}
-
-	s = &script{answers: []func(*http.Request) (*http.Response, error){answer(409, replayed, inProgress)}}
-	tr, _ = newTest(t, s, Config{MaxAttempts: 1})
-	if _, rep, _ = post(t, tr, context.Background(), "http://api.test/transfers", `{}`); !rep.GaveUp || rep.Replayed {
-		t.Errorf("a 409 in-progress given up on reported %+v; want given up, no replay", rep)
-	}
-
-	s = &script{answers: []func(*http.Request) (*http.Response, error){answer(200, replayed, "")}}
-	tr, _ = newTest(t, s, Config{})
-	var rep2 Report
-	req, _ := http.NewRequestWithContext(WithReport(context.Background(), &rep2), http.MethodGet, "http://api.test/transfers", nil)
+	var rep Report
+	req, _ := http.NewRequestWithContext(WithReport(context.Background(), &rep), http.MethodGet, "http://api.test/transfers", nil)
 	if _, err := tr.RoundTrip(req); err != nil {
 		t.Fatal(err)
 	}
-	if rep2.Replayed || rep2.Key != "" {
-		t.Errorf("a GET sent without a key reported %+v; want no replay", rep2)
+	if rep.Attempts != 2 || rep.Replayed || rep.Key != "" {
+		t.Errorf("a GET sent without a key reported %+v; want its 503 retried, no replay", rep)
 	}
 }

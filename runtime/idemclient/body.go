@@ -61,7 +61,7 @@ func readBody(ctx context.Context, req *http.Request, limit int64) (b []byte, wh
 // once, the body streamed on from head, what was read of it. A header or
 // query key is attached all the same, so that the server can tell a later
 // call with the same key (WithKey) from a new request.
-func (t *Transport) sendOnce(ctx context.Context, req *http.Request, op *Operation, head []byte, rep *Report) (*http.Response, error) {
+func (t *Transport) sendOnce(ctx context.Context, req *http.Request, op *Operation, want string, head []byte, rep *Report) (*http.Response, error) {
 	r := req.Clone(ctx)
 	r.Body = struct {
 		io.Reader
@@ -72,7 +72,7 @@ func (t *Transport) sendOnce(ctx context.Context, req *http.Request, op *Operati
 	if op != nil {
 		rep.Operation = op.ID
 		if op.Key.In != KeyInBody {
-			k, _, _, err := attachKey(r, nil, op, keyFrom(ctx))
+			k, _, _, err := attachKey(r, nil, op, want)
 			if err != nil {
 				_ = req.Body.Close()
 				return nil, err

@@ -7,19 +7,29 @@ import (
 
 // Report is what one logical call did. The Transport fills the Report a
 // caller registered with WithReport when RoundTrip returns.
+//
+// A call that an http.Client redirects (a 307 or 308) reaches RoundTrip
+// once per hop; each hop's report covers the hops before it, so the one
+// left after the call (in WithReport's Report, or the last given to
+// OnCall) is the whole call's.
 type Report struct {
-	// Operation is the ID of the table's operation the request called, or
-	// "" when it called none.
+	// Operation is the ID of the table's operation the call was made to,
+	// or "" when it called none. A redirected call keeps the operation of
+	// its first hop that called one.
 	Operation string
-	// Key is the idempotency key sent with every attempt, or "" when none
-	// was.
+	// Key is the idempotency key the call was made with, sent with every
+	// attempt and on every hop of a redirect that keeps the method, or ""
+	// when none was.
 	Key string
-	// Attempts counts the requests sent, the first included.
+	// Attempts counts the requests sent, the first included, on every hop.
 	Attempts int
-	// Replayed is true when the final answer carried
-	// "Idempotent-Replayed: true": the server answered from its record of
-	// an earlier attempt and did not run the operation again. It is never
-	// true for a request sent without a key, nor when GaveUp is.
+	// Redirects counts the redirects followed before the final answer.
+	Redirects int
+	// Replayed is true when the final answer, to a request sent with a
+	// key, carried "Idempotent-Replayed: true": the server answered from
+	// its record of an earlier attempt and did not run the operation
+	// again. Such an answer is final whatever its status, so GaveUp is
+	// false. Replayed is never true for a request sent without a key.
 	Replayed bool
 	// Status is the final answer's status code, 0 when there was none.
 	Status int
@@ -37,6 +47,7 @@ const (
 	keyKey ctxKey = iota
 	reportKey
 	timeoutKey
+	hopKey
 )
 
 // WithKey returns a context whose calls send key as their idempotency key

@@ -14,11 +14,19 @@
 //     full jitter, waiting at least what Retry-After asks; the server
 //     stores none of those answers, so the key is free for the retry;
 //   - never retries 422 idempotency-key-reused, 409 outcome-unknown or
-//     response-not-replayable, nor any other answer: those are final, and
-//     a retry would meet them again or change nothing;
+//     response-not-replayable, nor any other answer, nor an answer marked
+//     Idempotent-Replayed whatever its status (the server's record of the
+//     call): those are final, and a retry would meet them again or change
+//     nothing;
 //   - stops within a retry budget that New checks is shorter than the
 //     operation's TTL, because a retry that arrives after the server forgot
 //     the key would run the operation a second time.
+//
+// A redirect that keeps the method (307, 308) continues the call: every
+// hop carries the first hop's key, to any origin, so that a retry of the
+// whole call, which meets the first hop's stored redirect, is a retry at
+// the target too. A redirect to GET (303) is another request, sent without
+// the key.
 //
 // A request body is kept in memory for the retries up to
 // Config.MaxBodyBytes; a larger one is sent once, as it streams.

@@ -131,3 +131,56 @@ func TestKeyReusedIsFinal(t *testing.T) {
 		}
 	}
 }
+
+// A 500 stored under cacheServerErrors is the server's record of the call:
+// the first attempt meets the 500 as it happens and retries (the client
+// cannot tell it was stored), the retry meets its replay and stops. A
+// later call with the same key meets the replay at once: one attempt. The
+// handler runs once.
+func TestReplayedServerErrorIsFinal(t *testing.T) {
+	var runs atomic.Int64
+	e, err := idem.New(idem.Config{
+		Store: memstore.New(),
+		Policies: []idem.Policy{{
+			OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
+			Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+			KeyMaxLength: 255, Required: true, TTL: time.Hour, Lease: time.Minute,
+			MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed, CacheServerErrors: true,
+		}},
+		Tenant: func(*http.Request) (string, bool) { return "acme", true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+	})))
+	defer srv.Close()
+	tr, err := idemclient.New(idemclient.Config{Operations: clientOps(), BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(ctx context.Context) idemclient.Report {
+		var rep idemclient.Report
+		req, _ := http.NewRequestWithContext(idemclient.WithReport(ctx, &rep), http.MethodPost, srv.URL+"/transfers", strings.NewReader(`{"amount":5}`))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return rep
+	}
+	rep := call(context.Background())
+	if rep.Attempts != 2 || rep.Status != 500 || !rep.Replayed || rep.GaveUp {
+		t.Errorf("first call: report %+v; want the 500, then its replay, final after 2 attempts", rep)
+	}
+	rep = call(idemclient.WithKey(context.Background(), rep.Key))
+	if rep.Attempts != 1 || rep.Status != 500 || !rep.Replayed || rep.GaveUp {
+		t.Errorf("calling again: report %+v; want the stored 500's replay, final after 1 attempt", rep)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
+	}
+}

@@ -37,22 +37,29 @@ const (
 	peekLimit = 64 << 10
 )
 
+// replayed reports whether res says it is the server's record of the
+// request, replayed.
+func replayed(res *http.Response) bool {
+	return res.Header.Get(headerReplayed) == "true"
+}
+
 // ErrPermanent, wrapped in an error of the Base RoundTripper, stops the
 // retries of the call: the error is returned as it is. Errors that are not
 // about the network (a certificate that does not verify) stop them too.
 var ErrPermanent = errors.New("idemclient: permanent error")
 
 // verdict says whether an attempt's outcome calls for a retry and how long
-// to wait before it. head is the start of the answer's body, read when its
-// status is one a retry may change; retries counts the attempts so far.
-func (t *Transport) verdict(res *http.Response, head []byte, err error, retries int) (again bool, wait time.Duration) {
+// to wait before it. head is the start of the answer's body, read when the
+// answer may be retried; keyed says the request carried a key; retries
+// counts the attempts so far.
+func (t *Transport) verdict(res *http.Response, head []byte, err error, keyed bool, retries int) (again bool, wait time.Duration) {
 	if err != nil {
 		if permanent(err) {
 			return false, 0
 		}
 		return true, t.backoff(retries)
 	}
-	if !retryableStatus(res.StatusCode) {
+	if !mayRetry(res, keyed) {
 		return false, 0
 	}
 	if res.StatusCode == http.StatusConflict && ProblemType(head) != ProblemInProgress {
@@ -68,11 +75,22 @@ func (t *Transport) verdict(res *http.Response, head []byte, err error, retries 
 	return true, wait
 }
 
+// mayRetry reports whether res, the answer to a request sent with a key
+// or not (keyed), may call for a retry: its status is one the server never
+// stores, and it is not a replay. A replay is the server's record of a
+// keyed request, whatever its status (a 500 stored under
+// cacheServerErrors): asking again returns the same record, so a retry
+// would only spend the budget and keep the caller waiting. A request sent
+// without a key has no record, and the header on its answer means nothing.
+func mayRetry(res *http.Response, keyed bool) bool {
+	return retryableStatus(res.StatusCode) && !(keyed && replayed(res))
+}
+
 // retryableStatus reports whether an answer with status code may call for
 // a retry. The server stores none of 408, 429, 500, 502, 503 and 504
-// (SEMANTICS §3.4; a 500 is stored only under cacheServerErrors, and then
-// replays harmlessly): the key is free again and a retry is what the
-// server asks for. A 409 is retried when it is request-in-progress.
+// (SEMANTICS §3.4; a 500 is stored only under cacheServerErrors, and its
+// replay is final): the key is free again and a retry is what the server
+// asks for. A 409 is retried when it is request-in-progress.
 func retryableStatus(code int) bool {
 	switch code {
 	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,

@@ -146,17 +146,31 @@ func (t *Transport) Lookup(req *http.Request) (Operation, bool) {
 // the table (see the package documentation). The response returned is the
 // final attempt's; when the retries stop on a retryable answer, that answer
 // is returned as it came (a 409 or 503 problem, for example) and the
-// call's Report says GaveUp.
+// call's Report says GaveUp. A request redirected from an answer of the
+// Transport's (a 307 or 308 the http.Client follows) continues that call:
+// it carries the same key, and its Report counts the hops before it.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	prev := previousHop(req)
+	op, want := t.target(req, prev)
 	rep := Report{}
-	res, err := t.call(ctx, req, &rep)
+	res, err := t.call(ctx, req, op, want, &rep)
 	if res != nil {
 		rep.Status = res.StatusCode
-		// Only a final answer to a keyed request can come from the
-		// server's record; on anything else the header is noise (or a
-		// lie) that must not tell the caller its operation already ran.
-		rep.Replayed = rep.Key != "" && !rep.GaveUp && res.Header.Get(headerReplayed) == "true"
+		// Only an answer to a keyed request can come from the server's
+		// record (and such an answer is final); on a keyless one the
+		// header is noise (or a lie) that must not tell the caller its
+		// operation already ran.
+		rep.Replayed = rep.Key != "" && replayed(res)
+	}
+	h := &hop{method: req.Method, key: rep.Key}
+	if rep.Key != "" {
+		h.op = op
+	}
+	rep = prev.then(rep)
+	if res != nil {
+		h.rep = rep
+		handOn(res, req, h)
 	}
 	if r := reportFrom(ctx); r != nil {
 		*r = rep
@@ -167,8 +181,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return res, err
 }
 
-func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*http.Response, error) {
+// target returns the operation req calls (nil for none) and the key it is
+// to carry unless it carries its own: the key of the hop it was redirected
+// from, else the one of its context (WithKey), else "" for a fresh one.
+func (t *Transport) target(req *http.Request, prev *hop) (*Operation, string) {
 	op := t.router.find(req)
+	cop, key := prev.carries(req)
+	if key == "" {
+		return op, keyFrom(req.Context())
+	}
+	if op == nil {
+		op = cop
+	}
+	return op, key
+}
+
+// call makes the call of req to op (nil for none), with want as the key
+// when the request carries none of its own, and fills rep.
+func (t *Transport) call(ctx context.Context, req *http.Request, op *Operation, want string, rep *Report) (*http.Response, error) {
 	if op == nil && !idempotentMethod(req.Method) {
 		// Sent once, as it came: its body need not be kept for a retry.
 		rep.Attempts = 1
@@ -179,7 +209,7 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 		return nil, err
 	}
 	if !whole {
-		return t.sendOnce(ctx, req, op, body, rep)
+		return t.sendOnce(ctx, req, op, want, body, rep)
 	}
 	// Every attempt is a clone of this one, so the caller's request is
 	// never changed (RoundTrip must not) and the key and body set here are
@@ -189,7 +219,7 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 	budget := time.Duration(0)
 	if op != nil {
 		rep.Operation = op.ID
-		k, b, ok, err := attachKey(proto, body, op, keyFrom(ctx))
+		k, b, ok, err := attachKey(proto, body, op, want)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +249,7 @@ func (t *Transport) call(ctx context.Context, req *http.Request, rep *Report) (*
 	timeout := attemptTimeoutFrom(ctx, t.cfg.AttemptTimeout)
 	for attempt := 1; ; attempt++ {
 		rep.Attempts = attempt
-		o := t.exchange(ctx, proto, body, timeout, attempt)
+		o := t.exchange(ctx, proto, body, rep.Key != "", timeout, attempt)
 		if ctx.Err() != nil {
 			// The caller gave up; its context's error says why.
 			if o.res != nil {
@@ -259,7 +289,7 @@ type outcome struct {
 // server that sends its headers and then stalls is abandoned like one that
 // never answers. The body of an answer the caller gets is bounded by the
 // call's context alone.
-func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []byte, timeout time.Duration, n int) outcome {
+func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []byte, keyed bool, timeout time.Duration, n int) outcome {
 	actx, cancel := ctx, context.CancelCauseFunc(func(error) {})
 	var timer *time.Timer
 	if timeout > 0 {
@@ -268,7 +298,7 @@ func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []by
 	}
 	res, err := t.cfg.Base.RoundTrip(withBody(actx, proto, body))
 	var head []byte
-	if err == nil && retryableStatus(res.StatusCode) {
+	if err == nil && mayRetry(res, keyed) {
 		head = peek(res)
 	}
 	if timer != nil && !timer.Stop() {
@@ -279,7 +309,7 @@ func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []by
 		res, err = nil, fmt.Errorf("idemclient: %w after %v", errAttemptTimeout, timeout)
 	}
 	o := outcome{res: res, err: err}
-	o.again, o.wait = t.verdict(res, head, err, n)
+	o.again, o.wait = t.verdict(res, head, err, keyed, n)
 	switch {
 	case res == nil:
 		cancel(nil)

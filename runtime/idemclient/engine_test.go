@@ -36,27 +36,35 @@ func TestProblemNamesMatchEngine(t *testing.T) {
 // run is slower than the client's attempt timeout.
 func server(t *testing.T, runs *atomic.Int64) *httptest.Server {
 	t.Helper()
-	e, err := idem.New(idem.Config{
-		Store: memstore.New(),
-		Policies: []idem.Policy{{
-			OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-			Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-			KeyMaxLength: 255, Required: true, TTL: time.Hour, Lease: time.Minute,
-			MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed,
-		}},
-		Tenant: func(*http.Request) (string, bool) { return "acme", true },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return transferServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if runs.Add(1) == 1 {
 			time.Sleep(300 * time.Millisecond)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"id":"tr_1"}`)
-	})))
+	}))
+}
+
+// transferServer is the engine over a memstore, protecting POST /transfers
+// (a header key, fail-closed, server errors stored when cacheServerErrors),
+// in front of h.
+func transferServer(t *testing.T, cacheServerErrors bool, h http.Handler) *httptest.Server {
+	t.Helper()
+	e, err := idem.New(idem.Config{
+		Store: memstore.New(),
+		Policies: []idem.Policy{{
+			OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
+			Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+			KeyMaxLength: 255, Required: true, TTL: time.Hour, Lease: time.Minute,
+			MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed, CacheServerErrors: cacheServerErrors,
+		}},
+		Tenant: func(*http.Request) (string, bool) { return "acme", true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.Middleware(h))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -139,24 +147,10 @@ func TestKeyReusedIsFinal(t *testing.T) {
 // handler runs once.
 func TestReplayedServerErrorIsFinal(t *testing.T) {
 	var runs atomic.Int64
-	e, err := idem.New(idem.Config{
-		Store: memstore.New(),
-		Policies: []idem.Policy{{
-			OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-			Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-			KeyMaxLength: 255, Required: true, TTL: time.Hour, Lease: time.Minute,
-			MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed, CacheServerErrors: true,
-		}},
-		Tenant: func(*http.Request) (string, bool) { return "acme", true },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := transferServer(t, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)
 		w.WriteHeader(http.StatusInternalServerError)
-	})))
-	defer srv.Close()
+	}))
 	tr, err := idemclient.New(idemclient.Config{Operations: clientOps(), BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

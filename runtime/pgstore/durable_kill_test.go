@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,10 +81,7 @@ func helperDurable(t *testing.T, s *pgstore.Store) {
 func TestKillDuringDurableModeHandler(t *testing.T) {
 	pool, s, cmd := startReadyChild(t, "durable")
 	ctx := context.Background()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	killChild(t, cmd)
 	killed := time.Now()
 
 	restarted := storetest.ServeEngine(t, s, looseWrites(s), durablePolicy())

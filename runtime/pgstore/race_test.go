@@ -158,6 +158,15 @@ func startReadyChild(t *testing.T, mode string) (*pgxpool.Pool, *pgstore.Store, 
 	return pool, pgstore.New(pool), cmd
 }
 
+// killChild kills cmd's process with SIGKILL and waits for it to be gone.
+func killChild(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
 // Two OS processes race for the same keys through their own pools: across
 // both, every key has exactly one winner.
 func TestTwoProcessesOneWinnerPerKey(t *testing.T) {
@@ -185,10 +194,7 @@ func TestKillDuringTxHandler(t *testing.T) {
 		t.Errorf("losing ClaimTx took %v", d)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	killChild(t, cmd)
 	killed := time.Now()
 
 	var won bool

@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -61,10 +60,7 @@ var rawCommitKeys = []string{"k-raw", "k-raw-took"}
 func TestKillAfterHandlerRawCommit(t *testing.T) {
 	pool, s, cmd := startReadyChild(t, "rawcommit")
 	ctx := context.Background()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	killChild(t, cmd)
 	time.Sleep(rawCommitLease + 200*time.Millisecond)
 
 	for _, key := range rawCommitKeys {

@@ -316,8 +316,7 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 	}
 	defer t.guard.release()
 	c := t.claim
-	if conn.Conn().PgConn().TxStatus() == 'I' {
-		// The connection is idle: the handler ended the transaction.
+	if handlerEnded(conn) {
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
 	tag, err, resetErr := sendEnding(ctx, conn,
@@ -352,6 +351,13 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 // errSessionDiscarded is why settle closes a session instead of
 // resetting it for the pool.
 var errSessionDiscarded = errors.New("the transaction did not commit as it should; its session is not reused")
+
+// handlerEnded reports whether the handler ended the transaction on conn
+// itself (a raw COMMIT or ROLLBACK): the connection that pgstore left in a
+// transaction is idle.
+func handlerEnded(conn *pgxpool.Conn) bool {
+	return conn.Conn().PgConn().TxStatus() == 'I'
+}
 
 // errHandlerEndedTx is why settle fails a key closed.
 var errHandlerEndedTx = errors.New("the handler ended the transaction itself (a raw COMMIT or ROLLBACK)")
@@ -414,7 +420,7 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 // as unknown as a keyed handler's: Commit reports idem.ErrOutcomeUnknown
 // rather than a commit, and the session is closed, not pooled.
 func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
-	if conn.Conn().PgConn().TxStatus() == 'I' {
+	if handlerEnded(conn) {
 		t.s.putBack(ctx, conn, t.h.tx, errSessionDiscarded)
 		return fmt.Errorf("pgstore: commit: %w: %w", errHandlerEndedTx, idem.ErrOutcomeUnknown)
 	}
@@ -443,7 +449,7 @@ func (t *tx) Release(ctx context.Context) error {
 	if t.guard != nil {
 		defer t.guard.release()
 	}
-	if t.claim != nil && conn.Conn().PgConn().TxStatus() == 'I' {
+	if t.claim != nil && handlerEnded(conn) {
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
 	_, err, resetErr := sendEnding(ctx, conn, &pgx.QueuedQuery{SQL: rollbackSQL})

@@ -401,11 +401,15 @@ func (t *tree) resolveLocal(ref string) (*yaml.Node, error) {
 	return deref(n), nil
 }
 
+// indexedMembers is how many members a mapping needs before member indexes
+// it: looking through a smaller one costs less than building its index.
+const indexedMembers = 32
+
 // member is the value of key in the mapping n, as get finds it. A large
 // mapping is looked through once while neutralizeRefs runs: a spec's
 // references mostly name members of one mapping, its schemas.
 func (t *tree) member(n *yaml.Node, key string) *yaml.Node {
-	if t.index == nil || len(n.Content) <= 2*32 {
+	if t.index == nil || len(n.Content) <= 2*indexedMembers {
 		t.steps += len(n.Content) / 2
 		_, v := get(n, key)
 		return v

@@ -34,7 +34,8 @@ type Config struct {
 	// KeyLabelSecret keys the labels under which keys appear in logs and
 	// observer events (KeyLabel). Give every replica of a deployment the
 	// same secret, kept like any other credential, and give it to
-	// `idemgen keys` to find the row a log line names. When it is empty the
+	// `idemgen keys` to find the row a log line names. It needs at least 16
+	// random bytes, as each of Secrets does. When it is empty the
 	// engine draws a random secret: labels then match only within one
 	// process's lifetime.
 	KeyLabelSecret []byte
@@ -138,6 +139,9 @@ func New(cfg Config) (*Engine, error) {
 	e.router = rt
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkSecretLength("Config.KeyLabelSecret", cfg.KeyLabelSecret); err != nil {
+		return nil, err
 	}
 	if e.secrets, err = prepareSecrets(cfg); err != nil {
 		return nil, err

@@ -24,9 +24,20 @@ const storedKeyPrefix = "hmac "
 // ever equalling a fingerprint's.
 const fingerprintDomain = "\x00idemgen fingerprint\x00"
 
-// minSecretBytes is the shortest store secret accepted: a shorter one could
-// be found by trying candidates against a stored row.
+// minSecretBytes is the shortest secret accepted, for the store
+// (Config.Secrets) and the log labels (Config.KeyLabelSecret) alike: a
+// shorter one could be found by trying candidates against a stored row or
+// a logged label.
 const minSecretBytes = 16
+
+// checkSecretLength applies the one length rule of every secret the engine
+// is given: empty where the field allows it, else at least minSecretBytes.
+func checkSecretLength(field string, s []byte) error {
+	if len(s) > 0 && len(s) < minSecretBytes {
+		return fmt.Errorf("idem: %s has %d bytes; a secret needs at least %d random bytes", field, len(s), minSecretBytes)
+	}
+	return nil
+}
 
 // inlineMessage bounds the messages MACed on the stack; keys are at most
 // 255 bytes, so only the operator tools, handed a longer string, go past it.
@@ -146,11 +157,11 @@ func prepareSecrets(cfg Config) ([]storeSecret, error) {
 	out := make([]storeSecret, 0, len(cfg.Secrets))
 	clear := false
 	for i, s := range cfg.Secrets {
-		switch {
-		case len(s) == 0 && clear:
+		if len(s) == 0 && clear {
 			return nil, fmt.Errorf("idem: Config.Secrets[%d]: only one empty entry (rows stored before secrets) is meaningful", i)
-		case len(s) > 0 && len(s) < minSecretBytes:
-			return nil, fmt.Errorf("idem: Config.Secrets[%d] has %d bytes; a store secret needs at least %d random bytes", i, len(s), minSecretBytes)
+		}
+		if err := checkSecretLength(fmt.Sprintf("Config.Secrets[%d]", i), s); err != nil {
+			return nil, err
 		}
 		clear = clear || len(s) == 0
 		out = append(out, newStoreSecret(s))

@@ -456,3 +456,22 @@ func TestStoredFingerprintAndKeyAgreeWithCryptoHMAC(t *testing.T) {
 		}
 	}
 }
+
+// Every secret the engine takes meets one length rule: the label secret is
+// refused at the length a store secret is refused at, and accepted at the
+// length a store secret is accepted at.
+func TestSecretLengthRuleIsTheSameForLabelsAndStore(t *testing.T) {
+	for n := 1; n <= 32; n++ {
+		secret := bytes.Repeat([]byte("s"), n)
+		_, labelErr := idem.New(idem.Config{Store: memstore.New(), Tenant: func(*http.Request) (string, bool) { return "acme", true },
+			KeyLabelSecret: secret})
+		_, storeErr := idem.New(idem.Config{Store: memstore.New(), Tenant: func(*http.Request) (string, bool) { return "acme", true },
+			Secrets: [][]byte{secret}})
+		if (labelErr == nil) != (storeErr == nil) {
+			t.Errorf("a %d-byte secret: as KeyLabelSecret %v, as Secrets[0] %v; want one answer", n, labelErr, storeErr)
+		}
+		if n < 16 && labelErr == nil {
+			t.Errorf("a %d-byte KeyLabelSecret was accepted", n)
+		}
+	}
+}

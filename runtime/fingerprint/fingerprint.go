@@ -59,8 +59,7 @@ type state struct {
 	form   []byte
 	stream []byte
 	slots  []slot
-	fe     []foldEntry // scratch for checkFolds
-	opens  []int       // scratch for checkFolds
+	fold   folds // scratch for checkFolds
 }
 
 // Compile checks spec and prepares it. It is meant to run once per

@@ -2,8 +2,7 @@ package fingerprint
 
 import (
 	"bytes"
-	"math/bits"
-	"slices"
+	"hash/maphash"
 	"unicode"
 	"unicode/utf8"
 )
@@ -21,6 +20,13 @@ import (
 // case are escaped there, always one way (\", \\, \b, \f, \n, \r, \t or
 // \u00 and two lower-case hex digits), so two canonical spellings fold
 // together exactly when the names they spell do.
+//
+// The check runs on request bodies before anything is claimed, so its cost
+// must not be the client's to choose. Names are hashed with a seed the
+// client never learns (hash/maphash): a client can make two names fold
+// together, which ends the check at once, but it cannot make distinct names
+// share a hash except by chance, so the names of an object are compared
+// about once each, in time linear in their bytes.
 
 // caseVariants ends the message of an error that refuses such a body.
 const caseVariants = "names that differ only in case, which encoding/json reads as one field"
@@ -31,6 +37,20 @@ const caseVariants = "names that differ only in case, which encoding/json reads 
 type foldEntry struct {
 	hash       uint64
 	start, end int
+}
+
+// folds is the scratch memory and the hash seed of the case-fold check. Its
+// zero value is ready to use; the seed is drawn on first use.
+type folds struct {
+	seed   maphash.Seed
+	seeded bool
+	names  []foldEntry // names of the objects being checked, innermost last
+	opens  []int       // where each open object's names start in names
+	folded []byte      // one name with every character folded
+	table  []int32     // open-addressing index into names, -1 for empty
+	// work counts the bytes hashed and compared, so that tests can hold
+	// the check's cost to the size of its input.
+	work int
 }
 
 // plainName reports whether name has only ASCII characters and no upper
@@ -46,27 +66,32 @@ func plainName(name []byte) bool {
 	return true
 }
 
-// foldHash returns a hash of name that is the same for all names that fold
-// together: every character is replaced by the smallest one of its case
-// folding orbit, which for ASCII letters is the upper case one. The hash
-// only sorts names into candidates; bytes.EqualFold decides.
-func foldHash(name []byte) uint64 {
-	var h uint64
+// hash returns a seeded hash of name that is the same for all names that
+// fold together: every character is replaced by the smallest one of its
+// case folding orbit, which for ASCII letters is the upper case one. The
+// hash only sorts names into candidates; bytes.EqualFold decides.
+func (f *folds) hash(name []byte) uint64 {
+	if !f.seeded {
+		f.seed, f.seeded = maphash.MakeSeed(), true
+	}
+	f.work += len(name)
+	b := f.folded[:0]
 	for i := 0; i < len(name); {
 		c := name[i]
 		if c < utf8.RuneSelf {
 			if 'a' <= c && c <= 'z' {
 				c -= 'a' - 'A'
 			}
-			h = bits.RotateLeft64(h, 7) ^ uint64(c)
+			b = append(b, c)
 			i++
 			continue
 		}
 		r, size := utf8.DecodeRune(name[i:])
-		h = bits.RotateLeft64(h, 7) ^ uint64(foldRune(r))
+		b = utf8.AppendRune(b, foldRune(r))
 		i += size
 	}
-	return h
+	f.folded = b
+	return maphash.Bytes(f.seed, b)
 }
 
 // foldRune returns the smallest character that folds together with r.
@@ -81,39 +106,55 @@ func foldRune(r rune) rune {
 }
 
 // smallObject is the member count up to which names are compared pairwise;
-// larger objects sort their hashes instead.
+// larger objects index their hashes instead.
 const smallObject = 16
 
-// foldClash reports whether two of the names es locates in buf fold
-// together. It may reorder es.
-func foldClash(buf []byte, es []foldEntry) bool {
-	same := func(a, b foldEntry) bool {
-		return a.hash == b.hash && bytes.EqualFold(buf[a.start:a.end], buf[b.start:b.end])
+// same reports whether the names a and b in buf fold together.
+func (f *folds) same(buf []byte, a, b foldEntry) bool {
+	if a.hash != b.hash {
+		return false
 	}
+	f.work += min(a.end-a.start, b.end-b.start)
+	return bytes.EqualFold(buf[a.start:a.end], buf[b.start:b.end])
+}
+
+// clash reports whether two of the names es locates in buf fold together.
+func (f *folds) clash(buf []byte, es []foldEntry) bool {
 	if len(es) <= smallObject {
 		for i := 1; i < len(es); i++ {
 			for j := range i {
-				if same(es[i], es[j]) {
+				if f.same(buf, es[i], es[j]) {
 					return true
 				}
 			}
 		}
 		return false
 	}
-	slices.SortFunc(es, func(a, b foldEntry) int {
-		switch {
-		case a.hash < b.hash:
-			return -1
-		case a.hash > b.hash:
-			return 1
-		}
-		return 0
-	})
-	for i := 1; i < len(es); i++ {
-		// Names with one hash are next to each other; compare each with
-		// every later one of its run, since a hash can collide.
-		for j := i; j < len(es) && es[j].hash == es[i-1].hash; j++ {
-			if same(es[i-1], es[j]) {
+	// An open-addressing table of twice the names' count, cleared only as
+	// far as this object needs it, so that a large object does not make
+	// every later small one pay for its size. With a seeded hash a probe
+	// meets another name only by chance.
+	size := 1
+	for size < 2*len(es) {
+		size <<= 1
+	}
+	if cap(f.table) < size {
+		f.table = make([]int32, size)
+	}
+	t := f.table[:size]
+	for i := range t {
+		t[i] = -1
+	}
+	mask := uint64(size - 1)
+	for i, e := range es {
+		for h := e.hash & mask; ; h = (h + 1) & mask {
+			f.work++
+			j := t[h]
+			if j < 0 {
+				t[h] = int32(i)
+				break
+			}
+			if f.same(buf, es[j], e) {
 				return true
 			}
 		}
@@ -121,12 +162,13 @@ func foldClash(buf []byte, es []foldEntry) bool {
 	return false
 }
 
-// foldClashWithin reports whether any object inside the canonical value b
-// has two members whose names fold together. It reads b once, whatever its
+// clashWithin reports whether any object inside the canonical value b has
+// two members whose names fold together. It reads b once, whatever its
 // nesting: a string followed by ':' is a member name of the innermost open
-// object. es and opens are scratch memory, returned for reuse.
-func foldClashWithin(b []byte, es []foldEntry, opens []int) (clash bool, _ []foldEntry, _ []int) {
-	es, opens = es[:0], opens[:0]
+// object.
+func (f *folds) clashWithin(b []byte) bool {
+	es, opens := f.names[:0], f.opens[:0]
+	defer func() { f.names, f.opens = es, opens }()
 	for i := 0; i < len(b); {
 		switch b[i] {
 		case '{':
@@ -135,22 +177,22 @@ func foldClashWithin(b []byte, es []foldEntry, opens []int) (clash bool, _ []fol
 		case '}':
 			base := opens[len(opens)-1]
 			opens = opens[:len(opens)-1]
-			if foldClash(b, es[base:]) {
-				return true, es, opens
+			if f.clash(b, es[base:]) {
+				return true
 			}
 			es = es[:base]
 			i++
 		case '"':
 			end := skipString(b, i)
 			if end < len(b) && b[end] == ':' {
-				es = append(es, foldEntry{foldHash(b[i+1 : end-1]), i + 1, end - 1})
+				es = append(es, foldEntry{f.hash(b[i+1 : end-1]), i + 1, end - 1})
 			}
 			i = end
 		default:
 			i++
 		}
 	}
-	return false, es, opens
+	return false
 }
 
 // foldsOntoChild returns the child of n whose name folds together with

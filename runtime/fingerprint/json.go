@@ -14,14 +14,20 @@ const maxDepth = 10000
 
 // scanner validates one JSON text and writes its canonical form to out in a
 // single pass over the input. Objects are the only place that needs
-// buffering: their members are written as they come, then reordered in place
-// once the closing brace shows whether they were already sorted.
+// buffering: their members are written as they come, and an object whose
+// closing brace shows them out of order is noted, to be rewritten in key
+// order once the whole text is read.
 type scanner struct {
 	in    []byte
 	pos   int
 	out   []byte
-	tmp   []byte // scratch for reordering the members of one object
+	tmp   []byte // scratch for writing out reordered objects
 	spans []span // members of the objects being scanned, innermost last
+	// moved lists the objects whose members are out of order, and order
+	// their members in key order; they are put in order once the whole
+	// text is read (see reorder).
+	moved []movedObject
+	order []span
 	depth int
 	// folds refuses objects with two members whose names differ only in
 	// case (see fold.go); set for a document fingerprinted whole.
@@ -29,8 +35,16 @@ type scanner struct {
 	// caseful records, while folds is set, that a member name of the
 	// innermost object being scanned is not plain.
 	caseful bool
-	fe      []foldEntry // scratch for the names of one object
+	fold    folds // the case-fold check's scratch memory
+	// work counts key comparisons and bytes moved, so that tests can hold
+	// the cost of canonicalizing to the size of the input.
+	work int
 }
+
+// movedObject is an object whose members are out of order: its braces sit
+// at out[start] and out[end-1], and order[lo:hi] are its members in key
+// order.
+type movedObject struct{ start, end, lo, hi int }
 
 // span locates one object member in out: the key's opening quote, the byte
 // after its closing quote, and the byte after the value.
@@ -39,7 +53,7 @@ type span struct{ start, keyEnd, end int }
 // canonicalize appends the canonical form of the JSON text in to out.
 func (s *scanner) canonicalize(in []byte) error {
 	s.in, s.pos, s.depth = in, 0, 0
-	s.spans = s.spans[:0]
+	s.spans, s.moved, s.order = s.spans[:0], s.moved[:0], s.order[:0]
 	s.skipWS()
 	if err := s.value(); err != nil {
 		return err
@@ -48,6 +62,7 @@ func (s *scanner) canonicalize(in []byte) error {
 	if s.pos != len(s.in) {
 		return s.fail("unexpected data after the top-level value")
 	}
+	s.reorder()
 	return nil
 }
 
@@ -237,13 +252,15 @@ func (s *scanner) object() error {
 func (s *scanner) key(m span) []byte { return s.out[m.start+1 : m.keyEnd-1] }
 
 // sortMembers puts the members of the object whose first member starts at
-// first into key order and rejects duplicate keys, and with s.folds keys
+// first into key order, noting the object for reorder when they were not,
+// and rejects duplicate keys, and with s.folds keys
 // that differ only in case. Keys are compared in their canonical spelling,
 // which is one-to-one with their decoded value, so "\u0061" and "a" collide
 // as they should. Bodies produced by programs are usually sorted already or
-// small; only an out-of-order object pays for the copy.
+// small; only an out-of-order object pays for being rewritten.
 func (s *scanner) sortMembers(first int, ms []span) error {
 	sorted := true
+	s.work += len(ms)
 	for i := 1; i < len(ms); i++ {
 		switch bytes.Compare(s.key(ms[i-1]), s.key(ms[i])) {
 		case 0:
@@ -253,7 +270,10 @@ func (s *scanner) sortMembers(first int, ms []span) error {
 		}
 	}
 	if !sorted {
-		slices.SortFunc(ms, func(a, b span) int { return bytes.Compare(s.key(a), s.key(b)) })
+		slices.SortFunc(ms, func(a, b span) int {
+			s.work++
+			return bytes.Compare(s.key(a), s.key(b))
+		})
 		for i := 1; i < len(ms); i++ {
 			if bytes.Equal(s.key(ms[i-1]), s.key(ms[i])) {
 				return s.duplicate()
@@ -263,24 +283,19 @@ func (s *scanner) sortMembers(first int, ms []span) error {
 	// Checked before the members move: the spans locate them where they
 	// were written.
 	if s.caseful && len(ms) > 1 {
-		s.fe = s.fe[:0]
+		es := s.fold.names[:0]
 		for _, m := range ms {
-			s.fe = append(s.fe, foldEntry{foldHash(s.key(m)), m.start + 1, m.keyEnd - 1})
+			es = append(es, foldEntry{s.fold.hash(s.key(m)), m.start + 1, m.keyEnd - 1})
 		}
-		if foldClash(s.out, s.fe) {
+		s.fold.names = es
+		if s.fold.clash(s.out, es) {
 			return fmt.Errorf("%w: JSON object ending at byte %d has member %s", ErrBody, s.pos, caseVariants)
 		}
 	}
-	if sorted {
-		return nil
-	}
-	s.tmp = append(s.tmp[:0], s.out[first:]...)
-	s.out = s.out[:first]
-	for i, m := range ms {
-		if i > 0 {
-			s.out = append(s.out, ',')
-		}
-		s.out = append(s.out, s.tmp[m.start-first:m.end-first]...)
+	if !sorted {
+		lo := len(s.order)
+		s.order = append(s.order, ms...)
+		s.moved = append(s.moved, movedObject{first - 1, len(s.out) + 1, lo, len(s.order)})
 	}
 	return nil
 }
@@ -469,3 +484,49 @@ func appendStringContent(dst []byte, s string) []byte {
 	}
 	return dst
 }
+
+// reorder rewrites the objects noted as out of order with their members in
+// key order. Reordering an object as it closes would move its bytes once
+// for every enclosing object that is out of order too, and a body nested
+// ten thousand levels deep around one large value would be copied ten
+// thousand times. Written out once at the end, every byte moves once.
+// Reordering keeps each object's length, so every offset noted while
+// scanning still holds.
+func (s *scanner) reorder() {
+	if len(s.moved) == 0 {
+		return
+	}
+	// Objects close innermost first; writing out goes from the start.
+	slices.SortFunc(s.moved, func(a, b movedObject) int { return a.start - b.start })
+	start := s.moved[0].start
+	s.tmp = append(s.tmp[:0], s.out[:start]...)
+	s.tmp = s.writeOrdered(s.tmp, start, len(s.out))
+	s.out, s.tmp = s.tmp, s.out
+}
+
+// writeOrdered appends out[lo:hi] to dst with every noted object inside it
+// in key order.
+func (s *scanner) writeOrdered(dst []byte, lo, hi int) []byte {
+	i, _ := slices.BinarySearchFunc(s.moved, lo, byStart)
+	for i < len(s.moved) && s.moved[i].start < hi {
+		m := s.moved[i]
+		s.work += m.start - lo
+		dst = append(dst, s.out[lo:m.start]...)
+		dst = append(dst, '{')
+		for k, member := range s.order[m.lo:m.hi] {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = s.writeOrdered(dst, member.start, member.end)
+		}
+		dst = append(dst, '}')
+		lo = m.end
+		// Skip the objects inside this one: they were written with it.
+		j, _ := slices.BinarySearchFunc(s.moved[i+1:], lo, byStart)
+		i += 1 + j
+	}
+	s.work += hi - lo
+	return append(dst, s.out[lo:hi]...)
+}
+
+func byStart(m movedObject, at int) int { return m.start - at }

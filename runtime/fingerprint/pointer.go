@@ -144,9 +144,7 @@ func (st *state) checkFolds(v []byte) error {
 	if v[0] != '{' && v[0] != '[' {
 		return nil
 	}
-	var clash bool
-	clash, st.fe, st.opens = foldClashWithin(v, st.fe, st.opens)
-	if clash {
+	if st.fold.clashWithin(v) {
 		return fmt.Errorf("%w: fingerprinted body value has an object with member %s", ErrBody, caseVariants)
 	}
 	return nil

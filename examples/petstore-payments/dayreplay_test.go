@@ -89,8 +89,8 @@ func checkSafe(t *testing.T, rep dayreplay.Report) {
 		t.Errorf("money was not conserved: %s", strings.Join(rep.Problems, "; "))
 	}
 	if int64(rep.Acknowledged) < int64(rep.Started)-rep.GaveUp {
-		t.Errorf("%d transfers acknowledged; %d started and %d requests given up leave at least %d",
-			rep.Acknowledged, rep.Started, rep.GaveUp, int64(rep.Started)-rep.GaveUp)
+		t.Errorf("%d transfers acknowledged; %d started and %d requests given up leave at least %d; not acknowledged:\n%s",
+			rep.Acknowledged, rep.Started, rep.GaveUp, int64(rep.Started)-rep.GaveUp, strings.Join(rep.NotAcknowledged, "\n"))
 	}
 }
 

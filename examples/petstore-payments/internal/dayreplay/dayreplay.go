@@ -117,6 +117,11 @@ type Report struct {
 	Kills int
 	// Acknowledged counts the distinct transfers answered with a 201.
 	Acknowledged int
+	// NotAcknowledged lists every started transfer that no copy saw
+	// answered with a 201, as "key: ending; ending" with one ending per
+	// copy sent: its final status and problem type, or why its client
+	// gave up.
+	NotAcknowledged []string
 	// Unanswered counts the started transfers whose client got no final
 	// answer: every copy gave up, or ended on a 409 such as
 	// outcome-unknown, which leaves the client not knowing whether the
@@ -302,6 +307,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	}
 	rep.Planned, rep.Started, rep.Elapsed = len(p.transfers), started, elapsed
 	rep.Unanswered = r.unanswered(p.transfers[:started])
+	rep.NotAcknowledged = r.notAcknowledged(p.transfers[:started])
 	if srv != nil {
 		rep.Kills = srv.kills()
 	}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type replayer struct {
 	accountID [][]string          // per tenant, per planned account
 	acked     map[string][]string // transfer key → transfer IDs answered with 201
 	answered  map[string]bool     // transfer key → some copy got a final answer
+	endings   map[string][]string // transfer key → how each copy ended
 	changes   int                 // amount changes sent
 }
 
@@ -47,6 +49,7 @@ func newReplayer(base string, keys []string, c Config) (*replayer, error) {
 		c:        c,
 		acked:    map[string][]string{},
 		answered: map[string]bool{},
+		endings:  map[string][]string{},
 	}
 	// Without a budget of its own, a client retries until the day ends.
 	budget := c.Budget
@@ -97,23 +100,49 @@ func (r *replayer) timeout() time.Duration {
 type answer struct {
 	status int
 	body   []byte
+	// attempts counts the requests the client sent for this answer.
+	attempts int
+	// gaveUp says the client stopped retrying without a final answer:
+	// status and body are then those of the last attempt that had one
+	// (0 and nil when none had), and err why there was none.
+	gaveUp bool
+	err    error
+}
+
+// String says how a logical request ended: its final status and problem
+// type, or why the client gave up.
+func (a answer) String() string {
+	s := strconv.Itoa(a.status)
+	if p := idemclient.ProblemType(a.body); p != "" {
+		s += " " + p
+	}
+	if !a.gaveUp {
+		return s
+	}
+	if a.err != nil {
+		return fmt.Sprintf("gave up after %d attempts: %v", a.attempts, a.err)
+	}
+	return fmt.Sprintf("gave up after %d attempts on %s", a.attempts, s)
 }
 
 // send makes one logical request under key through the retrying client.
 // Each attempt is abandoned after the request's timeout and retried, as a
 // real client with a short deadline does. ok is false when the client gave
-// up (attempts, its retry budget, the request budget or the day's end).
+// up (attempts, its retry budget, the request budget or the day's end); the
+// answer then says how far it got.
 func (r *replayer) send(ctx context.Context, tenant int, path, key, body string) (answer, bool) {
 	var rep idemclient.Report
 	ctx = idemclient.WithReport(idemclient.WithKey(ctx, key), &rep)
 	ctx = idemclient.WithAttemptTimeout(ctx, r.timeout())
 	a, err := r.post(ctx, tenant, path, body)
+	a.attempts = rep.Attempts
 	if rep.Attempts > 1 {
 		r.retries.Add(int64(rep.Attempts - 1))
 	}
 	if err != nil || rep.GaveUp {
 		r.gaveUp.Add(1)
-		return answer{}, false
+		a.gaveUp, a.err = true, err
+		return a, false
 	}
 	return a, true
 }
@@ -196,13 +225,15 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 	var wg sync.WaitGroup
 	for range copies {
 		wg.Go(func() {
-			if ans, ok := r.send(ctx, tr.tenant, "/transfers", tr.key, body); ok {
+			ans, ok := r.send(ctx, tr.tenant, "/transfers", tr.key, body)
+			r.mu.Lock()
+			r.endings[tr.key] = append(r.endings[tr.key], ans.String())
+			if ok && ans.status != http.StatusConflict {
+				r.answered[tr.key] = true
+			}
+			r.mu.Unlock()
+			if ok {
 				r.ack(tr.key, ans)
-				if ans.status != http.StatusConflict {
-					r.mu.Lock()
-					r.answered[tr.key] = true
-					r.mu.Unlock()
-				}
 			}
 		})
 	}
@@ -232,6 +263,25 @@ func (r *replayer) unanswered(started []plannedTransfer) int {
 		}
 	}
 	return n
+}
+
+// notAcknowledged lists the transfers of started that no copy saw
+// answered with a 201, each with how every copy of it ended.
+func (r *replayer) notAcknowledged(started []plannedTransfer) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, tr := range started {
+		if len(r.acked[tr.key]) > 0 {
+			continue
+		}
+		endings := r.endings[tr.key]
+		if len(endings) == 0 {
+			endings = []string{"never sent"}
+		}
+		out = append(out, tr.key+": "+strings.Join(endings, "; "))
+	}
+	return out
 }
 
 func (r *replayer) ack(key string, a answer) {
@@ -438,6 +488,17 @@ func (a Report) WriteTable(w io.Writer) error {
 		return fmt.Errorf("write the table: %w", err)
 	}
 	for _, d := range a.Problems {
+		if _, err := fmt.Fprintln(w, "  ", d); err != nil {
+			return fmt.Errorf("write the table: %w", err)
+		}
+	}
+	if len(a.NotAcknowledged) == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintln(w, "transfers not acknowledged, with how each copy ended:"); err != nil {
+		return fmt.Errorf("write the table: %w", err)
+	}
+	for _, d := range a.NotAcknowledged {
 		if _, err := fmt.Fprintln(w, "  ", d); err != nil {
 			return fmt.Errorf("write the table: %w", err)
 		}

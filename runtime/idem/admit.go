@@ -12,43 +12,33 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/key"
 )
 
-// request is one protected request on its way through the engine.
-type request struct {
-	op     *operation
-	start  time.Time
-	tenant string
-	key    string // as stored; logged through keyLabel only
-	// id is the identity the request's row is stored under; a sealed
-	// response is bound to it.
-	id Identity
-	// older are the request's claims under older secrets still in their
-	// rotation window (Config.Secrets); nil in the common case.
-	older []Claim
-	// applied is the request's mark of protection; it carries the
-	// transaction to a transactional handler.
-	applied *applied
-	event   Event
-}
+// verdict is what admission decided about a request.
+type verdict int
 
-// serve applies op's policy. prefix holds the decoded path segments in
-// front of op's template when they may name a resource (Engine.Handler
-// under a prefix other than BasePath); they enter the fingerprint.
-func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, params map[string]string, prefix []string, next http.Handler) {
-	q := &request{op: op, start: time.Now()}
-	q.event.Operation = op.OperationID
-	defer e.observe(r.Context(), q)
+const (
+	// admitted: the request carries a valid key and has a fingerprint;
+	// its claim is next.
+	admitted verdict = iota
+	// keyless: the request carries no key; noKey answers it.
+	keyless
+	// refused: the request is refused, before any claim, with a problem.
+	refused
+)
 
+// admit reads what a claim needs: the tenant, the key, the body and the
+// fingerprint. It neither touches the store nor answers; the claim it
+// returns carries the key and fingerprint as the store keeps them.
+func (e *Engine) admit(r *http.Request, q *request, params map[string]string, prefix []string) (Claim, verdict, Problem) {
+	op := q.op
 	tenant, ok := e.tenant(r)
 	if !ok || tenant == "" {
-		e.reject(w, q, e.problem(ProblemTenantUnresolved, http.StatusInternalServerError,
-			"Tenant not resolved", "The server could not tell which tenant this request belongs to, so it did not run it. Contact support."))
-		return
+		return Claim{}, refused, e.problem(ProblemTenantUnresolved, http.StatusInternalServerError,
+			"Tenant not resolved", "The server could not tell which tenant this request belongs to, so it did not run it. Contact support.")
 	}
 	q.tenant, q.event.Tenant = tenant, tenant
 
@@ -64,69 +54,129 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 	// through untouched, its body streamed to the handler.
 	var k string
 	if op.Key.In != KeyInBody {
-		key, present, err := e.key(r, op, query)
-		if err != nil {
-			e.reject(w, q, e.keyProblem(op, err))
-			return
+		var present bool
+		var err error
+		if k, present, err = readKey(r, op, query); err != nil {
+			return Claim{}, refused, e.keyProblem(op, err)
 		}
 		if !present {
-			e.noKey(w, r, q, next)
-			return
+			return Claim{}, keyless, Problem{}
 		}
-		k = key
 	}
 
+	in, p, ok := e.readInput(r, op, params, query)
+	if !ok {
+		return Claim{}, refused, p
+	}
+	var sum [32]byte
+	if op.Key.In == KeyInBody {
+		var v verdict
+		if sum, k, v, p = e.sumWithKey(op, in); v != admitted {
+			return Claim{}, v, p
+		}
+	} else {
+		var err error
+		if sum, err = op.fingerprint.Sum(in); err != nil {
+			return Claim{}, refused, e.bodyProblem(op, err)
+		}
+	}
+	if len(prefix) > 0 {
+		sum = withPrefix(sum, prefix)
+	}
+	return e.newClaim(q, k, &sum), admitted, Problem{}
+}
+
+// readKey reads a header key, or a query key from query, r's parsed query
+// string; a body key comes with the fingerprint (sumWithKey).
+func readKey(r *http.Request, op *operation, query url.Values) (string, bool, error) {
+	switch op.Key.In {
+	case KeyInQuery:
+		return key.FromQuery(query, op.Key.Name, op.KeyMaxLength)
+	default:
+		return key.FromHeader(r.Header, op.Key.Name, op.KeyMaxLength)
+	}
+}
+
+// readInput reads the body (readBody) and what the fingerprint is computed
+// over. The body is read as the media type the operation declares; a body
+// of another kind is refused before the key is even looked for in it.
+func (e *Engine) readInput(r *http.Request, op *operation, params map[string]string, query url.Values) (fingerprint.Input, Problem, bool) {
 	body, p, ok := e.readBody(r)
 	if !ok {
-		e.reject(w, q, p)
-		return
+		return fingerprint.Input{}, p, false
 	}
 	mediaType := ""
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mediaType, _, _ = mime.ParseMediaType(ct)
 	}
-	// The body is read as the media type the operation declares; a body
-	// of another kind is refused before the key is even looked for in it.
 	mediaType, err := op.fingerprint.BodyMediaType(mediaType, len(body) > 0)
 	if err != nil {
-		e.reject(w, q, e.bodyProblem(op, err))
-		return
+		return fingerprint.Input{}, e.bodyProblem(op, err), false
 	}
+	return fingerprint.Input{MediaType: mediaType, Body: body, Path: params, Query: query}, Problem{}, true
+}
 
-	in := fingerprint.Input{MediaType: mediaType, Body: body, Path: params, Query: query}
-	var sum [32]byte
-	if op.Key.In == KeyInBody {
-		// One parse of the body yields both the key and the fingerprint.
-		// A body that cannot be read is at fault before any key in it.
-		var (
-			v     []byte
-			found bool
-		)
-		sum, v, found, err = op.fingerprint.SumLookup(in, op.Key.Name)
-		if err != nil {
-			e.reject(w, q, e.bodyProblem(op, err))
-			return
-		}
-		key, present, err := key.FromBodyValue(v, found, op.Key.Name, op.KeyMaxLength)
-		switch {
-		case err != nil:
-			e.reject(w, q, e.keyProblem(op, err))
-			return
-		case !present:
-			e.noKey(w, r, q, next)
-			return
-		}
-		k = key
-	} else if sum, err = op.fingerprint.Sum(in); err != nil {
-		e.reject(w, q, e.bodyProblem(op, err))
-		return
+// readBody reads the body once, within the limit, and hands the handler an
+// intact copy.
+func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, Problem{}, true
 	}
-	if len(prefix) > 0 {
-		sum = withPrefix(sum, prefix)
+	body, err := io.ReadAll(io.LimitReader(r.Body, e.maxBody+1))
+	_ = r.Body.Close()
+	if err != nil {
+		return nil, e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
+			"The request body could not be read completely. Retry with the same idempotency key."), false
 	}
+	if int64(len(body)) > e.maxBody {
+		return nil, e.problem(ProblemBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large",
+			"The request body is larger than "+strconv.FormatInt(e.maxBody, 10)+" bytes."), false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return body, Problem{}, true
+}
 
-	claim := Claim{
-		Identity:      Identity{Tenant: tenant, Scope: scopeOf(op.Policy), Key: k},
+// sumWithKey computes the fingerprint of a request whose key is in its
+// body, and reads the key in the same parse. A body that cannot be read is
+// at fault before any key in it.
+func (e *Engine) sumWithKey(op *operation, in fingerprint.Input) ([32]byte, string, verdict, Problem) {
+	sum, v, found, err := op.fingerprint.SumLookup(in, op.Key.Name)
+	if err != nil {
+		return sum, "", refused, e.bodyProblem(op, err)
+	}
+	k, present, err := key.FromBodyValue(v, found, op.Key.Name, op.KeyMaxLength)
+	switch {
+	case err != nil:
+		return sum, "", refused, e.keyProblem(op, err)
+	case !present:
+		return sum, "", keyless, Problem{}
+	}
+	return sum, k, admitted, Problem{}
+}
+
+// withPrefix folds a mount prefix's segments into a request's fingerprint,
+// each one length-prefixed so that no two prefixes fold alike.
+func withPrefix(sum [32]byte, prefix []string) [32]byte {
+	h := sha256.New()
+	h.Write(sum[:])
+	var n [binary.MaxVarintLen64]byte
+	for _, s := range prefix {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// newClaim is the claim of q, admitted with key k and fingerprint sum.
+// From here on the request knows its key only as the store keeps it:
+// under Config.Secrets an HMAC (protect), so no log line can carry the key.
+func (e *Engine) newClaim(q *request, k string, sum *[32]byte) Claim {
+	op := q.op
+	c := Claim{
+		Identity:      Identity{Tenant: q.tenant, Scope: scopeOf(op.Policy), Key: k},
 		Operation:     op.scopeID(),
 		Fingerprint:   sum[:],
 		Token:         rand.Text(),
@@ -134,15 +184,24 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		TTL:           op.TTL,
 		OnLeaseExpiry: op.OnLeaseExpiry,
 	}
-	// From here on the request knows its key only as the store keeps it:
-	// under Config.Secrets an HMAC, so no log line can carry the key.
-	claim, q.older = e.protect(op, claim, &sum)
-	q.id, q.key = claim.Identity, claim.Key
-	if op.Transactional {
-		e.serveTx(w, r, q, claim, next)
-		return
+	c, q.older = e.protect(op, c, sum)
+	q.id, q.key = c.Identity, c.Key
+	return c
+}
+
+func scopeOf(p Policy) string {
+	if p.Scope == ScopeTenant {
+		return ""
 	}
-	e.serveClaim(w, r, q, claim, next)
+	return p.scopeID()
+}
+
+// scopeID is the operation name the policy's keys are stored under.
+func (p Policy) scopeID() string {
+	if p.ScopeID != "" {
+		return p.ScopeID
+	}
+	return p.OperationID
 }
 
 // noKey answers a request without a key: a 400 when the policy requires
@@ -179,21 +238,6 @@ func (e *Engine) bodyProblem(op *operation, err error) Problem {
 		"The request body is not well-formed ("+why+"). Fix it and retry; the idempotency key was not used.")
 }
 
-func scopeOf(p Policy) string {
-	if p.Scope == ScopeTenant {
-		return ""
-	}
-	return p.scopeID()
-}
-
-// scopeID is the operation name the policy's keys are stored under.
-func (p Policy) scopeID() string {
-	if p.ScopeID != "" {
-		return p.ScopeID
-	}
-	return p.OperationID
-}
-
 func keyPlace(k KeySource) string {
 	switch k.In {
 	case KeyInBody:
@@ -203,51 +247,4 @@ func keyPlace(k KeySource) string {
 	default:
 		return "the " + k.Name + " header"
 	}
-}
-
-// readBody reads the body once, within the limit, and hands the handler an
-// intact copy.
-func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return nil, Problem{}, true
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, e.maxBody+1))
-	_ = r.Body.Close()
-	if err != nil {
-		return nil, e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
-			"The request body could not be read completely. Retry with the same idempotency key."), false
-	}
-	if int64(len(body)) > e.maxBody {
-		return nil, e.problem(ProblemBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large",
-			"The request body is larger than "+strconv.FormatInt(e.maxBody, 10)+" bytes."), false
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	return body, Problem{}, true
-}
-
-// key reads a header key, or a query key from query, r's parsed query
-// string; a body key comes with the fingerprint.
-func (e *Engine) key(r *http.Request, op *operation, query url.Values) (string, bool, error) {
-	switch op.Key.In {
-	case KeyInQuery:
-		return key.FromQuery(query, op.Key.Name, op.KeyMaxLength)
-	default:
-		return key.FromHeader(r.Header, op.Key.Name, op.KeyMaxLength)
-	}
-}
-
-// withPrefix folds a mount prefix's segments into a request's fingerprint,
-// each one length-prefixed so that no two prefixes fold alike.
-func withPrefix(sum [32]byte, prefix []string) [32]byte {
-	h := sha256.New()
-	h.Write(sum[:])
-	var n [binary.MaxVarintLen64]byte
-	for _, s := range prefix {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-		h.Write([]byte(s))
-	}
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
 }

@@ -2,15 +2,23 @@ package idem
 
 import (
 	"bytes"
-	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
 	"time"
 )
 
+// reject answers a request refused before any claim (admission, or a
+// route the engine cannot apply its policy to).
 func (e *Engine) reject(w http.ResponseWriter, q *request, p Problem) {
 	q.event.Outcome, q.event.Status = OutcomeRejected, p.Status
+	p.Write(w)
+}
+
+// send answers with p, a problem met after admission.
+func (e *Engine) send(w http.ResponseWriter, q *request, p Problem) {
+	q.event.Status = p.Status
 	p.Write(w)
 }
 
@@ -83,9 +91,30 @@ func (e *Engine) replay(w http.ResponseWriter, q *request, resp *Response) {
 	q.event.Outcome, q.event.Status = OutcomeReplayed, resp.Status
 }
 
-func (e *Engine) send(w http.ResponseWriter, q *request, p Problem) {
-	q.event.Status = p.Status
-	p.Write(w)
+// open is the replayable response of the row c met. Without a Sealer it
+// still refuses a sealed body, so that a replica configured without one
+// never sends ciphertext as an answer.
+func (e *Engine) open(q *request, c Claim, stored *Response) (*Response, error) {
+	if e.sealer == nil && !bytes.HasPrefix(stored.Body, []byte(sealMagic)) {
+		return stored, nil
+	}
+	resp, err := OpenResponse(e.sealer, c.Identity, *stored)
+	if err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// unreadable answers a retry whose stored response cannot be opened: a
+// row changed in the store, moved from another key, or sealed under a key
+// the Sealer lacks. Replaying it would send an answer nobody gave, so the
+// engine fails closed and says so at ERROR.
+func (e *Engine) unreadable(w http.ResponseWriter, r *http.Request, q *request, err error) {
+	q.event.Outcome, q.event.Err = OutcomeStoreError, err
+	e.log.ErrorContext(r.Context(), "the stored response of an idempotency key cannot be opened; nothing was replayed",
+		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key), "err", err)
+	e.send(w, q, e.problem(ProblemResponseUnreadable, http.StatusInternalServerError, "Stored response unreadable",
+		"The server cannot read the stored result of the request with this key, so it did not resend it. Contact support; do not retry with a new key."))
 }
 
 func (e *Engine) fenced(w http.ResponseWriter, r *http.Request, q *request, rec *recorder, err error) {
@@ -102,6 +131,46 @@ func (e *Engine) fenced(w http.ResponseWriter, r *http.Request, q *request, rec 
 	e.send(w, q, p)
 }
 
+// outcomeUnknown answers a transactional request whose writes may or may
+// not be durable (its handler ended the transaction itself, or wrote
+// around one that could not commit); the key is left held or
+// indeterminate.
+func (e *Engine) outcomeUnknown(w http.ResponseWriter, r *http.Request, q *request, err error) {
+	q.event.Outcome, q.event.Err = OutcomeIndeterminate, err
+	e.log.ErrorContext(r.Context(), "transactional request's writes may or may not be durable; the key's outcome is unknown",
+		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key), "err", err)
+	e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusInternalServerError, "Outcome unknown",
+		"The server cannot confirm whether this request took effect. Do not retry; contact support to resolve it."))
+}
+
+// noAnswer ends a request whose handler returned without writing a status
+// or a byte: nobody gave an answer, so none is stored. The claim is
+// abandoned as after a panic (the handler may have done part of its work).
+func (e *Engine) noAnswer(w http.ResponseWriter, r *http.Request, q *request, storeErr error) {
+	q.event.Outcome, q.event.Status = OutcomeNoAnswer, http.StatusInternalServerError
+	e.log.WarnContext(r.Context(), "handler returned without an answer; its idempotency claim was abandoned",
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "client_gone", r.Context().Err() != nil, "store_err", storeErr)
+	e.problem(ProblemHandlerFailed, http.StatusInternalServerError, "Request failed",
+		"The server ended the request without an answer. Retry with the same idempotency key; if the answer is an outcome-unknown problem, contact support.").Write(w)
+}
+
+func (e *Engine) handlerPanicked(w http.ResponseWriter, r *http.Request, q *request, rec *recorder, v any, storeErr error) {
+	q.event.Outcome, q.event.Err = OutcomePanicked, fmt.Errorf("handler panicked: %v", v)
+	e.log.ErrorContext(r.Context(), "handler panicked; its idempotency claim was abandoned",
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "panic", v, "store_err", storeErr)
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	q.event.Status = http.StatusInternalServerError
+	if rec.streaming {
+		// Part of the answer is on the wire; the connection cannot carry
+		// a clean error any more.
+		panic(http.ErrAbortHandler)
+	}
+	e.problem(ProblemHandlerFailed, http.StatusInternalServerError, "Request failed",
+		"The request failed inside the server. Retry with the same idempotency key; if the answer is an outcome-unknown problem, contact support.").Write(w)
+}
+
 func (e *Engine) storeUnavailable(w http.ResponseWriter, r *http.Request, q *request, step string, err error) {
 	q.event.Outcome, q.event.Err = OutcomeStoreError, err
 	e.log.ErrorContext(r.Context(), "idempotency store failed; the handler was not run or its writes were rolled back",
@@ -110,56 +179,4 @@ func (e *Engine) storeUnavailable(w http.ResponseWriter, r *http.Request, q *req
 		"The server could not record the idempotency key, so it did not process the request. Retry later with the same key.")
 	p.RetryAfter = storeUnavailableRetryAfter
 	e.send(w, q, p)
-}
-
-// abandon ends a claim whose handler panicked or gave no answer. When that
-// marks the key indeterminate it says so at WARN, with what an operator
-// needs to find the row (idemgen keys show --label).
-func (e *Engine) abandon(r *http.Request, q *request, h hold) error {
-	err := e.endClaim(r, q, h.abandon)
-	if err == nil && abandonFailsClosed(h) {
-		e.log.WarnContext(r.Context(), "idempotency key is now indeterminate (outcome unknown): its handler did not finish; resolve it with idemgen keys",
-			"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key))
-	}
-	return err
-}
-
-// abandonFailsClosed reports whether abandoning h marks its key
-// indeterminate; a claim inside the handler's transaction is rolled back
-// with it instead.
-func abandonFailsClosed(h hold) bool {
-	switch h := h.(type) {
-	case plainHold:
-		return h.c.OnLeaseExpiry == FailClosed
-	case durableTxHold:
-		return h.plain.c.OnLeaseExpiry == FailClosed
-	}
-	return false
-}
-
-// observe reports a finished request to the Observer.
-func (e *Engine) observe(ctx context.Context, q *request) {
-	q.event.Duration = time.Since(q.start)
-	if e.observer != nil {
-		if q.key != "" {
-			// Computed here, not on admission, so that an engine without
-			// an observer pays for no HMAC on the fast path.
-			q.event.KeyLabel = e.keyLabel(q.key)
-		}
-		e.observer.Observe(ctx, q.event)
-	}
-}
-
-func (e *Engine) timed(q *request, f func() (Result, error)) (Result, error) {
-	t := time.Now()
-	res, err := f()
-	q.event.StoreDuration += time.Since(t)
-	return res, err
-}
-
-func (e *Engine) storeErr(q *request, f func() error) error {
-	t := time.Now()
-	err := f()
-	q.event.StoreDuration += time.Since(t)
-	return err
 }

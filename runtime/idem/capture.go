@@ -102,3 +102,56 @@ func copyHeader(dst, src http.Header) {
 		dst[k] = v
 	}
 }
+
+// snapshot builds what is stored: the status, the headers the policy keeps
+// and the body, or no body when it outgrew the policy's limit.
+func (e *Engine) snapshot(op *operation, rec *recorder) Response {
+	resp := Response{Status: rec.statusCode(), Header: make(http.Header)}
+	for name, v := range rec.header {
+		if op.replay[name] {
+			resp.Header[name] = append([]string(nil), v...)
+		}
+	}
+	if rec.overflowed || int64(rec.body.Len()) > op.MaxSnapshotBytes {
+		resp.Omitted = true
+		return resp
+	}
+	resp.Body = rec.body.Bytes()
+	return resp
+}
+
+// storable reports whether a response of this status is stored and replayed
+// (SEMANTICS §3.4): statuses that describe a passing condition are not, so
+// that a retry runs the handler again.
+func (e *Engine) storable(op *operation, status int) bool {
+	return Storable(status, op.CacheServerErrors)
+}
+
+// Storable reports whether a response with status is stored for its key
+// (SEMANTICS §3.4): never 401, 403, 408, 425, 429, 502, 503 or 504, which
+// say the request may succeed if sent again; other server errors only when
+// the policy caches them (cacheServerErrors); everything else.
+func Storable(status int, cacheServerErrors bool) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooEarly,
+		http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return false
+	}
+	if status >= 500 {
+		// 500 and the server errors the contract does not name (501, 505,
+		// 507, …) say the server failed; they are kept only on request.
+		return cacheServerErrors
+	}
+	return true
+}
+
+// seal is what the store keeps of resp for q's key: resp sealed when a
+// Sealer is configured, resp itself otherwise.
+func (e *Engine) seal(q *request, resp Response) (Response, error) {
+	if e.sealer == nil || q.key == "" {
+		// A keyless request stores nothing: a Sealer that fails must not
+		// refuse, after its handler ran, an answer nobody keeps.
+		return resp, nil
+	}
+	return SealResponse(e.sealer, q.id, resp)
+}

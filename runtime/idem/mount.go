@@ -1,11 +1,9 @@
 package idem
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
@@ -109,33 +107,6 @@ type routeHandler interface {
 	// takesTx reports whether the handler hands the operation's
 	// transaction to the business handler.
 	takesTx() bool
-}
-
-// applied records, in a request's context, that the engine applied an
-// operation's policy, and carries the transaction a transactional handler
-// writes with.
-type applied struct {
-	op *operation
-	// tx is the request's transaction, set before the handler runs; its
-	// Driver is what the handler takes.
-	tx Tx
-	// taken is set when the handler took tx (TxFrom, TxHandler).
-	taken atomic.Bool
-	// problemBase is the engine's Config.ProblemBase, for the problems
-	// TxHandler answers.
-	problemBase string
-}
-
-type appliedKey struct{}
-
-func appliedFrom(ctx context.Context) *applied {
-	a, _ := ctx.Value(appliedKey{}).(*applied)
-	return a
-}
-
-func withApplied(r *http.Request, op *operation, problemBase string) (*http.Request, *applied) {
-	a := &applied{op: op, problemBase: problemBase}
-	return r.WithContext(context.WithValue(r.Context(), appliedKey{}, a)), a
 }
 
 // refuseRoute answers a request the engine cannot match to its policy. It

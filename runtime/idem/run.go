@@ -3,8 +3,8 @@ package idem
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
+	"sync/atomic"
 )
 
 // run runs the handler under a won claim and ends the claim by the
@@ -79,37 +79,52 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	}
 }
 
-// endClaim runs one store call that ends a claim, under a context of its
-// own (storeContext).
-func (e *Engine) endClaim(r *http.Request, q *request, f func(context.Context) error) error {
-	return e.storeErr(q, func() error {
-		ctx, cancel := e.storeContext(r)
-		defer cancel()
-		return f(ctx)
-	})
+// runHandler runs next and reports a panic instead of letting it unwind
+// through the engine, so that the claim can be abandoned. http.ErrAbortHandler
+// is re-raised after the claim is dealt with, as net/http expects.
+func (e *Engine) runHandler(w http.ResponseWriter, r *http.Request, next http.Handler) (panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = v
+		}
+	}()
+	next.ServeHTTP(w, r)
+	return nil
 }
 
-// noAnswer ends a request whose handler returned without writing a status
-// or a byte: nobody gave an answer, so none is stored. The claim is
-// abandoned as after a panic (the handler may have done part of its work).
-func (e *Engine) noAnswer(w http.ResponseWriter, r *http.Request, q *request, storeErr error) {
-	q.event.Outcome, q.event.Status = OutcomeNoAnswer, http.StatusInternalServerError
-	e.log.WarnContext(r.Context(), "handler returned without an answer; its idempotency claim was abandoned",
-		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "client_gone", r.Context().Err() != nil, "store_err", storeErr)
-	e.problem(ProblemHandlerFailed, http.StatusInternalServerError, "Request failed",
-		"The server ended the request without an answer. Retry with the same idempotency key; if the answer is an outcome-unknown problem, contact support.").Write(w)
+// mark records in the request that the engine applied q's policy, so that
+// a per-route Handler or TxHandler behind the middleware knows which one;
+// only a request about to reach the handler pays for it.
+func (e *Engine) mark(r *http.Request, q *request) *http.Request {
+	r, q.applied = withApplied(r, q.op, e.problemBase)
+	return r
 }
 
-// outcomeUnknown answers a transactional request whose writes may or may
-// not be durable (its handler ended the transaction itself, or wrote
-// around one that could not commit); the key is left held or
-// indeterminate.
-func (e *Engine) outcomeUnknown(w http.ResponseWriter, r *http.Request, q *request, err error) {
-	q.event.Outcome, q.event.Err = OutcomeIndeterminate, err
-	e.log.ErrorContext(r.Context(), "transactional request's writes may or may not be durable; the key's outcome is unknown",
-		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key), "err", err)
-	e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusInternalServerError, "Outcome unknown",
-		"The server cannot confirm whether this request took effect. Do not retry; contact support to resolve it."))
+// applied records, in a request's context, that the engine applied an
+// operation's policy, and carries the transaction a transactional handler
+// writes with.
+type applied struct {
+	op *operation
+	// tx is the request's transaction, set before the handler runs; its
+	// Driver is what the handler takes.
+	tx Tx
+	// taken is set when the handler took tx (TxFrom, TxHandler).
+	taken atomic.Bool
+	// problemBase is the engine's Config.ProblemBase, for the problems
+	// TxHandler answers.
+	problemBase string
+}
+
+type appliedKey struct{}
+
+func appliedFrom(ctx context.Context) *applied {
+	a, _ := ctx.Value(appliedKey{}).(*applied)
+	return a
+}
+
+func withApplied(r *http.Request, op *operation, problemBase string) (*http.Request, *applied) {
+	a := &applied{op: op, problemBase: problemBase}
+	return r.WithContext(context.WithValue(r.Context(), appliedKey{}, a)), a
 }
 
 // txNotTaken reacts to a transactional handler that answered a success
@@ -164,86 +179,6 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		return
 	}
 	e.run(w, r, q, txHold{tx}, Result{Won: true}, next)
-}
-
-// mark records in the request that the engine applied q's policy, so that
-// a per-route Handler or TxHandler behind the middleware knows which one;
-// only a request about to reach the handler pays for it.
-func (e *Engine) mark(r *http.Request, q *request) *http.Request {
-	r, q.applied = withApplied(r, q.op, e.problemBase)
-	return r
-}
-
-// runHandler runs next and reports a panic instead of letting it unwind
-// through the engine, so that the claim can be abandoned. http.ErrAbortHandler
-// is re-raised after the claim is dealt with, as net/http expects.
-func (e *Engine) runHandler(w http.ResponseWriter, r *http.Request, next http.Handler) (panicked any) {
-	defer func() {
-		if v := recover(); v != nil {
-			panicked = v
-		}
-	}()
-	next.ServeHTTP(w, r)
-	return nil
-}
-
-func (e *Engine) handlerPanicked(w http.ResponseWriter, r *http.Request, q *request, rec *recorder, v any, storeErr error) {
-	q.event.Outcome, q.event.Err = OutcomePanicked, fmt.Errorf("handler panicked: %v", v)
-	e.log.ErrorContext(r.Context(), "handler panicked; its idempotency claim was abandoned",
-		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "panic", v, "store_err", storeErr)
-	if v == http.ErrAbortHandler {
-		panic(v)
-	}
-	q.event.Status = http.StatusInternalServerError
-	if rec.streaming {
-		// Part of the answer is on the wire; the connection cannot carry
-		// a clean error any more.
-		panic(http.ErrAbortHandler)
-	}
-	e.problem(ProblemHandlerFailed, http.StatusInternalServerError, "Request failed",
-		"The request failed inside the server. Retry with the same idempotency key; if the answer is an outcome-unknown problem, contact support.").Write(w)
-}
-
-// storable reports whether a response of this status is stored and replayed
-// (SEMANTICS §3.4): statuses that describe a passing condition are not, so
-// that a retry runs the handler again.
-func (e *Engine) storable(op *operation, status int) bool {
-	return Storable(status, op.CacheServerErrors)
-}
-
-// Storable reports whether a response with status is stored for its key
-// (SEMANTICS §3.4): never 401, 403, 408, 425, 429, 502, 503 or 504, which
-// say the request may succeed if sent again; other server errors only when
-// the policy caches them (cacheServerErrors); everything else.
-func Storable(status int, cacheServerErrors bool) bool {
-	switch status {
-	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooEarly,
-		http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return false
-	}
-	if status >= 500 {
-		// 500 and the server errors the contract does not name (501, 505,
-		// 507, …) say the server failed; they are kept only on request.
-		return cacheServerErrors
-	}
-	return true
-}
-
-// snapshot builds what is stored: the status, the headers the policy keeps
-// and the body, or no body when it outgrew the policy's limit.
-func (e *Engine) snapshot(op *operation, rec *recorder) Response {
-	resp := Response{Status: rec.statusCode(), Header: make(http.Header)}
-	for name, v := range rec.header {
-		if op.replay[name] {
-			resp.Header[name] = append([]string(nil), v...)
-		}
-	}
-	if rec.overflowed || int64(rec.body.Len()) > op.MaxSnapshotBytes {
-		resp.Omitted = true
-		return resp
-	}
-	resp.Body = rec.body.Bytes()
-	return resp
 }
 
 // runCounting runs next and reports the status it sent.

@@ -1,16 +1,13 @@
 package idem
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
-	"time"
 )
 
 // storedKeyPrefix starts a key stored as its HMAC. A key a client sends is
@@ -169,120 +166,18 @@ func prepareSecrets(cfg Config) ([]storeSecret, error) {
 	return out, nil
 }
 
-// protect rewrites c's key and fingerprint as the store keeps them under
-// the newest secret, and returns the claims the same request would have
-// made under each older secret still within op's window (rows written
-// under them may live until SecretsRotatedAt + ttl + lease). Without
+// protect rewrites c's key and fingerprint (sum, rewritten in place) as
+// the store keeps them under the newest secret, and returns the claims the
+// same request would have made under older secrets (olderClaims). Without
 // secrets c is returned as it is and there are no older claims.
 func (e *Engine) protect(op *operation, c Claim, sum *[sha256.Size]byte) (Claim, []Claim) {
 	if len(e.secrets) == 0 {
 		return c, nil
 	}
-	raw, key := *sum, c.Key
+	raw, k := *sum, c.Key
 	*sum = e.secrets[0].fingerprint(raw)
-	c.Key = e.secrets[0].storedKey(key)
-	if len(e.secrets) == 1 || (!e.rotatedAt.IsZero() && time.Since(e.rotatedAt) > op.TTL+op.Lease) {
-		return c, nil
-	}
-	older := make([]Claim, 0, len(e.secrets)-1)
-	for i := range e.secrets[1:] {
-		s := &e.secrets[i+1]
-		o := c
-		o.Key = s.storedKey(key)
-		fp := s.fingerprint(raw)
-		o.Fingerprint = fp[:]
-		older = append(older, o)
-	}
-	return c, older
-}
-
-// metUnderOlder looks, after own's claim was won, for a row of the same
-// request written under an older secret (Config.Secrets), by claiming the
-// key under each one in turn. A claim that wins found nothing and is
-// released at once; one that loses met the row that stands, which answers
-// the request instead, and own's claim is released. Own's claim is held
-// throughout, so a replica still writing under the older secret either
-// meets it or is met: never do both run the handler. It reports whether
-// the request was answered.
-func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *request, own plainHold) bool {
-	for _, c := range q.older {
-		ctx, cancel := e.storeContext(r)
-		res, err := e.timed(q, func() (Result, error) { return e.store.Claim(ctx, c) })
-		switch {
-		case err != nil:
-			err = errors.Join(err, e.releaseProbe(ctx, q, c), own.release(ctx))
-			cancel()
-			e.storeUnavailable(w, r, q, "claim under an older secret", err)
-			return true
-		case res.Won:
-			_ = e.releaseProbe(ctx, q, c)
-			cancel()
-		default:
-			err := own.release(ctx)
-			cancel()
-			if err != nil {
-				e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
-					"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
-			}
-			q.id, q.key = c.Identity, c.Key
-			e.answerExisting(w, r, q, c, res.Existing)
-			return true
-		}
-	}
-	return false
-}
-
-// holdOlder claims the key under each older secret before a transactional
-// claim and holds what it wins until the request ends (releaseOlder): a
-// claim under an older secret made after the handler's transaction began
-// could wait on that transaction's own lock (SQLite has one writer). A
-// claim that loses met the row that answers the request; it reports
-// whether the request was answered.
-func (e *Engine) holdOlder(w http.ResponseWriter, r *http.Request, q *request) (held []Claim, answered bool) {
-	for _, c := range q.older {
-		res, err := e.timed(q, func() (Result, error) {
-			ctx, cancel := e.storeContext(r)
-			defer cancel()
-			return e.store.Claim(ctx, c)
-		})
-		switch {
-		case err != nil:
-			held = append(held, c) // the claim may have been written
-			e.storeUnavailable(w, r, q, "claim under an older secret", err)
-			return held, true
-		case !res.Won:
-			q.id, q.key = c.Identity, c.Key
-			e.answerExisting(w, r, q, c, res.Existing)
-			return held, true
-		}
-		held = append(held, c)
-	}
-	return held, false
-}
-
-// releaseOlder releases the claims holdOlder won.
-func (e *Engine) releaseOlder(r *http.Request, q *request, held []Claim) {
-	if len(held) == 0 {
-		return
-	}
-	ctx, cancel := e.storeContext(r)
-	defer cancel()
-	for _, c := range held {
-		_ = e.releaseProbe(ctx, q, c)
-	}
-}
-
-// releaseProbe releases a claim made under an older secret. One that stays
-// (the store failed) is in flight under the request's token until its
-// lease ends, and is then judged like any abandoned claim.
-func (e *Engine) releaseProbe(ctx context.Context, q *request, c Claim) error {
-	err := e.store.Release(ctx, c.Identity, c.Token)
-	if err != nil && !errors.Is(err, ErrFenced) {
-		e.log.WarnContext(ctx, "a claim under an older secret could not be released; it stays until its lease ends",
-			"operation", q.op.OperationID, "key", e.keyLabel(c.Key), "err", err)
-		return err
-	}
-	return nil
+	c.Key = e.secrets[0].storedKey(k)
+	return c, e.olderClaims(op, c, k, raw)
 }
 
 // StoredFingerprint is a request's fingerprint (the SHA-256 of its

@@ -1,0 +1,61 @@
+package idem
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// request is one protected request on its way through the engine.
+type request struct {
+	op     *operation
+	start  time.Time
+	tenant string
+	key    string // as stored; logged through keyLabel only
+	// id is the identity the request's row is stored under; a sealed
+	// response is bound to it.
+	id Identity
+	// older are the request's claims under older secrets still in their
+	// rotation window (Config.Secrets); nil in the common case.
+	older []Claim
+	// applied is the request's mark of protection; it carries the
+	// transaction to a transactional handler.
+	applied *applied
+	event   Event
+}
+
+// serve applies op's policy to one request, stage by stage: admission
+// (admit.go), the claim (claim.go), the handler's run (run.go) and the
+// answer (answer.go). prefix holds the decoded path segments in front of
+// op's template when they may name a resource (Engine.Handler under a
+// prefix other than BasePath); they enter the fingerprint.
+func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, params map[string]string, prefix []string, next http.Handler) {
+	q := &request{op: op, start: time.Now()}
+	q.event.Operation = op.OperationID
+	defer e.observe(r.Context(), q)
+
+	c, verdict, p := e.admit(r, q, params, prefix)
+	switch {
+	case verdict == refused:
+		e.reject(w, q, p)
+	case verdict == keyless:
+		e.noKey(w, r, q, next)
+	case op.Transactional:
+		e.serveTx(w, r, q, c, next)
+	default:
+		e.serveClaim(w, r, q, c, next)
+	}
+}
+
+// observe reports a finished request to the Observer.
+func (e *Engine) observe(ctx context.Context, q *request) {
+	q.event.Duration = time.Since(q.start)
+	if e.observer != nil {
+		if q.key != "" {
+			// Computed here, not on admission, so that an engine without
+			// an observer pays for no HMAC on the fast path.
+			q.event.KeyLabel = e.keyLabel(q.key)
+		}
+		e.observer.Observe(ctx, q.event)
+	}
+}

@@ -106,21 +106,36 @@ var ErrUsage = errors.New("invalid options")
 // Generate loads and validates the spec and renders every output file.
 // Diagnostics are sorted; when any is an error, files is nil. err reports
 // what stops generation outright: bad options, an unreadable spec, an I/O
-// failure.
+// failure. It is Run without the count of operations.
 func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Diagnostic, error) {
+	files, rep, err := Run(ctx, opts)
+	return files, rep.Diagnostics, err
+}
+
+// Run is Generate with the whole report: the diagnostics and how many
+// operations opt in to a policy, for the summary line the command prints.
+func Run(ctx context.Context, opts Options) (map[string][]byte, model.Report, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
-		return nil, nil, err
+		return nil, model.Report{}, err
 	}
-	spec, diags, err := loadSpec(ctx, opts.resolve(opts.Spec), opts.Spec, false)
-	if err != nil {
-		return nil, diags, err
+	spec, rep, err := checkSpec(ctx, opts.resolve(opts.Spec), opts.Spec)
+	if err != nil || spec == nil {
+		return nil, rep, err
 	}
-	model.SortDiagnostics(diags)
-	if model.HasErrors(diags) {
-		return nil, diags, nil
+	files, diags, err := emit(spec, opts)
+	rep.Diagnostics = append(rep.Diagnostics, diags...)
+	model.SortDiagnostics(rep.Diagnostics)
+	if err != nil || model.HasErrors(rep.Diagnostics) {
+		return nil, rep, err
 	}
+	return files, rep, nil
+}
 
+// emit renders every output file of a spec that has no errors, with what
+// the emitters and the checks against the disk and the lock file find.
+func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic, error) {
+	var diags []model.Diagnostic
 	files := make(map[string][]byte)
 	goSrc, goDiags, err := gocode.Emit(spec, gocode.Options{
 		Package: opts.Package,
@@ -188,11 +203,6 @@ func Generate(ctx context.Context, opts Options) (map[string][]byte, []model.Dia
 			return nil, diags, fmt.Errorf("generate augmented spec: %w", err)
 		}
 		files[filepath.ToSlash(opts.AugmentedSpec)] = doc
-	}
-
-	model.SortDiagnostics(diags)
-	if model.HasErrors(diags) {
-		return nil, diags, nil
 	}
 	return files, diags, nil
 }
@@ -300,18 +310,9 @@ func relSlash(from, target string) string {
 }
 
 // Validate loads and validates the spec at file and returns its policy
-// model (nil when it has errors) and its sorted diagnostics, generating
-// nothing.
-func Validate(ctx context.Context, file string) (*model.Spec, []model.Diagnostic, error) {
-	spec, diags, err := loadSpec(ctx, file, file, true)
-	if err == nil && spec != nil {
-		// What the Go emitter would refuse, so that validate passes only
-		// what generate accepts.
-		if nameDiags := gocode.CheckNames(spec); len(nameDiags) > 0 {
-			diags = append(diags, nameDiags...)
-			spec = nil
-		}
-	}
-	model.SortDiagnostics(diags)
-	return spec, diags, err
+// model (nil when it has errors) and its report, generating nothing. Its
+// diagnostics are the ones Generate reports on the same spec, but for
+// those about the output: the lock file, the migrations on disk.
+func Validate(ctx context.Context, file string) (*model.Spec, model.Report, error) {
+	return checkSpec(ctx, file, file)
 }

@@ -21,8 +21,9 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/golden")
 
 // goldenDir holds one directory per case: the input spec, optional
-// options.json, and either want/ (the expected files) or stderr.txt (the
-// expected diagnostics), or both for a case that succeeds with warnings.
+// options.json, and either want/ (the expected files) or stderr.txt (what
+// the command prints on stderr: the diagnostics and the summary line), or
+// both for a case that succeeds with warnings.
 var goldenDir = filepath.Join("..", "testdata", "golden")
 
 // caseOptions is options.json. Fields left out take the harness defaults,
@@ -132,6 +133,20 @@ func diagText(diags []model.Diagnostic) string {
 	return b.String()
 }
 
+// reportText is what the command prints on stderr for rep: nothing when
+// there is nothing to report, else every diagnostic and the summary line.
+func reportText(t *testing.T, rep model.Report) string {
+	t.Helper()
+	if len(rep.Diagnostics) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	if err := rep.Write(&b, model.WarningsAll); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
 func TestGolden(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join(goldenDir, "*"))
 	if err != nil {
@@ -156,10 +171,11 @@ func TestGolden(t *testing.T) {
 func runGoldenCase(t *testing.T, dir string) {
 	opts := readCaseOptions(t, dir)
 	ctx := context.Background()
-	files, diags, err := Generate(ctx, opts)
+	files, rep, err := Run(ctx, opts)
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
+	diags := rep.Diagnostics
 	// Determinism: a second run gives byte-identical output.
 	again, diags2, err := Generate(ctx, opts)
 	if err != nil {
@@ -174,7 +190,7 @@ func runGoldenCase(t *testing.T, dir string) {
 
 	stderrPath := filepath.Join(dir, "stderr.txt")
 	wantDir := filepath.Join(dir, "want")
-	gotStderr := diagText(diags)
+	gotStderr := reportText(t, rep)
 	if *update {
 		if err := os.RemoveAll(wantDir); err != nil {
 			t.Fatal(err)

@@ -300,7 +300,7 @@ components:
   schemas:
     Money: {type: object}
 `)
-	if spec != nil || len(diags) != 1 || !strings.HasPrefix(diags[0], `spec.yaml:9:11: cannot resolve the document's references: `) || !strings.Contains(diags[0], "#/components/schemas/Money") {
+	if spec != nil || len(diags) != 1 || !strings.HasPrefix(diags[0], `spec.yaml:9:11: error: cannot resolve the document's references: `) || !strings.Contains(diags[0], "#/components/schemas/Money") {
 		t.Errorf("diagnostics %q", diags)
 	}
 }

@@ -36,9 +36,10 @@
 // local references are read; such a ref is set aside so the rest loads),
 // and kin-openapi's complaints about the annotated operations' parameters
 // and request bodies, validated with examples, defaults, patterns and
-// formats left unchecked. Whole-document validation is optional
-// (Options.ValidateDocument): on a spec the size of Stripe's it takes
-// several times as long as loading.
+// formats left unchecked. The rest of the document is not validated: what
+// touches no annotated operation never changes the output (an OpenAPI
+// linter is the place for it), and on a spec the size of Stripe's
+// whole-document validation takes several times as long as loading.
 //
 // # Choices the extension leaves open
 //

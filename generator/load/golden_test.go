@@ -9,13 +9,15 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/idemgen/idemgen/generator/model"
 )
 
 var update = flag.Bool("update", false, "rewrite the stderr.txt of the failing golden cases")
 
 // TestGoldenFailures loads every testdata/golden/fail-* spec, except the
-// fail-emit-* ones, and compares the diagnostics with the case's
-// stderr.txt.
+// fail-emit-* ones, and compares what the command would print (the
+// diagnostics and the summary line) with the case's stderr.txt.
 func TestGoldenFailures(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join("..", "..", "testdata", "golden", "fail-*"))
 	if err != nil {
@@ -35,17 +37,18 @@ func TestGoldenFailures(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dir, "spec.json")); err == nil {
 				name = "spec.json"
 			}
-			spec, diags, err := Load(context.Background(), filepath.Join(dir, name), Options{DisplayName: name})
+			rep := model.Report{Source: name}
+			spec, diags, err := Load(context.Background(), filepath.Join(dir, name), Options{DisplayName: name, Operations: &rep.Operations})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if spec != nil {
 				t.Error("a failing case returned a spec")
 			}
+			rep.Diagnostics = diags
 			var b strings.Builder
-			for _, d := range diags {
-				b.WriteString(d.String())
-				b.WriteByte('\n')
+			if err := rep.Write(&b, model.WarningsAll); err != nil {
+				t.Fatal(err)
 			}
 			got := b.String()
 			golden := filepath.Join(dir, "stderr.txt")

@@ -100,7 +100,7 @@ func TestDecodeLayerErrors(t *testing.T) {
 		src  string
 		want string // a substring of the only diagnostic
 	}{
-		{"  ttl: 7 days", `t.yaml:2:3: x-idempotency.ttl: "7 days" is not a duration (use 7d, 24h, 90m)`},
+		{"  ttl: 7 days", `t.yaml:2:3: error: x-idempotency.ttl: "7 days" is not a duration (use 7d, 24h, 90m)`},
 		{"  ttl: 5", "not the bare number 5"},
 		{"  ttl: 0s", `"0s" must be positive`},
 		{"  ttl: 300ms", "is not a duration"},

@@ -37,10 +37,10 @@ func TestPathTemplatesOfEveryForm(t *testing.T) {
 
 func TestPathTemplatesTheRuntimeCannotServe(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
-		{"/responses?beta=true", "spec.yaml:4:13: POST /responses?beta=true (opa): path template \"/responses?beta=true\": holds \"?\""},
-		{"/range/{a}{b}", "spec.yaml:4:13: POST /range/{a}{b} (opa): path template \"/range/{a}{b}\": parameters {a} and {b} touch"},
-		{"/pets/{id", "spec.yaml:4:9: POST /pets/{id (opa): path template \"/pets/{id\": a { is never closed"},
-		{"'/pets/{id}/toys/{id}'", "spec.yaml:4:20: POST /pets/{id}/toys/{id} (opa): path template \"/pets/{id}/toys/{id}\": parameter {id} appears twice"},
+		{"/responses?beta=true", "spec.yaml:4:13: error: POST /responses?beta=true (opa): path template \"/responses?beta=true\": holds \"?\""},
+		{"/range/{a}{b}", "spec.yaml:4:13: error: POST /range/{a}{b} (opa): path template \"/range/{a}{b}\": parameters {a} and {b} touch"},
+		{"/pets/{id", "spec.yaml:4:9: error: POST /pets/{id (opa): path template \"/pets/{id\": a { is never closed"},
+		{"'/pets/{id}/toys/{id}'", "spec.yaml:4:20: error: POST /pets/{id}/toys/{id} (opa): path template \"/pets/{id}/toys/{id}\": parameter {id} appears twice"},
 	} {
 		_, diags := loadString(t, pathSpec(tc.path))
 		if len(diags) != 1 || !strings.HasPrefix(diags[0], tc.want) {

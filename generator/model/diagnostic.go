@@ -32,19 +32,17 @@ func (s Severity) String() string {
 }
 
 // String renders the diagnostic on one line, in the form editors and CI
-// log parsers recognise:
+// log parsers recognise (the C compilers' form: position, then severity):
 //
-//	openapi.yaml:41:9: POST /transfers (createTransfer): x-idempotency.ttl: "7 days" is not a duration (use 7d, 24h, 90m)
+//	openapi.yaml:41:9: error: POST /transfers (createTransfer): x-idempotency.ttl: "7 days" is not a duration (use 7d, 24h, 90m)
 //
-// A warning carries "warning: " right after the position. The operation and
-// field parts are left out when empty.
+// The operation and field parts are left out when empty.
 func (d Diagnostic) String() string {
 	var b strings.Builder
 	b.WriteString(d.Pos.String())
 	b.WriteString(": ")
-	if d.Severity == Warning {
-		b.WriteString("warning: ")
-	}
+	b.WriteString(d.Severity.String())
+	b.WriteString(": ")
 	if d.Operation != "" {
 		b.WriteString(d.Operation)
 		b.WriteString(": ")
@@ -57,16 +55,17 @@ func (d Diagnostic) String() string {
 	return b.String()
 }
 
-// CompareDiagnostics orders diagnostics by file, line, column and message;
+// CompareDiagnostics orders errors before warnings, so that what stops
+// generation is read first, then each by file, line, column and message;
 // the remaining fields only break ties, so that the order is total and
 // output is deterministic.
 func CompareDiagnostics(a, b Diagnostic) int {
 	return cmp.Or(
+		cmp.Compare(a.Severity, b.Severity),
 		cmp.Compare(a.Pos.File, b.Pos.File),
 		cmp.Compare(a.Pos.Line, b.Pos.Line),
 		cmp.Compare(a.Pos.Col, b.Pos.Col),
 		cmp.Compare(a.Message, b.Message),
-		cmp.Compare(a.Severity, b.Severity),
 		cmp.Compare(a.Operation, b.Operation),
 		cmp.Compare(a.Field, b.Field),
 	)

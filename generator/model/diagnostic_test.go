@@ -12,13 +12,13 @@ func TestDiagnosticString(t *testing.T) {
 		want string
 	}{
 		{Diagnostic{Pos: Pos{File: "api/openapi.yaml", Line: 41, Col: 9}, Operation: "POST /transfers (createTransfer)", Field: "x-idempotency.ttl", Message: `"7 days" is not a duration (use 7d, 24h, 90m)`},
-			`api/openapi.yaml:41:9: POST /transfers (createTransfer): x-idempotency.ttl: "7 days" is not a duration (use 7d, 24h, 90m)`},
+			`api/openapi.yaml:41:9: error: POST /transfers (createTransfer): x-idempotency.ttl: "7 days" is not a duration (use 7d, 24h, 90m)`},
 		{Diagnostic{Severity: Warning, Pos: Pos{File: "a.yaml", Line: 3, Col: 1}, Message: "defaults apply to nothing"},
 			"a.yaml:3:1: warning: defaults apply to nothing"},
 		{Diagnostic{Severity: Warning, Pos: Pos{File: "a.yaml"}, Operation: "PATCH /x (x)", Message: "m"},
 			"a.yaml: warning: PATCH /x (x): m"},
 		{Diagnostic{Pos: Pos{File: "a.yaml", Line: 7}, Field: "x-idempotency", Message: "m"},
-			"a.yaml:7: x-idempotency: m"},
+			"a.yaml:7: error: x-idempotency: m"},
 	}
 	for _, c := range cases {
 		if got := c.d.String(); got != c.want {
@@ -40,7 +40,7 @@ func TestSortDiagnostics(t *testing.T) {
 	for _, d := range ds {
 		got = append(got, d.String())
 	}
-	want := []string{"a.yaml:2:3: c", "a.yaml:2:5: a", "a.yaml:2:5: b", "a.yaml:10:1: a", "b.yaml:1:1: z"}
+	want := []string{"a.yaml:2:3: error: c", "a.yaml:2:5: error: a", "a.yaml:2:5: error: b", "a.yaml:10:1: error: a", "b.yaml:1:1: error: z"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -96,6 +95,7 @@ func newGenerate(stdout, stderr io.Writer) *cobra.Command {
 		flags settings
 		cf    configFlags
 		check bool
+		show  model.Warnings
 	)
 	cmd := &cobra.Command{
 		Use:   "generate",
@@ -127,15 +127,15 @@ is acknowledged with acceptBreaking in the config file or --accept-breaking.`,
 			if err != nil {
 				return err
 			}
-			files, diags, err := generator.Generate(cmd.Context(), opts)
-			printDiagnostics(stderr, diags)
+			files, rep, err := generator.Run(cmd.Context(), opts)
 			if errors.Is(err, generator.ErrUsage) {
 				return usageError{err}
 			}
+			printReport(stderr, rep, err, show)
 			if err != nil {
 				return failure{err.Error()}
 			}
-			if model.HasErrors(diags) {
+			if model.HasErrors(rep.Diagnostics) {
 				return failure{}
 			}
 			if check {
@@ -167,6 +167,7 @@ is acknowledged with acceptBreaking in the config file or --accept-breaking.`,
 	f.BoolVar(&check, "check", false, "write nothing; exit 1 with a diff when the files on disk are not up to date")
 	f.StringArrayVar(&flags.AcceptBreaking, "accept-breaking", nil, "acknowledge a breaking policy change, `operationId:kind` (repeatable)")
 	f.StringVar(&flags.Against, "against", "", "lock `file` to compare the policies with, such as the main branch's (default: the one beside the generated code)")
+	registerWarnings(cmd, &show)
 	cf.register(cmd)
 	return cmd
 }
@@ -175,13 +176,15 @@ func newValidate(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		flags settings
 		cf    configFlags
+		show  model.Warnings
 	)
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Check a spec's x-idempotency policies without generating anything",
-		Long: `validate checks the spec and prints its diagnostics, generating nothing.
-The spec is --spec, or else the spec of the config file that generate
-would read.`,
+		Long: `validate checks the spec and prints its diagnostics, generating nothing:
+the same ones generate prints for the same spec, but for those about the
+files on disk (the lock file, the migrations). The spec is --spec, or else
+the spec of the config file that generate would read.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := loadSettings(cmd, cf, flags, stderr)
@@ -192,19 +195,19 @@ would read.`,
 			if spec == "" {
 				return usageError{fmt.Errorf("--spec is required when no %s names one", configName)}
 			}
-			parsed, diags, err := generator.Validate(cmd.Context(), spec)
-			printDiagnostics(stderr, diags)
+			parsed, rep, err := generator.Validate(cmd.Context(), spec)
+			printReport(stderr, rep, err, show)
 			if err != nil {
 				return failure{err.Error()}
 			}
 			if parsed == nil {
 				return failure{}
 			}
-			fmt.Fprintf(stdout, "%s: %s with an x-idempotency policy, no errors\n", spec, plural(len(parsed.Operations), "operation"))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&flags.Spec, "spec", "", "OpenAPI spec `file` (YAML or JSON)")
+	registerWarnings(cmd, &show)
 	cf.register(cmd)
 	return cmd
 }
@@ -231,28 +234,32 @@ func version() string {
 	return info.Main.Version
 }
 
-// printDiagnostics prints diags one per line, then a count.
-func printDiagnostics(w io.Writer, diags []model.Diagnostic) {
-	if len(diags) == 0 {
+// printReport prints a run's diagnostics and its summary line, the same
+// way for generate and validate. A run that stopped before it could read
+// the spec (err, and nothing found) has nothing to sum up.
+func printReport(w io.Writer, rep model.Report, err error, show model.Warnings) {
+	if err != nil && len(rep.Diagnostics) == 0 {
 		return
 	}
-	for _, d := range diags {
-		fmt.Fprintln(w, d.String())
-	}
-	errs, warns := model.CountErrors(diags)
-	var parts []string
-	if errs > 0 {
-		parts = append(parts, plural(errs, "error"))
-	}
-	if warns > 0 {
-		parts = append(parts, plural(warns, "warning"))
-	}
-	fmt.Fprintln(w, strings.Join(parts, ", "))
+	_ = rep.Write(w, show) // a lost stderr has no one left to tell
 }
 
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
+// warningsValue is the --warnings flag: a mode ParseWarnings reads, so
+// that a wrong one is a usage error when the flags are parsed.
+type warningsValue struct{ w *model.Warnings }
+
+func (v warningsValue) String() string { return v.w.String() }
+func (v warningsValue) Type() string   { return "mode" }
+
+func (v warningsValue) Set(s string) error {
+	w, err := model.ParseWarnings(s)
+	if err != nil {
+		return err
 	}
-	return fmt.Sprintf("%d %ss", n, word)
+	*v.w = w
+	return nil
+}
+
+func registerWarnings(cmd *cobra.Command, show *model.Warnings) {
+	cmd.Flags().Var(warningsValue{show}, "warnings", "how warnings are shown: all, summary (counted only) or off")
 }

@@ -65,3 +65,46 @@ paths:
 		}
 	}
 }
+
+// validate and generate print the same diagnostics for one spec: a fault
+// of the document that touches no annotated operation (here an unknown
+// field of info) is reported by neither.
+func TestValidateAndGenerateReportTheSameSet(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1", summry: typo}
+paths:
+  /a:
+    post:
+      operationId: a
+      x-idempotency: true
+      responses:
+        "200":
+          description: ok
+          content:
+            text/event-stream: {schema: {type: string}}
+`
+	dir := t.TempDir()
+	file := filepath.Join(dir, "openapi.yaml")
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, genRep, err := Run(context.Background(), Options{Spec: "openapi.yaml", Out: "api", Package: "api", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, valRep, err := Validate(context.Background(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := strings.ReplaceAll(diagText(genRep.Diagnostics), "openapi.yaml", "SPEC")
+	val := strings.ReplaceAll(diagText(valRep.Diagnostics), file, "SPEC")
+	if diff := cmp.Diff(gen, val); diff != "" {
+		t.Errorf("validate and generate disagree (-generate +validate):\n%s", diff)
+	}
+	if !strings.Contains(val, "text/event-stream") || strings.Count(val, "\n") != 1 {
+		t.Errorf("want the one warning about the streamed response, got:\n%s", val)
+	}
+	if genRep.Operations != 1 || valRep.Operations != 1 {
+		t.Errorf("operations counted: generate %d, validate %d, want 1", genRep.Operations, valRep.Operations)
+	}
+}

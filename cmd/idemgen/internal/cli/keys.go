@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,8 +44,9 @@ func newKeys(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Inspect stored idempotency keys and resolve those whose outcome is unknown",
 		Long: `keys works on the idempotency_keys table of a PostgreSQL or SQLite store.
 
---database-url (or $` + envDatabaseURL + `) is a postgres:// or postgresql:// URL,
-or sqlite:PATH, or the path of an existing SQLite file.
+--database-url (or $` + envDatabaseURL + `) is a postgres:// or postgresql:// URL
+or a PostgreSQL key=value string (host=… dbname=…), or sqlite:PATH, or the
+path of an existing SQLite file.
 
 Keys are shown by their label, the keyed hash the service logs them under
 (idem.Config.KeyLabelSecret). Give the same secret through
@@ -97,9 +99,12 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 		store idemadmin.Store
 		done  func()
 	)
-	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		pool, err := pgxpool.New(ctx, url)
+	target, err := parseDatabaseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if target.postgres {
+		pool, err := pgxpool.New(ctx, target.conn)
 		if err != nil {
 			return nil, failure{fmt.Sprintf("connect to PostgreSQL: %v", err)}
 		}
@@ -108,16 +113,15 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 			return nil, failure{fmt.Sprintf("connect to PostgreSQL: %v", err)}
 		}
 		store, done = pgstore.New(pool), pool.Close
-	default:
-		path := strings.TrimPrefix(url, "sqlite:")
+	} else {
 		// Opening a path that does not exist would create an empty
 		// database; for an operator that is always a typo.
-		if _, err := os.Stat(path); err != nil {
-			return nil, failure{fmt.Sprintf("SQLite database: %v", err)}
+		if _, err := os.Stat(target.conn); err != nil {
+			return nil, failure{fmt.Sprintf("SQLite database %s: %v", shownPath(target.conn), errors.Unwrap(err))}
 		}
-		s, err := sqlitestore.Open(ctx, path)
+		s, err := sqlitestore.Open(ctx, target.conn)
 		if err != nil {
-			return nil, failure{err.Error()}
+			return nil, failure{fmt.Sprintf("SQLite database %s: cannot be opened", shownPath(target.conn))}
 		}
 		store, done = s, func() { _ = s.Close() }
 	}
@@ -126,6 +130,51 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 		admin = admin.WithSealer(sealer)
 	}
 	return &session{admin: admin, hasSecret: len(secrets) > 0 && len(secrets[0]) > 0, close: done}, nil
+}
+
+// databaseTarget is the store a --database-url names.
+type databaseTarget struct {
+	postgres bool
+	// conn is pgx's connection string, or the SQLite file's path.
+	conn string
+}
+
+// parseDatabaseURL reads a --database-url. Its errors never repeat the URL,
+// which may hold a password. pgx reads a connection string as a URL only
+// when its scheme is written postgres:// or postgresql://, in lower case,
+// and as a key=value DSN otherwise; so the scheme is matched without regard
+// to case and handed on in lower case, a key=value DSN (host=… password=…)
+// goes to PostgreSQL too, and neither is ever taken for a file name, to be
+// echoed in "no such file".
+func parseDatabaseURL(url string) (databaseTarget, error) {
+	scheme, rest, hasScheme := strings.Cut(url, ":")
+	switch {
+	case hasScheme && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql")):
+		if !strings.HasPrefix(rest, "//") {
+			return databaseTarget{}, usageError{errors.New("--database-url: a PostgreSQL URL starts with postgres:// or postgresql:// (the URL is not shown: it may hold a password)")}
+		}
+		return databaseTarget{postgres: true, conn: strings.ToLower(scheme) + ":" + rest}, nil
+	case hasScheme && strings.EqualFold(scheme, "sqlite"):
+		return databaseTarget{conn: rest}, nil
+	case keyValueDSN.MatchString(url):
+		return databaseTarget{postgres: true, conn: url}, nil
+	case hasScheme && strings.HasPrefix(rest, "//"):
+		return databaseTarget{}, usageError{errors.New("--database-url: want a postgres:// or postgresql:// URL, sqlite:PATH or a SQLite file path (the URL is not shown: it may hold a password)")}
+	}
+	return databaseTarget{conn: url}, nil
+}
+
+// keyValueDSN starts a PostgreSQL key=value connection string.
+var keyValueDSN = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+
+// shownPath is a SQLite path as an error shows it: as it is, unless it
+// holds a character that could set off a credential (user:password@host,
+// password=…), which a mistyped URL would.
+func shownPath(path string) string {
+	if strings.ContainsAny(path, ":@=") {
+		return "(path not shown: it may hold a password)"
+	}
+	return path
 }
 
 // secrets are the store secrets, newest first, or else the label secret.

@@ -166,17 +166,19 @@ func envOr(getenv func(string) string, name, def string) string {
 	return def
 }
 
-// parseKeys reads key=tenant,key=tenant.
+// parseKeys reads key=tenant,key=tenant. A malformed entry is named by
+// its place, never shown: an entry without its "=tenant" is a bare key,
+// and the error goes to the log.
 func parseKeys(s string) (map[string]string, error) {
 	keys := map[string]string{}
-	for _, pair := range strings.Split(s, ",") {
+	for i, pair := range strings.Split(s, ",") {
 		pair = strings.TrimSpace(pair)
 		if pair == "" {
 			continue
 		}
 		k, t, ok := strings.Cut(pair, "=")
 		if !ok || k == "" || t == "" {
-			return nil, fmt.Errorf("API key %q: want key=tenant", pair)
+			return nil, fmt.Errorf("API keys: entry %d (counting commas and lines from 1) is not key=tenant; it is not shown, as it may hold a key", i+1)
 		}
 		keys[k] = t
 	}

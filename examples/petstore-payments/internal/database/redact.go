@@ -3,11 +3,12 @@ package database
 import "regexp"
 
 // The parts of a database URL or key=value DSN that may carry a secret:
-// the password of user:password@ (matched up to the last @ of the word, so
-// that an unescaped @ in the password does not leave its tail behind), and
-// the value of a password parameter, quoted or not.
+// the password of user:password@ (matched up to the last @ of the line, so
+// that an unescaped @ or space in the password does not leave its tail
+// behind; a later @ on the line is redacted with it, which only hides more),
+// and the value of a password parameter, quoted or not.
 var (
-	userinfoPassword = regexp.MustCompile(`(://[^:/@\s]*):\S*@`)
+	userinfoPassword = regexp.MustCompile(`(://[^:/@\s]*):.*@`)
 	passwordParam    = regexp.MustCompile(`(?i)\b((?:ssl)?pass(?:word|wd)?|pwd)(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^&\s]*)`)
 )
 

@@ -11,6 +11,8 @@ func TestRedact(t *testing.T) {
 		{"postgres://app:s3cret@db.internal:5432/payments", "postgres://app:xxxxx@db.internal:5432/payments"},
 		{"mysql://app:s3cret@db/payments", "mysql://app:xxxxx@db/payments"},
 		{"postgres://app:s3@cr/et@db/payments", "postgres://app:xxxxx@db/payments"},
+		{"postgres://app:s3 cr@et@db/payments", "postgres://app:xxxxx@db/payments"},
+		{"redis://:s3 cret@cache:6379/0", "redis://:xxxxx@cache:6379/0"},
 		{"postgres://app@db/payments?sslmode=disable&password=s3cret", "postgres://app@db/payments?sslmode=disable&password=xxxxx"},
 		{"postgres://db/p?sslpassword=s3cret&sslmode=require", "postgres://db/p?sslpassword=xxxxx&sslmode=require"},
 		{"host=db user=app password=s3cret dbname=payments", "host=db user=app password=xxxxx dbname=payments"},

@@ -74,7 +74,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fl.StringVar(&o.apiKeys, "api-keys", "", "bearer keys as key=tenant,key=tenant; other local users can read a command line, prefer env API_KEYS or --api-keys-file")
 	fl.StringVar(&o.apiKeysFile, "api-keys-file", "", "a file of key=tenant entries, separated by commas or new lines; # starts a comment")
 	fl.Float64Var(&o.rateLimit, "rate-limit", 0, "requests per second allowed per tenant; 0 is unlimited")
-	fl.IntVar(&o.authFailures, "auth-failures", 10, "failed authentications allowed per client address per minute, at most this many in a burst; 0 is unlimited")
+	fl.IntVar(&o.authFailures, "auth-failures", 10, "failed authentications allowed per client address (an IPv6 /64) per minute, at most this many in a burst; 0 is unlimited")
 	fl.StringVar(&o.idempotency, "idempotency", "on", "on, or off to serve the API with no idempotency layer at all")
 	fl.StringVar(&o.store, "idempotency-store", getenv("IDEMPOTENCY_STORE"),
 		"redis://[user:password@]host:port/db (or rediss://) to keep the keys of the non-transactional operations in Redis, or redis+cluster://[user:password@]host:port?addr=host2:port&addr=host3:port (or rediss+cluster://) in a Redis Cluster (env IDEMPOTENCY_STORE); the transactional ones stay in the SQL database, as every key does by default")

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -105,27 +107,45 @@ func (ring keyring) lookup(key string) string {
 	return tenant
 }
 
-// maxFailAddrs bounds the addresses whose failures are remembered. Past it,
-// the addresses that have waited out their failures are forgotten; if all
-// of them are still throttled, the oldest state is dropped whole, since a
-// guesser with that many addresses is beyond a per-address limit anyway.
+// maxFailAddrs bounds the address groups whose failures are remembered. A
+// group is forgotten only once its bucket is full again, which it is a
+// minute after its last failure at the latest, so no failure that still
+// counts is dropped to make room: an attacker cannot wipe their own penalty
+// by failing once from many addresses. While every remembered group has
+// failed within that minute, the groups beyond the bound share one bucket,
+// so that many addresses buy one allowance between them, not one each.
 const maxFailAddrs = 10_000
 
-// failLimiter throttles failed authentications per client address: a
-// token bucket of perMinute tokens, refilled at perMinute a minute, from
-// which each failure takes one. A nil failLimiter throttles nothing.
+// failLimiter throttles failed authentications per client address group
+// (addrGroup): a token bucket of perMinute tokens, refilled at perMinute a
+// minute, from which each failure takes one. A nil failLimiter throttles
+// nothing.
 type failLimiter struct {
 	mu        sync.Mutex
 	perMinute int
-	addrs     map[string]*rate.Limiter
+	addrs     map[string]*list.Element // of *failGroup, by group
+	recent    *list.List               // the groups, the last to fail first
+	overflow  *rate.Limiter            // shared by the groups past the bound
 	now       func() time.Time
+}
+
+// failGroup is one remembered address group and its bucket.
+type failGroup struct {
+	name string
+	lim  *rate.Limiter
 }
 
 func newFailLimiter(perMinute int) *failLimiter {
 	if perMinute <= 0 {
 		return nil
 	}
-	return &failLimiter{perMinute: perMinute, addrs: map[string]*rate.Limiter{}, now: time.Now}
+	l := &failLimiter{perMinute: perMinute, addrs: map[string]*list.Element{}, recent: list.New(), now: time.Now}
+	l.overflow = l.bucket()
+	return l
+}
+
+func (l *failLimiter) bucket() *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(float64(l.perMinute)/60), l.perMinute)
 }
 
 // wait is how long addr must wait before its key is looked at; 0 when it
@@ -136,11 +156,12 @@ func (l *failLimiter) wait(addr string) time.Duration {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lim, ok := l.addrs[addr]
-	if !ok {
+	now := l.now()
+	lim := l.find(addrGroup(addr), now, false)
+	if lim == nil {
 		return 0
 	}
-	return untilToken(lim, l.now())
+	return untilToken(lim, now)
 }
 
 // fail records a failed authentication from addr. It returns 0 when the
@@ -152,18 +173,62 @@ func (l *failLimiter) fail(addr string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	lim, ok := l.addrs[addr]
-	if !ok {
-		if len(l.addrs) >= maxFailAddrs {
-			l.forget(now)
-		}
-		lim = rate.NewLimiter(rate.Limit(float64(l.perMinute)/60), l.perMinute)
-		l.addrs[addr] = lim
-	}
+	lim := l.find(addrGroup(addr), now, true)
 	if lim.AllowN(now, 1) {
 		return 0
 	}
 	return untilToken(lim, now)
+}
+
+// find returns the bucket group's failures are counted in: its own, the
+// shared overflow when the limiter is full of groups that failed within
+// the minute, or (unless failing) nil when group has no failures to count.
+// A failing group is remembered, in place of the least recently failed
+// one if that one's bucket is full again.
+func (l *failLimiter) find(group string, now time.Time, failing bool) *rate.Limiter {
+	if e, ok := l.addrs[group]; ok {
+		if failing {
+			l.recent.MoveToFront(e)
+		}
+		return e.Value.(*failGroup).lim
+	}
+	if len(l.addrs) >= maxFailAddrs {
+		// The least recently failed group is the first whose bucket
+		// refills; while it has not, none is known to have.
+		oldest := l.recent.Back()
+		if oldest.Value.(*failGroup).lim.TokensAt(now) < float64(l.perMinute) {
+			return l.overflow
+		}
+		if failing {
+			delete(l.addrs, oldest.Value.(*failGroup).name)
+			l.recent.Remove(oldest)
+		}
+	}
+	if !failing {
+		return nil
+	}
+	g := &failGroup{name: group, lim: l.bucket()}
+	l.addrs[group] = l.recent.PushFront(g)
+	return g.lim
+}
+
+// addrGroup is what failures are counted by: an IPv4 address, or the /64
+// of an IPv6 one, since a single host or customer line is given a whole
+// /64 and may send from any address in it.
+func addrGroup(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, err := ip.WithZone("").Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.String()
 }
 
 // untilToken is the time until lim holds one whole token again.
@@ -173,18 +238,6 @@ func untilToken(lim *rate.Limiter, now time.Time) time.Duration {
 		return 0
 	}
 	return time.Duration((1 - tokens) / float64(lim.Limit()) * float64(time.Second))
-}
-
-// forget drops the addresses whose buckets are full again.
-func (l *failLimiter) forget(now time.Time) {
-	for a, lim := range l.addrs {
-		if lim.TokensAt(now) >= float64(l.perMinute) {
-			delete(l.addrs, a)
-		}
-	}
-	if len(l.addrs) >= maxFailAddrs {
-		clear(l.addrs)
-	}
 }
 
 // limiters holds one token bucket per tenant.

@@ -64,23 +64,86 @@ func TestStalledCompletionIsBounded(t *testing.T) {
 	}
 }
 
-// A client that hung up before the claim does not cut the claim off: the
-// store sees a context of its own.
-func TestClaimOutlivesTheClient(t *testing.T) {
-	s := &stallingStore{Store: memstore.New()}
-	e := newEngine(t, idem.Config{Store: s, StoreTimeout: 50 * time.Millisecond, Policies: []idem.Policy{pathPolicy("createOrder", "/orders")}})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+// hangUpStore is a memstore whose Claim hangs up the request's client
+// (hangUp) after it has claimed, and records the error of its own context
+// when it ran and how many claims it made.
+type hangUpStore struct {
+	*memstore.Store
+	hangUp   func()
+	claimErr atomic.Value
+	claims   atomic.Int64
+}
+
+func (s *hangUpStore) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+	s.claims.Add(1)
+	res, err := s.Store.Claim(ctx, c)
+	if s.hangUp != nil {
+		s.hangUp()
+	}
+	s.claimErr.Store(errString(ctx.Err()))
+	return res, err
+}
+
+// postFrom posts to /orders under key with ctx as the client's context.
+func postFrom(ctx context.Context, h http.Handler, key string) *httptest.ResponseRecorder {
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader(`{}`))
 	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Idempotency-Key", "k")
+	r.Header.Set("Idempotency-Key", key)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// A request whose client hung up before its claim claims nothing and runs
+// nothing: it is answered 503 client-gone, counted under
+// OutcomeClientGone, and the key is a first try for the client's retry.
+func TestGoneClientClaimsNothing(t *testing.T) {
+	s := &hangUpStore{Store: memstore.New()}
+	var outcomes []idem.Outcome
+	e := newEngine(t, idem.Config{Store: s, Policies: []idem.Policy{pathPolicy("createOrder", "/orders")},
+		Observer: idem.ObserverFunc(func(_ context.Context, ev idem.Event) { outcomes = append(outcomes, ev.Outcome) })})
 	var runs atomic.Int64
-	e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		runs.Add(1)
-		w.WriteHeader(http.StatusCreated)
-	})).ServeHTTP(httptest.NewRecorder(), r)
+	h := e.Middleware(created(&runs))
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	expect(t, postFrom(gone, h, "k"), http.StatusServiceUnavailable, idem.ProblemClientGone)
+	if n := s.claims.Load(); n != 0 {
+		t.Errorf("%d claims for a client that had hung up, want 0", n)
+	}
+	if n := runs.Load(); n != 0 {
+		t.Errorf("the handler ran %d times for a client that had hung up", n)
+	}
+	if w := post(t, h, "/orders", "k"); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "" {
+		t.Errorf("the retry: %d replayed=%q, want a first run's 201", w.Code, w.Header().Get("Idempotent-Replayed"))
+	}
+	if len(outcomes) != 2 || outcomes[0] != idem.OutcomeClientGone {
+		t.Errorf("outcomes %v, want client-gone first", outcomes)
+	}
+}
+
+// A client that hangs up while its claim is made does not cut the claim
+// off (the store sees a context of its own), and the handler does not run
+// for it: the claim is released, so the retry runs the handler, once.
+func TestClientGoneDuringClaim(t *testing.T) {
+	s := &hangUpStore{Store: memstore.New()}
+	e := newEngine(t, idem.Config{Store: s, StoreTimeout: time.Second, Policies: []idem.Policy{pathPolicy("createOrder", "/orders")}})
+	var runs atomic.Int64
+	h := e.Middleware(created(&runs))
+	ctx, cancel := context.WithCancel(context.Background())
+	s.hangUp = cancel
+	expect(t, postFrom(ctx, h, "k"), http.StatusServiceUnavailable, idem.ProblemClientGone)
 	if got, _ := s.claimErr.Load().(string); got != "" {
-		t.Fatalf("the claim ran under a context that was already done: %s", got)
+		t.Fatalf("the claim ran under the client's context: %s", got)
+	}
+	if n := runs.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times for a client that had hung up", n)
+	}
+	s.hangUp = nil
+	if w := post(t, h, "/orders", "k"); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the retry: %d replayed=%q, want a first run's 201: the claim was not released", w.Code, w.Header().Get("Idempotent-Replayed"))
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the handler ran %d times, want 1", n)
 	}
 }
 

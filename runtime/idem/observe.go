@@ -43,6 +43,9 @@ const (
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeNoKey: no key and none required; the handler ran unprotected.
 	OutcomeNoKey Outcome = "no-key"
+	// OutcomeClientGone: the client hung up before the claim or before the
+	// handler started; the handler did not run and no claim was kept.
+	OutcomeClientGone Outcome = "client-gone"
 )
 
 // Event describes one protected request after the engine has answered it.

@@ -27,6 +27,7 @@ const (
 	ProblemNonCanonicalPath     = "non-canonical-path"
 	ProblemMethodNotAllowed     = "method-not-allowed"
 	ProblemResponseUnreadable   = "stored-response-unreadable"
+	ProblemClientGone           = "client-gone"
 	defaultProblemBase          = "https://idemgen.dev/problems/"
 	problemContentType          = "application/problem+json"
 	headerIdempotentReplayed    = "Idempotent-Replayed"

@@ -22,6 +22,9 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	if res.TookOver {
 		q.event.State = StateInFlight
 	}
+	if e.goneBeforeRun(w, r, q, h) {
+		return
+	}
 	rec := newRecorder(w, limit)
 	panicked := e.runHandler(rec, r, next)
 	if panicked == nil && rec.answered() && rec.statusCode() < 400 &&

@@ -40,6 +40,8 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		e.reject(w, q, p)
 	case verdict == keyless:
 		e.noKey(w, r, q, next)
+	case e.clientGone(w, r, q):
+		// Answered: nothing is claimed for a client that hung up.
 	case op.Transactional:
 		e.serveTx(w, r, q, c, next)
 	default:

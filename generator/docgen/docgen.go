@@ -1,6 +1,6 @@
 // Package docgen writes the API documentation page that tells clients,
 // per operation, where the idempotency key goes, how long it is remembered
-// and what a retry meets (SEMANTICS §4: the TTL and scope of every
+// and what a retry meets (docs/semantics.md §4: the TTL and scope of every
 // operation are documented).
 package docgen
 

@@ -20,7 +20,7 @@ import (
 // extension is the OpenAPI extension idemgen reads.
 const extension = "x-idempotency"
 
-// The built-in defaults of SEMANTICS §1.
+// The built-in defaults of docs/semantics.md §1.
 const (
 	defaultScope            = "operation"
 	defaultTTL              = 24 * time.Hour
@@ -34,7 +34,7 @@ const (
 )
 
 // fieldNames are the fields of an x-idempotency object, in the order of
-// SEMANTICS §1.
+// docs/semantics.md §1.
 var fieldNames = []string{
 	"scope", "fingerprint", "query", "ttl", "lease", "clientRetryBudget", "key",
 	"keyMaxLength", "required", "maxSnapshotBytes", "replayHeaders",
@@ -239,7 +239,7 @@ func decodeBool(v *yaml.Node, pos model.Pos, field string, r reporter) setting[b
 // that order, such as 7d, 90s, 1h30m.
 var durationRe = regexp.MustCompile(`^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$`)
 
-// parseDuration reads the durations of SEMANTICS §1. Sub-second durations
+// parseDuration reads the durations of docs/semantics.md §1. Sub-second durations
 // and fractions are not accepted: no key lives for half a second.
 func parseDuration(s string) (time.Duration, error) {
 	m := durationRe.FindStringSubmatch(s)
@@ -288,7 +288,7 @@ var sizeRe = regexp.MustCompile(`^(\d+)\s*(KiB|MiB|GiB)?$`)
 // whether they mean 1000 or 1024.
 var decimalSizeRe = regexp.MustCompile(`^(\d+)\s*(?i:([kmg])b?)$`)
 
-// parseSize reads the sizes of SEMANTICS §1: a plain byte count, or a whole
+// parseSize reads the sizes of docs/semantics.md §1: a plain byte count, or a whole
 // number of KiB, MiB or GiB (powers of 1024).
 func parseSize(s string) (int64, error) {
 	m := sizeRe.FindStringSubmatch(s)

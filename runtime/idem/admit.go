@@ -216,7 +216,7 @@ func (e *Engine) noKey(w http.ResponseWriter, r *http.Request, q *request, next 
 	e.runUnprotected(w, r, q, next)
 }
 
-// keyProblem answers a key that breaks the rules of SEMANTICS §2.
+// keyProblem answers a key that breaks the rules of docs/semantics.md §2.
 func (e *Engine) keyProblem(op *operation, err error) Problem {
 	return e.problem(ProblemInvalidKey, http.StatusBadRequest, "Invalid idempotency key",
 		err.Error()+". Send a key of 1 to "+strconv.Itoa(op.KeyMaxLength)+" visible ASCII characters.")

@@ -22,7 +22,7 @@ func (e *Engine) send(w http.ResponseWriter, q *request, p Problem) {
 	p.Write(w)
 }
 
-// answerExisting answers a request that lost its claim (SEMANTICS §3.5).
+// answerExisting answers a request that lost its claim (docs/semantics.md §3.5).
 func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *request, c Claim, rec Record) {
 	if !bytes.Equal(rec.Fingerprint, c.Fingerprint) || rec.Operation != c.Operation {
 		detail := "This idempotency key was already used for a different request. Use a new key for a new request."

@@ -121,14 +121,14 @@ func (e *Engine) snapshot(op *operation, rec *recorder) Response {
 }
 
 // storable reports whether a response of this status is stored and replayed
-// (SEMANTICS §3.4): statuses that describe a passing condition are not, so
+// (docs/semantics.md §3.4): statuses that describe a passing condition are not, so
 // that a retry runs the handler again.
 func (e *Engine) storable(op *operation, status int) bool {
 	return Storable(status, op.CacheServerErrors)
 }
 
 // Storable reports whether a response with status is stored for its key
-// (SEMANTICS §3.4): never 401, 403, 408, 425, 429, 502, 503 or 504, which
+// (docs/semantics.md §3.4): never 401, 403, 408, 425, 429, 502, 503 or 504, which
 // say the request may succeed if sent again; other server errors only when
 // the policy caches them (cacheServerErrors); everything else.
 func Storable(status int, cacheServerErrors bool) bool {

@@ -50,7 +50,7 @@ func (e *Engine) claimFailed(w http.ResponseWriter, r *http.Request, q *request,
 }
 
 // serveTx runs a transactional request: the claim, the handler's writes and
-// the completion share one database transaction (SEMANTICS §5).
+// the completion share one database transaction (docs/semantics.md §5).
 func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
 	if len(q.older) > 0 {
 		held, met := e.holdOlder(w, r, q)
@@ -129,8 +129,8 @@ func (e *Engine) storeErr(q *request, f func() error) error {
 
 // storeContext is the context of one store call that changes a key. It
 // keeps the request's values but not its cancellation: a client that hangs
-// up must not cut a claim, completion or release off half-way (SEMANTICS
-// §7). It is bounded by Config.StoreTimeout so that a hung store cannot
+// up must not cut a claim, completion or release off half-way (docs/semantics.md
+// §7.3). It is bounded by Config.StoreTimeout so that a hung store cannot
 // hold a request forever.
 func (e *Engine) storeContext(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(r.Context()), e.storeTimeout)

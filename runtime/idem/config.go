@@ -48,7 +48,7 @@ type Config struct {
 	// StoreTimeout bounds each store call that changes a key (claim,
 	// completion, release, commit). These calls do not end when the
 	// client hangs up; past the bound the call fails and the key's fate
-	// follows SEMANTICS §3.6. The default is 10 s.
+	// follows docs/semantics.md §3.6. The default is 10 s.
 	StoreTimeout time.Duration
 	// BasePath is stripped from request paths before they are matched
 	// against path templates, for APIs served below a prefix such as "/v1".

@@ -43,7 +43,7 @@ func errString(err error) string {
 
 // A store that stalls after the handler ran cannot hold the client's answer
 // forever: the completion gives up after Config.StoreTimeout and the
-// handler's answer is sent (SEMANTICS §3.6: the key stays in flight).
+// handler's answer is sent (docs/semantics.md §3.6: the key stays in flight).
 func TestStalledCompletionIsBounded(t *testing.T) {
 	s := &stallingStore{Store: memstore.New()}
 	e := newEngine(t, idem.Config{Store: s, StoreTimeout: 100 * time.Millisecond, Policies: []idem.Policy{pathPolicy("createOrder", "/orders")}})

@@ -22,7 +22,7 @@ func (e *Engine) clientGone(w http.ResponseWriter, r *http.Request, q *request) 
 
 // goneBeforeRun releases a won claim whose client hung up before the
 // handler started: the handler never ran, so the key is free for the
-// client's retry (SEMANTICS §7), and the request is answered as gone.
+// client's retry (docs/semantics.md §7), and the request is answered as gone.
 func (e *Engine) goneBeforeRun(w http.ResponseWriter, r *http.Request, q *request, h hold) bool {
 	if r.Context().Err() == nil {
 		return false

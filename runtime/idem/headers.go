@@ -6,7 +6,7 @@ import (
 )
 
 // AlwaysReplayed lists the response headers stored and replayed for every
-// operation, on top of a policy's ReplayHeaders: the ones SEMANTICS §3.5
+// operation, on top of a policy's ReplayHeaders: the ones docs/semantics.md §3.5
 // names, and those that describe the stored body (a gzip body replayed
 // without its Content-Encoding would be garbage to the client).
 func AlwaysReplayed() []string {

@@ -9,7 +9,7 @@ import (
 // Scope says across which operations a key is unique.
 type Scope string
 
-// The scopes of SEMANTICS §1.
+// The scopes of docs/semantics.md §1.
 const (
 	// ScopeOperation makes a key unique per (tenant, operation).
 	ScopeOperation Scope = "operation"

@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// The problem type names of SEMANTICS §3. Each is appended to the engine's
+// The problem type names of docs/semantics.md §3.8. Each is appended to the engine's
 // ProblemBase to form the RFC 9457 type URI; they are stable and documented
 // in docs/http.md, so clients may switch on them.
 const (

@@ -11,7 +11,7 @@ import (
 )
 
 // storedKeyPrefix starts a key stored as its HMAC. A key a client sends is
-// visible ASCII only (SEMANTICS §2) and never holds a space, so a stored
+// visible ASCII only (docs/semantics.md §2) and never holds a space, so a stored
 // HMAC can neither be mistaken for a key stored in clear nor collide with
 // one, while a deployment moves from one to the other.
 const storedKeyPrefix = "hmac "

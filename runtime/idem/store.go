@@ -137,7 +137,7 @@ type Store interface {
 }
 
 // Transactor is a Store that can hold a claim inside a database transaction
-// shared with the handler (SEMANTICS §5).
+// shared with the handler (docs/semantics.md §5).
 type Transactor interface {
 	Store
 	// ClaimTx claims c inside a new transaction. When the claim is won, tx

@@ -24,7 +24,7 @@ var ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
 // which no two clients will ever draw alike.
 func freshKey() string { return rand.Text() }
 
-// checkKey applies the server's rule (SEMANTICS §2, key.Check) to a key
+// checkKey applies the server's rule (docs/semantics.md §2, key.Check) to a key
 // the caller chose; maxLen 0 sets no limit of the operation's own.
 func checkKey(k string, maxLen int) error {
 	if maxLen <= 0 {

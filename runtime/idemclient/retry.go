@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The server's problem types a client tells apart (SEMANTICS §3). They are
+// The server's problem types a client tells apart (docs/semantics.md §3.8). They are
 // restated here, not imported from the engine, so that a client binary
 // does not carry the server; a test keeps the two lists equal.
 const (
@@ -88,7 +88,7 @@ func mayRetry(res *http.Response, keyed bool) bool {
 
 // retryableStatus reports whether an answer with status code may call for
 // a retry. The server stores none of 408, 429, 500, 502, 503 and 504
-// (SEMANTICS §3.4; a 500 is stored only under cacheServerErrors, and its
+// (docs/semantics.md §3.4; a 500 is stored only under cacheServerErrors, and its
 // replay is final): the key is free again and a retry is what the server
 // asks for. A 409 is retried when it is request-in-progress.
 func retryableStatus(code int) bool {

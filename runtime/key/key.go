@@ -120,7 +120,7 @@ func badChar(c byte, pos int) error {
 }
 
 // check applies the rules every key meets, wherever it comes from.
-// Check applies the key rule of SEMANTICS §2 to k: 1 to maxLen bytes of
+// Check applies the key rule of docs/semantics.md §2 to k: 1 to maxLen bytes of
 // visible ASCII. The error is the one a request with k would be refused
 // with, so that a client can refuse it before sending.
 func Check(k string, maxLen int) error { return check(k, maxLen) }

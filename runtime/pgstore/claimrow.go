@@ -220,7 +220,7 @@ func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 		return busyResult(c), nil
 	case outcomeBusyElse:
 		// Another request holds the key's lock and its row is not visible
-		// yet (SEMANTICS §3.5: a different request is a 422 whatever the
+		// yet (docs/semantics.md §3.5: a different request is a 422 whatever the
 		// row's state). Which operation and fingerprint it holds cannot be
 		// read, only that they are not c's: the record carries c's
 		// operation and no fingerprint, which no claim's fingerprint equals.

@@ -55,7 +55,7 @@ var rawCommitKeys = []string{"k-raw", "k-raw-took"}
 // locks kept every other claim away and its Commit would have left the key
 // indeterminate; dead, it settles nothing. The engine cannot know whether
 // the handler's effects committed, so the key is never taken over
-// (SEMANTICS §7): the retry after the lease meets it indeterminate, and
+// (docs/semantics.md §7.2): the retry after the lease meets it indeterminate, and
 // the handler never runs again.
 func TestKillAfterHandlerRawCommit(t *testing.T) {
 	pool, s, cmd := startReadyChild(t, "rawcommit")

@@ -11,7 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
-// SEMANTICS §6: claim, replay and conflict cost one round trip each, a
+// docs/semantics.md §6: claim, replay and conflict cost one round trip each, a
 // completion one more, and transactional mode adds none: ClaimTx is one
 // pipelined batch when it wins and Commit sends the completion with COMMIT.
 // Counted twice: pgx queries and batches through a tracer, and writes on

@@ -109,7 +109,7 @@ func TestKeyNames(t *testing.T) {
 
 // The record carries its own expiry: Redis deletes it when the TTL ends,
 // with no sweeper. A takeover whose lease would outlive the record moves
-// the expiry with it (SEMANTICS §7 "Leases and TTL"); one that ends before
+// the expiry with it (docs/semantics.md §7.4); one that ends before
 // leaves it.
 func TestRecordExpiresByItself(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {

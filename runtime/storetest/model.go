@@ -4,7 +4,7 @@ package storetest
 // RunTx) checks one rule per subtest; RunModel drives a store through long
 // random sequences of claims, completions, releases, abandonments, crashes,
 // clock steps and sweeps, and compares every answer with a small executable
-// model of the contract (SEMANTICS §3, §4 and §7 "Leases and TTL"). It finds
+// model of the contract (docs/semantics.md §3, §4 and §7.4). It finds
 // what no single rule's test looks for: two rules that are each kept but
 // together let two requests hold one key.
 //
@@ -701,7 +701,7 @@ func (r *modelRun) modelClaim(c idem.Claim, req int) claimView {
 		if c.OnLeaseExpiry == idem.Takeover && !row.failClosed {
 			row.token = c.Token
 			row.leaseUntil = r.now.Add(c.Lease)
-			// SEMANTICS §7: an in-flight row with a running lease is never
+			// docs/semantics.md §7.4: an in-flight row with a running lease is never
 			// absent, so the key lives at least as long as the new lease.
 			if row.leaseUntil.After(row.expiresAt) {
 				row.expiresAt = row.leaseUntil

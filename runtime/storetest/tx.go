@@ -561,7 +561,7 @@ func testTxBeginHandlerRawEnd(t *testing.T, s TxStore) {
 
 // A different request meets a key whose transactional claim is open: it
 // loses, and the record it gets is not its own request, so the engine
-// answers 422 (SEMANTICS §3.5), not 409, whatever the row's state.
+// answers 422 (docs/semantics.md §3.5), not 409, whatever the row's state.
 func testTxOtherRequestMeetsOpenTx(t *testing.T, s TxStore) {
 	ctx := context.Background()
 	r := newRequest("k1")

@@ -1,0 +1,141 @@
+// Package docs_test checks that the documentation says only what the
+// repository holds: every section a comment cites exists, and every page a
+// document links to is there.
+package docs_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// root is the module's root, seen from this package's directory.
+const root = ".."
+
+// sectionSign is the section sign, spelt as an escape so that this file's
+// own patterns and messages are not taken for citations.
+const sectionSign = "\u00a7"
+
+var (
+	// sectionRef is one cited section, such as 3 or 3.4 after the sign.
+	sectionRef = regexp.MustCompile(sectionSign + `(\d+(?:\.\d+)*)`)
+	// citationGlue is what may stand between a document's name and the
+	// sections cited from it: spaces, line breaks with their comment
+	// markers, list words, and the sections cited before in the same list.
+	citationGlue = regexp.MustCompile(`(?:\s|//|--|,|\(|\band|\bor|` + sectionSign + `\d+(?:\.\d+)*)*$`)
+	// contractName ends a text that cites the contract: docs/semantics.md,
+	// or within docs a link to semantics.md.
+	contractName = regexp.MustCompile(`(?:docs/)?semantics\.md(?:\]\([^)\s]*\))?$`)
+	// rfcName ends a text that cites an RFC, whose sections are not ours.
+	rfcName = regexp.MustCompile(`RFC\s*\d+$`)
+	// heading is a numbered heading of the contract: "## 3. What …" or
+	// "### 3.4 The …".
+	heading = regexp.MustCompile(`(?m)^#{2,6} (\d+(?:\.\d+)*)\.? `)
+	// codeSpan and codeFence are Markdown code, where "](" is not a link.
+	codeFence = regexp.MustCompile("(?ms)^```.*?^```")
+	codeSpan  = regexp.MustCompile("`[^`\n]*`")
+	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+)
+
+// TestContractCitationsResolve: every section sign in the repository's Go
+// and Markdown files belongs to a citation of a named document, every
+// citation of the contract names a section docs/semantics.md has, and the
+// contract is cited under that name only.
+func TestContractCitationsResolve(t *testing.T) {
+	contract, err := os.ReadFile("semantics.md")
+	if err != nil {
+		t.Fatalf("the contract: %v", err)
+	}
+	sections := map[string]bool{}
+	for _, m := range heading.FindAllStringSubmatch(string(contract), -1) {
+		sections[m[1]] = true
+	}
+	for _, want := range []string{"1", "2", "3", "3.4", "3.5", "3.6", "4", "5", "6", "7", "7.4"} {
+		if !sections[want] {
+			t.Errorf("docs/semantics.md has no section %s", want)
+		}
+	}
+	oldName := strings.ToUpper("semantics")
+	walkSources(t, func(path, text string) {
+		if i := strings.Index(text, oldName); i >= 0 {
+			t.Errorf("%s:%d: cites %s; the contract is docs/semantics.md", path, line(text, i), oldName)
+		}
+		own := filepath.ToSlash(path) == "docs/semantics.md"
+		for _, m := range sectionRef.FindAllStringSubmatchIndex(text, -1) {
+			at, section := m[0], text[m[2]:m[3]]
+			before := text[max(0, at-300):at]
+			before = before[:citationGlue.FindStringIndex(before)[0]]
+			switch {
+			case rfcName.MatchString(before):
+			case contractName.MatchString(before) || own:
+				if !sections[section] {
+					t.Errorf("%s:%d: cites docs/semantics.md %s%s, a section it does not have", path, line(text, at), sectionSign, section)
+				}
+			default:
+				t.Errorf("%s:%d: %s%s names no document; write docs/semantics.md %s%s (or the RFC it belongs to)",
+					path, line(text, at), sectionSign, section, sectionSign, section)
+			}
+		}
+	})
+}
+
+// TestDocumentLinksResolve: every relative link in the README and docs/
+// leads to a file of the repository.
+func TestDocumentLinksResolve(t *testing.T) {
+	pages, _ := filepath.Glob("*.md")
+	for _, page := range append(pages, filepath.Join(root, "README.md")) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := codeSpan.ReplaceAllString(codeFence.ReplaceAllString(string(b), ""), "")
+		for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, ":") {
+				continue // an anchor on the same page, or a URL
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(page), target)); err != nil {
+				t.Errorf("%s links to %s, which does not exist", page, m[1])
+			}
+		}
+	}
+}
+
+// walkSources calls f with every Go and Markdown file of the module, by
+// its path from the module's root.
+func walkSources(t *testing.T, f func(path, text string)) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && path != root {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ext := filepath.Ext(path); ext != ".go" && ext != ".md" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		f(rel, string(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// line is the line number of byte i of text.
+func line(text string, i int) int { return strings.Count(text[:i], "\n") + 1 }

@@ -42,7 +42,8 @@ func (s *beginStore) Begin(ctx context.Context, lease time.Duration) (idem.Tx, e
 // looseEngine serves a transactional createTransfer, whose key is
 // optional, with a handler mounted without its adapter, by X-Mode: "idle"
 // takes no transaction, "reject" answers 400 as a strict server does to a
-// body it cannot decode, before any transaction is asked for, "adapter" hands the request on to idem.TxHandler,
+// body it cannot decode, before any transaction is asked for, "unexecuted"
+// does the same after calling idem.NotExecuted, "adapter" hands the request on to idem.TxHandler,
 // "strict" asks idem.TxFor and answers its error, and "leak" keeps the
 // request's context for after the answer. ran counts the runs of the
 // handler behind the adapter; strictErr is TxFor's last error.
@@ -77,6 +78,10 @@ func newLooseEngine(t *testing.T) *looseEngine {
 		case "leak":
 			le.leaked = r.Context()
 		case "reject":
+			http.Error(w, "the body does not decode", http.StatusBadRequest)
+			return
+		case "unexecuted":
+			idem.NotExecuted(r.Context())
 			http.Error(w, "the body does not decode", http.StatusBadRequest)
 			return
 		}

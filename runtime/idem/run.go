@@ -43,7 +43,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	}
 	status := rec.statusCode()
 	q.event.Status = status
-	if !e.storable(q.op, status) {
+	if !e.storable(q.op, status) || e.unexecuted(r, q, h, status) {
 		if err := e.endClaim(r, q, h.release); err != nil {
 			e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
 				"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
@@ -95,6 +95,23 @@ func (e *Engine) runHandler(w http.ResponseWriter, r *http.Request, next http.Ha
 	return nil
 }
 
+// unexecuted reports whether the handler said the request did not start
+// executing (NotExecuted) and answered a 4xx, so that the answer passes
+// through unstored. In durable mode the handler writes around its
+// transaction, and what it wrote there cannot be rolled back: the key is
+// kept, the answer stored as any 4xx.
+func (e *Engine) unexecuted(r *http.Request, q *request, h hold, status int) bool {
+	if !q.applied.notExecuted.Load() || status < 400 || status >= 500 {
+		return false
+	}
+	if _, durable := h.(durableTxHold); durable {
+		e.log.WarnContext(r.Context(), "handler said the request did not execute, but this operation's handler was seen writing around its transaction; the answer is stored and the key kept",
+			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "status", status)
+		return false
+	}
+	return true
+}
+
 // mark records in the request that the engine applied q's policy, so that
 // a per-route Handler or TxHandler behind the middleware knows which one;
 // only a request about to reach the handler pays for it.
@@ -113,6 +130,9 @@ type applied struct {
 	tx Tx
 	// taken is set when the handler took tx (TxFrom, TxHandler).
 	taken atomic.Bool
+	// notExecuted is set when the handler said the operation did not
+	// start executing (NotExecuted).
+	notExecuted atomic.Bool
 	// problemBase is the engine's Config.ProblemBase, for the problems
 	// TxHandler answers.
 	problemBase string

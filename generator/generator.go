@@ -52,6 +52,15 @@ type Options struct {
 	Out string
 	// Package is the Go package name of the generated code.
 	Package string
+	// ClientOut is the directory of a package of its own for the client
+	// table (ClientOperations), which imports idemclient and the standard
+	// library only, so that a client module builds without the server's
+	// dependencies; the table then leaves the package in Out. "" keeps it
+	// there.
+	ClientOut string
+	// ClientPackage is the Go package name of ClientOut's package; ""
+	// is the directory's name.
+	ClientPackage string
 	// Migrations is the directory of the SQL migrations; "" writes none.
 	Migrations string
 	// MigrationVersion is the version of idemgen's migration as its file
@@ -138,15 +147,26 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 	var diags []model.Diagnostic
 	files := make(map[string][]byte)
 	goSrc, goDiags, err := gocode.Emit(spec, gocode.Options{
-		Package: opts.Package,
-		Source:  opts.specFrom(opts.Out),
-		Store:   opts.Store,
+		Package:       opts.Package,
+		Source:        opts.specFrom(opts.Out),
+		Store:         opts.Store,
+		NoClientTable: opts.ClientOut != "",
 	})
 	if err != nil {
 		return nil, diags, fmt.Errorf("generate Go code: %w", err)
 	}
 	diags = append(diags, goDiags...)
 	files[path.Join(filepath.ToSlash(opts.Out), gocode.FileName)] = goSrc
+	if opts.ClientOut != "" {
+		clientSrc, _, err := gocode.EmitClient(spec, gocode.Options{
+			Package: opts.ClientPackage,
+			Source:  opts.specFrom(opts.ClientOut),
+		})
+		if err != nil {
+			return nil, diags, fmt.Errorf("generate the client table: %w", err)
+		}
+		files[path.Join(filepath.ToSlash(opts.ClientOut), gocode.ClientFileName)] = clientSrc
+	}
 
 	lockName, lock, lockDiags, err := lockFile(opts, spec)
 	if err != nil {
@@ -217,6 +237,19 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !token.IsIdentifier(o.Package) || o.Package == "_" {
 		return o, fmt.Errorf("%w: package name %q is not a Go identifier", ErrUsage, o.Package)
+	}
+	if o.ClientOut != "" {
+		if o.ClientPackage == "" {
+			o.ClientPackage = filepath.Base(filepath.Clean(o.ClientOut))
+		}
+		if !token.IsIdentifier(o.ClientPackage) || o.ClientPackage == "_" {
+			return o, fmt.Errorf("%w: client package name %q is not a Go identifier (name it with clientPackage)", ErrUsage, o.ClientPackage)
+		}
+		if filepath.Clean(o.ClientOut) == filepath.Clean(o.Out) {
+			return o, fmt.Errorf("%w: the client table's directory is the generated code's own (%s); give it a directory of its own", ErrUsage, o.ClientOut)
+		}
+	} else if o.ClientPackage != "" {
+		return o, fmt.Errorf("%w: a client package name needs a client directory (clientOut)", ErrUsage)
 	}
 	if err := checkAcks(o.AcceptBreaking); err != nil {
 		return o, err

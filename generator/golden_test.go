@@ -32,6 +32,7 @@ type caseOptions struct {
 	Spec       *string
 	Out        *string
 	Package    *string
+	ClientOut  string
 	Migrations *string
 	Dialects   []string
 	Layout     string
@@ -79,6 +80,7 @@ func readCaseOptions(t *testing.T, dir string) Options {
 	set(&opts.Out, co.Out)
 	set(&opts.Package, co.Package)
 	set(&opts.Migrations, co.Migrations)
+	opts.ClientOut = co.ClientOut
 	opts.Dialects = co.Dialects
 	opts.Layout = co.Layout
 	opts.Docs = co.Docs

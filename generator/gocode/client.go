@@ -2,6 +2,7 @@ package gocode
 
 import (
 	"fmt"
+	"go/token"
 
 	"github.com/dave/jennifer/jen"
 
@@ -13,6 +14,35 @@ const pathIdemClient = "github.com/idemgen/idemgen/runtime/idemclient"
 
 // clientTableName is the function that returns the client table.
 const clientTableName = "ClientOperations"
+
+// ClientFileName is the name of the generated Go file of the client
+// table's own package.
+const ClientFileName = "client.idem.go"
+
+// EmitClient renders the client table as a package of its own, for a
+// client module: the operation IDs and ClientOperations, importing
+// idemclient and the standard library only, so that a client SDK builds
+// without the server engine or a database driver. Emit then leaves the
+// table out (Options.NoClientTable). Its diagnostics are Emit's: both files
+// derive their names from the same operations.
+func EmitClient(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
+	if !token.IsIdentifier(opts.Package) || opts.Package == "_" {
+		return nil, nil, fmt.Errorf("gocode: client package name %q is not a Go identifier", opts.Package)
+	}
+	if diags := CheckNames(spec); len(diags) > 0 {
+		return nil, diags, nil
+	}
+	ops := sortedOps(spec.Operations)
+	f := newFile(opts.Package, opts.Source)
+	for _, line := range wrap("Package "+opts.Package+" is what a client needs to call the annotated operations of "+
+		commentText(opts.Source)+" safely, through an idemclient.Transport. It imports no server code.", 77) {
+		f.PackageComment(line)
+	}
+	emitConsts(f, ops)
+	emitClientTable(f, ops)
+	src, err := render(f)
+	return src, nil, err
+}
 
 // emitClientTable writes ClientOperations: what a client needs to call each
 // annotated operation safely (method, path template, key source, TTL and

@@ -1,6 +1,10 @@
 package gocode
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,5 +53,72 @@ func TestEmitClientTable(t *testing.T) {
 	}
 	if strings.Count(table, "RetryBudget") != 1 {
 		t.Errorf("RetryBudget written for an operation without one:\n%s", table)
+	}
+}
+
+// The client table's own package builds in a client module that depends
+// on neither the server engine nor a database driver: go list -deps finds
+// idemclient among its dependencies, and no runtime/idem, pgx or SQLite.
+func TestClientPackageImportsNoServerCode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	src, diags, err := EmitClient(paymentsSpec(), Options{Package: "apiclient", Source: "../openapi.yaml"})
+	if err != nil || len(diags) > 0 {
+		t.Fatalf("EmitClient: %v %v", err, diags)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod":                   "module clientproof\n\ngo 1.26\n\nrequire github.com/idemgen/idemgen v0.0.0\n\nreplace github.com/idemgen/idemgen => " + root + "\n",
+		"apiclient/client.idem.go": string(src),
+		"main.go": `package main
+
+import (
+	"fmt"
+
+	"clientproof/apiclient"
+	"github.com/idemgen/idemgen/runtime/idemclient"
+)
+
+func main() {
+	t, err := idemclient.New(idemclient.Config{Operations: apiclient.ClientOperations()})
+	fmt.Println(t != nil, err)
+}
+`,
+	}
+	for name, text := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goCmd := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	goCmd("build", "./...")
+	deps := strings.Fields(goCmd("list", "-deps", "./..."))
+	if !slices.Contains(deps, "github.com/idemgen/idemgen/runtime/idemclient") {
+		t.Fatalf("idemclient is not among the client module's dependencies: %v", deps)
+	}
+	for _, d := range deps {
+		if d == "github.com/idemgen/idemgen/runtime/idem" || strings.HasPrefix(d, "github.com/jackc/") ||
+			strings.Contains(d, "sqlite") || strings.Contains(d, "pgstore") || strings.Contains(d, "redis") {
+			t.Errorf("the client module depends on server code: %s", d)
+		}
 	}
 }

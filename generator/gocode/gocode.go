@@ -66,6 +66,9 @@ type Options struct {
 	// Store is one of Stores, or "" for adapters that are generic over
 	// the transaction type (for code that serves several stores).
 	Store string
+	// NoClientTable leaves ClientOperations out of the file, for when
+	// EmitClient writes it into a package of its own.
+	NoClientTable bool
 }
 
 // Emit renders the Go file for spec. Diagnostics report operations whose
@@ -84,7 +87,32 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 		return nil, diags, nil
 	}
 
-	f := jen.NewFilePathName("", opts.Package)
+	f := newFile(opts.Package, opts.Source)
+
+	emitConsts(f, ops)
+	for _, op := range ops {
+		emitPolicy(f, op)
+	}
+	emitPolicies(f, ops)
+	emitEngine(f)
+	emitStrictGlue(f)
+	if !opts.NoClientTable {
+		emitClientTable(f, ops)
+	}
+	for _, op := range ops {
+		if op.Policy.Transactional {
+			emitAdapter(f, op, opts.Store)
+		}
+	}
+
+	src, err := render(f)
+	return src, nil, err
+}
+
+// newFile starts a generated Go file of package pkg, with its header and
+// the fixed import names.
+func newFile(pkg, source string) *jen.File {
+	f := jen.NewFilePathName("", pkg)
 	// Fixed names: jennifer would otherwise pick aliases by first use, and a
 	// new operation could then rename an import in a reviewer's diff.
 	f.ImportNames(map[string]string{
@@ -98,26 +126,16 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 		pathIdemClient:  "idemclient",
 	})
 	f.HeaderComment(Header[len("// "):])
-	f.HeaderComment("// source: " + commentText(opts.Source))
+	f.HeaderComment("// source: " + commentText(source))
+	return f
+}
 
-	emitConsts(f, ops)
-	for _, op := range ops {
-		emitPolicy(f, op)
-	}
-	emitPolicies(f, ops)
-	emitEngine(f)
-	emitClientTable(f, ops)
-	for _, op := range ops {
-		if op.Policy.Transactional {
-			emitAdapter(f, op, opts.Store)
-		}
-	}
-
+func render(f *jen.File) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := f.Render(&buf); err != nil {
-		return nil, nil, fmt.Errorf("gocode: render: %w", err)
+		return nil, fmt.Errorf("gocode: render: %w", err)
 	}
-	return groupImports(buf.Bytes()), nil, nil
+	return groupImports(buf.Bytes()), nil
 }
 
 // groupImports puts the standard library's imports in a group of their own
@@ -167,7 +185,7 @@ func sortedOps(ops []model.Operation) []model.Operation {
 }
 
 // The identifiers the file always declares.
-var fixedNames = []string{"Policies", "NewEngine", clientTableName}
+var fixedNames = []string{"Policies", "NewEngine", clientTableName, strictRequestErrorName}
 
 // CheckNames reports every identifier the Go file would declare twice:
 // two operations with one Go name, or a derived name (FooPolicy, OpFoo,

@@ -155,6 +155,8 @@ is acknowledged with acceptBreaking in the config file or --accept-breaking.`,
 	f.StringVar(&flags.Spec, "spec", "", "OpenAPI spec `file` (YAML or JSON)")
 	f.StringVar(&flags.Out, "out", "", "`directory` of the generated Go code")
 	f.StringVar(&flags.Package, "package", "", "Go package `name` of the generated code")
+	f.StringVar(&flags.ClientOut, "client-out", "", "`directory` of a package of its own for the client table, importing no server code (default: the table stays in --out)")
+	f.StringVar(&flags.ClientPackage, "client-package", "", "Go package `name` of the client table's package (default: the --client-out directory's name)")
 	f.StringVar(&flags.Migrations, "migrations", "", "`directory` of the SQL migrations (none when empty)")
 	f.StringVar(&flags.MigrationVersion, "migration-version", "", "`version` of idemgen's migration, such as 20260301120000 (default 1)")
 	f.StringVar(&flags.MigrationTable, "migration-table", "", "migrations `table` of idemgen's own, for a --migrations directory of its own")

@@ -44,6 +44,8 @@ func stringSettings(s *settings) []struct {
 		{"spec", "spec", &s.Spec},
 		{"out", "out", &s.Out},
 		{"package", "package", &s.Package},
+		{"clientOut", "client-out", &s.ClientOut},
+		{"clientPackage", "client-package", &s.ClientPackage},
 		{"migrations", "migrations", &s.Migrations},
 		{"migrationVersion", "migration-version", &s.MigrationVersion},
 		{"migrationTable", "migration-table", &s.MigrationTable},
@@ -239,7 +241,7 @@ func readConfig(file string) (settings, error) {
 		return settings{}, err
 	}
 	dir := filepath.Dir(file)
-	for _, p := range []*string{&s.Spec, &s.Out, &s.Migrations, &s.Docs, &s.Overlay, &s.AugmentedSpec} {
+	for _, p := range []*string{&s.Spec, &s.Out, &s.ClientOut, &s.Migrations, &s.Docs, &s.Overlay, &s.AugmentedSpec} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}

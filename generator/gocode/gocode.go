@@ -95,7 +95,9 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 	}
 	emitPolicies(f, ops)
 	emitEngine(f)
-	emitStrictGlue(f)
+	if len(ops) > 0 {
+		emitStrictGlue(f)
+	}
 	if !opts.NoClientTable {
 		emitClientTable(f, ops)
 	}

@@ -4,8 +4,6 @@
 package api
 
 import (
-	"net/http"
-
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 )
@@ -21,18 +19,6 @@ func Policies() []idem.Policy {
 func NewEngine(cfg idem.Config) (*idem.Engine, error) {
 	cfg.Policies = Policies()
 	return idem.New(cfg)
-}
-
-// StrictRequestError answers a request that oapi-codegen's generated server
-// could not decode or bind (its body, a parameter) with 400 and err's text, as
-// oapi-codegen's default does, and tells the idempotency engine that the
-// operation did not start executing: the answer is not stored and the key is
-// released, so the client's corrected retry with the same key runs. Give it as
-// StrictHTTPServerOptions.RequestErrorHandlerFunc and as the ErrorHandlerFunc
-// of ChiServerOptions or StdHTTPServerOptions.
-func StrictRequestError(w http.ResponseWriter, r *http.Request, err error) {
-	idem.NotExecuted(r.Context())
-	http.Error(w, err.Error(), http.StatusBadRequest)
 }
 
 // ClientOperations returns what an idemclient.Transport needs to know of

@@ -9,7 +9,9 @@
 //
 //   - mount.go, route.go: Engine.Middleware finds the request's operation
 //     by method and path template, or Engine.Handler is mounted on one
-//     route; a path routers could read two ways is refused.
+//     route; a path routers could read two ways is refused. servemux.go:
+//     Engine.Route and Engine.ServeMux give each route its policy as it is
+//     registered (runtime/idemchi does the same for chi).
 //   - serve.go: serve runs the stages below in order and reports the
 //     outcome to the Observer when the request ends.
 //   - admit.go: admission reads the tenant, the key, the body (read whole,
@@ -21,7 +23,8 @@
 //     lazytx.go holds the transaction of a handler seen writing around it.
 //   - run.go, capture.go: the handler runs under the hold, its response
 //     captured whole; a storable response is snapshotted (and sealed) and
-//     completes the hold before a byte reaches the client.
+//     completes the hold before a byte reaches the client. A 4xx the
+//     handler marked as not executed (notexecuted.go) releases it instead.
 //   - answer.go, problem.go: the replay of a stored response, and every
 //     problem the engine answers with, defined in one table.
 //

@@ -86,7 +86,7 @@ paths:
 	files := generateFrom(t, spec)
 	src := files["api/idempotency.idem.go"]
 	got := topLevelNames(t, src)
-	want := []string{"ClientOperations", "NewEngine", "Policies"}
+	want := []string{"ClientOperations", "NewEngine", "Policies", "StrictRequestError"}
 	goName := "A" + strings.Repeat("a", 68) + "FuncInitPanicX"
 	want = append(want, goName, goName+"Tx", "Op"+goName, goName+"Policy")
 	slices.Sort(want)
@@ -182,7 +182,7 @@ func TestHostileSpecsDeclarePoliciesOnly(t *testing.T) {
 		if len(spec.Operations) != n {
 			t.Fatalf("case %d: %d operations, want %d", c, len(spec.Operations), n)
 		}
-		want := []string{"ClientOperations", "NewEngine", "Policies"}
+		want := []string{"ClientOperations", "NewEngine", "Policies", "StrictRequestError"}
 		for _, op := range spec.Operations {
 			want = append(want, "Op"+op.GoName, op.GoName+"Policy")
 			if op.Policy.Transactional {

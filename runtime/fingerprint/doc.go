@@ -56,21 +56,26 @@
 //
 // # Forms
 //
-// A form body is turned into the same JSON tree and canonicalized likewise:
-// '+' and percent escapes are decoded (a=%41 equals a=A), a[b][c]=v nests
-// objects, a[]=x&a[]=y and a[0]=x&a[1]=y are arrays (indexed arrays are
-// ordered by index, gaps closed), a repeated plain name is an array of its
-// values in order, and every value is a string. The order of distinct
-// fields does not matter. Names that would make the tree depend on the order
-// of the pairs, or give one name two shapes (a=1&a[b]=2, a=1&a[]=2,
-// a[][b]=1), are [ErrBody], as is a name nested deeper than a JSON body may
-// be, refused before its tree is built.
+// A form is fingerprinted as net/http's ParseForm reads it: its url.Values,
+// names in byte order, each with its values in the order they came. '+'
+// and percent escapes are decoded (a=%41 equals a=A) and the order of
+// distinct names does not matter, but every name is kept as it was sent:
+// a[0]=x, a[]=x and a=x are three requests, as are a[1]=x and a[0]=x, and
+// a and A. Two forms then share a fingerprint exactly when ParseForm gives
+// them the same values, and so does every reader built on those values
+// (oapi-codegen's BindForm, a handler's r.PostForm). Where ParseForm drops
+// a pair (a raw ';', a bad escape) the body is [ErrBody], as are names with
+// two shapes (a=1&a[b]=2, a=1&a[]=2, a[][b]=1) and a name nested deeper than
+// a JSON body may be, refused before anything is built from it.
 //
-// Form values carry no type, so a selected field's [Type] decides: a Number
-// or Integer value that is a JSON number is canonicalized as one (amount=1e3
-// equals amount=1000), a Boolean "true" or "false" becomes the literal, and
-// anything else stays a string for the handler to reject. A whole-body
-// fingerprint of a form keeps every value a string.
+// A selected field of a form is every pair whose name is the field's or
+// starts with it and a '[' (/card/number reads card[number],
+// card[number][] and card[number][...]).
+// A field sent as one plain pair is a JSON string, or, when its [Type] is
+// Number, Integer or Boolean and the value is already spelled as that
+// canonical JSON literal, the literal, so that amount=1000 in a form equals
+// 1000 in a JSON body; amount=1e3 stays the string it is. Any other field
+// is its pairs, written as a whole-body form is.
 //
 // # Field selection
 //
@@ -86,11 +91,15 @@
 //
 //	idemgen-fingerprint/1
 //	body <len>:<canonical JSON>          (or "body -" for no body)
+//	form <len>:<values>                  (a form fingerprinted whole)
 //	field <len>:<pointer> <len>:<value>  (or "-" when missing), per field
 //	path <len>:<name> <len>:<value>      (or "-"), per path parameter
 //	query <len>:<name> <n> <len>:<v>...  (or "-" when absent), per parameter
 //
 // Fields, path and query parameters are listed in sorted order, so the order
 // in which a Spec names them does not matter. The first line names the
-// version of this form; any change to it gets a new version.
+// version of this form. A change that could give two requests one
+// fingerprint they did not share before gets a new version; one that only
+// tells more requests apart, written under a line of its own (as forms
+// are), need not.
 package fingerprint

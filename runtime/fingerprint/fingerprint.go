@@ -46,8 +46,11 @@ type Input struct {
 type Compiled struct {
 	media   string // Spec.MediaType
 	fields  []Field
-	root    *node    // nil for a whole-body fingerprint
+	names   []string // of each field, as a form names it (formName)
+	root    *node      // nil for a whole-body fingerprint
 	exclude []string // tokens of Spec.Exclude, whole-body only
+	// excludeName is Spec.Exclude as a form names it.
+	excludeName string
 	path    []string
 	query   []string
 	pool    sync.Pool // of *state
@@ -57,6 +60,8 @@ type Compiled struct {
 type state struct {
 	sc     scanner
 	form   []byte
+	pairs  []formPair // of a form body
+	values []byte     // selected form fields, which slots locate
 	stream []byte
 	slots  []slot
 	fold   folds // scratch for checkFolds
@@ -96,6 +101,7 @@ func Compile(spec Spec) (*Compiled, error) {
 				return nil, err
 			}
 			c.root.add(tokens, i)
+			c.names = append(c.names, formName(tokens))
 		}
 	} else if spec.Exclude != "" {
 		tokens, err := parsePointer(spec.Exclude)
@@ -106,6 +112,7 @@ func Compile(spec Spec) (*Compiled, error) {
 			return nil, fmt.Errorf("%w: Exclude cannot be the whole body", ErrSpec)
 		}
 		c.exclude = tokens
+		c.excludeName = formName(tokens)
 	}
 	c.pool.New = func() any { return &state{slots: make([]slot, len(c.fields))} }
 	return c, nil
@@ -219,7 +226,9 @@ func (c *Compiled) appendCanonical(st *state, dst []byte, in Input) ([]byte, err
 // is checked for member names that differ only in case as it is parsed;
 // selected fields are checked as appendDocument finds them.
 func (c *Compiled) document(st *state, mediaType string, body []byte) ([]byte, error) {
-	st.sc.folds = c.root == nil
+	// Form readers match names exactly (url.Values is a map), so only a
+	// JSON body needs the check.
+	st.sc.folds = c.root == nil && isJSON(mediaType)
 	return st.document(mediaType, body)
 }
 
@@ -233,6 +242,13 @@ func (c *Compiled) appendDocument(st *state, dst, doc []byte, in Input) ([]byte,
 	switch {
 	case c.root == nil && doc == nil:
 		dst = append(dst, "body -\n"...)
+	case c.root == nil && isForm(in.MediaType):
+		st.values = appendFormValues(st.values[:0], st.pairs, func(p *formPair) bool {
+			return c.exclude == nil || p.name != c.excludeName
+		})
+		dst = append(dst, "form "...)
+		dst = appendBytes(dst, st.values)
+		dst = append(dst, '\n')
 	case c.root == nil:
 		if c.exclude != nil {
 			doc = removeMember(doc, c.exclude)
@@ -242,13 +258,13 @@ func (c *Compiled) appendDocument(st *state, dst, doc []byte, in Input) ([]byte,
 		dst = append(dst, '\n')
 	default:
 		clear(st.slots)
-		if doc != nil {
+		switch {
+		case doc == nil:
+		case isForm(in.MediaType):
+			doc = c.formFields(st)
+		default:
 			if err := st.extract(doc, 0, len(doc), c.root, st.slots); err != nil {
 				return dst, err
-			}
-			if isForm(in.MediaType) {
-				doc = c.typeFormValues(doc, st.slots)
-				st.sc.out = doc
 			}
 		}
 		for i, f := range c.fields {
@@ -307,7 +323,11 @@ func (st *state) document(mediaType string, body []byte) ([]byte, error) {
 		}
 	case isForm(mediaType):
 		var err error
-		st.form, err = formJSON(st.form[:0], body)
+		st.pairs, err = formPairs(st.pairs[:0], body)
+		if err != nil {
+			return nil, err
+		}
+		st.form, err = formJSON(st.form[:0], st.pairs)
 		if err != nil {
 			return nil, err
 		}
@@ -323,33 +343,61 @@ func (st *state) document(mediaType string, body []byte) ([]byte, error) {
 	return st.sc.out, nil
 }
 
-// typeFormValues applies the fields' schema types to selected form values,
-// which arrive as strings: a Number or Integer that parses as a JSON number
-// becomes that number, a Boolean "true" or "false" becomes the literal.
-// Anything else stays a string for the handler to reject.
-func (c *Compiled) typeFormValues(doc []byte, slots []slot) []byte {
+// formFields writes each selected field of a form, read from its pairs,
+// to scratch memory, records where in st.slots, and returns that memory.
+// A field's pairs are those within its name (see within). A field sent as
+// one plain pair (amount=1000) is a JSON string, or, when
+// the field's Type says so and the value is already spelled as the
+// canonical JSON number or boolean, that literal, so that a form and a
+// JSON body that say the same compare equal. Any other field is every
+// pair at or below it (see appendFormValues), behind a '&' that no JSON
+// value starts with. Values are not respelled: amount=1e3 and amount=1000
+// stay apart, since a reader such as strconv.Atoi takes one and refuses
+// the other.
+func (c *Compiled) formFields(st *state) []byte {
+	b := st.values[:0]
 	for i, f := range c.fields {
-		s := slots[i]
-		if !s.found || doc[s.start] != '"' {
-			continue
+		name := c.names[i]
+		var first *formPair
+		n := 0
+		for k := range st.pairs {
+			if p := &st.pairs[k]; within(p.name, name) {
+				first = p
+				n++
+			}
 		}
-		v := doc[s.start+1 : s.end-1]
-		switch f.Type {
-		case Number, Integer:
-			if d, ok := parseDecimal(v); ok {
-				start := len(doc)
-				doc = d.appendCanonical(doc)
-				slots[i] = slot{start, len(doc), true}
+		start := len(b)
+		switch {
+		case n == 0:
+			continue
+		case n == 1 && first.name == name:
+			b = appendFormScalar(b, first.value, f.Type)
+		default:
+			b = append(b, '&')
+			b = appendFormValues(b, st.pairs, func(p *formPair) bool { return within(p.name, name) })
+		}
+		st.slots[i] = slot{start, len(b), true}
+	}
+	st.values = b
+	return b
+}
+
+// appendFormScalar appends one form value as the JSON value a field of
+// type t reads it as.
+func appendFormScalar(dst []byte, v string, t Type) []byte {
+	switch t {
+	case Number, Integer:
+		if d, ok := parseDecimal([]byte(v)); ok {
+			if canon := d.appendCanonical(dst); string(canon[len(dst):]) == v {
+				return canon
 			}
-		case Boolean:
-			if string(v) == "true" || string(v) == "false" {
-				start := len(doc)
-				doc = append(doc, v...)
-				slots[i] = slot{start, len(doc), true}
-			}
+		}
+	case Boolean:
+		if v == "true" || v == "false" {
+			return append(dst, v...)
 		}
 	}
-	return doc
+	return appendString(dst, v)
 }
 
 func isJSON(mt string) bool {

@@ -18,19 +18,31 @@ type formNode struct {
 	children map[string]*formNode
 }
 
-// formJSON appends to dst a JSON document with the same content as the
-// application/x-www-form-urlencoded body: the nesting a[b][c]=v becomes
-// objects, a[]=x and a[0]=x become arrays, a repeated name becomes an array
-// of its values in their order, and every value is a string. The caller
-// canonicalizes the result, which sorts the keys.
-func formJSON(dst, body []byte) ([]byte, error) {
-	root := &formNode{}
+// formPair is one name=value pair of a form body, decoded, with the parts
+// of its name (see splitFormName).
+type formPair struct {
+	name, value string
+	segs        []string
+	appendTo    bool
+}
+
+// formPairs decodes the pairs of an application/x-www-form-urlencoded body
+// as net/http's ParseForm reads them: split at '&', empty pairs skipped, a
+// pair without '=' an empty value, '+' and percent escapes decoded. Where
+// ParseForm drops a pair and reports an error (a bad escape, or a raw ';',
+// which it once read as a separator), the body is refused: a fingerprint
+// that kept such a pair would tell apart, or confuse, requests that the
+// handler reads otherwise.
+func formPairs(dst []formPair, body []byte) ([]formPair, error) {
 	rest := string(body)
 	for rest != "" {
 		var pair string
 		pair, rest, _ = strings.Cut(rest, "&")
 		if pair == "" {
 			continue
+		}
+		if strings.IndexByte(pair, ';') >= 0 {
+			return dst, fmt.Errorf("%w: form has a raw ';', which net/http drops with its pair", ErrBody)
 		}
 		rawName, rawValue, _ := strings.Cut(pair, "=")
 		name, err := formUnescape(rawName)
@@ -41,7 +53,26 @@ func formJSON(dst, body []byte) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
-		if err := root.insert(name, value); err != nil {
+		segs, appendTo, err := splitFormName(name)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, formPair{name, value, segs, appendTo})
+	}
+	return dst, nil
+}
+
+// formJSON appends to dst a JSON document with the same content as the
+// form's pairs: the nesting a[b][c]=v becomes objects, a[]=x and a[0]=x
+// become arrays, a repeated name becomes an array of its values in their
+// order, and every value is a string. The caller canonicalizes the result,
+// which sorts the keys. The tree is how a body key is looked up, and its
+// refusals (a name with two shapes) apply to every form; fingerprints read
+// the pairs themselves (appendFormValues).
+func formJSON(dst []byte, pairs []formPair) ([]byte, error) {
+	root := &formNode{}
+	for _, p := range pairs {
+		if err := root.insert(p); err != nil {
 			return dst, err
 		}
 	}
@@ -126,11 +157,8 @@ func splitFormName(name string) (segs []string, appendTo bool, err error) {
 	return segs, false, nil
 }
 
-func (n *formNode) insert(name, value string) error {
-	segs, appendTo, err := splitFormName(name)
-	if err != nil {
-		return err
-	}
+func (n *formNode) insert(p formPair) error {
+	segs, appendTo, value := p.segs, p.appendTo, p.value
 	cur := n
 	for i, s := range segs {
 		if s == "" && i > 0 {
@@ -232,4 +260,61 @@ func appendStrings(dst []byte, vs []string) []byte {
 		dst = appendString(dst, v)
 	}
 	return append(dst, ']')
+}
+
+// formName is the name a form gives the member that tokens point to:
+// /card/number is card[number].
+func formName(tokens []string) string {
+	var b strings.Builder
+	for i, t := range tokens {
+		if i == 0 {
+			b.WriteString(t)
+			continue
+		}
+		b.WriteByte('[')
+		b.WriteString(t)
+		b.WriteByte(']')
+	}
+	return b.String()
+}
+
+// within reports whether a pair named name may be read as part of the
+// member called field: the member itself, or any name that starts with it
+// and a '['. That is wider than the names that nest below it (a[1]x=y is
+// one literal name), because readers are not all strict: oapi-codegen's
+// BindForm sizes the slice a from every name that starts with a[ and an
+// index, a[1]x among them.
+func within(name, field string) bool {
+	return strings.HasPrefix(name, field) && (len(name) == len(field) || name[len(field)] == '[')
+}
+
+// appendFormValues appends the pairs that keep returns true for, as
+// net/http's url.Values holds them: names in byte order, each with its
+// values in the order they came. Every part is length-prefixed. Two forms
+// get the same bytes exactly when ParseForm gives them the same values, so
+// the fingerprint is as fine as the finest reader a server may use, and
+// every reader built on those values (oapi-codegen's BindForm, a handler's
+// r.PostForm) decodes requests with one fingerprint alike.
+func appendFormValues(dst []byte, pairs []formPair, keep func(*formPair) bool) []byte {
+	// Sorted stably by name, so that the values of one name keep their
+	// order; pairs is the state's own copy.
+	slices.SortStableFunc(pairs, func(a, b formPair) int { return strings.Compare(a.name, b.name) })
+	for i := 0; i < len(pairs); {
+		j := i + 1
+		for j < len(pairs) && pairs[j].name == pairs[i].name {
+			j++
+		}
+		if keep(&pairs[i]) {
+			dst = appendLen(dst, pairs[i].name)
+			dst = append(dst, ' ')
+			dst = strconv.AppendInt(dst, int64(j-i), 10)
+			for _, p := range pairs[i:j] {
+				dst = append(dst, ' ')
+				dst = appendLen(dst, p.value)
+			}
+			dst = append(dst, ';')
+		}
+		i = j
+	}
+	return dst
 }

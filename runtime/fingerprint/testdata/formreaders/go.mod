@@ -1,0 +1,14 @@
+module github.com/idemgen/idemgen/runtime/fingerprint/testdata/formreaders
+
+go 1.26.8
+
+require github.com/oapi-codegen/runtime v1.9.0
+
+require github.com/idemgen/idemgen v0.0.0
+
+require (
+	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+)
+
+replace github.com/idemgen/idemgen => ../../../..

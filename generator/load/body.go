@@ -49,7 +49,10 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 		return
 	}
 
-	mts := mediaTypes(body.Content)
+	mts := c.bodyMediaTypes(body.Content)
+	if len(mts) == 0 {
+		return // every content key was refused above
+	}
 	var chosen string
 	for _, want := range []func(string) bool{isJSONMediaType, func(mt string) bool { return mt == formMediaType }} {
 		var names []string
@@ -151,6 +154,38 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 			c.r.errorf(keyPos, "key", "%s", missingMessage(key.name, "the key "+key.name, res))
 		}
 	}
+}
+
+// mediaObjectFields are the fields of an OpenAPI Media Type Object: one of
+// them among the media types of a content map was meant to sit one level
+// deeper.
+var mediaObjectFields = []string{"schema", "example", "examples", "encoding", "itemSchema", "prefixEncoding", "itemEncoding"}
+
+// bodyMediaTypes returns the request body's media types (see mediaTypes),
+// less the content keys that are not media types: a spec error, reported
+// at the key's own line. It is most often a field mis-indented into
+// content (examples: {} one level too far out), which would otherwise read
+// as a second kind of body and be blamed on the policy.
+func (c *opCheck) bodyMediaTypes(content openapi3.Content) map[string]*openapi3.MediaType {
+	mts := mediaTypes(content)
+	_, body := get(c.opNode, "requestBody")
+	_, node := get(c.l.followRef(body), "content")
+	for _, p := range pairs(node) {
+		if strings.Contains(p.key.Value, "/") {
+			continue
+		}
+		hint := "a media type has a / in it, as application/json has"
+		if slices.Contains(mediaObjectFields, p.key.Value) {
+			hint = p.key.Value + " belongs inside a media type, beside its schema"
+		}
+		c.r.errorf(c.l.t.pos(p.key), "", "content key %q is not a media type (mis-indented?): %s", p.key.Value, hint)
+	}
+	for mt := range mts {
+		if !strings.Contains(mt, "/") {
+			delete(mts, mt)
+		}
+	}
+	return mts
 }
 
 // mediaKind groups media types the way the runtime reads bodies: JSON (any

@@ -87,31 +87,3 @@ func (c *opCheck) resolve() {
 	c.checkResponses()
 	c.validate()
 }
-
-// validate runs kin-openapi's validation over what the generated code
-// depends on: the operation's parameters and request body. Its complaints
-// are warnings; faults idemgen relies on were judged above.
-func (c *opCheck) validate() {
-	if c.kinOp == nil {
-		return
-	}
-	ctx := c.l.validationCtx
-	for _, pr := range c.kinOp.Parameters {
-		if pr == nil || pr.Value == nil {
-			continue
-		}
-		if _, broken := brokenRefIndex(pr.Value.Extensions); broken {
-			continue
-		}
-		if err := pr.Value.Validate(ctx); err != nil {
-			c.r.warnf(c.op.Pos, "", "the spec's %s parameter %q does not validate: %s", pr.Value.In, pr.Value.Name, oneLine(err.Error()))
-		}
-	}
-	if rb := c.kinOp.RequestBody; rb != nil && rb.Value != nil {
-		if _, broken := brokenRefIndex(rb.Value.Extensions); !broken {
-			if err := rb.Value.Validate(ctx); err != nil {
-				c.r.warnf(c.op.Pos, "", "the spec's request body does not validate: %s", oneLine(err.Error()))
-			}
-		}
-	}
-}

@@ -72,7 +72,14 @@
 //     body key; with a whole-body fingerprint it is a warning, since real
 //     specs annotate such operations (Stripe's file upload) and a request
 //     without a body still works, while one with a body fails
-//     fingerprinting at run time.
+//     fingerprinting at run time. A request-body content key without a "/"
+//     is not a media type: an error at the key (most often a media type's
+//     field, such as examples, indented one level too far out), and not a
+//     second kind of body.
+//   - A path key with a query string (/responses?beta=true) is matched by
+//     no router: its operation is left out with a warning at the "?" that
+//     names the two ways to protect it, and the rest is generated. Other
+//     templates the runtime cannot parse are errors.
 //   - A header or query key the spec also declares as a parameter must be a
 //     string; a mismatch between the policy's required and the parameter's
 //     is a warning. A body key must be a string property and is never a
@@ -98,6 +105,12 @@
 //     warning: it would be ignored.
 //   - JSON is parsed as YAML; surrogate-pair escapes, which YAML refuses,
 //     are rewritten to YAML's \U escapes first, keeping columns.
+//   - One cause, one message: a $ref nothing needs that does not resolve
+//     is one warning per name, at its first use, with the lines of the
+//     rest; kin-openapi's complaints are traced down to the schema that
+//     fails by itself and reported at its JSON Pointer and line; and a
+//     diagnostic that several operations share (a shared schema or request
+//     body) is one line that names them.
 //   - Lifetime conflicts (lease not shorter than ttl, ttl shorter than
 //     clientRetryBudget) are checked by one function for the document and
 //     each operation, and reported at the most specific field taking part.

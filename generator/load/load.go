@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"mime"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -140,6 +141,9 @@ type loader struct {
 	// facts are what the policy checks work out about the request-body
 	// schemas, shared by every operation.
 	facts *schemaFacts
+	// schemaErrs are kin-openapi's validation of the schemas validate has
+	// looked at, each worked out once.
+	schemaErrs map[*openapi3.Schema]error
 	// reported holds the lifetime conflicts already reported, so that one
 	// in the document's defaults is reported once, not once per operation
 	// that inherits it.
@@ -151,15 +155,8 @@ func (l *loader) report(op string) reporter {
 }
 
 func (l *loader) finish(spec *model.Spec) (*model.Spec, []model.Diagnostic, error) {
-	for _, r := range l.t.refs {
-		if !r.used {
-			l.diags = append(l.diags, model.Diagnostic{
-				Severity: model.Warning,
-				Pos:      r.pos,
-				Message:  fmt.Sprintf("$ref %q %s; ignored, since nothing idemgen generates depends on it", r.ref, r.reason),
-			})
-		}
-	}
+	l.brokenRefWarnings()
+	l.diags = foldOperations(l.diags)
 	model.SortDiagnostics(l.diags)
 	if model.HasErrors(l.diags) {
 		return nil, l.diags, nil
@@ -280,30 +277,55 @@ func (l *loader) checkSpelling(n *yaml.Node) {
 	}
 }
 
-// pathPos is where a path template's syntax error is in the spec: the
-// path's key, moved to the offending character when the key is written on
-// one line.
-func (l *loader) pathPos(path string, err error) model.Pos {
+// pathPos is where the character at offset of a path key is in the spec:
+// the path's key, moved to that character when the key is written on one
+// line (offset < 0 is the key itself).
+func (l *loader) pathPos(path string, offset int) model.Pos {
 	_, paths := get(l.t.root, "paths")
 	for _, p := range pairs(paths) {
 		if p.key.Value != path {
 			continue
 		}
 		pos := l.t.pos(p.key)
-		var se *pathtemplate.SyntaxError
-		if errors.As(err, &se) {
+		if offset >= 0 {
 			switch p.key.Style {
 			case 0:
-				pos.Col += se.Offset
+				pos.Col += offset
 			case yaml.SingleQuotedStyle, yaml.DoubleQuotedStyle:
 				if !strings.ContainsAny(path, "'\\\"") {
-					pos.Col += se.Offset + 1
+					pos.Col += offset + 1
 				}
 			}
 		}
 		return pos
 	}
 	return model.Pos{File: l.t.file}
+}
+
+// queryInPath warns about a path key with a query string, at its "?"
+// (path[at]). No router matches a query string as part of a path, and the
+// runtime parses templates as routers do, so the operation cannot be
+// protected as written; the rest of the spec still is, and the warning
+// says the two ways to write it that can be.
+func (l *loader) queryInPath(r reporter, path, method string, at int) {
+	base, query := path[:at], path[at+1:]
+	var names []string
+	if values, err := url.ParseQuery(query); err == nil {
+		for name := range values {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	how := "declare its parameters as query parameters of " + method + " " + base + " and list them"
+	switch len(names) {
+	case 0:
+	case 1:
+		how = "declare " + names[0] + " as a query parameter of " + method + " " + base + " and list it"
+	default:
+		how = "declare " + strings.Join(names, ", ") + " as query parameters of " + method + " " + base + " and list them"
+	}
+	r.warnf(l.pathPos(path, at), "", "the path has a query string (?%s), which no router matches as part of a path, so this operation is left unprotected and the rest is generated. Give it a path of its own, or %s in that operation's %s query, so that its fingerprint tells the requests apart",
+		query, how, extension)
 }
 
 func isFalse(s string) bool {
@@ -377,9 +399,18 @@ func (l *loader) operation(path, method string, opNode, extKey, extVal *yaml.Nod
 		return op, false
 	}
 
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		l.queryInPath(r, path, method, i)
+		return op, false
+	}
 	tmpl, err := pathtemplate.Parse(path)
 	if err != nil {
-		r.errorf(l.pathPos(path, err), "", "%v; the runtime cannot serve this operation (it parses templates the same way)", err)
+		off := -1
+		var se *pathtemplate.SyntaxError
+		if errors.As(err, &se) {
+			off = se.Offset
+		}
+		r.errorf(l.pathPos(path, off), "", "%v; the runtime cannot serve this operation (it parses templates the same way)", err)
 		return op, false
 	}
 	op.PathParams = tmpl.Params()

@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	_ "modernc.org/sqlite"
 )
 
 // dial opens a raw connection to the server.
@@ -117,8 +120,9 @@ func TestSlowBodyCutOff(t *testing.T) {
 	}
 }
 
-// TestConnectionBound: with --max-conns 2, a third connection is not served
-// until one of the first two closes.
+// TestConnectionBound: with --max-conns 2, a third connection is closed
+// at once instead of waiting unread, and once one of the first two closes,
+// a new connection is served.
 func TestConnectionBound(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, sqliteURL(t), "--max-conns", "2")
@@ -129,22 +133,120 @@ func TestConnectionBound(t *testing.T) {
 		}
 	}
 	third := dial(t, s)
-	br := bufio.NewReader(third)
-	err := healthz(third, br, 700*time.Millisecond)
-	var ne net.Error
-	if !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("a third connection was served while two were open (err %v)", err)
+	if err := healthz(third, bufio.NewReader(third), 5*time.Second); err == nil {
+		t.Fatal("a third connection was served while two were open")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("a third connection was left waiting instead of closed: %v", err)
 	}
 	_ = first.Close()
-	// The request already sent is read once the connection is accepted.
-	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
-	res, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("the third connection was not served after the first closed: %v", err)
+	for range 100 {
+		c := dial(t, s)
+		if err := healthz(c, bufio.NewReader(c), 5*time.Second); err == nil {
+			return
+		}
+		_ = c.Close()
+		time.Sleep(20 * time.Millisecond)
 	}
-	_ = res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("third connection: %s", res.Status)
+	t.Fatal("no new connection was served after the first closed")
+}
+
+// holdWriteLock takes SQLite's write lock on the database at url (a
+// sqlite: URL) until the returned function is called.
+func holdWriteLock(t *testing.T, url string) func() {
+	t.Helper()
+	db, err := sql.Open("sqlite", strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+		_ = conn.Close()
+	}
+}
+
+// metric reads one sample of the server's /metrics.
+func metric(t *testing.T, s *server, name string) string {
+	t.Helper()
+	res, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestAdmissionSheds: with --max-in-flight 1 and no queue, a request that
+// comes while another is being served is answered 503 server-overloaded
+// with Retry-After at once, and nothing of it is kept: its key runs as a
+// first try afterwards. Idle keep-alive connections hold no capacity.
+func TestAdmissionSheds(t *testing.T) {
+	t.Parallel()
+	dbURL := sqliteURL(t)
+	s := startServer(t, dbURL, "--max-in-flight", "1", "--max-queue", "0", "--metrics")
+	c := newClient(t, s, keyAcme)
+	c.expect(http.StatusOK, "GET", "/accounts", "", "")
+
+	// Three keep-alive connections that sent a request and stay open.
+	for range 3 {
+		conn := dial(t, s)
+		br := bufio.NewReader(conn)
+		if _, err := io.WriteString(conn, "GET /accounts HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer "+keyAcme+"\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+	}
+	c.expect(http.StatusOK, "GET", "/accounts", "", "")
+
+	release := holdWriteLock(t, dbURL)
+	held := make(chan response, 1)
+	go func() {
+		held <- c.must("POST", "/accounts", "held", `{"owner":"held","currency":"EUR","initial_balance":1}`)
+	}()
+	admitted := ""
+	for range 500 {
+		if admitted = metric(t, s, "petstore_admission_admitted_total"); admitted == "6" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if admitted != "6" {
+		release()
+		t.Fatalf("the held request was not admitted (admitted %q, want 6)", admitted)
+	}
+	const body = `{"owner":"shed","currency":"EUR","initial_balance":1}`
+	r := c.expectProblem(http.StatusServiceUnavailable, "server-overloaded", "POST", "/accounts", "shed", body)
+	release()
+	if ra := r.Header.Get("Retry-After"); ra != "1" && ra != "2" {
+		t.Errorf("Retry-After %q, want 1 or 2", ra)
+	}
+	if h := <-held; h.Status != http.StatusCreated {
+		t.Fatalf("the held request: %s", h)
+	}
+	again := c.expect(http.StatusCreated, "POST", "/accounts", "shed", body)
+	if again.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("the shed request's retry was a replay: the 503 was stored")
+	}
+	if got := metric(t, s, `petstore_admission_refused_total{reason="full"}`); got != "1" {
+		t.Errorf("refused as full: %q, want 1", got)
 	}
 }
 

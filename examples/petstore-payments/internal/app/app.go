@@ -23,6 +23,7 @@ import (
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemshed"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
@@ -56,7 +57,13 @@ type options struct {
 	writeTimeout time.Duration
 	idleTimeout  time.Duration
 	maxConns     int
-	metrics      bool
+	// maxInFlight, maxQueue and maxWait shape admission (idemshed): the
+	// requests served at once, those that may wait for a slot, and how
+	// long one may wait.
+	maxInFlight int
+	maxQueue    int
+	maxWait     time.Duration
+	metrics     bool
 	// labelSecret keys the labels under which the engine logs keys
 	// (idem.Config.KeyLabelSecret), from KEY_LABEL_SECRET or the file of
 	// --key-label-secret-file, read at start.
@@ -83,7 +90,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fl.DurationVar(&o.readTimeout, "read-timeout", 30*time.Second, "longest time to read one request, header and body")
 	fl.DurationVar(&o.writeTimeout, "write-timeout", 30*time.Second, "longest time from a request's header to the end of its answer, plus --chaos-delay")
 	fl.DurationVar(&o.idleTimeout, "idle-timeout", 60*time.Second, "how long a keep-alive connection may wait for its next request")
-	fl.IntVar(&o.maxConns, "max-conns", 256, "connections served at once; further clients wait to be accepted")
+	fl.IntVar(&o.maxConns, "max-conns", 1024, "connections open at once; a connection beyond them is closed as soon as it is accepted")
+	fl.IntVar(&o.maxInFlight, "max-in-flight", 8, "requests served at once; a request beyond them waits for a slot (see --max-queue) or is answered 503 with Retry-After at once")
+	fl.IntVar(&o.maxQueue, "max-queue", 64, "requests that may wait for a slot; 0 refuses every request beyond --max-in-flight at once")
+	fl.DurationVar(&o.maxWait, "max-wait", 100*time.Millisecond, "longest a request waits for a slot before it is refused (far less while the queue stays full)")
 	fl.BoolVar(&o.metrics, "metrics", false, "serve the idempotency layer's Prometheus metrics at GET /metrics")
 	fl.StringVar(&o.labelSecretFile, "key-label-secret-file", "", "a file holding the secret that keys the labels idempotency keys are logged under (default: env KEY_LABEL_SECRET); `idemgen keys` finds a logged key with the same secret")
 	if err := fl.Parse(args); err != nil {
@@ -104,8 +114,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.rateLimit < 0 || o.chaosDelay < 0 || o.authFailures < 0 {
 		return o, errors.New("--rate-limit, --auth-failures and --chaos-delay must not be negative")
 	}
-	if o.readTimeout <= 0 || o.writeTimeout <= 0 || o.idleTimeout <= 0 || o.maxConns < 1 {
-		return o, errors.New("--read-timeout, --write-timeout, --idle-timeout and --max-conns must be positive")
+	if o.readTimeout <= 0 || o.writeTimeout <= 0 || o.idleTimeout <= 0 || o.maxConns < 1 || o.maxInFlight < 1 || o.maxWait <= 0 {
+		return o, errors.New("--read-timeout, --write-timeout, --idle-timeout, --max-conns, --max-in-flight and --max-wait must be positive")
+	}
+	if o.maxQueue < 0 {
+		return o, errors.New("--max-queue must not be negative")
 	}
 	if o.apiKeys != "" && o.apiKeysFile != "" {
 		return o, errors.New("give --api-keys or --api-keys-file, not both")
@@ -251,6 +264,20 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 	}
 	var sweeper idem.Sweeper
 	var checkRoutes func(idem.RouteLookup) error
+	shed, err := idemshed.New(idemshed.Config{
+		MaxInFlight: o.maxInFlight,
+		MaxQueue:    o.maxQueue,
+		MaxWait:     o.maxWait,
+		// A short wait: a refused client's retry under the same key finds
+		// the server less busy without giving up its place for long.
+		RetryAfter:    time.Second,
+		CongestedWait: min(idemshed.DefaultCongestedWait, o.maxWait),
+		ProblemBase:   ProblemBase,
+	})
+	if err != nil {
+		return fmt.Errorf("admission: %w", err)
+	}
+	cfg.Admission = shed.Middleware
 	met, err := newMetrics(o.metrics)
 	if err != nil {
 		return err
@@ -292,6 +319,9 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	if err := met.watch(srv, shed); err != nil {
+		return err
+	}
 	if checkRoutes != nil {
 		// Every protected operation must reach a handler that applies its
 		// policy, its transactional ones a handler that takes its
@@ -315,7 +345,8 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		"idempotency_store", storeName(o.store),
 		"tenants", strings.Join(names, ","), "rate_limit", o.rateLimit, "auth_failures", o.authFailures,
 		"chaos_delay", o.chaosDelay, "read_timeout", o.readTimeout, "write_timeout", o.writeTimeout+o.chaosDelay,
-		"idle_timeout", o.idleTimeout, "max_conns", o.maxConns)
+		"idle_timeout", o.idleTimeout, "max_conns", o.maxConns,
+		"max_in_flight", o.maxInFlight, "max_queue", o.maxQueue, "max_wait", o.maxWait)
 
 	hs := httpServer(o, met.handler(srv), log)
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))

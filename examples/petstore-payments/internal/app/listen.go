@@ -38,40 +38,37 @@ func httpServer(o options, h http.Handler, log *slog.Logger) *http.Server {
 	}
 }
 
-// limitListener accepts at most cap(slots) connections at a time. When all
-// slots are taken it stops accepting, so a further client waits in the
-// kernel's accept queue (its connect succeeds, its request is not read)
-// until a connection closes; the timeouts above make sure one does.
+// limitListener keeps at most cap(slots) connections open. A connection
+// beyond them is closed as soon as it is accepted: its client learns at
+// once that it must come back, instead of waiting unread in the kernel's
+// accept queue while its deadline runs out. The bound is on memory (each
+// connection costs buffers and a goroutine), not on work: the requests
+// served at once are bounded by admission, so idle keep-alive
+// connections hold none of that capacity.
 type limitListener struct {
 	net.Listener
-	slots     chan struct{}
-	closed    chan struct{}
-	closeOnce sync.Once
+	slots chan struct{}
 }
 
 func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
+	return &limitListener{Listener: l, slots: make(chan struct{}, n)}
 }
 
-// Accept waits for a free slot, then for a connection.
+// Accept returns the next connection for which a slot is free, and closes
+// those that come while every slot is taken.
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
+		default:
+			_ = c.Close()
+		}
 	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &slotConn{Conn: c, free: func() { <-l.slots }}, nil
-}
-
-// Close stops accepting; an Accept waiting for a slot returns at once.
-func (l *limitListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
-	return l.Listener.Close()
 }
 
 // slotConn gives its slot back when it is closed, once.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -43,6 +44,13 @@ type Config struct {
 	AuthFailures int
 	// Idempotency is the idempotency middleware; nil runs without one.
 	Idempotency func(http.Handler) http.Handler
+	// Admission bounds the requests served at once (idemshed); nil admits
+	// every request. It stands after authentication and rate limiting and
+	// in front of the idempotency layer, so that a request it refuses has
+	// claimed no key, and it sees a request only once its body has arrived:
+	// a client that sends its body slowly holds a connection, cut off by
+	// the read timeout, but none of the capacity.
+	Admission func(http.Handler) http.Handler
 	// Tx mounts the transactional operations. When it is nil they run in
 	// plain transactions from Begin, with no idempotency.
 	Tx TxMount
@@ -72,6 +80,9 @@ type Server struct {
 	log         *slog.Logger
 	api         *http.ServeMux
 	handler     http.Handler
+	// goneRuns counts the requests that reached a handler after their
+	// client had hung up: work whose answer no one reads.
+	goneRuns atomic.Int64
 }
 
 // The operation IDs of the spec's transactional operations.
@@ -125,9 +136,12 @@ func New(cfg Config) (*Server, error) {
 	api.Handle("POST /pets/{pet_id}/adoptions", mount(OpCreateAdoption, s.createAdoption))
 	api.HandleFunc("/", s.noRoute(api))
 
-	var chain http.Handler = api
+	var chain http.Handler = s.countGone(api)
 	if cfg.Idempotency != nil {
 		chain = cfg.Idempotency(chain)
+	}
+	if cfg.Admission != nil {
+		chain = s.readBody(cfg.Admission(chain))
 	}
 	chain = s.authenticate(s.rateLimit(chain))
 

@@ -1,0 +1,329 @@
+// Package idemshed sheds load in front of an API: it bounds the requests
+// served at once and answers a request beyond the bound at once with 503
+// and Retry-After, instead of letting it queue behind work whose clients
+// may have given up by the time it is done.
+//
+// Under a retry storm, queueing is what turns a slow moment into an
+// outage: clients time out while their requests wait, retry, and the
+// server spends its capacity on answers nobody reads. The Shedder keeps
+// that work out:
+//
+//   - at most MaxInFlight requests run at once; idle keep-alive
+//     connections hold none of that capacity, only a request does;
+//   - a request beyond the bound waits at most MaxWait in a queue of at
+//     most MaxQueue, then is refused;
+//   - while the queue has not been empty for longer than MaxWait, it is
+//     congested: a newcomer waits at most CongestedWait, and a freed slot
+//     goes to the newest waiter (adaptive LIFO, as Facebook's "Fail at
+//     Scale" describes), whose client is the most likely to still be
+//     there;
+//   - a request whose client has hung up (its context is done) is never
+//     started, whether it came so or gave up while it waited.
+//
+// The refusal is a 503 problem with Retry-After. Put the Shedder in front
+// of the idempotency engine: a 503 is never stored, and a refused request
+// claims no key, so the client's retry under the same key is a first try.
+package idemshed
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a Shedder.
+type Config struct {
+	// MaxInFlight is the number of requests served at once (at least 1).
+	MaxInFlight int
+	// MaxQueue is the number of requests that may wait for a slot; 0 lets
+	// none wait: a request beyond MaxInFlight is refused at once.
+	MaxQueue int
+	// MaxWait is the longest a request waits for a slot while the queue
+	// is not congested; zero is DefaultMaxWait.
+	MaxWait time.Duration
+	// CongestedWait is the longest a request waits for a slot while the
+	// queue is congested (it has not been empty for MaxWait); zero is
+	// DefaultCongestedWait. It is at most MaxWait.
+	CongestedWait time.Duration
+	// RetryAfter is the Retry-After hint of a refusal, in whole seconds
+	// (at least 1); a refusal's hint is drawn between it and twice it, so
+	// that the clients refused together do not come back together. Zero is
+	// DefaultRetryAfter.
+	RetryAfter time.Duration
+	// ProblemBase prefixes the refusal's problem type name
+	// (ProblemOverloaded); empty is DefaultProblemBase.
+	ProblemBase string
+	// Rand draws the jitter of Retry-After from [0, n); nil uses
+	// math/rand/v2's N. Tests pass a fixed one.
+	Rand func(n int64) int64
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxWait       = 100 * time.Millisecond
+	DefaultCongestedWait = 5 * time.Millisecond
+	DefaultRetryAfter    = time.Second
+	DefaultProblemBase   = "https://idemgen.dev/problems/"
+)
+
+// ProblemOverloaded is the problem type name of a refusal.
+const ProblemOverloaded = "server-overloaded"
+
+// Reason says why a request was not served.
+type Reason int
+
+// The reasons a request is refused.
+const (
+	// Full: every slot and every queue place was taken.
+	Full Reason = iota
+	// Waited: the request waited its bound for a slot.
+	Waited
+	// Gone: the request's client hung up before it started.
+	Gone
+	nReasons
+)
+
+func (r Reason) String() string {
+	switch r {
+	case Full:
+		return "full"
+	case Waited:
+		return "waited"
+	case Gone:
+		return "gone"
+	}
+	return "Reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Stats counts what a Shedder did since it was made.
+type Stats struct {
+	// Admitted counts the requests that were served.
+	Admitted int64
+	// Queued counts the admitted and refused requests that waited for a
+	// slot.
+	Queued int64
+	// Refused counts the requests not served, by reason.
+	Refused [nReasons]int64
+}
+
+// Shedder bounds the requests served at once. It is safe for concurrent
+// use; make one with New.
+type Shedder struct {
+	cfg  Config
+	rand func(int64) int64
+	// now reads the clock that says whether the queue is congested; tests
+	// replace it.
+	now func() time.Time
+
+	mu       sync.Mutex
+	inFlight int
+	queue    []*waiter // oldest first
+	// emptyAt is when the queue was last empty; the queue is congested
+	// when it has not been since MaxWait.
+	emptyAt time.Time
+
+	admitted, queued atomic.Int64
+	refused          [nReasons]atomic.Int64
+}
+
+// waiter is a request waiting for a slot. granted is set, under the
+// Shedder's lock, when a slot is handed to it; ready then receives.
+type waiter struct {
+	ready   chan struct{}
+	granted bool
+}
+
+// New checks cfg and returns its Shedder.
+func New(cfg Config) (*Shedder, error) {
+	if cfg.MaxInFlight < 1 {
+		return nil, errors.New("idemshed: MaxInFlight must be at least 1")
+	}
+	if cfg.MaxQueue < 0 || cfg.MaxWait < 0 || cfg.CongestedWait < 0 || cfg.RetryAfter < 0 {
+		return nil, errors.New("idemshed: MaxQueue, MaxWait, CongestedWait and RetryAfter must not be negative")
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.CongestedWait == 0 {
+		cfg.CongestedWait = min(DefaultCongestedWait, cfg.MaxWait)
+	}
+	if cfg.CongestedWait > cfg.MaxWait {
+		return nil, fmt.Errorf("idemshed: CongestedWait %v is longer than MaxWait %v", cfg.CongestedWait, cfg.MaxWait)
+	}
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.ProblemBase == "" {
+		cfg.ProblemBase = DefaultProblemBase
+	}
+	s := &Shedder{cfg: cfg, rand: cfg.Rand, now: time.Now}
+	s.emptyAt = s.now()
+	if s.rand == nil {
+		s.rand = rand.N[int64]
+	}
+	return s, nil
+}
+
+// Stats returns the counts so far.
+func (s *Shedder) Stats() Stats {
+	st := Stats{Admitted: s.admitted.Load(), Queued: s.queued.Load()}
+	for i := range st.Refused {
+		st.Refused[i] = s.refused[i].Load()
+	}
+	return st
+}
+
+// Middleware serves a request through next when a slot is free or frees
+// up within the wait bound, and refuses it with 503 otherwise.
+func (s *Shedder) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.acquire(r) {
+			s.refuse(w)
+			return
+		}
+		defer s.release()
+		if r.Context().Err() != nil {
+			// The client left while the slot was handed over.
+			s.refused[Gone].Add(1)
+			s.refuse(w)
+			return
+		}
+		s.admitted.Add(1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// acquire takes a slot for r, waiting for one within the bound, and
+// counts why it could not.
+func (s *Shedder) acquire(r *http.Request) bool {
+	ctx := r.Context()
+	if ctx.Err() != nil {
+		s.refused[Gone].Add(1)
+		return false
+	}
+	s.mu.Lock()
+	if s.inFlight < s.cfg.MaxInFlight && len(s.queue) == 0 {
+		s.inFlight++
+		s.mu.Unlock()
+		return true
+	}
+	if len(s.queue) >= s.cfg.MaxQueue {
+		s.mu.Unlock()
+		s.refused[Full].Add(1)
+		return false
+	}
+	bound := s.cfg.MaxWait
+	if s.congested(s.now()) {
+		bound = s.cfg.CongestedWait
+	}
+	w := &waiter{ready: make(chan struct{}, 1)}
+	s.queue = append(s.queue, w)
+	s.mu.Unlock()
+	s.queued.Add(1)
+
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	why := Waited
+	select {
+	case <-w.ready:
+		return true
+	case <-timer.C:
+	case <-ctx.Done():
+		why = Gone
+	}
+	s.mu.Lock()
+	if w.granted {
+		// The slot came as the wait ended: it is handed on.
+		s.mu.Unlock()
+		s.release()
+	} else {
+		s.remove(w)
+		s.mu.Unlock()
+	}
+	s.refused[why].Add(1)
+	return false
+}
+
+// congested reports whether the queue has not been empty for MaxWait.
+// Called with s.mu held.
+func (s *Shedder) congested(now time.Time) bool {
+	return len(s.queue) > 0 && now.Sub(s.emptyAt) > s.cfg.MaxWait
+}
+
+// release frees a slot: it goes to a waiter if one is queued (the newest
+// while the queue is congested, else the oldest), else back to the pool.
+func (s *Shedder) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		s.inFlight--
+		return
+	}
+	i := 0
+	if s.congested(s.now()) {
+		i = len(s.queue) - 1
+	}
+	w := s.queue[i]
+	s.queue = append(s.queue[:i], s.queue[i+1:]...)
+	s.emptied()
+	w.granted = true
+	w.ready <- struct{}{}
+}
+
+// remove takes w out of the queue. Called with s.mu held.
+func (s *Shedder) remove(w *waiter) {
+	for i, q := range s.queue {
+		if q == w {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			break
+		}
+	}
+	s.emptied()
+}
+
+// emptied notes when the queue has just become empty. Called with s.mu
+// held.
+func (s *Shedder) emptied() {
+	if len(s.queue) == 0 {
+		s.emptyAt = s.now()
+	}
+}
+
+// refuse answers 503 with a jittered Retry-After; nothing was done.
+func (s *Shedder) refuse(w http.ResponseWriter) {
+	secs := int64(max(1, s.cfg.RetryAfter/time.Second))
+	secs += s.rand(secs + 1)
+	body, err := json.Marshal(problem{
+		Type:   s.cfg.ProblemBase + ProblemOverloaded,
+		Title:  "Server overloaded",
+		Status: http.StatusServiceUnavailable,
+		Detail: "The server is at capacity and did not process this request. Retry after the Retry-After delay; an idempotency key, if you sent one, was not used.",
+	})
+	if err != nil {
+		// A problem holds only strings and an int; Marshal cannot fail.
+		panic(err)
+	}
+	body = append(body, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	// The connection is kept: a refusal is cheap, and closing it would
+	// cost the client a new handshake on its retry.
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(body)
+}
+
+// problem is an RFC 9457 problem details object.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+}

@@ -69,14 +69,16 @@ func formPairs(dst []formPair, body []byte) ([]formPair, error) {
 // which sorts the keys. The tree is how a body key is looked up, and its
 // refusals (a name with two shapes) apply to every form; fingerprints read
 // the pairs themselves (appendFormValues).
-func formJSON(dst []byte, pairs []formPair) ([]byte, error) {
+// work counts the name parts walked and the indices compared.
+func formJSON(dst []byte, pairs []formPair, work *int) ([]byte, error) {
 	root := &formNode{}
 	for _, p := range pairs {
+		*work += len(p.segs)
 		if err := root.insert(p); err != nil {
 			return dst, err
 		}
 	}
-	return root.appendJSON(dst, true), nil
+	return root.appendJSON(dst, true, work), nil
 }
 
 // formUnescape decodes '+' and percent escapes. A bad escape or a result
@@ -203,7 +205,7 @@ func index(s string) (int, bool) {
 	return i, err == nil && i >= 0
 }
 
-func (n *formNode) appendJSON(dst []byte, root bool) []byte {
+func (n *formNode) appendJSON(dst []byte, root bool, work *int) []byte {
 	switch {
 	case len(n.values) == 1:
 		return appendString(dst, n.values[0])
@@ -217,6 +219,7 @@ func (n *formNode) appendJSON(dst []byte, root bool) []byte {
 		// order of the pairs; gaps in the indices close up.
 		names := slices.Clone(n.names)
 		slices.SortFunc(names, func(a, b string) int {
+			*work++
 			ia, _ := index(a)
 			ib, _ := index(b)
 			return ia - ib
@@ -226,7 +229,7 @@ func (n *formNode) appendJSON(dst []byte, root bool) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = n.children[name].appendJSON(dst, false)
+			dst = n.children[name].appendJSON(dst, false, work)
 		}
 		return append(dst, ']')
 	}
@@ -237,7 +240,7 @@ func (n *formNode) appendJSON(dst []byte, root bool) []byte {
 		}
 		dst = appendString(dst, name)
 		dst = append(dst, ':')
-		dst = n.children[name].appendJSON(dst, false)
+		dst = n.children[name].appendJSON(dst, false, work)
 	}
 	return append(dst, '}')
 }
@@ -288,17 +291,26 @@ func within(name, field string) bool {
 	return strings.HasPrefix(name, field) && (len(name) == len(field) || name[len(field)] == '[')
 }
 
-// appendFormValues appends the pairs that keep returns true for, as
-// net/http's url.Values holds them: names in byte order, each with its
-// values in the order they came. Every part is length-prefixed. Two forms
-// get the same bytes exactly when ParseForm gives them the same values, so
-// the fingerprint is as fine as the finest reader a server may use, and
-// every reader built on those values (oapi-codegen's BindForm, a handler's
-// r.PostForm) decodes requests with one fingerprint alike.
+// sortFormPairs puts pairs in the order appendFormValues reads them:
+// stably by name, so that the values of one name keep their order. It
+// returns the number of names compared.
+func sortFormPairs(pairs []formPair) (work int) {
+	slices.SortStableFunc(pairs, func(a, b formPair) int {
+		work++
+		return strings.Compare(a.name, b.name)
+	})
+	return work
+}
+
+// appendFormValues appends the pairs, sorted by sortFormPairs, that keep
+// returns true for, as net/http's url.Values holds them: names in byte
+// order, each with its values in the order they came. Every part is
+// length-prefixed. Two forms get the same bytes exactly when ParseForm
+// gives them the same values, so the fingerprint is as fine as the finest
+// reader a server may use, and every reader built on those values
+// (oapi-codegen's BindForm, a handler's r.PostForm) decodes requests with
+// one fingerprint alike.
 func appendFormValues(dst []byte, pairs []formPair, keep func(*formPair) bool) []byte {
-	// Sorted stably by name, so that the values of one name keep their
-	// order; pairs is the state's own copy.
-	slices.SortStableFunc(pairs, func(a, b formPair) int { return strings.Compare(a.name, b.name) })
 	for i := 0; i < len(pairs); {
 		j := i + 1
 		for j < len(pairs) && pairs[j].name == pairs[i].name {

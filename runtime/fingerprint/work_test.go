@@ -118,7 +118,10 @@ func canonicalWork(body []byte) (int, error) {
 }
 
 // flatPerByte fails t when work per byte at the largest size exceeds limit
-// times the work per byte at the smallest.
+// times the work per byte at the smallest. The limit leaves room for the
+// comparison sorts of member names and indices, whose work per byte grows
+// with the logarithm of their count (by 1.5× from 1 KiB to 1 MiB at most),
+// and for nothing that grows faster.
 func flatPerByte(t *testing.T, limit float64, work func(size int) (int, int)) {
 	t.Helper()
 	var first float64
@@ -216,5 +219,87 @@ func TestReorderedObjectsMatchEncodingJSON(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("canonical form of %.80s…:\n got %.200s\nwant %.200s", body, got, want)
 		}
+	}
+}
+
+// pairs writes a form of pairs from pair(i) until it holds size bytes.
+func pairs(size int, pair func(i int) string) []byte {
+	var b strings.Builder
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(pair(i))
+	}
+	return []byte(b.String())
+}
+
+var hostileForms = []hostileBody{
+	{"names shuffled, with a long common prefix", func(size int) []byte {
+		prefix := strings.Repeat("p", 64)
+		perm := rand.New(rand.NewPCG(3, uint64(size))).Perm(size / 64)
+		return pairs(size, func(i int) string { return fmt.Sprintf("a[%s%09d]=x", prefix, perm[i%len(perm)]) })
+	}},
+	{"indices shuffled", func(size int) []byte {
+		perm := rand.New(rand.NewPCG(4, uint64(size))).Perm(size / 8)
+		return pairs(size, func(i int) string { return fmt.Sprintf("a[%d]=x", perm[i%len(perm)]) })
+	}},
+	{"one name deeply nested, many leaves", func(size int) []byte {
+		stem := "a" + strings.Repeat("[b]", 200)
+		return pairs(size, func(i int) string { return fmt.Sprintf("%s[c%d]=x", stem, i) })
+	}},
+	{"one name, many values", func(size int) []byte {
+		return pairs(size, func(int) string { return "a[]=x" })
+	}},
+	{"escapes everywhere", func(size int) []byte {
+		return pairs(size, func(i int) string { return fmt.Sprintf("%%61%%5B%d%%5D=%%C3%%A9+%%2B", i) })
+	}},
+}
+
+// formWork returns the work of fingerprinting a form body under c.
+func formWork(t *testing.T, c *Compiled, body []byte) int {
+	t.Helper()
+	st := c.pool.Get().(*state)
+	defer c.pool.Put(st)
+	st.work, st.sc.work = 0, 0
+	if _, err := c.appendCanonical(st, nil, Input{MediaType: formType, Body: body}); err != nil {
+		t.Fatalf("%d bytes: %v", len(body), err)
+	}
+	return st.work + st.sc.work
+}
+
+func TestFormWorkIsLinear(t *testing.T) {
+	for _, spec := range []struct {
+		name string
+		spec Spec
+	}{
+		{"whole", Spec{}},
+		{"fields", Spec{Body: []Field{{Pointer: "/a"}, {Pointer: "/a/b"}, {Pointer: "/z", Type: Integer}}}},
+	} {
+		c := mustCompile(t, spec.spec)
+		for _, shape := range hostileForms {
+			t.Run(spec.name+"/"+shape.name, func(t *testing.T) {
+				flatPerByte(t, 2, func(size int) (int, int) {
+					body := shape.build(size)
+					return formWork(t, c, body), len(body)
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkHostileBodies times a whole-body fingerprint of each hostile
+// shape at 1 MiB, so that the CPU of crafted names can be set beside that
+// of random names of the same shape in one run.
+func BenchmarkHostileBodies(b *testing.B) {
+	c := mustCompile(b, Spec{})
+	for _, shape := range hostileJSON {
+		body := shape.build(1 << 20)
+		b.Run(shape.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				_, _ = c.Sum(Input{MediaType: jsonType, Body: body})
+			}
+		})
 	}
 }

@@ -268,7 +268,7 @@ func decodeConfig(file string, data []byte) (settings, error) {
 		errs    []string
 	)
 	fail := func(n *yaml.Node, format string, args ...any) {
-		errs = append(errs, fmt.Sprintf("%s:%d:%d: ", file, n.Line, n.Column)+fmt.Sprintf(format, args...))
+		errs = append(errs, fmt.Sprintf("%s:%d:%d: error: ", file, n.Line, n.Column)+fmt.Sprintf(format, args...))
 	}
 	seen := make(map[string]bool)
 	for i := 0; i+1 < len(m.Content); i += 2 {

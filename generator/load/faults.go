@@ -37,7 +37,7 @@ func (c *opCheck) validate() {
 			continue
 		}
 		ptr := refOr(pr.Ref, base+"/parameters/"+strconv.Itoa(i))
-		if s := pr.Value.Schema; s != nil && c.l.schemaErr(s.Value) != nil {
+		if s := pr.Value.Schema; s != nil && s.Value != nil && c.l.schemaErr(s.Value) != nil {
 			c.schemaFault(s, ptr+"/schema")
 			continue
 		}
@@ -56,8 +56,8 @@ func (c *opCheck) validate() {
 	}
 	ptr := refOr(rb.Ref, base+"/requestBody")
 	for _, mt := range sortedKeys(rb.Value.Content) {
-		if s := rb.Value.Content[mt].Schema; s != nil && c.l.schemaErr(s.Value) != nil {
-			c.schemaFault(s, ptr+"/content/"+escapeTokens([]string{mt})[0]+"/schema")
+		if m := rb.Value.Content[mt]; m != nil && m.Schema != nil && m.Schema.Value != nil && c.l.schemaErr(m.Schema.Value) != nil {
+			c.schemaFault(m.Schema, ptr+"/content/"+escapeTokens([]string{mt})[0]+"/schema")
 			return
 		}
 	}

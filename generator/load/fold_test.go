@@ -81,3 +81,31 @@ func TestInlineSchemaFaultHasItsPointer(t *testing.T) {
 	_, got := loadString(t, src)
 	wantDiags(t, got, `spec.yaml:11:49: warning: POST /op0 (op0): the schema #/paths/~1op0/post/requestBody/content/application~1json/schema/properties/n does not validate: duplicate field "a" in required`)
 }
+
+// A parameter's schema fault is pointed at through the parameter, or
+// through the shared parameter its $ref names.
+func TestParameterSchemaFaultHasItsPointer(t *testing.T) {
+	src := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /a:
+    post:
+      operationId: a
+      x-idempotency: true
+      parameters:
+        - {name: limit, in: query, schema: {type: integer, required: [x, x]}}
+        - $ref: '#/components/parameters/Cursor'
+      responses: {"201": {description: created}}
+components:
+  parameters:
+    Cursor:
+      name: cursor
+      in: query
+      schema: {type: string, required: [y, y]}
+`
+	_, got := loadString(t, src)
+	wantDiags(t, got,
+		`spec.yaml:9:36: warning: POST /a (a): the schema #/paths/~1a/post/parameters/0/schema does not validate: duplicate field "x" in required`,
+		`spec.yaml:17:7: warning: POST /a (a): the schema #/components/parameters/Cursor/schema does not validate: duplicate field "y" in required`,
+	)
+}

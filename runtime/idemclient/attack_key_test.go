@@ -37,7 +37,6 @@ func TestAttackInvalidCallerKeys(t *testing.T) {
 	}
 	for name, set := range map[string]func(*http.Request) *http.Request{
 		"repeated":  func(r *http.Request) *http.Request { r.Header["Idempotency-Key"] = []string{"a", "b"}; return r },
-		"empty":     func(r *http.Request) *http.Request { r.Header.Set("Idempotency-Key", ""); return r },
 		"unclosed":  func(r *http.Request) *http.Request { r.Header.Set("Idempotency-Key", `"abc`); return r },
 		"non-ASCII": func(r *http.Request) *http.Request { r.Header.Set("Idempotency-Key", "clé"); return r },
 		"too long": func(r *http.Request) *http.Request {
@@ -60,6 +59,60 @@ func TestAttackInvalidCallerKeys(t *testing.T) {
 	res.Body.Close()
 	if len(*got) != 1 || len((*got)[0]) != 1 || len((*got)[0][0]) != 26 {
 		t.Errorf("an empty WithKey sent the keys %q; want one fresh key", *got)
+	}
+}
+
+// A key header or query parameter sent once with an empty value, as a
+// client generated from a spec that requires the key writes it when its
+// caller left it unset, leaves the choice to the Transport: the key given
+// with WithKey, else a fresh one, is sent in its place, and the other
+// query parameters keep their spelling.
+func TestEmptyKeyIsChosenByTheTransport(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, strings.Join(r.Header.Values("Idempotency-Key"), ",")+"|"+r.URL.RawQuery)
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	queryOp := Operation{ID: "q", Method: http.MethodPost, Path: "/q", Key: Key{In: KeyInQuery, Name: "idem"}, TTL: transferOp().TTL}
+	tr, err := New(Config{Operations: []Operation{transferOp(), queryOp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(url string, header bool, ctxKey string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("{}"))
+		if header {
+			req.Header.Set("Idempotency-Key", "")
+		}
+		if ctxKey != "" {
+			req = WithKeyRequest(req, ctxKey)
+		}
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		res.Body.Close()
+	}
+	send(srv.URL+"/transfers", true, "")
+	send(srv.URL+"/transfers", true, "chosen-1")
+	send(srv.URL+"/q?a=1&idem=&b=%20", false, "chosen-2")
+	if len(seen) != 3 {
+		t.Fatalf("%d requests sent, want 3", len(seen))
+	}
+	if k, _, _ := strings.Cut(seen[0], "|"); len(k) != 26 {
+		t.Errorf("empty header: sent %q, want one fresh key", seen[0])
+	}
+	if seen[1] != "chosen-1|" {
+		t.Errorf("empty header with WithKey: sent %q, want chosen-1", seen[1])
+	}
+	if seen[2] != "|a=1&b=%20&idem=chosen-2" {
+		t.Errorf("empty query key with WithKey: sent %q, want a=1&b=%%20&idem=chosen-2", seen[2])
 	}
 }
 

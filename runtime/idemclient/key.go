@@ -51,8 +51,10 @@ func attachKey(req *http.Request, body []byte, op *Operation, want string) (k st
 		)
 		if op.Key.In == KeyInHeader {
 			gatherHeader(req.Header, op.Key.Name)
+			dropEmptyHeader(req.Header, op.Key.Name)
 			got, present, err = key.FromHeader(req.Header, op.Key.Name, op.KeyMaxLength)
 		} else {
+			dropEmptyQuery(req, op.Key.Name)
 			got, present, err = key.FromQuery(req.URL.Query(), op.Key.Name, op.KeyMaxLength)
 		}
 		if err != nil {
@@ -96,6 +98,37 @@ func gatherHeader(h http.Header, name string) {
 			delete(h, k)
 		}
 	}
+}
+
+// dropEmptyHeader removes a key header sent once with an empty value, so
+// that the Transport chooses the key. A client generated from a spec that
+// requires the key writes the header whether or not its caller set it,
+// empty when not; the server refuses an empty key, so an empty value can
+// only mean that the caller left the choice to the Transport.
+func dropEmptyHeader(h http.Header, name string) {
+	if vs := h.Values(name); len(vs) == 1 && vs[0] == "" {
+		h.Del(name)
+	}
+}
+
+// dropEmptyQuery removes a key query parameter sent once with an empty
+// value, as dropEmptyHeader does for a header, keeping the other
+// parameters as the caller spelled them.
+func dropEmptyQuery(req *http.Request, name string) {
+	if vs, ok := req.URL.Query()[name]; !ok || len(vs) != 1 || vs[0] != "" {
+		return
+	}
+	var kept []string
+	for _, part := range strings.Split(req.URL.RawQuery, "&") {
+		k, _, _ := strings.Cut(part, "=")
+		if dk, err := url.QueryUnescape(k); err == nil && dk == name {
+			continue
+		}
+		kept = append(kept, part)
+	}
+	u := *req.URL
+	u.RawQuery = strings.Join(kept, "&")
+	req.URL = &u
 }
 
 func chooseKey(want string, maxLen int) (string, error) {

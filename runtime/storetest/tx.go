@@ -31,6 +31,10 @@ type TxStore struct {
 	// outlives its lease and another request takes its key over; it says
 	// why the store cannot let that happen.
 	SkipLeaseFence string
+	// Session lists state a handler can leave on its database session
+	// (temporary tables, settings, prepared statements, attached
+	// databases) that no later request may see.
+	Session []SessionState
 }
 
 // loserDeadline bounds how long a losing claim may take while the winner
@@ -63,6 +67,8 @@ func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
 		{"BeginHandlerRawEnd", testTxBeginHandlerRawEnd},
 		{"OtherRequestMeetsOpenTx", testTxOtherRequestMeetsOpenTx},
 		{"ClaimContextEndsEarly", testTxClaimContextEndsEarly},
+		{"SessionIsNotShared", testTxSessionIsNotShared},
+		{"HandlerChainsTx", testTxHandlerChainsTx},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

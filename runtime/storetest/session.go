@@ -1,0 +1,189 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// SessionState is something a handler can leave on its database session
+// besides its writes: a temporary table, a setting, a prepared statement,
+// an attached database. A store that pools its sessions must give each
+// request one on which no earlier handler left anything; RunTx checks that
+// with each SessionState of TxStore.Session.
+type SessionState struct {
+	// Name says what the state is, in messages.
+	Name string
+	// Leave leaves the state through tx, the value the store's Tx.Driver
+	// returned, as a handler could. A store may refuse it (an error): then
+	// nothing must be left.
+	Leave func(ctx context.Context, tx any) error
+	// Probe reads, through tx, what a handler sees of the state. On a
+	// session where it was never left it answers the same as on a fresh
+	// one; after Leave, in the same transaction, it must answer something
+	// else. An error counts as one answer, whatever its text, so that
+	// Probe may read a table that is absent on a fresh session.
+	Probe func(ctx context.Context, tx any) (string, error)
+}
+
+// probe runs st.Probe and turns its answer into one value to compare.
+func (st SessionState) probe(ctx context.Context, tx any) string {
+	v, err := st.Probe(ctx, tx)
+	if err != nil {
+		return "(an error)"
+	}
+	return fmt.Sprintf("%q", v)
+}
+
+// sessionEnd is one way a handler's transaction comes to be and ends:
+// claimed or keyless, committed (a stored answer) or rolled back (an
+// answer that is not stored, a panic).
+type sessionEnd struct {
+	name   string
+	keyed  bool
+	commit bool
+}
+
+var sessionEnds = []sessionEnd{
+	{"ClaimTx+Commit", true, true},
+	{"ClaimTx+Release", true, false},
+	{"Begin+Commit", false, true},
+	{"Begin+Release", false, false},
+}
+
+// begin opens the transaction of e; key names its claim.
+func (e sessionEnd) begin(t *testing.T, s TxStore, key string) idem.Tx {
+	t.Helper()
+	if e.keyed {
+		return mustClaimTx(t, s, newRequest(key).claim())
+	}
+	tx, err := s.Store.Begin(context.Background(), longLease)
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	return tx
+}
+
+// end ends tx as e does.
+func (e sessionEnd) end(tx idem.Tx) error {
+	if e.commit {
+		return tx.Commit(context.Background(), sampleResponse())
+	}
+	return tx.Release(context.Background())
+}
+
+// nextRequests is how many requests after a handler's look for what it
+// left: a pool hands out the session it got back last, or another one, so
+// a few requests in a row meet the handler's session whichever the pool
+// prefers.
+const nextRequests = 3
+
+// A handler leaves state on its session (TxStore.Session) and its
+// transaction ends, claimed or keyless, committed or rolled back. No later
+// request, whichever pooled session it gets, sees that state: a temporary
+// table one tenant's handler filled, or a setting it made, never reaches
+// another tenant's request.
+func testTxSessionIsNotShared(t *testing.T, s TxStore) {
+	if len(s.Session) == 0 {
+		t.Skip("the store's test names no session state")
+	}
+	ctx := context.Background()
+	look := func(st SessionState) string {
+		t.Helper()
+		tx, err := s.Store.Begin(ctx, longLease)
+		if err != nil {
+			t.Fatalf("Begin: %v", err)
+		}
+		v := st.probe(ctx, tx.Driver())
+		if err := tx.Release(ctx); err != nil {
+			t.Fatalf("Release of a probe's transaction: %v", err)
+		}
+		return v
+	}
+	for _, st := range s.Session {
+		for i, e := range sessionEnds {
+			fresh := look(st)
+			tx := e.begin(t, s, fmt.Sprintf("session-%s-%d", st.Name, i))
+			left := st.Leave(ctx, tx.Driver()) == nil
+			if left {
+				if v := st.probe(ctx, tx.Driver()); v == fresh {
+					_ = e.end(tx)
+					t.Fatalf("%s, %s: the handler's own probe answers %s after Leave, as on a fresh session: the case tests nothing", st.Name, e.name, v)
+				}
+			}
+			// A refused Leave may have aborted the transaction
+			// (PostgreSQL), whose Commit then fails: not what this case
+			// checks.
+			if err := e.end(tx); err != nil && left {
+				t.Errorf("%s, %s: ending the transaction: %v", st.Name, e.name, err)
+			}
+			for n := range nextRequests {
+				if v := look(st); v != fresh {
+					t.Errorf("%s, %s: request %d after the handler's sees %s, a fresh session %s", st.Name, e.name, n+1, v, fresh)
+				}
+			}
+		}
+	}
+}
+
+// chainedEnds are the statements with which a handler ends its
+// transaction and is at once in a new one, so that its connection never
+// looks idle.
+var chainedEnds = []string{
+	"COMMIT AND CHAIN",
+	"ROLLBACK AND CHAIN",
+	"COMMIT; BEGIN",
+	"ROLLBACK; BEGIN",
+}
+
+// A handler ends its transaction and is at once in a new one (COMMIT AND
+// CHAIN, or COMMIT; BEGIN in one statement string), writing before and
+// after. Its first writes may have committed on their own, the lease's
+// bounds on the transaction are gone, and the transaction the store ends
+// is not the one it began: whether the handler's answer is stored (Commit)
+// or not (Release), the store must report idem.ErrOutcomeUnknown and never
+// free the key, claimed or keyless. A store may refuse the statement
+// instead; then the transaction is intact and Commit stores the write
+// once.
+func testTxHandlerChainsTx(t *testing.T, s TxStore) {
+	if s.Exec == nil {
+		t.Skip("the store's test gives no Exec")
+	}
+	ctx := context.Background()
+	for _, stmt := range chainedEnds {
+		for i, e := range sessionEnds {
+			marker := fmt.Sprintf("chain-%d-%s", i, stmt)
+			r := newRequest(marker)
+			var tx idem.Tx
+			if e.keyed {
+				tx = mustClaimTx(t, s, r.claim())
+			} else {
+				tx = e.begin(t, s, "")
+			}
+			mustWrite(t, s, tx, marker)
+			if err := s.Exec(ctx, tx.Driver(), stmt); err != nil {
+				// Refused: the transaction is the store's still.
+				err := e.end(tx)
+				switch {
+				case err != nil:
+					t.Errorf("%s, %s: ending the transaction after its handler's %q was refused: %v", stmt, e.name, stmt, err)
+				case e.commit:
+					wantCount(t, s, marker, 1)
+				default:
+					wantCount(t, s, marker, 0)
+				}
+				continue
+			}
+			mustWrite(t, s, tx, marker)
+			if err := e.end(tx); !errors.Is(err, idem.ErrOutcomeUnknown) {
+				t.Errorf("%s, %s: ending the transaction after the handler's %q = %v, want idem.ErrOutcomeUnknown", stmt, e.name, stmt, err)
+			}
+			if e.keyed {
+				mustLose(t, s.Store, r.claimWith(idem.Takeover), idem.StateIndeterminate)
+			}
+		}
+	}
+}

@@ -29,6 +29,12 @@ func attackEngine(t *testing.T, s *sqlitestore.Store, handler http.Handler) http
 // attackEngineLease is attackEngine with the policy's lease.
 func attackEngineLease(t *testing.T, s *sqlitestore.Store, lease time.Duration, handler http.Handler) http.Handler {
 	t.Helper()
+	return attackEngineTenant(t, s, lease, func(*http.Request) (string, bool) { return "t1", true }, handler)
+}
+
+// attackEngineTenant is attackEngineLease with the engine's tenant.
+func attackEngineTenant(t *testing.T, s *sqlitestore.Store, lease time.Duration, tenant func(*http.Request) (string, bool), handler http.Handler) http.Handler {
+	t.Helper()
 	if _, err := s.DB().ExecContext(context.Background(), `CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +54,7 @@ func attackEngineLease(t *testing.T, s *sqlitestore.Store, lease time.Duration, 
 			Transactional:    true,
 			Fingerprint:      fingerprint.Spec{},
 		}},
-		Tenant: func(*http.Request) (string, bool) { return "t1", true },
+		Tenant: tenant,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -232,10 +238,12 @@ func TestAttackPreparedStatementDiesWithTheTransaction(t *testing.T) {
 type preparedLeak struct{ exec func(marker string) error }
 
 // A handler that ends its transaction with a raw statement, in any of the
-// spellings SQLite takes, is refused by the connection's authorizer: the
-// transaction stays the engine's.
+// spellings SQLite takes, alone or followed by a BEGIN that would leave
+// the connection in a new transaction the engine did not begin, is
+// refused by the connection's authorizer: the transaction stays the
+// engine's.
 func TestAttackRawTransactionStatementsAreRefused(t *testing.T) {
-	for _, stmt := range []string{"COMMIT", "END", "ROLLBACK", "commit transaction", "BEGIN", "ROLLBACK TRANSACTION"} {
+	for _, stmt := range []string{"COMMIT", "END", "ROLLBACK", "commit transaction", "BEGIN", "ROLLBACK TRANSACTION", "COMMIT; BEGIN", "END; BEGIN IMMEDIATE", "ROLLBACK; BEGIN"} {
 		t.Run(stmt, func(t *testing.T) {
 			s := openStore(t)
 			h := attackEngine(t, s, idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
@@ -268,7 +276,7 @@ func TestAttackRawTransactionStatementsAreRefused(t *testing.T) {
 // could COMMIT it would keep writes that the engine then rolls back and
 // releases, for a retry to repeat.
 func TestAttackRawTransactionStatementsAreRefusedInBegin(t *testing.T) {
-	for _, stmt := range []string{"COMMIT", "END", "ROLLBACK", "BEGIN"} {
+	for _, stmt := range []string{"COMMIT", "END", "ROLLBACK", "BEGIN", "COMMIT; BEGIN", "ROLLBACK; BEGIN"} {
 		t.Run(stmt, func(t *testing.T) {
 			s := openStore(t)
 			ctx := context.Background()

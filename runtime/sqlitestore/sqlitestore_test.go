@@ -67,8 +67,46 @@ func TestConformanceTx(t *testing.T) {
 				err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE marker = ?`, marker).Scan(&n)
 				return n, err
 			},
+			Session: sessionStates,
 		}
 	})
+}
+
+// sessionStates is what a handler could leave on an SQLite connection.
+var sessionStates = []storetest.SessionState{
+	sessionState("temp table", `SELECT secret FROM leak`,
+		`CREATE TEMP TABLE leak AS SELECT 'tenant-a secret' AS secret`),
+	sessionState("temp view", `SELECT secret FROM leak_view`,
+		`CREATE TEMP VIEW leak_view AS SELECT 'tenant-a secret' AS secret`),
+	sessionState("temp trigger on a main table", `SELECT count(*) FROM temp.sqlite_schema WHERE name = 'leak_trigger'`,
+		`CREATE TEMP TRIGGER leak_trigger AFTER INSERT ON main.effects BEGIN UPDATE effects SET marker = 'tenant-a' WHERE rowid = new.rowid; END`),
+	sessionState("attached database", `SELECT secret FROM leak.t`,
+		`ATTACH ':memory:' AS leak`, `CREATE TABLE leak.t AS SELECT 'tenant-a secret' AS secret`),
+	// A later request meets the setting as a write that fails.
+	sessionState("query_only", `INSERT INTO effects (marker) VALUES ('probe') RETURNING 'written'`,
+		`PRAGMA query_only = 1`),
+	sessionState("busy_timeout", `PRAGMA busy_timeout`, `PRAGMA busy_timeout = 1`),
+}
+
+// sessionState is a storetest.SessionState that leaves stmts and reads the
+// first column of probe's first row.
+func sessionState(name, probe string, stmts ...string) storetest.SessionState {
+	return storetest.SessionState{
+		Name: name,
+		Leave: func(ctx context.Context, tx any) error {
+			for _, q := range stmts {
+				if _, err := tx.(*sqlitestore.Tx).ExecContext(ctx, q); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Probe: func(ctx context.Context, tx any) (string, error) {
+			var v string
+			err := tx.(*sqlitestore.Tx).QueryRowContext(ctx, probe).Scan(&v)
+			return v, err
+		},
+	}
 }
 
 // The schema applies twice without harm, and the down migration removes it.

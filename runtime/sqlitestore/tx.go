@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -108,6 +109,10 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 // (database/sql waits for it before rolling back) could otherwise end with
 // a COMMIT, or with a ROLLBACK followed by writes in autocommit mode, and
 // keep writes the engine reports as rolled back.
+//
+// Nor may the handler change the connection for the requests that use it
+// after its own (see sessionAction); the temporary objects it creates are
+// dropped instead, when the transaction ends (resetSession).
 func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, _, _, _ string) sqlite.AuthorizerReturnCode {
 	if !t.handlerOwns.Load() {
 		return sqlite.AuthorizerOK
@@ -118,30 +123,103 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, _, _, _ stri
 		return sqlite.AuthorizerDeny
 	case t.ctx.Err() == nil && action == sqlite.AuthTransaction:
 		return sqlite.AuthorizerDeny
+	case sessionAction(action, op):
+		return sqlite.AuthorizerDeny
 	}
 	return sqlite.AuthorizerOK
 }
 
+// sessionAction reports whether a handler's statement would change its
+// connection beyond its transaction, for whichever request the pool hands
+// the connection to next: an attached database stays attached, and a
+// PRAGMA's setting stays set (busy_timeout, query_only, synchronous,
+// locking_mode and the rest). Neither can be undone reliably once made, so
+// neither is allowed. A PRAGMA that only describes the schema is, and so
+// is defer_foreign_keys, which SQLite resets when the transaction ends.
+// The authorizer sees a PRAGMA's argument but not whether it is a value to
+// set or a table to describe (PRAGMA busy_timeout = 1, PRAGMA
+// table_info(t)), so pragmas are told apart by name alone: reading a
+// setting is refused with setting it.
+func sessionAction(action sqlite.AuthorizerActionCode, pragma string) bool {
+	switch action {
+	case sqlite.AuthAttach, sqlite.AuthDetach:
+		return true
+	case sqlite.AuthPragma:
+		return !describingPragmas[strings.ToLower(pragma)]
+	}
+	return false
+}
+
+// describingPragmas are the pragmas a handler may run: they read the
+// schema or check the database, and change nothing on the connection.
+var describingPragmas = map[string]bool{
+	"table_info": true, "table_xinfo": true, "table_list": true,
+	"index_info": true, "index_xinfo": true, "index_list": true,
+	"foreign_key_list": true, "foreign_key_check": true,
+	"integrity_check": true, "quick_check": true,
+	"database_list": true, "collation_list": true, "function_list": true,
+	"module_list": true, "pragma_list": true, "compile_options": true,
+	"defer_foreign_keys": true,
+}
+
 // close ends what begin set up, once the transaction has ended: the
-// authorizer comes off the connection before it goes back to the pool, and
-// the lease's deadline is released. A connection whose authorizer cannot
-// be removed is discarded rather than pooled.
+// authorizer comes off the connection and whatever temporary objects the
+// handler made are dropped (resetSession) before it goes back to the pool,
+// and the lease's deadline is released. A connection that cannot be given
+// back so is discarded rather than pooled.
 func (t *storeTx) close() {
 	t.handlerOwns.Store(false)
 	if t.conn != nil {
+		var err error
 		if t.authorized {
-			err := t.conn.Raw(func(dc any) error {
+			err = t.conn.Raw(func(dc any) error {
 				return dc.(sqlite.AuthorizerRegisterer).RegisterAuthorizer(nil)
 			})
-			if err != nil {
-				_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+			if err == nil {
+				err = resetSession(t.conn)
 			}
+		}
+		if err != nil {
+			_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 		_ = t.conn.Close()
 		t.conn = nil
 	}
 	t.cancel()
 }
+
+// resetSession drops every temporary table, view, index and trigger on
+// conn, which must be outside any transaction: a TEMP table one tenant's
+// handler filled would otherwise be read by the next request on the
+// connection, whoever's it is, and a TEMP trigger on a main table would
+// act on its writes. SQLite drops the whole temporary database when the
+// temp_store setting changes, so the setting is changed and changed back;
+// that is done only when the temporary schema holds anything, as it
+// rarely does. A transaction rolled back has dropped what it created
+// already.
+func resetSession(conn *sql.Conn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+	defer cancel()
+	var objects int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM temp.sqlite_schema`).Scan(&objects); err != nil || objects == 0 {
+		return err
+	}
+	var store int
+	if err := conn.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&store); err != nil {
+		return err
+	}
+	other := (store + 1) % 3
+	for _, v := range []int{other, store} {
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA temp_store = %d`, v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resetTimeout bounds resetSession. Its statements run in this process and
+// do not wait for a lock, so it runs out only on a database that fails.
+const resetTimeout = 5 * time.Second
 
 // Begin implements idem.Transactor: a plain transaction for a keyless
 // request. With a database opened by DSN it begins IMMEDIATE.

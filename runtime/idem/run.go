@@ -44,7 +44,15 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	status := rec.statusCode()
 	q.event.Status = status
 	if !e.storable(q.op, status) || e.unexecuted(r, q, h, status) {
-		if err := e.endClaim(r, q, h.release); err != nil {
+		err := e.endClaim(r, q, h.release)
+		if errors.Is(err, ErrOutcomeUnknown) {
+			// The handler's writes may stand (it ended its transaction
+			// itself): its answer, which says the request may be sent
+			// again, would invite a second execution.
+			e.outcomeUnknown(w, r, q, err)
+			return
+		}
+		if err != nil {
 			e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
 				"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 		}

@@ -48,6 +48,7 @@ func TestConformanceTx(t *testing.T) {
 					Count: func(ctx context.Context, marker string) (int, error) {
 						return countEffects(ctx, pool, marker)
 					},
+					Session: sessionStates,
 				}
 			})
 		})
@@ -69,4 +70,55 @@ func countEffects(ctx context.Context, pool *pgxpool.Pool, marker string) (int, 
 	var n int
 	err := pool.QueryRow(ctx, "SELECT count(*) FROM effects WHERE marker = $1", marker).Scan(&n)
 	return n, err
+}
+
+// sessionStates is what a handler could leave on a PostgreSQL session.
+var sessionStates = []storetest.SessionState{
+	// Every probe answers without failing, on a fresh session too: a
+	// failed statement would cost the probing request its connection
+	// (see pgstore's Release), and the next one would meet a new session.
+	sessionState("temp table", `SELECT coalesce(to_regclass('pg_temp.leak')::text, 'none')`,
+		`CREATE TEMP TABLE leak AS SELECT 'tenant-a secret'::text AS secret`),
+	sessionState("setting", `SELECT current_setting('work_mem')`, `SET work_mem = '1234kB'`),
+	sessionState("tenant setting", `SELECT coalesce(current_setting('app.tenant', true), '')`,
+		`SELECT set_config('app.tenant', 'tenant-a', false)`),
+	sessionState("prepared statement", `SELECT count(*)::text FROM pg_prepared_statements WHERE name = 'leak'`,
+		`PREPARE leak AS SELECT 'tenant-a secret'::text`),
+	{
+		Name: "statement prepared through pgx",
+		Leave: func(ctx context.Context, tx any) error {
+			_, err := tx.(pgx.Tx).Prepare(ctx, "leak_named", `SELECT 'tenant-a secret'::text`)
+			return err
+		},
+		Probe: func(ctx context.Context, tx any) (string, error) {
+			var v string
+			err := tx.(pgx.Tx).QueryRow(ctx, `SELECT count(*)::text FROM pg_prepared_statements WHERE name = 'leak_named'`).Scan(&v)
+			return v, err
+		},
+	},
+	sessionState("cursor WITH HOLD", `SELECT count(*)::text FROM pg_cursors WHERE name = 'leak_cursor'`,
+		`DECLARE leak_cursor CURSOR WITH HOLD FOR SELECT 'tenant-a secret'::text`),
+	sessionState("session advisory lock", `SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objid = 4242`,
+		`SELECT pg_advisory_lock(4242)`),
+}
+
+// sessionState is a storetest.SessionState that leaves stmts and reads the
+// first column of probe's first row, as text.
+func sessionState(name, probe string, stmts ...string) storetest.SessionState {
+	return storetest.SessionState{
+		Name: name,
+		Leave: func(ctx context.Context, tx any) error {
+			for _, q := range stmts {
+				if _, err := tx.(pgx.Tx).Exec(ctx, q); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Probe: func(ctx context.Context, tx any) (string, error) {
+			var v string
+			err := tx.(pgx.Tx).QueryRow(ctx, probe).Scan(&v)
+			return v, err
+		},
+	}
 }

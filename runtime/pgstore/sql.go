@@ -93,8 +93,24 @@ const sweepSQL = `SELECT idempotency_sweep($1)`
 // database itself ends a session that sits idle in the transaction, or runs
 // one statement, for longer than the lease. SET LOCAL (is_local = true) ends
 // with the transaction, so the pooled connection comes back clean.
+//
+// It also marks the transaction as pgstore's with $2, a value no other
+// transaction has (sameTxSQL): the mark, SET LOCAL like the timeouts, is
+// gone as soon as the transaction ends, however it ends.
 const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
-       set_config('statement_timeout', $1, true)`
+       set_config('statement_timeout', $1, true),
+       set_config('idemgen.transaction', $2, true)`
+
+// sameTxSQL runs first in the batch that ends a handler's transaction. It
+// fails, with division_by_zero (sqlstateNotSameTx), unless the connection
+// is still in the transaction txTimeoutsSQL marked with $1: a handler that
+// ended it and began another in the same statement (COMMIT AND CHAIN, or
+// COMMIT; BEGIN through the simple protocol) leaves the connection in a
+// transaction without the mark, where it cannot be told apart by its
+// status. The failure aborts that transaction, so nothing queued behind
+// the check (a completion, a COMMIT) runs. current_setting is not
+// evaluated when the statement is planned, so neither is the division.
+const sameTxSQL = `SELECT 1 / (coalesce(current_setting('idemgen.transaction', true), '') = $1)::int`
 
 // resetSQL gives back a connection that a transactional claim or a
 // handler used as the pool handed it out, queued behind the statement that
@@ -104,10 +120,11 @@ const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', 
 // pg_advisory_unlock_all releases the session-level locks a won claim takes
 // beside its transaction's (idempotency_claim's p_hold) and any a handler
 // took; the rest undoes what a handler may have left on the session (SET
-// without LOCAL, SET ROLE, cursors WITH HOLD, LISTEN, temporary tables),
-// which would otherwise reach unrelated requests. RESET restores each
-// setting to the value the connection started with, including those in its
-// connection string, but not those an AfterConnect hook SET.
+// without LOCAL, SET ROLE, cursors WITH HOLD, LISTEN, temporary tables,
+// prepared statements), which would otherwise reach unrelated requests.
+// RESET restores each setting to the value the connection started with,
+// including those in its connection string, but not those an AfterConnect
+// hook SET.
 var resetSQL = [...]string{
 	`SET SESSION AUTHORIZATION DEFAULT`,
 	`RESET ROLE`,
@@ -117,7 +134,27 @@ var resetSQL = [...]string{
 	`SELECT pg_advisory_unlock_all()`,
 	`DISCARD TEMP`,
 	`DISCARD SEQUENCES`,
+	deallocateSQL,
 }
+
+// deallocateSQL drops the statements a handler prepared (PREPARE, or
+// pgx.Tx.Prepare, which pgstore also makes pgx forget: preparedNames): every
+// prepared statement on the session but those of pgx's statement cache,
+// whose names pgx gives the prefix stmtcache_ and which pgx goes on using,
+// and those PgBouncer (1.21 and later, with max_prepared_statements)
+// prepares under names of its own on a server connection that its clients
+// share, and keeps track of. DEALLOCATE takes neither a list nor a
+// pattern, hence the loop.
+const deallocateSQL = `DO $$
+DECLARE
+    n text;
+BEGIN
+    FOR n IN SELECT name FROM pg_prepared_statements
+              WHERE name NOT LIKE 'stmtcache\_%' AND name NOT LIKE 'PGBOUNCER\_%' LOOP
+        EXECUTE format('DEALLOCATE %I', n);
+    END LOOP;
+END
+$$`
 
 // markCommittedSQL runs when a transactional Commit failed: its claim row
 // should have been rolled back with it. A row that is still in flight under
@@ -174,3 +211,7 @@ const migrateLockSQL = `SELECT pg_advisory_xact_lock(7236194020345570123)`
 // sqlstateFenced is the SQLSTATE idempotency_complete raises when the lease
 // token is no longer current.
 const sqlstateFenced = "IK001"
+
+// sqlstateNotSameTx is the SQLSTATE (division_by_zero) of sameTxSQL in a
+// transaction pgstore did not begin.
+const sqlstateNotSameTx = "22012"

@@ -2,11 +2,13 @@ package pgstore
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,7 +57,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	// The key's guard is asked for on the guard's connection while the
 	// claim travels on this one.
 	guard := s.guard.lock(c.Identity)
-	b := leasedBegin(c.Lease)
+	b := leasedBegin(c.Lease, c.Token)
 	b.Queue(claimSQL, claimArgs(c, true)...)
 	br := conn.SendBatch(ctx, b)
 	err = begun(br)
@@ -90,14 +92,14 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		// request holds the key, one whose handler let go of the key's
 		// own locks, or the guard could not be asked. The claim is given
 		// back, never run unguarded.
-		s.giveBack(ctx, conn, br.Tx())
+		s.giveBack(ctx, conn, newHandlerTx(br.Tx()))
 		guard.releaseLater()
 		if errors.Is(gerr, errGuardBusy) {
 			return busyResult(c), nil, nil
 		}
 		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
 	}
-	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), claim: &c, guard: guard}, nil
+	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), mark: c.Token, claim: &c, guard: guard}, nil
 }
 
 // Begin starts a plain READ COMMITTED transaction for a transactional
@@ -116,7 +118,8 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	br := conn.SendBatch(ctx, leasedBegin(lease))
+	mark := newMark()
+	br := conn.SendBatch(ctx, leasedBegin(lease, mark))
 	err = begun(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -125,20 +128,25 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error)
 		s.giveBack(ctx, conn, nil)
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx())}, nil
+	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), mark: mark}, nil
 }
 
 // leasedBegin is a batch that begins a transaction bounded by lease (its
-// statement and idle timeouts), for more statements to be queued behind
-// in the same round trip. Batch.BeginTx still yields a pgx.Tx for the
-// handler. READ COMMITTED whatever the database's default: a claim needs
-// a fresh snapshot per statement.
-func leasedBegin(lease time.Duration) *pgx.Batch {
+// statement and idle timeouts) and marked with mark (see sameTxSQL), for
+// more statements to be queued behind in the same round trip.
+// Batch.BeginTx still yields a pgx.Tx for the handler. READ COMMITTED
+// whatever the database's default: a claim needs a fresh snapshot per
+// statement.
+func leasedBegin(lease time.Duration, mark string) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(txTimeoutsSQL, timeoutSetting(lease))
+	b.Queue(txTimeoutsSQL, timeoutSetting(lease), mark)
 	return b
 }
+
+// newMark returns a mark for a keyless transaction, as unguessable as a
+// claim's lease token, which marks a claimed one.
+func newMark() string { return rand.Text() }
 
 // begun reads the results of leasedBegin's two statements from br.
 func begun(br pgx.BatchResults) error {
@@ -184,9 +192,9 @@ func (s *Store) commitLost(ctx context.Context, conn *pgxpool.Conn) {
 // round trip. It runs even when ctx is already cancelled. Should a
 // statement fail, the connection is closed: PostgreSQL then aborts the
 // transaction and drops the locks with it, and the pool never hands out a
-// connection that still holds them. drv is pgx's transaction object that a
-// handler wrote through, or nil; it is closed before conn goes back.
-func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, drv pgx.Tx) {
+// connection that still holds them. h is the transaction a handler wrote
+// through, or nil; it is closed before conn goes back (putBack).
+func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx) {
 	pc := conn.Conn()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
@@ -201,7 +209,7 @@ func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, drv pgx.Tx) {
 			_ = pc.Close(rctx)
 		}
 	}
-	s.putBack(ctx, conn, drv, nil)
+	s.putBack(ctx, conn, h, nil)
 }
 
 // queueReset queues resetSQL on b.
@@ -211,18 +219,32 @@ func queueReset(b *pgx.Batch) {
 	}
 }
 
-// sendEnding sends the statements that end a transaction, followed by
-// resetSQL, in one round trip. It returns the command tag of the last of
-// stmts, err when one of them failed (the reset then never ran), and
-// resetErr when only the reset failed.
-func sendEnding(ctx context.Context, conn *pgxpool.Conn, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
-	b := &pgx.Batch{QueuedQueries: stmts}
+// sendEnding sends the statements that end the transaction marked with
+// mark, behind sameTxSQL and followed by resetSQL, in one round trip. It
+// returns the command tag of the last of stmts, err when one of them failed
+// (the reset then never ran), and resetErr when only the reset failed. err
+// wraps errHandlerEndedTx when the connection is in another transaction
+// than the marked one; nothing of stmts ran then.
+//
+// A transaction in which a statement failed runs nothing but its end, so
+// it cannot be checked: sameTxSQL is left out, and a caller that must know
+// learns it otherwise (Release).
+func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
+	b := &pgx.Batch{}
+	checked := !txFailed(conn)
+	if checked {
+		b.Queue(sameTxSQL, mark)
+	}
+	b.QueuedQueries = append(b.QueuedQueries, stmts...)
 	queueReset(b)
 	br := conn.SendBatch(ctx, b)
-	for range stmts {
-		if tag, err = br.Exec(); err != nil {
-			break
+	if checked {
+		if _, err = br.Exec(); isNotSameTx(err) {
+			err = fmt.Errorf("%w: %w", errHandlerEndedTx, err)
 		}
+	}
+	for i := 0; err == nil && i < len(stmts); i++ {
+		tag, err = br.Exec()
 	}
 	if err == nil {
 		for range resetSQL {
@@ -243,31 +265,51 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, stmts ...*pgx.QueuedQue
 // putBack returns conn to the pool once its transaction has ended and its
 // session has been reset; resetErr, when not nil, is why the session may
 // not be reused (its reset failed, or errSessionDiscarded), and the
-// connection is closed instead. Before conn goes back,
-// drv (pgx's transaction object a handler wrote through, nil if none) is
-// marked closed: the engine ends that transaction with statements of its
-// own, so pgx would otherwise still take it for open, and whatever reads
-// that state (LargeObjects) would keep working on a pooled connection.
-// Its Commit gets a context that is already done, so pgx sends nothing:
-// it only marks the object closed, and closes the connection only if it is
-// still inside a transaction, which a connection that gets here is not
-// unless its cleanup failed (then it is closed anyway).
-func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, drv pgx.Tx, resetErr error) {
+// connection is closed instead. h is the transaction a handler wrote
+// through, nil if none. Before conn goes back, pgx forgets the statements
+// the handler prepared by name (preparedNames), and pgx's transaction
+// object is marked closed: the engine ends that transaction with
+// statements of its own, so pgx would otherwise still take it for open,
+// and whatever reads that state (LargeObjects) would keep working on a
+// pooled connection. Its Commit gets a context that is already done, so
+// pgx sends nothing: it only marks the object closed, and closes the
+// connection only if it is still inside a transaction, which a connection
+// that gets here is not unless its cleanup failed (then it is closed
+// anyway).
+func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx, resetErr error) {
 	pc := conn.Conn()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if h != nil && resetErr == nil && !pc.IsClosed() {
+		// The reset dropped the statements already; Deallocate of one that
+		// is gone only tells pgx, at one round trip each, which only a
+		// handler that prepares by name pays.
+		for _, name := range h.prepared.take() {
+			if resetErr = pc.Deallocate(rctx, name); resetErr != nil {
+				resetErr = fmt.Errorf("forgetting the handler's prepared statement %q: %w", name, resetErr)
+				break
+			}
+		}
+	}
 	if resetErr != nil && !pc.IsClosed() {
 		if !errors.Is(resetErr, errSessionDiscarded) {
 			s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: resetting a connection failed; closing it", slog.Any("err", resetErr))
 		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		_ = pc.Close(rctx)
-		cancel()
 	}
-	if drv != nil {
-		done, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = drv.Commit(done)
+	if h != nil {
+		done, cancelDone := context.WithCancel(context.Background())
+		cancelDone()
+		_ = h.tx.Commit(done)
 	}
 	conn.Release()
+}
+
+// isNotSameTx reports the error of sameTxSQL in a transaction pgstore did
+// not begin.
+func isNotSameTx(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlstateNotSameTx
 }
 
 // isLeaseTimeout reports the error of a session that
@@ -282,6 +324,9 @@ type tx struct {
 	s    *Store
 	conn *pgxpool.Conn // nil once the transaction has ended
 	h    *handlerTx
+	// mark is the transaction's mark (sameTxSQL): the claim's lease token,
+	// or a random one for a keyless transaction.
+	mark string
 	// claim is the won claim the transaction holds, with its session
 	// locks; nil for a keyless transaction (Begin).
 	claim *idem.Claim
@@ -302,10 +347,12 @@ func (t *tx) Driver() any { return pgx.Tx(t.h) }
 // everything is rolled back and Commit returns idem.ErrFenced.
 //
 // A handler that ended the transaction itself (a raw COMMIT or ROLLBACK
-// through Exec or Conn) has written outside it: its effects may or may not
-// have committed. Commit then writes no completion, leaves the key
-// indeterminate and returns an error wrapping idem.ErrOutcomeUnknown; so
-// does the Commit of a keyless transaction (Begin) that the handler ended.
+// through Exec or Conn, whether or not it began another in the same
+// statement) has written outside it: its effects may or may not have
+// committed. Commit then writes no completion, leaves the key
+// indeterminate, closes the session and returns an error wrapping
+// idem.ErrOutcomeUnknown; so does the Commit of a keyless transaction
+// (Begin) that the handler ended.
 func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 	conn, err := t.end()
 	if err != nil {
@@ -319,14 +366,16 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 	if handlerEnded(conn) {
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
-	tag, err, resetErr := sendEnding(ctx, conn,
+	tag, err, resetErr := sendEnding(ctx, conn, t.mark,
 		&pgx.QueuedQuery{SQL: completeTxSQL, Arguments: completeArgs(c.Identity, c.Token, resp)},
 		&pgx.QueuedQuery{SQL: commitSQL})
 	switch {
+	case errors.Is(err, errHandlerEndedTx):
+		return t.settle(ctx, conn, errHandlerEndedTx)
 	case err == nil && tag.String() == "COMMIT":
 		// Committed: a reset that failed after it costs the connection,
 		// not the request.
-		t.s.putBack(ctx, conn, t.h.tx, resetErr)
+		t.s.putBack(ctx, conn, t.h, resetErr)
 		return nil
 	case err == nil:
 		// COMMIT of a transaction in which a statement failed (the handler
@@ -336,7 +385,7 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 		// The handler sat idle past its lease and PostgreSQL ended the
 		// session: its writes, its claim and its locks are gone, and the key
 		// may already belong to a retry. That is a fenced completion.
-		t.s.giveBack(ctx, conn, t.h.tx)
+		t.s.giveBack(ctx, conn, t.h)
 		return fmt.Errorf("%w: the database ended the transaction when the lease ran out: %w", idem.ErrFenced, err)
 	case isFenced(err):
 		// While this transaction holds the key's locks no claim can take
@@ -354,13 +403,20 @@ var errSessionDiscarded = errors.New("the transaction did not commit as it shoul
 
 // handlerEnded reports whether the handler ended the transaction on conn
 // itself (a raw COMMIT or ROLLBACK): the connection that pgstore left in a
-// transaction is idle.
+// transaction is idle. A handler that began another transaction at once is
+// found by sendEnding instead.
 func handlerEnded(conn *pgxpool.Conn) bool {
 	return conn.Conn().PgConn().TxStatus() == 'I'
 }
 
+// txFailed reports whether a statement failed in the transaction on conn:
+// until it ends, the transaction refuses every other statement.
+func txFailed(conn *pgxpool.Conn) bool {
+	return conn.Conn().PgConn().TxStatus() == 'E'
+}
+
 // errHandlerEndedTx is why settle fails a key closed.
-var errHandlerEndedTx = errors.New("the handler ended the transaction itself (a raw COMMIT or ROLLBACK)")
+var errHandlerEndedTx = errors.New("the handler ended the transaction itself (a raw COMMIT or ROLLBACK, perhaps beginning another)")
 
 // settle ends a keyed transaction whose commit did not go through. It rolls
 // back what is left of it and then, while the claim's session locks still
@@ -398,7 +454,7 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 	}
 	// Whatever the handler did to its session, the session does not go
 	// back to the pool: closing it also drops the claim's session locks.
-	t.s.putBack(ctx, conn, t.h.tx, errSessionDiscarded)
+	t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
 	if err != nil {
 		// The key could not be marked: its claim row, if the handler
 		// committed one, stays in flight, and fails closed after its lease
@@ -421,26 +477,38 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 // rather than a commit, and the session is closed, not pooled.
 func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
 	if handlerEnded(conn) {
-		t.s.putBack(ctx, conn, t.h.tx, errSessionDiscarded)
-		return fmt.Errorf("pgstore: commit: %w: %w", errHandlerEndedTx, idem.ErrOutcomeUnknown)
+		return t.endedKeyless(ctx, conn, "commit")
 	}
-	tag, err, resetErr := sendEnding(ctx, conn, &pgx.QueuedQuery{SQL: commitSQL})
+	tag, err, resetErr := sendEnding(ctx, conn, t.mark, &pgx.QueuedQuery{SQL: commitSQL})
 	switch {
+	case errors.Is(err, errHandlerEndedTx):
+		return t.endedKeyless(ctx, conn, "commit")
 	case err != nil:
-		t.s.giveBack(ctx, conn, t.h.tx)
+		t.s.giveBack(ctx, conn, t.h)
 		return fmt.Errorf("pgstore: commit: %w", err)
 	case tag.String() != "COMMIT":
-		t.s.giveBack(ctx, conn, t.h.tx)
+		t.s.giveBack(ctx, conn, t.h)
 		return fmt.Errorf("pgstore: commit: the transaction was rolled back (%s): a statement in it failed", tag)
 	}
-	t.s.putBack(ctx, conn, t.h.tx, resetErr)
+	t.s.putBack(ctx, conn, t.h, resetErr)
 	return nil
+}
+
+// endedKeyless ends a keyless transaction that its handler ended itself:
+// what its writes became cannot be known, and its session, which the
+// handler may have changed in any way, is closed rather than pooled.
+func (t *tx) endedKeyless(ctx context.Context, conn *pgxpool.Conn, op string) error {
+	t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
+	return fmt.Errorf("pgstore: %s: %w: %w", op, errHandlerEndedTx, idem.ErrOutcomeUnknown)
 }
 
 // Release rolls back the handler's writes and the claim with them, and
 // releases the claim's session locks, in one round trip. A handler that
 // ended the transaction itself is settled as by Commit: its key becomes
-// indeterminate, and the error wraps idem.ErrOutcomeUnknown.
+// indeterminate, its session is closed, and the error wraps
+// idem.ErrOutcomeUnknown, keyless or not: the writes it made before it
+// ended the transaction may have committed, so the request must not be
+// answered as one that did nothing.
 func (t *tx) Release(ctx context.Context) error {
 	conn, err := t.end()
 	if err != nil {
@@ -449,19 +517,39 @@ func (t *tx) Release(ctx context.Context) error {
 	if t.guard != nil {
 		defer t.guard.release()
 	}
-	if t.claim != nil && handlerEnded(conn) {
-		return t.settle(ctx, conn, errHandlerEndedTx)
+	if handlerEnded(conn) {
+		err = errHandlerEndedTx
+	} else {
+		stmts := []*pgx.QueuedQuery{{SQL: rollbackSQL}}
+		// A failed transaction cannot be checked (sendEnding); a claim row
+		// that outlives its ROLLBACK shows that the handler committed it,
+		// in a transaction it ended and followed with another.
+		committed := txFailed(conn) && t.claim != nil
+		if committed {
+			c := t.claim
+			stmts = append(stmts, &pgx.QueuedQuery{SQL: markCommittedSQL, Arguments: []any{c.Tenant, c.Scope, c.Key, c.Token}})
+		}
+		var tag pgconn.CommandTag
+		var resetErr error
+		tag, err, resetErr = sendEnding(ctx, conn, t.mark, stmts...)
+		switch {
+		case err == nil && committed && tag.RowsAffected() > 0:
+			err = errHandlerEndedTx
+		case err == nil:
+			t.s.putBack(ctx, conn, t.h, resetErr)
+			return nil
+		}
 	}
-	_, err, resetErr := sendEnding(ctx, conn, &pgx.QueuedQuery{SQL: rollbackSQL})
 	switch {
-	case err != nil && t.claim != nil:
+	case errors.Is(err, errHandlerEndedTx) && t.claim != nil:
+		return t.settle(ctx, conn, errHandlerEndedTx)
+	case errors.Is(err, errHandlerEndedTx):
+		return t.endedKeyless(ctx, conn, "release")
+	case t.claim != nil:
 		return t.settle(ctx, conn, fmt.Errorf("pgstore: release: %w", err))
-	case err != nil:
-		t.s.giveBack(ctx, conn, t.h.tx)
-		return fmt.Errorf("pgstore: release: %w", err)
 	}
-	t.s.putBack(ctx, conn, t.h.tx, resetErr)
-	return nil
+	t.s.giveBack(ctx, conn, t.h)
+	return fmt.Errorf("pgstore: release: %w", err)
 }
 
 func (t *tx) end() (*pgxpool.Conn, error) {
@@ -486,8 +574,10 @@ func (t *tx) end() (*pgxpool.Conn, error) {
 // connection. End them before the handler returns.
 type handlerTx struct {
 	tx pgx.Tx
-	// closed is shared by the transaction and all its nested ones.
-	closed *atomic.Bool
+	// closed and prepared are shared by the transaction and all its
+	// nested ones.
+	closed   *atomic.Bool
+	prepared *preparedNames
 	// nested is set for a savepoint, which may end itself.
 	nested bool
 }
@@ -495,7 +585,33 @@ type handlerTx struct {
 var _ pgx.Tx = (*handlerTx)(nil)
 
 func newHandlerTx(tx pgx.Tx) *handlerTx {
-	return &handlerTx{tx: tx, closed: new(atomic.Bool)}
+	return &handlerTx{tx: tx, closed: new(atomic.Bool), prepared: new(preparedNames)}
+}
+
+// preparedNames are the names under which a handler prepared statements
+// through pgx (handlerTx.Prepare). The session's reset drops the
+// statements themselves (deallocateSQL); pgx, which keeps a statement
+// under its name on the connection, must forget them too, or the next
+// request's Prepare of the same name and text would be handed a statement
+// the session no longer has.
+type preparedNames struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (p *preparedNames) add(name string) {
+	p.mu.Lock()
+	p.names = append(p.names, name)
+	p.mu.Unlock()
+}
+
+// take returns the names and forgets them.
+func (p *preparedNames) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := p.names
+	p.names = nil
+	return names
 }
 
 func (h *handlerTx) close() { h.closed.Store(true) }
@@ -509,7 +625,7 @@ func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &handlerTx{tx: inner, closed: h.closed, nested: true}, nil
+	return &handlerTx{tx: inner, closed: h.closed, prepared: h.prepared, nested: true}, nil
 }
 
 // Commit returns ErrTxOwned: the idempotency layer commits. A nested
@@ -555,10 +671,14 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 // LargeObjects forwards to the transaction.
 func (h *handlerTx) LargeObjects() pgx.LargeObjects { return h.tx.LargeObjects() }
 
-// Prepare forwards to the transaction.
+// Prepare forwards to the transaction. The statement lasts as long as the
+// transaction: it is dropped before the connection serves another request.
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
 	if h.closed.Load() {
 		return nil, pgx.ErrTxClosed
+	}
+	if name != "" {
+		h.prepared.add(name)
 	}
 	return h.tx.Prepare(ctx, name, sql)
 }

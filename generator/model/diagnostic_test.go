@@ -34,13 +34,14 @@ func TestSortDiagnostics(t *testing.T) {
 		{Pos: Pos{File: "a.yaml", Line: 2, Col: 5}, Message: "b"},
 		{Pos: Pos{File: "a.yaml", Line: 2, Col: 5}, Message: "a"},
 		{Pos: Pos{File: "a.yaml", Line: 2, Col: 3}, Message: "c"},
+		{Severity: Warning, Pos: Pos{File: "a.yaml", Line: 1, Col: 1}, Message: "w"},
 	}
 	SortDiagnostics(ds)
 	var got []string
 	for _, d := range ds {
 		got = append(got, d.String())
 	}
-	want := []string{"a.yaml:2:3: error: c", "a.yaml:2:5: error: a", "a.yaml:2:5: error: b", "a.yaml:10:1: error: a", "b.yaml:1:1: error: z"}
+	want := []string{"a.yaml:2:3: error: c", "a.yaml:2:5: error: a", "a.yaml:2:5: error: b", "a.yaml:10:1: error: a", "b.yaml:1:1: error: z", "a.yaml:1:1: warning: w"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

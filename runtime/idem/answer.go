@@ -3,10 +3,8 @@ package idem
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
-	"time"
 )
 
 // reject answers a request refused before any claim (admission, or a
@@ -57,7 +55,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *reque
 		q.event.Outcome = OutcomeInFlight
 		p := e.problem(ProblemInProgress, http.StatusConflict, "Request in progress",
 			"A request with this idempotency key is still being processed. Retry after the Retry-After delay with the same key.")
-		p.RetryAfter = retryAfter(rec.LeaseRemaining)
+		p.RetryAfter = e.inFlightRetryAfter(q.op, rec.LeaseRemaining)
 		e.send(w, q, p)
 	default:
 		q.event.Outcome = OutcomeIndeterminate
@@ -69,14 +67,6 @@ func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *reque
 		e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusConflict, "Outcome unknown",
 			"A request with this idempotency key was interrupted and its outcome is unknown. Do not retry; contact support to resolve it."))
 	}
-}
-
-// retryAfter is the hint sent with a 409 in progress: whole seconds, at
-// least 1, at most what is left of the lease, and short (2 s at most), since
-// most handlers finish well within their lease.
-func retryAfter(remaining time.Duration) int {
-	s := int(math.Ceil(remaining.Seconds()))
-	return max(1, min(s, 2))
 }
 
 func (e *Engine) replay(w http.ResponseWriter, q *request, resp *Response) {

@@ -74,6 +74,10 @@ type Config struct {
 	// operation can be under an older secret, and the engine stops looking
 	// for one. Zero: the older secrets are always consulted.
 	SecretsRotatedAt time.Time
+	// RetryAfterJitter draws the jitter added to a 409
+	// request-in-progress's Retry-After, from [0, n); nil draws from a
+	// generator of the engine's own. Tests fix it.
+	RetryAfterJitter func(n int) int
 	// Sealer, when set, seals every stored response's headers and body
 	// (SealResponse) before it reaches the store, and opens them when a
 	// retry replays them. NewAESGCM is one; a team can back one with its
@@ -98,6 +102,7 @@ type Engine struct {
 	secrets      []storeSecret // Config.Secrets, newest first
 	rotatedAt    time.Time
 	sealer       Sealer
+	jitter       func(n int) int // Config.RetryAfterJitter
 }
 
 // operation is a policy prepared for serving.
@@ -109,6 +114,9 @@ type operation struct {
 	txUnused    atomic.Bool
 	fingerprint *fingerprint.Compiled
 	replay      map[string]bool // canonical names of headers kept for replay
+	// latency is the handler's observed latency, for the Retry-After of
+	// a 409 request-in-progress.
+	latency latency
 }
 
 // New prepares an engine. It refuses a configuration that could leave a
@@ -147,6 +155,9 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.rotatedAt, e.sealer = cfg.SecretsRotatedAt, cfg.Sealer
+	if e.jitter = cfg.RetryAfterJitter; e.jitter == nil {
+		e.jitter = newLockedRand().IntN
+	}
 	labels := cfg.KeyLabelSecret
 	if len(e.secrets) > 0 {
 		labels = cfg.Secrets[0]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync/atomic"
+	"time"
 )
 
 // run runs the handler under a won claim and ends the claim by the
@@ -26,7 +27,9 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 		return
 	}
 	rec := newRecorder(w, limit)
+	began := time.Now()
 	panicked := e.runHandler(rec, r, next)
+	q.op.latency.observe(time.Since(began))
 	if panicked == nil && rec.answered() && rec.statusCode() < 400 &&
 		h.tx() != nil && !q.applied.taken.Load() {
 		e.txNotTaken(r, q)

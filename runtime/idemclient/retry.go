@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -52,27 +51,36 @@ var ErrPermanent = errors.New("idemclient: permanent error")
 // to wait before it. head is the start of the answer's body, read when the
 // answer may be retried; keyed says the request carried a key; retries
 // counts the attempts so far.
-func (t *Transport) verdict(res *http.Response, head []byte, err error, keyed bool, retries int) (again bool, wait time.Duration) {
+func (t *Transport) verdict(res *http.Response, head []byte, err error, keyed bool, retries int) (again bool, wait, least time.Duration) {
 	if err != nil {
 		if permanent(err) {
-			return false, 0
+			return false, 0, 0
 		}
-		return true, t.backoff(retries)
+		wait = t.backoff(retries)
+		return true, wait, wait
 	}
 	if !mayRetry(res, keyed) {
-		return false, 0
+		return false, 0, 0
 	}
 	if res.StatusCode == http.StatusConflict && ProblemType(head) != ProblemInProgress {
 		// Only request-in-progress is worth waiting for; outcome-unknown
 		// and response-not-replayable stay what they are, and a 409 of the
 		// application's own is a business answer.
-		return false, 0
+		return false, 0, 0
 	}
 	wait = t.backoff(retries)
+	least = wait
 	if ra, ok := retryAfter(res.Header.Values(headerRetryAfter), time.Now()); ok && ra > wait {
+		// Every client a server answers with the same Retry-After in one
+		// moment would come back in the same moment: each waits up to a
+		// quarter longer than asked, drawn, and never less.
+		least = ra
 		wait = ra
+		if spread := ra / 4; spread > 0 && ra < math.MaxInt64-spread {
+			wait += t.draw(spread + 1)
+		}
 	}
-	return true, wait
+	return true, wait, least
 }
 
 // mayRetry reports whether res, the answer to a request sent with a key
@@ -111,7 +119,7 @@ func (t *Transport) backoff(n int) time.Duration {
 	if ceil < math.MaxInt64 {
 		ceil++ // so that ceil itself can be drawn
 	}
-	return rand.N(ceil)
+	return t.draw(ceil)
 }
 
 // retryAfter reads the Retry-After values of an answer: delay-seconds or

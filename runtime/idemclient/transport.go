@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"time"
 )
@@ -72,6 +73,9 @@ type Transport struct {
 	budget map[string]time.Duration
 	// sleep waits for d or until ctx ends; tests replace it.
 	sleep func(ctx context.Context, d time.Duration) error
+	// draw draws a wait from [0, n) for backoff and its spread; tests
+	// replace it.
+	draw func(n time.Duration) time.Duration
 }
 
 // New checks cfg and returns its Transport. It refuses a table it cannot
@@ -100,7 +104,7 @@ func New(cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idemclient: %w", err)
 	}
-	t := &Transport{cfg: cfg, router: r, budget: make(map[string]time.Duration), sleep: sleepCtx}
+	t := &Transport{cfg: cfg, router: r, budget: make(map[string]time.Duration), sleep: sleepCtx, draw: rand.N[time.Duration]}
 	for _, rt := range r.routes {
 		b, err := budgetFor(cfg.Budget, rt.op)
 		if err != nil {
@@ -260,7 +264,7 @@ func (t *Transport) call(ctx context.Context, req *http.Request, op *Operation, 
 		if !o.again {
 			return o.res, o.err
 		}
-		if attempt >= t.cfg.MaxAttempts || o.wait > time.Until(deadline) {
+		if attempt >= t.cfg.MaxAttempts || o.least > time.Until(deadline) {
 			// Out of attempts or of budget: the last outcome stands.
 			rep.GaveUp = true
 			return o.res, o.err
@@ -269,7 +273,9 @@ func (t *Transport) call(ctx context.Context, req *http.Request, op *Operation, 
 			// exchange has read its start; the rest is not worth waiting for.
 			_ = o.res.Body.Close()
 		}
-		if err := t.sleep(ctx, o.wait); err != nil {
+		// The spread added to a Retry-After never costs the retry the
+		// budget allows.
+		if err := t.sleep(ctx, min(o.wait, time.Until(deadline))); err != nil {
 			return nil, err
 		}
 	}
@@ -281,6 +287,7 @@ type outcome struct {
 	err   error
 	again bool          // the answer calls for a retry
 	wait  time.Duration // how long to wait before it
+	least time.Duration // the shortest wait the server allows
 }
 
 // exchange sends one attempt and judges its answer. The attempt's timeout
@@ -309,7 +316,7 @@ func (t *Transport) exchange(ctx context.Context, proto *http.Request, body []by
 		res, err = nil, fmt.Errorf("idemclient: %w after %v", errAttemptTimeout, timeout)
 	}
 	o := outcome{res: res, err: err}
-	o.again, o.wait = t.verdict(res, head, err, keyed, n)
+	o.again, o.wait, o.least = t.verdict(res, head, err, keyed, n)
 	switch {
 	case res == nil:
 		cancel(nil)

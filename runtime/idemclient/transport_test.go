@@ -236,6 +236,34 @@ func TestRetryAfterBeyondBudget(t *testing.T) {
 	}
 }
 
+// A client told Retry-After waits at least that long and up to a quarter
+// longer, drawn, so that the clients a server answered together do not
+// come back together; the spread never makes it give up a retry that the
+// budget allows.
+func TestRetryAfterSpread(t *testing.T) {
+	for _, c := range []struct {
+		budget      time.Duration
+		least, most time.Duration
+	}{
+		{time.Minute, 5 * time.Second, 5 * time.Second},
+		{4500 * time.Millisecond, 4 * time.Second, 4500 * time.Millisecond},
+	} {
+		s := &script{answers: []func(*http.Request) (*http.Response, error){
+			problem(409, ProblemInProgress, "4"),
+			answer(201, nil, `{"id":"tr_1"}`),
+		}}
+		tr, waits := newTest(t, s, Config{Budget: c.budget})
+		tr.draw = func(n time.Duration) time.Duration { return n - 1 }
+		res, rep, err := post(t, tr, context.Background(), "http://api.test/transfers", `{}`)
+		if err != nil || res.StatusCode != 201 || rep.GaveUp {
+			t.Fatalf("budget %v: got %v %+v, want the 201", c.budget, err, rep)
+		}
+		if len(*waits) != 1 || (*waits)[0] < c.least || (*waits)[0] > c.most {
+			t.Errorf("budget %v: waits %v, want one between %v and %v", c.budget, *waits, c.least, c.most)
+		}
+	}
+}
+
 func TestBudgetShorterThanTTL(t *testing.T) {
 	op := transferOp()
 	op.TTL = time.Minute

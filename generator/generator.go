@@ -349,3 +349,28 @@ func relSlash(from, target string) string {
 func Validate(ctx context.Context, file string) (*model.Spec, model.Report, error) {
 	return checkSpec(ctx, file, file)
 }
+
+// ValidatePolicies is Validate with the spec's policies compared with the
+// lock file as Generate compares them: opts.Against, or else the lock file
+// beside opts.Out. A breaking change that opts.AcceptBreaking does not
+// acknowledge is an error, and the model is then nil. Without Out and
+// Against there is no lock file to compare with, and it is Validate.
+func ValidatePolicies(ctx context.Context, opts Options) (*model.Spec, model.Report, error) {
+	if err := checkAcks(opts.AcceptBreaking); err != nil {
+		return nil, model.Report{}, err
+	}
+	spec, rep, err := checkSpec(ctx, opts.resolve(opts.Spec), opts.Spec)
+	if err != nil || spec == nil || (opts.Out == "" && opts.Against == "") {
+		return spec, rep, err
+	}
+	_, _, diags, err := lockFile(opts, spec)
+	if err != nil {
+		return nil, rep, err
+	}
+	rep.Diagnostics = append(rep.Diagnostics, diags...)
+	model.SortDiagnostics(rep.Diagnostics)
+	if model.HasErrors(rep.Diagnostics) {
+		spec = nil
+	}
+	return spec, rep, nil
+}

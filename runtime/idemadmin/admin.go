@@ -4,7 +4,8 @@
 // by completing it with the response the operator found out happened, or
 // by forgetting it so that the next retry runs the operation.
 //
-// The SQL stores implement Store (pgstore and sqlitestore); Admin adds
+// Every durable store implements Store (pgstore, sqlitestore, redisstore),
+// and package admintest is the suite they all pass; Admin adds
 // what does not depend on the database: key labels as the engine logs
 // them, a version that fences every change to the row the operator looked
 // at, and the checks on a resolution. `idemgen keys` is built on it, and a
@@ -48,7 +49,7 @@ var ErrAmbiguousLabel = errors.New("idemadmin: the label names more than one key
 // its label, which Find reads exactly.
 var ErrAmbiguousKey = errors.New("idemadmin: the key is stored in more than one row")
 
-// Store is what a SQL store offers the operator. Times are read from the
+// Store is what a store offers the operator. Times are read from the
 // store's own clock, the one that leases and expiry are measured by.
 type Store interface {
 	// Scan calls fn with each key q selects, oldest first, until fn
@@ -113,7 +114,9 @@ type Entry struct {
 	Sealed bool
 	// ReadAt is the store's clock when the row was read.
 	ReadAt time.Time
-	// Label and Version are filled by Admin.
+	// Label and Version are filled by Admin. Label is empty when it
+	// cannot be known: a key stored in clear, read by an Admin without
+	// the label secret.
 	Label   string
 	Version string
 }
@@ -206,7 +209,12 @@ func version(e Entry) string {
 }
 
 func (a *Admin) dress(e Entry) Entry {
-	e.Label = idem.StoredKeyLabel(a.labelSecret(), e.Key)
+	e.Label = ""
+	// A label under no secret would match no log line: a key stored in
+	// clear has none until the Admin has the secret.
+	if secret := a.labelSecret(); len(secret) > 0 || idem.IsStoredHMAC(e.Key) {
+		e.Label = idem.StoredKeyLabel(secret, e.Key)
+	}
 	e.Version = version(e)
 	return e
 }
@@ -364,11 +372,8 @@ func (a *Admin) settle(ctx context.Context, id idem.Identity, v string, resp *id
 	if err != nil {
 		return err
 	}
-	if v != e.Version {
-		return fmt.Errorf("%w: version %s, now %s (state %s)", ErrChanged, v, e.Version, e.State)
-	}
-	if !e.Resolvable() {
-		return fmt.Errorf("%w: %s", ErrNotResolvable, describe(e))
+	if err := e.Settleable(v); err != nil {
+		return err
 	}
 	if resp, err = a.seal(e, resp); err != nil {
 		return err
@@ -392,6 +397,22 @@ func (a *Admin) named(ctx context.Context, id idem.Identity, v string) (Entry, e
 		return Entry{}, err
 	}
 	return a.Show(ctx, id)
+}
+
+// Settleable reports why the key e, as an Admin read it, may not be
+// resolved or forgotten by an operator who was shown version v: ErrChanged
+// when e is no longer that version, ErrNotResolvable when its outcome is
+// known or still being decided. Resolve and Forget check it again against
+// the row as it stands; a caller checks it first to refuse before asking
+// anyone to confirm a change that cannot be made.
+func (e Entry) Settleable(v string) error {
+	if v != e.Version {
+		return fmt.Errorf("%w: version %s, now %s (state %s)", ErrChanged, v, e.Version, e.State)
+	}
+	if !e.Resolvable() {
+		return fmt.Errorf("%w: %s", ErrNotResolvable, describe(e))
+	}
+	return nil
 }
 
 // describe says in words why e cannot be resolved.

@@ -26,6 +26,10 @@ import "github.com/redis/go-redis/v9"
 //	     (see Retries below)
 //	lu   lease_until, µs since the Unix epoch
 //	ex   expires_at, µs since the Unix epoch
+//	tn   tenant, sp scope, ky key as stored: the identity the record's
+//	     name hashes, kept so that an operator can list records (admin.go)
+//	ca   created_at, µs since the Unix epoch: when the key was first claimed
+//	ct   completed_at, µs since the Unix epoch (completed only)
 //	sc   response status          (completed only)
 //	hd   response headers, encoded by headerwire.Encode (completed only)
 //	bd   response body, raw bytes (completed only)
@@ -77,7 +81,8 @@ end
 //
 //	KEYS[1] the record
 //	ARGV    now-or-"", operation, fingerprint, token, lease µs, ttl µs,
-//	        on-lease-expiry ("takeover" or "fail-closed")
+//	        on-lease-expiry ("takeover" or "fail-closed"), tenant, scope,
+//	        key
 //
 // It answers {"won"}, {"took_over"}, or {"lost", st, op, fp, lease
 // remaining µs, sc, hd, bd, om} for the row that stands. Comparing the
@@ -110,7 +115,8 @@ if not st or st == 'released' or tonumber(r[6]) <= now then
   local ex = now + math.max(ttl, lease)
   redis.call('DEL', key)
   redis.call('HSET', key, 'st', 'in_flight', 'op', op, 'fp', fp, 'tok', tok,
-    'lu', int(now + lease), 'ex', int(ex))
+    'lu', int(now + lease), 'ex', int(ex), 'ca', int(now),
+    'tn', ARGV[8], 'sp', ARGV[9], 'ky', ARGV[10])
   if mode ~= 'takeover' then redis.call('HSET', key, 'fc', '1') end
   expireat(key, ex)
   return {'won'}
@@ -174,7 +180,7 @@ local live = r[1] and tonumber(r[3]) > now and tok ~= '' and r[2] == tok
 var completeScript = redis.NewScript(preamble + held + `
 if live and r[1] == 'completed' and r[4] == ARGV[3] then return 1 end
 if not (live and r[1] == 'in_flight') then return 0 end
-redis.call('HSET', key, 'st', 'completed', 'lu', '0', 'cn', ARGV[3],
+redis.call('HSET', key, 'st', 'completed', 'lu', '0', 'cn', ARGV[3], 'ct', int(now),
   'sc', ARGV[4], 'hd', ARGV[5], 'bd', ARGV[6], 'om', ARGV[7])
 return 1
 `)

@@ -133,7 +133,8 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 	key := s.Key(c.Identity)
 	cmd := s.run(ctx, claimScript, key,
 		s.clockArg(), c.Operation, c.Fingerprint, c.Token,
-		c.Lease.Microseconds(), c.TTL.Microseconds(), string(c.OnLeaseExpiry))
+		c.Lease.Microseconds(), c.TTL.Microseconds(), string(c.OnLeaseExpiry),
+		c.Tenant, c.Scope, c.Key)
 	v, err := cmd.Slice()
 	if errors.Is(err, ErrNotReplicated) {
 		// The primary holds the claim, but a failover could forget it.

@@ -185,8 +185,11 @@ func newValidate(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Check a spec's x-idempotency policies without generating anything",
 		Long: `validate checks the spec and prints its diagnostics, generating nothing:
 the same ones generate prints for the same spec, but for those about the
-files on disk (the lock file, the migrations). The spec is --spec, or else
-the spec of the config file that generate would read.`,
+migrations on disk. It compares the policies with the lock file as generate
+does (--against, or the one beside the config file's out directory) and
+fails on a breaking change that acceptBreaking does not acknowledge. The
+spec is --spec, or else the spec of the config file that generate would
+read.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := loadSettings(cmd, cf, flags, stderr)
@@ -197,8 +200,11 @@ the spec of the config file that generate would read.`,
 			if spec == "" {
 				return usageError{fmt.Errorf("--spec is required when no %s names one", configName)}
 			}
-			parsed, rep, err := generator.Validate(cmd.Context(), spec)
+			parsed, rep, err := generator.ValidatePolicies(cmd.Context(), s)
 			printReport(stderr, rep, err, show)
+			if errors.Is(err, generator.ErrUsage) {
+				return usageError{err}
+			}
 			if err != nil {
 				return failure{err.Error()}
 			}
@@ -208,7 +214,11 @@ the spec of the config file that generate would read.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&flags.Spec, "spec", "", "OpenAPI spec `file` (YAML or JSON)")
+	f := cmd.Flags()
+	f.StringVar(&flags.Spec, "spec", "", "OpenAPI spec `file` (YAML or JSON)")
+	f.StringVar(&flags.Out, "out", "", "`directory` of the generated Go code, where the lock file is")
+	f.StringArrayVar(&flags.AcceptBreaking, "accept-breaking", nil, "acknowledge a breaking policy change, `operationId:kind` (repeatable)")
+	f.StringVar(&flags.Against, "against", "", "lock `file` to compare the policies with (default: the one in --out)")
 	registerWarnings(cmd, &show)
 	cf.register(cmd)
 	return cmd

@@ -11,11 +11,13 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -29,12 +31,15 @@ const (
 
 // keysFlags are the flags every keys command shares.
 type keysFlags struct {
-	databaseURL string
-	secretFile  string
-	secretFiles []string
-	sealKeys    []string
-	showKeys    bool
-	json        bool
+	databaseURL  string
+	redisPrefix  string
+	redisCluster bool
+	lock         string
+	secretFile   string
+	secretFiles  []string
+	sealKeys     []string
+	showKeys     bool
+	json         bool
 }
 
 func newKeys(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -42,11 +47,14 @@ func newKeys(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keys",
 		Short: "Inspect stored idempotency keys and resolve those whose outcome is unknown",
-		Long: `keys works on the idempotency_keys table of a PostgreSQL or SQLite store.
+		Long: `keys works on the idempotency_keys table of a PostgreSQL or SQLite store,
+or on the records of a Redis store.
 
 --database-url (or $` + envDatabaseURL + `) is a postgres:// or postgresql:// URL
-or a PostgreSQL key=value string (host=… dbname=…), or sqlite:PATH, or the
-path of an existing SQLite file.
+or a PostgreSQL key=value string (host=… dbname=…), sqlite:PATH or the
+path of an existing SQLite file, or a redis:// or rediss:// URL. For Redis
+Cluster add --redis-cluster (the URL names any node; more with ?addr=),
+and give --redis-prefix when the service sets redisstore.WithPrefix.
 
 Keys are shown by their label, the keyed hash the service logs them under
 (idem.Config.KeyLabelSecret). Give the same secret through
@@ -58,10 +66,18 @@ HMAC; give its secrets, newest first, with --secret-file (repeated) or the
 newest through $` + envSecret + `, so that --key finds a client's key whichever
 secret its row was written under. A service that seals its stored responses
 (idem.Config.Sealer with idem.NewAESGCM) needs its keys, newest first, with
---seal-key ID=FILE, to show their bodies and to resolve keys.`,
+--seal-key ID=FILE, to show their bodies and to resolve keys.
+
+Keys carry the name of the operation they were stored under. --operation
+takes an operation's current ID: after a rename with previousOperationId,
+the lock file (--lock, or the one beside the generated code of the nearest
+idemgen.yaml) says which name its keys are stored under.`,
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&kf.databaseURL, "database-url", "", "the store's `URL`: postgres://…, sqlite:PATH or a SQLite file path (default $"+envDatabaseURL+")")
+	pf.StringVar(&kf.databaseURL, "database-url", "", "the store's `URL`: postgres://…, sqlite:PATH, a SQLite file path or redis://… (default $"+envDatabaseURL+")")
+	pf.StringVar(&kf.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "the Redis store's key `prefix` (redisstore.WithPrefix)")
+	pf.BoolVar(&kf.redisCluster, "redis-cluster", false, "the Redis URL names a node of a Redis Cluster")
+	pf.StringVar(&kf.lock, "lock", "", "the service's lock `file` (idempotency.lock.json), which maps a renamed operation to the name its keys are stored under (default: the one of the nearest idemgen.yaml)")
 	pf.StringVar(&kf.secretFile, "label-secret-file", "", "`file` holding the key label secret (default: $"+envLabelSecret+")")
 	pf.StringArrayVar(&kf.secretFiles, "secret-file", nil, "`file` holding one of the store secrets (idem.Config.Secrets), newest first; repeatable (default: $"+envSecret+")")
 	pf.StringArrayVar(&kf.sealKeys, "seal-key", nil, "`ID=FILE`: a seal key (idem.SealKey) and the file holding its 32 bytes or 64 hex digits, newest first; repeatable")
@@ -76,6 +92,8 @@ type session struct {
 	admin     *idemadmin.Admin
 	hasSecret bool
 	close     func()
+	// storedName is keysFlags.storedName.
+	storedName func(op string) (string, error)
 }
 
 // open connects to the store that kf names.
@@ -103,7 +121,13 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if target.postgres {
+	switch target.kind {
+	case redisTarget:
+		store, done, err = kf.openRedis(ctx, target.conn)
+		if err != nil {
+			return nil, err
+		}
+	case postgresTarget:
 		pool, err := pgxpool.New(ctx, target.conn)
 		if err != nil {
 			return nil, failure{fmt.Sprintf("connect to PostgreSQL: %v", err)}
@@ -113,7 +137,7 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 			return nil, failure{fmt.Sprintf("connect to PostgreSQL: %v", err)}
 		}
 		store, done = pgstore.New(pool), pool.Close
-	} else {
+	default:
 		// Opening a path that does not exist would create an empty
 		// database; for an operator that is always a typo.
 		if _, err := os.Stat(target.conn); err != nil {
@@ -129,13 +153,52 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 	if sealer != nil {
 		admin = admin.WithSealer(sealer)
 	}
-	return &session{admin: admin, hasSecret: len(secrets) > 0 && len(secrets[0]) > 0, close: done}, nil
+	return &session{admin: admin, hasSecret: len(secrets) > 0 && len(secrets[0]) > 0, close: done, storedName: kf.storedName}, nil
 }
+
+// openRedis connects to the Redis store at url. Its errors never repeat
+// the URL, which may hold a password.
+func (kf *keysFlags) openRedis(ctx context.Context, url string) (idemadmin.Store, func(), error) {
+	var client redis.UniversalClient
+	if kf.redisCluster {
+		opt, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, nil, usageError{errors.New("--database-url: not a Redis Cluster URL (the URL is not shown: it may hold a password)")}
+		}
+		client = redis.NewClusterClient(opt)
+	} else {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, nil, usageError{errors.New("--database-url: not a Redis URL (the URL is not shown: it may hold a password)")}
+		}
+		client = redis.NewClient(opt)
+	}
+	if err := client.Ping(ctx).Err(); err != nil {
+		_ = client.Close()
+		return nil, nil, failure{fmt.Sprintf("connect to Redis: %v", err)}
+	}
+	s, err := redisstore.New(client, redisstore.WithPrefix(kf.redisPrefix))
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, usageError{err}
+	}
+	return s, func() { _ = client.Close() }, nil
+}
+
+// targetKind is the kind of store a --database-url names.
+type targetKind int
+
+const (
+	sqliteTarget targetKind = iota
+	postgresTarget
+	redisTarget
+)
 
 // databaseTarget is the store a --database-url names.
 type databaseTarget struct {
-	postgres bool
-	// conn is pgx's connection string, or the SQLite file's path.
+	kind targetKind
+	// conn is pgx's connection string, the SQLite file's path, or the
+	// Redis URL.
 	conn string
 }
 
@@ -153,13 +216,15 @@ func parseDatabaseURL(url string) (databaseTarget, error) {
 		if !strings.HasPrefix(rest, "//") {
 			return databaseTarget{}, usageError{errors.New("--database-url: a PostgreSQL URL starts with postgres:// or postgresql:// (the URL is not shown: it may hold a password)")}
 		}
-		return databaseTarget{postgres: true, conn: strings.ToLower(scheme) + ":" + rest}, nil
+		return databaseTarget{kind: postgresTarget, conn: strings.ToLower(scheme) + ":" + rest}, nil
+	case hasScheme && (strings.EqualFold(scheme, "redis") || strings.EqualFold(scheme, "rediss")):
+		return databaseTarget{kind: redisTarget, conn: strings.ToLower(scheme) + ":" + rest}, nil
 	case hasScheme && strings.EqualFold(scheme, "sqlite"):
 		return databaseTarget{conn: rest}, nil
 	case keyValueDSN.MatchString(url):
-		return databaseTarget{postgres: true, conn: url}, nil
+		return databaseTarget{kind: postgresTarget, conn: url}, nil
 	case hasScheme && strings.HasPrefix(rest, "//"):
-		return databaseTarget{}, usageError{errors.New("--database-url: want a postgres:// or postgresql:// URL, sqlite:PATH or a SQLite file path (the URL is not shown: it may hold a password)")}
+		return databaseTarget{}, usageError{errors.New("--database-url: want a postgres:// or postgresql:// URL, sqlite:PATH, a SQLite file path or a redis:// URL (the URL is not shown: it may hold a password)")}
 	}
 	return databaseTarget{conn: url}, nil
 }

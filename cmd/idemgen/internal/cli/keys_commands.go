@@ -39,8 +39,14 @@ func newKeysList(kf *keysFlags, stdout io.Writer) *cobra.Command {
 				}
 				q.States = append(q.States, st)
 			}
+			var err error
+			if q.Operation, err = kf.storedName(q.Operation); err != nil {
+				return err
+			}
 			return kf.run(cmd, func(ctx context.Context, s *session) error {
-				if err := s.needSecret(q.Label != "" || !kf.showKeys); err != nil {
+				// Without the secret the rows are still listed: only the
+				// labels of keys stored in clear are unknown.
+				if err := s.needSecret(q.Label != ""); err != nil {
 					return err
 				}
 				es, err := s.admin.List(ctx, q)
@@ -154,7 +160,11 @@ func (w *which) find(ctx context.Context, s *session) (idemadmin.Entry, error) {
 		if err := s.needSecret(true); err != nil {
 			return e, err
 		}
-		e, err = s.admin.Find(ctx, w.label, idemadmin.Query{Tenant: w.tenant, Operation: w.operation})
+		op, err := s.storedName(w.operation)
+		if err != nil {
+			return e, err
+		}
+		e, err = s.admin.Find(ctx, w.label, idemadmin.Query{Tenant: w.tenant, Operation: op})
 	} else {
 		e, err = s.admin.Show(ctx, idem.Identity{Tenant: w.tenant, Scope: w.scope, Key: w.key})
 	}
@@ -253,6 +263,11 @@ unless --yes is given.`,
 				e, err := w.find(ctx, s)
 				if err != nil {
 					return err
+				}
+				// A key that changed, or cannot be resolved, is refused
+				// before the operator is asked to confirm anything.
+				if err := e.Settleable(expect); err != nil {
+					return failure{err.Error()}
 				}
 				what := fmt.Sprintf("complete it with status %d and a %d-byte body; retries will replay that", resp.Status, len(resp.Body))
 				if forget {

@@ -19,10 +19,17 @@ func shownKey(e idemadmin.Entry, showKeys bool) string {
 	return shown(rawKey(e, showKeys))
 }
 
+// labelUnknown stands for the label of a key stored in clear when the
+// label secret was not given; no label looks like it.
+const labelUnknown = "(unknown)"
+
 // rawKey is the key as the operator asked to see it.
 func rawKey(e idemadmin.Entry, showKeys bool) string {
-	if showKeys {
+	switch {
+	case showKeys:
 		return e.Key
+	case e.Label == "":
+		return labelUnknown
 	}
 	return e.Label
 }
@@ -46,6 +53,9 @@ func printList(w io.Writer, es []idemadmin.Entry, showKeys bool) {
 	if len(es) == 0 {
 		fmt.Fprintln(w, "(no keys)")
 	}
+	if !showKeys && slices.ContainsFunc(es, func(e idemadmin.Entry) bool { return e.Label == "" }) {
+		fmt.Fprintln(w, "(labels "+labelUnknown+": give the service's label secret with $"+envLabelSecret+" or --label-secret-file to match them with its logs)")
+	}
 }
 
 // stateWords is the state with what an operator needs to know about it.
@@ -63,7 +73,7 @@ func stateWords(e idemadmin.Entry) string {
 func printEntry(w io.Writer, e idemadmin.Entry, showKeys bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
-	row("label", shown(e.Label))
+	row("label", shown(rawKey(e, false)))
 	if showKeys {
 		row("key", shown(e.Key))
 	}

@@ -1,0 +1,16 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/idemadmin/admintest"
+)
+
+// The operator's conformance suite, the one every store passes, against a
+// single node and a cluster (where a listing walks every primary).
+func TestAdminConformance(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		c := b.open(t)
+		admintest.Run(t, func(t *testing.T) admintest.Store { return storeOn(t, c) })
+	})
+}

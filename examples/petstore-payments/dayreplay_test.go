@@ -245,3 +245,74 @@ func TestFullDay(t *testing.T) {
 		})
 	}
 }
+
+// The storm: the full-size day's clients (patience of 30 to 80 ms, retries
+// for up to 90 s) against the same pause, at a size that runs in well under
+// a minute or two per database. It is the day in which work for clients
+// that are gone would pile up: most attempts time out while the handler
+// pauses, and every retry meets the key in flight or its replay.
+const (
+	stormTransfers = 300
+	stormKills     = 3
+)
+
+// stormDay is the storm's configuration against base (ignored with Crash).
+func stormDay(t *testing.T, base string) dayreplay.Config {
+	c := fullDay(t, base)
+	c.Transfers = stormTransfers
+	c.Duration = 3 * time.Minute
+	return c
+}
+
+// reportStorm logs the storm's figures and checks its promise: every
+// transfer got its final answer, and no client gave up.
+func reportStorm(t *testing.T, rep dayreplay.Report) {
+	t.Helper()
+	share := 0.0
+	if rep.Requests > 0 {
+		share = float64(rep.TimedOut) / float64(rep.Requests)
+	}
+	t.Logf("slowest time to a final answer %v; %d of %d attempts timed out (%.0f%%)",
+		rep.Slowest.Round(10*time.Millisecond), rep.TimedOut, rep.Requests, 100*share)
+	checkAnswered(t, rep)
+	if int64(rep.Acknowledged) != int64(rep.Started) {
+		t.Errorf("%d of %d transfers acknowledged; not acknowledged:\n%s",
+			rep.Acknowledged, rep.Started, strings.Join(rep.NotAcknowledged, "\n"))
+	}
+}
+
+// TestStormDay plays the storm on each database, with and without kills.
+// Without kills it also reads the server's count of handler runs for
+// clients that had already hung up: admission and the idempotency layer
+// refuse those requests before they start.
+func TestStormDay(t *testing.T) {
+	t.Parallel()
+	for _, db := range databases {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, db.url(t), "--chaos-delay", fullChaosDelay, "--metrics")
+			rep := playDay(t, stormDay(t, s.URL))
+			reportStorm(t, rep)
+			t.Logf("handler runs for clients that had hung up: %s; admission refusals full %s, waited %s, gone %s",
+				metric(t, s, "petstore_handler_runs_client_gone_total"),
+				metric(t, s, `petstore_admission_refused_total{reason="full"}`),
+				metric(t, s, `petstore_admission_refused_total{reason="waited"}`),
+				metric(t, s, `petstore_admission_refused_total{reason="gone"}`))
+		})
+		t.Run(db.name+"Crash", func(t *testing.T) {
+			t.Parallel()
+			c := stormDay(t, "")
+			c.Crash = true
+			c.ServerBin = serverBinary
+			c.DatabaseURL = db.url(t)
+			c.ServerArgs = []string{"--chaos-delay=" + fullChaosDelay}
+			c.KillEvery = 2 * time.Second
+			c.MaxKills = stormKills
+			rep := playDay(t, c)
+			if rep.Kills != stormKills {
+				t.Errorf("%d kills, want %d", rep.Kills, stormKills)
+			}
+			reportStorm(t, rep)
+		})
+	}
+}

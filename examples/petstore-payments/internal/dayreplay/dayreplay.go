@@ -113,6 +113,13 @@ type Report struct {
 	// attempt, GaveUp the logical requests whose client ran out of attempts
 	// or of time.
 	Requests, Retries, GaveUp int64
+	// TimedOut counts the attempts that their client's timeout cut off
+	// before an answer's headers arrived.
+	TimedOut int64
+	// Slowest is the longest a transfer waited for its final answer (a
+	// status other than 409, from any copy), from when its client began
+	// it; transfers that got none are counted in Unanswered instead.
+	Slowest time.Duration
 	// Kills counts the SIGKILLs of the server (Crash only).
 	Kills int
 	// Acknowledged counts the distinct transfers answered with a 201.

@@ -30,6 +30,9 @@ type replayer struct {
 	requests atomic.Int64
 	retries  atomic.Int64
 	gaveUp   atomic.Int64
+	// timedOut counts the attempts cut off by their timeout before an
+	// answer's headers arrived.
+	timedOut atomic.Int64
 
 	mu        sync.Mutex
 	accountID [][]string          // per tenant, per planned account
@@ -37,6 +40,9 @@ type replayer struct {
 	answered  map[string]bool     // transfer key → some copy got a final answer
 	endings   map[string][]string // transfer key → how each copy ended
 	changes   int                 // amount changes sent
+	// slowest is the longest a started transfer waited for its first
+	// final answer (any copy's), from when its client began it.
+	slowest time.Duration
 }
 
 // errRequestBudget stops a client once the day's requests are spent.
@@ -86,7 +92,11 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		t.r.requests.Add(-1)
 		return nil, errRequestBudget
 	}
-	return t.next.RoundTrip(req)
+	res, err := t.next.RoundTrip(req)
+	if err != nil && req.Context().Err() != nil {
+		t.r.timedOut.Add(1)
+	}
+	return res, err
 }
 
 // timeout is one request's deadline: Timeout, or a draw up to TimeoutMax.
@@ -223,13 +233,19 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 		copies = 2
 	}
 	var wg sync.WaitGroup
+	began := time.Now()
+	var first time.Duration // of the first final answer; 0 for none yet
 	for range copies {
 		wg.Go(func() {
 			ans, ok := r.send(ctx, tr.tenant, "/transfers", tr.key, body)
+			took := time.Since(began)
 			r.mu.Lock()
 			r.endings[tr.key] = append(r.endings[tr.key], ans.String())
 			if ok && ans.status != http.StatusConflict {
 				r.answered[tr.key] = true
+				if first == 0 || took < first {
+					first = took
+				}
 			}
 			r.mu.Unlock()
 			if ok {
@@ -238,6 +254,9 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 		})
 	}
 	wg.Wait()
+	r.mu.Lock()
+	r.slowest = max(r.slowest, first)
+	r.mu.Unlock()
 	if tr.change && ctx.Err() == nil {
 		r.mu.Lock()
 		r.changes++
@@ -439,6 +458,7 @@ func (r *replayer) audit(ctx context.Context, p plan) (Report, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a.Requests, a.Retries, a.GaveUp = r.requests.Load(), r.retries.Load(), r.gaveUp.Load()
+	a.TimedOut, a.Slowest = r.timedOut.Load(), r.slowest
 	a.AmountChanges = r.changes
 	seen := map[string]bool{}
 	for _, ids := range r.acked {
@@ -476,6 +496,7 @@ func (a Report) WriteTable(w io.Writer) error {
 	row("requests", a.Requests)
 	row("retries", a.Retries)
 	row("requests given up", a.GaveUp)
+	row("attempts timed out", fmt.Sprintf("%d of %d", a.TimedOut, a.Requests))
 	row("server kills", a.Kills)
 	row("transfers acknowledged (201)", a.Acknowledged)
 	row("transfers without a final answer", a.Unanswered)
@@ -483,6 +504,7 @@ func (a Report) WriteTable(w io.Writer) error {
 	row("lost transfers (201 but missing)", a.Lost)
 	row("wrongly-accepted amount changes", fmt.Sprintf("%d of %d", a.WronglyAccepted, a.AmountChanges))
 	row("money conserved", yesNo(a.Conserved))
+	row("slowest time to a final answer", a.Slowest.Round(10*time.Millisecond))
 	row("elapsed", a.Elapsed.Round(100*time.Millisecond))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write the table: %w", err)

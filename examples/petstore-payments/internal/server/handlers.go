@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
@@ -95,7 +96,7 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request, db ledge
 		s.fail(w, r, err)
 		return
 	}
-	t, err := s.ledger.CreateTransfer(r.Context(), db, tenant(r), in)
+	t, err := s.ledger.CreateTransfer(finishing(r), db, tenant(r), in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -163,11 +164,23 @@ func (s *Server) createAdoption(w http.ResponseWriter, r *http.Request, db ledge
 		s.fail(w, r, err)
 		return
 	}
-	a, err := s.ledger.Adopt(r.Context(), db, tenant(r), in)
+	a, err := s.ledger.Adopt(finishing(r), db, tenant(r), in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	s.pause()
 	writeJSON(w, http.StatusCreated, a)
+}
+
+// finishing is the context a transactional handler writes under: the
+// request's values without its cancellation. The handler runs under a won
+// claim, in the idempotency layer's transaction, which the lease bounds. A
+// client that hangs up mid-way must not cut the writes off: its retry
+// waits for this request's answer (409 in progress, then the replay), and
+// an aborted run leaves it nothing to find but another run, which under
+// row-lock waits longer than the clients' patience is aborted in turn, and
+// no transfer between busy accounts ever finishes.
+func finishing(r *http.Request) context.Context {
+	return context.WithoutCancel(r.Context())
 }

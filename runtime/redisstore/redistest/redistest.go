@@ -34,8 +34,16 @@ const Masters = 3
 // error, whatever was started is already stopped. Without redis-server or
 // redis-cli on PATH the error wraps exec.ErrNotFound.
 func StartCluster(masters int) (addrs []string, stop func(), err error) {
-	if masters < 1 {
-		return nil, nil, fmt.Errorf("a cluster of %d masters", masters)
+	return StartReplicatedCluster(masters, 0)
+}
+
+// StartReplicatedCluster is StartCluster with replicas replicas behind
+// each master, for tests that fail a master over to its replica. It
+// returns the addresses of every node, masters and replicas; which is
+// which, redis-cli decides (ROLE tells).
+func StartReplicatedCluster(masters, replicas int) (addrs []string, stop func(), err error) {
+	if masters < 1 || replicas < 0 {
+		return nil, nil, fmt.Errorf("a cluster of %d masters with %d replicas each", masters, replicas)
 	}
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -52,7 +60,7 @@ func StartCluster(masters int) (addrs []string, stop func(), err error) {
 			c.stop()
 		}
 	}()
-	for i := range masters {
+	for i := range masters * (1 + replicas) {
 		addr, err := c.startNode(i)
 		if err != nil {
 			return nil, nil, err
@@ -60,7 +68,7 @@ func StartCluster(masters int) (addrs []string, stop func(), err error) {
 		addrs = append(addrs, addr)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		return nil, nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
 	}

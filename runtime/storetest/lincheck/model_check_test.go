@@ -1,0 +1,64 @@
+package lincheck
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Hand-written histories of one key, each with the verdict the contract
+// gives it: the model accepts what the contract allows and refuses the
+// rest, so a store or engine that answers otherwise fails the suite.
+func TestModelVerdicts(t *testing.T) {
+	const body, other = `{"amount":1}`, `{"amount":2}`
+	answer := `{"run":"00000000000000aa","request":` + body + `}`
+	executed := func(call, ret int64) *op {
+		return &op{Body: body, Call: call, Return: ret, Status: http.StatusCreated, Answer: []byte(answer)}
+	}
+	replayed := func(call, ret int64, a string) *op {
+		return &op{Body: body, Call: call, Return: ret, Status: http.StatusCreated, Replayed: true, Answer: []byte(a)}
+	}
+	problem := func(call, ret int64, b string, status int, name string) *op {
+		return &op{Body: b, Call: call, Return: ret, Status: status, Problem: name}
+	}
+	lost := func(call, ret int64) *op {
+		return &op{Body: body, Call: call, Return: ret, Err: "connection reset", Faulted: true}
+	}
+	for _, tc := range []struct {
+		name          string
+		ops           []*op
+		transactional bool
+		ok            bool
+	}{
+		{"an execution and its replay", []*op{executed(0, 10), replayed(20, 30, answer)}, false, true},
+		{"a replay of other bytes", []*op{executed(0, 10), replayed(20, 30, `{"run":"00000000000000bb","request":`+body+`}`)}, false, false},
+		{"two executions", []*op{executed(0, 10), executed(20, 30)}, false, false},
+		{"two concurrent executions", []*op{executed(0, 10), executed(5, 15)}, false, false},
+		{"409 while the execution runs", []*op{executed(0, 10), problem(2, 8, body, http.StatusConflict, idem.ProblemInProgress)}, false, true},
+		{"409 after the execution answered", []*op{executed(0, 10), problem(20, 30, body, http.StatusConflict, idem.ProblemInProgress)}, false, false},
+		{"409 with nothing claimed", []*op{problem(0, 10, body, http.StatusConflict, idem.ProblemInProgress)}, false, false},
+		{"422 for another body", []*op{executed(0, 10), problem(20, 30, other, http.StatusUnprocessableEntity, idem.ProblemKeyReused)}, false, true},
+		{"422 for the same body", []*op{executed(0, 10), problem(20, 30, body, http.StatusUnprocessableEntity, idem.ProblemKeyReused)}, false, false},
+		{"a replay for another body", []*op{executed(0, 10), {Body: other, Call: 20, Return: 30, Status: http.StatusCreated, Replayed: true, Answer: []byte(answer)}}, false, false},
+		{"503 with no fault", []*op{problem(0, 10, body, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable)}, false, false},
+		{"outcome-unknown with no fault", []*op{problem(0, 10, body, http.StatusConflict, idem.ProblemOutcomeUnknown)}, false, false},
+		{"outcome-unknown after a lost request", []*op{lost(0, 10), problem(20, 30, body, http.StatusConflict, idem.ProblemOutcomeUnknown)}, false, true},
+		{"409 after a lost request", []*op{lost(0, 10), problem(20, 30, body, http.StatusConflict, idem.ProblemInProgress)}, false, true},
+		{"a second execution after a lost request, transactional", []*op{lost(0, 10), executed(20, 30)}, true, true},
+		{"an execution after outcome-unknown", []*op{lost(0, 10), problem(20, 30, body, http.StatusConflict, idem.ProblemOutcomeUnknown), executed(40, 50)}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, o := range tc.ops {
+				o.ID, o.Client, o.Key = i, i, "k"
+				o.result = classify(o)
+			}
+			history := operations(tc.ops)
+			if got := porcupine.CheckOperations(model{transactional: tc.transactional}.porcupine(), history); got != tc.ok {
+				t.Errorf("linearizable = %v, want %v", got, tc.ok)
+			}
+		})
+	}
+}

@@ -1,0 +1,302 @@
+package lincheck
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"sort"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// result is what a client made of one answer, as the model judges it.
+type result int
+
+const (
+	resExecuted      result = iota // 201 without Idempotent-Replayed: the handler ran
+	resReplayed                    // 201 with Idempotent-Replayed: true
+	resMismatch                    // 422 idempotency-key-reused
+	resInProgress                  // 409 request-in-progress
+	resIndeterminate               // 409 outcome-unknown
+	resUnknown                     // 500 outcome-unknown: this request's own commit is in doubt
+	resUnavailable                 // 503 idempotency-store-unavailable
+	resHandlerFailed               // the handler's own 500: its transaction failed, nothing stored
+	resNoAnswer                    // the client got no answer: the service died, or the client hung up
+	resOther                       // anything else, which the contract never answers here
+)
+
+var resultNames = [...]string{"executed", "replayed", "422 mismatch", "409 in-progress",
+	"409 outcome-unknown", "500 outcome-unknown", "503 unavailable", "500 handler", "no answer", "other"}
+
+func (r result) String() string { return resultNames[r] }
+
+// classify reads an answer the way the contract names it.
+func classify(o *op) result {
+	switch {
+	case o.Err != "":
+		return resNoAnswer
+	case o.Status == http.StatusCreated && !o.Replayed:
+		return resExecuted
+	case o.Status == http.StatusCreated:
+		return resReplayed
+	case o.Status == http.StatusUnprocessableEntity && o.Problem == idem.ProblemKeyReused:
+		return resMismatch
+	case o.Status == http.StatusConflict && o.Problem == idem.ProblemInProgress:
+		return resInProgress
+	case o.Status == http.StatusConflict && o.Problem == idem.ProblemOutcomeUnknown:
+		return resIndeterminate
+	case o.Status == http.StatusInternalServerError && o.Problem == idem.ProblemOutcomeUnknown:
+		return resUnknown
+	case o.Status == http.StatusServiceUnavailable && o.Problem == idem.ProblemStoreUnavailable:
+		return resUnavailable
+	case o.Status == http.StatusInternalServerError && o.Problem == "" && bytes.HasPrefix(o.Answer, []byte(handlerFailure)):
+		return resHandlerFailed
+	}
+	return resOther
+}
+
+// kind is the state of one stored key.
+type kind int
+
+const (
+	free kind = iota
+	held
+	done
+	indeterminate
+)
+
+var kindNames = [...]string{"free", "held", "done", "indeterminate"}
+
+// phantom is the holder of a claim that no client is waiting on: one that a
+// faulted request may have left in the store (its claim's reply lost, its
+// service killed, its completion failed).
+const phantom = -1
+
+// keyState is the model's state of one (tenant, scope, key). Body is the
+// request whose claim stands (the fingerprint: the policy fingerprints the
+// whole body), Answer the executed answer's bytes once known, Holder the
+// operation holding a live claim.
+type keyState struct {
+	Kind   kind
+	Body   string
+	Answer string
+	Holder int
+}
+
+func (s keyState) String() string {
+	switch s.Kind {
+	case free:
+		return "free"
+	case held:
+		h := fmt.Sprintf("op %d", s.Holder)
+		if s.Holder == phantom {
+			h = "nobody waiting"
+		}
+		return fmt.Sprintf("held by %s for %s", h, s.Body)
+	}
+	a := s.Answer
+	if a == "" {
+		a = "(answer not yet seen)"
+	}
+	return fmt.Sprintf("%s for %s: %s", kindNames[s.Kind], s.Body, a)
+}
+
+// step is one porcupine operation: each request is split into a begin
+// (where it meets the key: claims it, replays, conflicts) and an end (where
+// an executing request completes), both spanning the request's whole
+// interval, so that other requests can meet its claim in between.
+type step struct {
+	op  *op
+	end bool
+}
+
+// model is the contract's state machine for one key. Transactional says
+// whether a claim nobody waits on can vanish (rolled back with its
+// transaction, or taken over after its lease) rather than only turn
+// indeterminate or complete.
+//
+// OtherBodyMayBeBusy tolerates one known deviation: a 409
+// request-in-progress, instead of the 422 the contract asks for, to a
+// request whose body differs from that of the claim standing on the key.
+// pgstore's transactional claim answers so when another request with the
+// same body holds that request's advisory lock for a moment (it is
+// losing the key too, and answers 422); docs/verification.md tells the
+// story. Every other check stays strict.
+type model struct {
+	transactional      bool
+	otherBodyMayBeBusy bool
+}
+
+func (m model) porcupine() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: partitionByKey,
+		Init:      func() []interface{} { return []interface{}{keyState{Holder: phantom}} },
+		Step: func(state, input, _ interface{}) []interface{} {
+			var out []interface{}
+			for _, s := range m.step(state.(keyState), input.(step)) {
+				out = append(out, s)
+			}
+			return out
+		},
+		Hash: func(state interface{}) uint64 {
+			s := state.(keyState)
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%d|%s|%s|%d", s.Kind, s.Body, s.Answer, s.Holder)
+			return h.Sum64()
+		},
+		DescribeOperation: func(input, _ interface{}) string {
+			st := input.(step)
+			return st.op.describe(st.end)
+		},
+		DescribeState: func(state interface{}) string { return state.(keyState).String() },
+	}
+	return nm.ToModel()
+}
+
+// partitionByKey checks each key on its own: the contract relates only
+// requests that share a key.
+func partitionByKey(history []porcupine.Operation) [][]porcupine.Operation {
+	byKey := map[string][]porcupine.Operation{}
+	var keys []string
+	for _, o := range history {
+		k := o.Input.(step).op.Key
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], o)
+	}
+	sort.Strings(keys)
+	out := make([][]porcupine.Operation, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, byKey[k])
+	}
+	return out
+}
+
+// step returns every state the key can be in after st, from s.
+func (m model) step(s keyState, st step) []keyState {
+	o := st.op
+	starts := []keyState{s}
+	if o.Faulted && !st.end && s.Kind == free {
+		// A faulted request may have claimed before its answer was lost
+		// or turned into another one (a retried script meeting its own
+		// claim answers 409).
+		starts = append(starts, keyState{Kind: held, Body: o.Body, Holder: phantom})
+	}
+	var out []keyState
+	for _, s0 := range starts {
+		for _, s1 := range m.settle(s0) {
+			out = append(out, m.apply(s1, st)...)
+		}
+	}
+	return out
+}
+
+// settle lists what a claim nobody waits on may have become by now: it may
+// still stand, be judged indeterminate after its lease, have completed
+// unseen, or (transactional stores) have vanished with its transaction.
+func (m model) settle(s keyState) []keyState {
+	if s.Kind != held || s.Holder != phantom {
+		return []keyState{s}
+	}
+	out := []keyState{s,
+		{Kind: indeterminate, Body: s.Body, Holder: phantom},
+		{Kind: done, Body: s.Body, Answer: s.Answer, Holder: phantom},
+	}
+	if m.transactional {
+		out = append(out, keyState{Holder: phantom})
+	}
+	return out
+}
+
+// apply is the contract's answer to o when the key is in state s.
+func (m model) apply(s keyState, st step) []keyState {
+	o := st.op
+	self := func() []keyState { return []keyState{s} }
+	switch o.result {
+	case resExecuted:
+		if !st.end {
+			if s.Kind != free || !answers(o) {
+				return nil
+			}
+			return []keyState{{Kind: held, Body: o.Body, Answer: string(o.Answer), Holder: o.ID}}
+		}
+		if s.Kind != held || s.Holder != o.ID {
+			return nil
+		}
+		out := []keyState{{Kind: done, Body: o.Body, Answer: s.Answer, Holder: phantom}}
+		if o.Faulted {
+			// Its completion may have been lost: the claim stays.
+			out = append(out, keyState{Kind: held, Body: o.Body, Answer: s.Answer, Holder: phantom})
+		}
+		return out
+	case resReplayed:
+		if st.end {
+			return self()
+		}
+		if s.Kind != done || s.Body != o.Body {
+			return nil
+		}
+		if s.Answer == "" && answers(o) {
+			s.Answer = string(o.Answer)
+		}
+		if s.Answer != string(o.Answer) {
+			return nil
+		}
+		return self()
+	case resMismatch:
+		if st.end || (s.Kind != free && s.Body != o.Body) {
+			return self()
+		}
+		return nil
+	case resInProgress:
+		if st.end || (s.Kind == held && (s.Body == o.Body || m.otherBodyMayBeBusy)) {
+			return self()
+		}
+		return nil
+	case resIndeterminate:
+		if st.end || (s.Kind == indeterminate && s.Body == o.Body) {
+			return self()
+		}
+		return nil
+	case resUnknown, resUnavailable, resHandlerFailed, resNoAnswer:
+		if !o.Faulted && o.result != resNoAnswer {
+			return nil
+		}
+		if !st.end {
+			out := self()
+			if s.Kind == free {
+				out = append(out, keyState{Kind: held, Body: o.Body, Holder: o.ID})
+			}
+			return out
+		}
+		if s.Kind != held || s.Holder != o.ID {
+			return self()
+		}
+		if !o.Faulted {
+			// A client that hung up: the engine finishes its request, or
+			// rolls it back and releases the key; it never leaves the key
+			// held.
+			return []keyState{{Kind: done, Body: o.Body, Holder: phantom}, {Holder: phantom}}
+		}
+		out := []keyState{{Kind: held, Body: o.Body, Holder: phantom}}
+		if m.transactional || o.result != resNoAnswer {
+			// Rolled back, or released by an engine that knows its
+			// handler did not run. A non-transactional request that got
+			// no answer may have run its handler: its claim can only be
+			// judged, never vanish.
+			out = append(out, keyState{Holder: phantom})
+		}
+		return out
+	}
+	return nil
+}
+
+// answers reports whether o's answer is one the handler gives to o's body.
+func answers(o *op) bool {
+	return bytes.HasPrefix(o.Answer, []byte(`{"run":"`)) &&
+		bytes.HasSuffix(o.Answer, []byte(`","request":`+o.Body+`}`))
+}

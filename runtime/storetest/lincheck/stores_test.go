@@ -1,0 +1,268 @@
+package lincheck
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
+	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
+)
+
+const redisURLEnv = "IDEMGEN_TEST_REDIS_URL"
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = crand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// The in-memory store lives in the service's process, so the only fault
+// that leaves it standing is a client that hangs up.
+func TestLinearizableMemory(t *testing.T) {
+	effects := filepath.Join(t.TempDir(), "effects")
+	checkRun(t, run{
+		name:    "memory",
+		env:     []string{envService + "=memory", envEffects + "=" + effects},
+		hangUps: true,
+		effects: fileEffects(effects),
+	})
+}
+
+// SQLite is embedded: the service is killed with -9 and restarted on the
+// same file while its transactions are open.
+func TestLinearizableSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idem.db")
+	ctx := context.Background()
+	s, err := sqlitestore.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec("CREATE TABLE lin_effects (key TEXT NOT NULL, run TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := run{
+		name:    "sqlite",
+		model:   model{transactional: true},
+		env:     []string{envService + "=sqlite", envTarget + "=" + path},
+		hangUps: true,
+		kill:    true,
+		effects: func() (map[string][]string, error) {
+			s, err := sqlitestore.Open(ctx, path)
+			if err != nil {
+				return nil, err
+			}
+			defer s.Close()
+			rows, err := s.DB().QueryContext(ctx, "SELECT key, run FROM lin_effects")
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			return readEffects(rows)
+		},
+	}
+	checkRun(t, r)
+}
+
+// PostgreSQL is reached through a fault proxy; besides the proxy's faults
+// its backends are terminated and the service is killed with -9.
+func TestLinearizablePostgreSQL(t *testing.T) {
+	_, base := pgstoretest.New(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE lin_effects (key text NOT NULL, run text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := u.Host
+	if !strings.Contains(host, ":") {
+		host += ":5432"
+	}
+	p := newProxy(t, host)
+	app := "lincheck_" + randomHex(6)
+	u.Host = p.addr()
+	q := u.Query()
+	q.Set("application_name", app)
+	q.Set("pool_max_conns", "8")
+	u.RawQuery = q.Encode()
+
+	terminate := fault{"pg_terminate_backend", func(rng *rand.Rand) {
+		var pids []int32
+		rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", app)
+		if err == nil {
+			pids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+		}
+		if err != nil || len(pids) == 0 {
+			return
+		}
+		_, _ = conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pids[rng.IntN(len(pids))])
+	}}
+	r := run{
+		name: "postgres",
+		// A 409 instead of a 422 to a request whose body differs
+		// from the claim's, while that claim's transaction is open, is a
+		// known deviation of pgstore (model.otherBodyMayBeBusy);
+		// IDEMGEN_LIN_STRICT=1 shows it.
+		model:   model{transactional: true, otherBodyMayBeBusy: os.Getenv(envStrict) == ""},
+		env:     []string{envService + "=postgres", envTarget + "=" + u.String()},
+		faults:  append(proxyFaults(p), terminate),
+		kill:    true,
+		hangUps: true,
+		effects: func() (map[string][]string, error) {
+			rows, err := conn.Query(ctx, "SELECT key, run FROM lin_effects")
+			if err != nil {
+				return nil, err
+			}
+			defer rows.Close()
+			return readEffects(rows)
+		},
+	}
+	checkRun(t, r)
+}
+
+// A single Redis is reached through a fault proxy, and the service is
+// killed with -9.
+func TestLinearizableRedis(t *testing.T) {
+	raw := os.Getenv(redisURLEnv)
+	if raw == "" {
+		t.Skip(redisURLEnv + " is unset; set it to a Redis URL (redis://host:port/db) to run the Redis tests")
+	}
+	opt, err := redis.ParseURL(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProxy(t, opt.Addr)
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.addr()
+	prefix := "lincheck:" + randomHex(6) + ":"
+	t.Cleanup(func() {
+		c := redis.NewClient(opt)
+		defer c.Close()
+		if err := redistest.DeleteUnder(context.Background(), c, prefix); err != nil {
+			t.Errorf("delete the run's keys: %v", err)
+		}
+	})
+	effects := filepath.Join(t.TempDir(), "effects")
+	checkRun(t, run{
+		name:    "redis",
+		env:     []string{envService + "=redis", envTarget + "=" + u.String(), envPrefix + "=" + prefix, envEffects + "=" + effects},
+		faults:  proxyFaults(p),
+		kill:    true,
+		hangUps: true,
+		effects: fileEffects(effects),
+	})
+}
+
+// A Redis Cluster of three masters with a replica each, every node
+// reached through a fault proxy of its own. Besides the proxies' faults
+// and kill -9 of the service, a replica takes its master's place by a
+// manual failover (CLUSTER FAILOVER, which waits for the replica to catch
+// up, so no acknowledged write is lost).
+func TestLinearizableRedisCluster(t *testing.T) {
+	if os.Getenv(redisURLEnv) == "" {
+		t.Skip(redisURLEnv + " is unset; set it to a Redis URL (redis://host:port/db) to run the Redis tests")
+	}
+	addrs, stop, err := redistest.StartReplicatedCluster(redistest.Masters, 1)
+	if err != nil {
+		t.Fatalf("start a Redis Cluster: %v", err)
+	}
+	t.Cleanup(stop)
+	var ps []*proxy
+	var routes []string
+	for _, a := range addrs {
+		p := newProxy(t, a)
+		ps = append(ps, p)
+		routes = append(routes, a+"="+p.addr())
+	}
+	effects := filepath.Join(t.TempDir(), "effects")
+	checkRun(t, run{
+		name: "redis-cluster",
+		env: []string{envService + "=cluster", envTarget + "=" + strings.Join(addrs, ","),
+			envRoutes + "=" + strings.Join(routes, ","), envPrefix + "=lincheck:", envEffects + "=" + effects},
+		faults:  append(proxyFaults(ps...), failover(t, addrs)),
+		kill:    true,
+		hangUps: true,
+		effects: fileEffects(effects),
+	})
+}
+
+// failover promotes a random replica of the cluster at addrs in its
+// master's place, and returns once it serves as master.
+func failover(t *testing.T, addrs []string) fault {
+	return fault{"failover", func(rng *rand.Rand) {
+		ctx := context.Background()
+		var replicas []string
+		for _, a := range addrs {
+			c := redis.NewClient(&redis.Options{Addr: a})
+			role, err := c.Do(ctx, "ROLE").Slice()
+			_ = c.Close()
+			if err == nil && len(role) > 0 && role[0] == "slave" {
+				replicas = append(replicas, a)
+			}
+		}
+		if len(replicas) == 0 {
+			t.Errorf("failover: no replica among %v", addrs)
+			return
+		}
+		c := redis.NewClient(&redis.Options{Addr: replicas[rng.IntN(len(replicas))]})
+		defer c.Close()
+		if err := c.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+			t.Errorf("CLUSTER FAILOVER: %v", err)
+			return
+		}
+		for range 500 {
+			if role, err := c.Do(ctx, "ROLE").Slice(); err == nil && len(role) > 0 && role[0] == "master" {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Errorf("failover: the replica was not promoted within 5s")
+	}}
+}
+
+// rows is what *sql.Rows and pgx.Rows share.
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// readEffects collects key → run ids from the rows of the effects table.
+func readEffects(rs rows) (map[string][]string, error) {
+	out := map[string][]string{}
+	for rs.Next() {
+		var k, r string
+		if err := rs.Scan(&k, &r); err != nil {
+			return nil, err
+		}
+		out[k] = append(out[k], r)
+	}
+	return out, rs.Err()
+}

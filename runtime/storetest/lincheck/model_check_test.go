@@ -48,6 +48,8 @@ func TestModelVerdicts(t *testing.T) {
 		{"outcome-unknown after a lost request", []*op{lost(0, 10), problem(20, 30, body, http.StatusConflict, idem.ProblemOutcomeUnknown)}, false, true},
 		{"409 after a lost request", []*op{lost(0, 10), problem(20, 30, body, http.StatusConflict, idem.ProblemInProgress)}, false, true},
 		{"a second execution after a lost request, transactional", []*op{lost(0, 10), executed(20, 30)}, true, true},
+		{"an execution after a hang-up during a fault", []*op{{Body: body, Call: 0, Return: 10, Err: "context canceled", HungUp: true, Faulted: true}, problem(2, 4, body, http.StatusConflict, idem.ProblemInProgress), executed(20, 30)}, false, true},
+		{"an execution after a lost request, not transactional", []*op{lost(0, 10), problem(12, 14, body, http.StatusConflict, idem.ProblemInProgress), executed(20, 30)}, false, false},
 		{"an execution after outcome-unknown", []*op{lost(0, 10), problem(20, 30, body, http.StatusConflict, idem.ProblemOutcomeUnknown), executed(40, 50)}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -283,11 +283,12 @@ func (m model) apply(s keyState, st step) []keyState {
 			return []keyState{{Kind: done, Body: o.Body, Holder: phantom}, {Holder: phantom}}
 		}
 		out := []keyState{{Kind: held, Body: o.Body, Holder: phantom}}
-		if m.transactional || o.result != resNoAnswer {
+		if m.transactional || o.result != resNoAnswer || o.HungUp {
 			// Rolled back, or released by an engine that knows its
-			// handler did not run. A non-transactional request that got
-			// no answer may have run its handler: its claim can only be
-			// judged, never vanish.
+			// handler did not run (a client that hung up before it did).
+			// A non-transactional request whose service died may have
+			// run its handler: its claim can only be judged, never
+			// vanish.
 			out = append(out, keyState{Holder: phantom})
 		}
 		return out

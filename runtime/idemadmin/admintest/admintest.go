@@ -76,12 +76,15 @@ type fixture struct {
 	tokens map[string]string
 }
 
+// labelSecret labels the fixture's keys.
+const labelSecret = "admintest-label-secret-0123456789"
+
 // body is the completed key's stored response body.
 const body = `{"id":"tr_1"}`
 
 func newFixture(t *testing.T, s Store) *fixture {
 	t.Helper()
-	f := &fixture{store: s, admin: idemadmin.New(s, []byte("admintest-label-secret-0123456789")), tokens: map[string]string{}}
+	f := &fixture{store: s, admin: idemadmin.New(s, []byte(labelSecret)), tokens: map[string]string{}}
 	ctx := context.Background()
 	f.claim(t, keyCompleted, operation, idem.FailClosed)
 	resp := idem.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}

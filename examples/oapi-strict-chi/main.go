@@ -28,6 +28,8 @@ import (
 
 //go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.yaml openapi.yaml
 //go:generate go tool idemgen generate --config idemgen.yaml
+//go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.stdhttp.yaml openapi.yaml
+//go:generate go tool idemgen generate --config idemgen.stdhttp.yaml
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

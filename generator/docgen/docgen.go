@@ -7,11 +7,13 @@ package docgen
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 
 	"github.com/idemgen/idemgen/generator/internal/describe"
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/templates"
 )
 
@@ -28,6 +30,28 @@ type page struct {
 	Title      string
 	Version    string
 	Operations []operation
+	Errors     []errorRow
+}
+
+// errorRow is one problem type a client can meet, as the Errors table
+// lists it.
+type errorRow struct {
+	Status                int
+	Name, Meaning, Advice string
+}
+
+// errorRows lists the engine's answers that client docs describe
+// (runtime/problem), by status; answers of one status keep the table's
+// order.
+func errorRows() []errorRow {
+	var rows []errorRow
+	for _, a := range problem.Answers() {
+		if a.Meaning() != "" {
+			rows = append(rows, errorRow{Status: a.Status(), Name: a.Name(), Meaning: a.Meaning(), Advice: a.Advice()})
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b errorRow) int { return a.Status - b.Status })
+	return rows
 }
 
 // operation holds one operation's policy as finished phrases, so the
@@ -55,7 +79,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docgen: parse template: %w", err)
 	}
-	p := page{Source: commentText(opts.Source), Title: text(spec.Title), Version: text(spec.Version)}
+	p := page{Source: commentText(opts.Source), Title: text(spec.Title), Version: text(spec.Version), Errors: errorRows()}
 	for _, op := range spec.Operations {
 		p.Operations = append(p.Operations, describeOp(op))
 	}

@@ -1,11 +1,13 @@
 package docgen
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 func spec() *model.Spec {
@@ -74,5 +76,23 @@ func TestEmitNoOperations(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "No operation of this API accepts an idempotency key.") || strings.Contains(string(out), "## Errors") {
 		t.Errorf("unexpected page for an empty spec:\n%s", out)
+	}
+}
+
+// The Errors table lists every answer of the engine that client docs
+// describe (runtime/problem), as the engine names it.
+func TestEmitListsTheEngineAnswers(t *testing.T) {
+	out, err := Emit(spec(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range problem.Answers() {
+		if a.Meaning() == "" {
+			continue
+		}
+		row := fmt.Sprintf("| %d | `%s` | %s | %s |\n", a.Status(), a.Name(), a.Meaning(), a.Advice())
+		if !strings.Contains(string(out), row) {
+			t.Errorf("the Errors table lacks %q", row)
+		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/idemgen/idemgen/generator/internal/describe"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // Version is the Overlay Specification version the document follows.
@@ -268,26 +269,29 @@ func problemResponses(required bool, schema string) []response {
 			"schema", mapping("type", str("integer"), "minimum", integer(1)),
 		))
 	}
-	bad := "invalid-idempotency-key: the key is empty, too long, or not visible ASCII; send a valid key."
-	if required {
-		bad = "missing-idempotency-key: this operation requires a key; " + bad
+	// The statuses the overlay adds to every protected operation; a
+	// Retry-After header comes with those whose answers say when to retry.
+	statuses := [...]struct {
+		code       int
+		retryAfter bool
+	}{{400, false}, {409, true}, {422, false}, {503, true}}
+	var out []response
+	for _, st := range statuses {
+		var says []string
+		for _, a := range problem.Answers() {
+			if a.Status() != st.code || a.Meaning() == "" || (a.Name() == problem.MissingKey && !required) {
+				continue
+			}
+			says = append(says, a.Name()+": "+a.Meaning()+". "+sentence(a.Advice())+".")
+		}
+		node := mapping("description", str(strings.Join(says, " ")))
+		if st.retryAfter {
+			set(node, "headers", retryAfter())
+		}
+		set(node, "content", content())
+		out = append(out, response{strconv.Itoa(st.code), node})
 	}
-	return []response{
-		{"400", mapping("description", str(bad), "content", content())},
-		{"409", mapping(
-			"description", str("request-in-progress: a request with this key is still running; retry with the same key after Retry-After. "+
-				"outcome-unknown: the server cannot tell whether an earlier request with this key took effect; do not retry, contact support. "+
-				"response-not-replayable: the request ran but its answer was too large to keep; do not retry."),
-			"headers", retryAfter(),
-			"content", content(),
-		)},
-		{"422", mapping("description", str("idempotency-key-reused: this key was used for a different request; use a new key for a new request."), "content", content())},
-		{"503", mapping(
-			"description", str("idempotency-store-unavailable: the server could not record the key and did nothing; retry with the same key after Retry-After."),
-			"headers", retryAfter(),
-			"content", content(),
-		)},
-	}
+	return out
 }
 
 func replayedHeader() *yaml.Node {
@@ -298,9 +302,11 @@ func replayedHeader() *yaml.Node {
 }
 
 func problemSchema() *yaml.Node {
-	names := []string{
-		"missing-idempotency-key", "invalid-idempotency-key", "request-in-progress", "outcome-unknown",
-		"response-not-replayable", "idempotency-key-reused", "idempotency-store-unavailable",
+	var names []string
+	for _, a := range problem.Answers() {
+		if a.Meaning() != "" && !slices.Contains(names, a.Name()) {
+			names = append(names, a.Name())
+		}
 	}
 	slices.Sort(names)
 	return mapping(
@@ -349,4 +355,12 @@ func spelled(d time.Duration) string {
 		}
 	}
 	return d.String()
+}
+
+// sentence starts s with a capital letter.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator"
 	"github.com/idemgen/idemgen/generator/overlay"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // bare declares neither the key parameter nor any problem answer.
@@ -73,12 +74,18 @@ func augment(t *testing.T, file string) (*openapi3.T, []byte, []byte) {
 	return doc, files["api/overlay.yaml"], out
 }
 
-func TestAugmentBareSpec(t *testing.T) {
+// augmentBare augments the bare spec, which declares no problem answers.
+func augmentBare(t *testing.T) (*openapi3.T, []byte, []byte) {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "openapi.yaml")
 	if err := os.WriteFile(file, []byte(bare), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	doc, ov, out := augment(t, file)
+	return augment(t, file)
+}
+
+func TestAugmentBareSpec(t *testing.T) {
+	doc, ov, out := augmentBare(t)
 	op := doc.Paths.Find("/orders/{id}").Post
 	key := op.Parameters.GetByInAndName("header", "Idempotency-Key")
 	if key == nil || !key.Required || key.Schema.Value.MaxLength == nil || *key.Schema.Value.MaxLength != 255 || key.Example != nil {
@@ -267,5 +274,29 @@ paths:
 	doc, _, _ = augment(t, file)
 	if d := doc.Paths.Find("/pay").Post.Responses.Value("201").Value.Description; d == nil || *d != "paid 👍" {
 		t.Errorf("description %v, want the emoji decoded", d)
+	}
+}
+
+// The problem answers the overlay adds name every answer the engine gives
+// with their status (runtime/problem), and the problem schema names every
+// type a client can act on.
+func TestAugmentDescribesTheEngineAnswers(t *testing.T) {
+	doc, _, _ := augmentBare(t)
+	op := doc.Paths.Find("/orders/{id}").Post
+	schema := doc.Components.Schemas[overlay.ProblemSchema].Value.Description
+	for _, a := range problem.Answers() {
+		if a.Meaning() == "" {
+			continue
+		}
+		if !strings.Contains(schema, a.Name()) {
+			t.Errorf("the problem schema does not name %s: %q", a.Name(), schema)
+		}
+		r := op.Responses.Status(a.Status())
+		if r == nil {
+			continue // the overlay adds only 400, 409, 422 and 503
+		}
+		if d := *r.Value.Description; !strings.Contains(d, a.Name()+": "+a.Meaning()) {
+			t.Errorf("response %d does not describe %s: %q", a.Status(), a.Name(), d)
+		}
 	}
 }

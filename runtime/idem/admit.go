@@ -10,11 +10,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/key"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // verdict is what admission decided about a request.
@@ -37,8 +37,7 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 	op := q.op
 	tenant, ok := e.tenant(r)
 	if !ok || tenant == "" {
-		return Claim{}, refused, e.problem(ProblemTenantUnresolved, http.StatusInternalServerError,
-			"Tenant not resolved", "The server could not tell which tenant this request belongs to, so it did not run it. Contact support.")
+		return Claim{}, refused, e.answer(problem.TenantNotResolved)
 	}
 	q.tenant, q.event.Tenant = tenant, tenant
 
@@ -125,12 +124,10 @@ func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, e.maxBody+1))
 	_ = r.Body.Close()
 	if err != nil {
-		return nil, e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
-			"The request body could not be read completely. Retry with the same idempotency key."), false
+		return nil, e.answer(problem.BodyUnread), false
 	}
 	if int64(len(body)) > e.maxBody {
-		return nil, e.problem(ProblemBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large",
-			"The request body is larger than "+strconv.FormatInt(e.maxBody, 10)+" bytes."), false
+		return nil, e.answer(problem.BodyTooBig, e.maxBody), false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
@@ -208,8 +205,7 @@ func (p Policy) scopeID() string {
 // one, otherwise the handler runs with no idempotency.
 func (e *Engine) noKey(w http.ResponseWriter, r *http.Request, q *request, next http.Handler) {
 	if q.op.Required {
-		e.reject(w, q, e.problem(ProblemMissingKey, http.StatusBadRequest, "Idempotency key required",
-			"This operation requires an idempotency key in "+keyPlace(q.op.Key)+". Send a unique key per logical request and reuse it on retries."))
+		e.reject(w, q, e.answer(problem.KeyRequired, keyPlace(q.op.Key)))
 		return
 	}
 	q.event.Outcome = OutcomeNoKey
@@ -218,8 +214,7 @@ func (e *Engine) noKey(w http.ResponseWriter, r *http.Request, q *request, next 
 
 // keyProblem answers a key that breaks the rules of docs/semantics.md §2.
 func (e *Engine) keyProblem(op *operation, err error) Problem {
-	return e.problem(ProblemInvalidKey, http.StatusBadRequest, "Invalid idempotency key",
-		err.Error()+". Send a key of 1 to "+strconv.Itoa(op.KeyMaxLength)+" visible ASCII characters.")
+	return e.answer(problem.KeyInvalid, err.Error(), op.KeyMaxLength)
 }
 
 // bodyProblem answers a body the engine cannot read: 415 for a media type
@@ -230,12 +225,10 @@ func (e *Engine) bodyProblem(op *operation, err error) Problem {
 		if op.Fingerprint.MediaType != "" {
 			takes = op.Fingerprint.MediaType
 		}
-		return e.problem(ProblemUnsupportedMediaType, http.StatusUnsupportedMediaType, "Unsupported media type",
-			"This operation takes a body of type "+takes+"; send it with that Content-Type. The idempotency key was not used.")
+		return e.answer(problem.MediaTypeUnsupported, takes)
 	}
 	why := strings.TrimPrefix(err.Error(), fingerprint.ErrBody.Error()+": ")
-	return e.problem(ProblemInvalidBody, http.StatusBadRequest, "Request body could not be read",
-		"The request body is not well-formed ("+why+"). Fix it and retry; the idempotency key was not used.")
+	return e.answer(problem.BodyMalformed, why)
 }
 
 func keyPlace(k KeySource) string {

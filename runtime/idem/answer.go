@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // reject answers a request refused before any claim (admission, or a
@@ -23,12 +25,12 @@ func (e *Engine) send(w http.ResponseWriter, q *request, p Problem) {
 // answerExisting answers a request that lost its claim (docs/semantics.md §3.5).
 func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *request, c Claim, rec Record) {
 	if !bytes.Equal(rec.Fingerprint, c.Fingerprint) || rec.Operation != c.Operation {
-		detail := "This idempotency key was already used for a different request. Use a new key for a new request."
+		reused := problem.KeyReusedRequest
 		if rec.Operation != c.Operation {
-			detail = "This idempotency key was already used for another operation. Use a new key for a new request."
+			reused = problem.KeyReusedOperation
 		}
 		q.event.Outcome = OutcomeMismatch
-		e.send(w, q, e.problem(ProblemKeyReused, http.StatusUnprocessableEntity, "Idempotency key reused", detail))
+		e.send(w, q, e.answer(reused))
 		return
 	}
 	q.event.State = rec.State
@@ -40,9 +42,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *reque
 				status = rec.Response.Status
 			}
 			q.event.Outcome = OutcomeNotReplayable
-			e.send(w, q, e.problem(ProblemNotReplayable, http.StatusConflict, "Response not replayable",
-				"The request with this key completed with status "+strconv.Itoa(status)+
-					", but its response was too large to keep. Look the result up with a read request."))
+			e.send(w, q, e.answer(problem.ResponseTooLarge, status))
 			return
 		}
 		resp, err := e.open(q, c, rec.Response)
@@ -53,8 +53,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *reque
 		e.replay(w, q, resp)
 	case StateInFlight:
 		q.event.Outcome = OutcomeInFlight
-		p := e.problem(ProblemInProgress, http.StatusConflict, "Request in progress",
-			"A request with this idempotency key is still being processed. Retry after the Retry-After delay with the same key.")
+		p := e.answer(problem.StillRunning)
 		p.RetryAfter = e.inFlightRetryAfter(q.op, rec.LeaseRemaining)
 		e.send(w, q, p)
 	default:
@@ -64,8 +63,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *reque
 		// transition, later ones show clients still waiting on an operator.
 		e.log.WarnContext(r.Context(), "idempotency key is indeterminate (outcome unknown); answered 409 until an operator resolves it with idemgen keys",
 			"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key))
-		e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusConflict, "Outcome unknown",
-			"A request with this idempotency key was interrupted and its outcome is unknown. Do not retry; contact support to resolve it."))
+		e.send(w, q, e.answer(problem.Interrupted))
 	}
 }
 
@@ -103,8 +101,7 @@ func (e *Engine) unreadable(w http.ResponseWriter, r *http.Request, q *request, 
 	q.event.Outcome, q.event.Err = OutcomeStoreError, err
 	e.log.ErrorContext(r.Context(), "the stored response of an idempotency key cannot be opened; nothing was replayed",
 		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key), "err", err)
-	e.send(w, q, e.problem(ProblemResponseUnreadable, http.StatusInternalServerError, "Stored response unreadable",
-		"The server cannot read the stored result of the request with this key, so it did not resend it. Contact support; do not retry with a new key."))
+	e.send(w, q, e.answer(problem.ResponseNotReadable))
 }
 
 func (e *Engine) fenced(w http.ResponseWriter, r *http.Request, q *request, rec *recorder, err error) {
@@ -115,8 +112,7 @@ func (e *Engine) fenced(w http.ResponseWriter, r *http.Request, q *request, rec 
 		q.event.Status = rec.statusCode()
 		return
 	}
-	p := e.problem(ProblemInProgress, http.StatusConflict, "Request in progress",
-		"Another attempt with this idempotency key took over. Retry with the same key to get its result.")
+	p := e.answer(problem.TakenOver)
 	p.RetryAfter = 1
 	e.send(w, q, p)
 }
@@ -129,8 +125,7 @@ func (e *Engine) outcomeUnknown(w http.ResponseWriter, r *http.Request, q *reque
 	q.event.Outcome, q.event.Err = OutcomeIndeterminate, err
 	e.log.ErrorContext(r.Context(), "transactional request's writes may or may not be durable; the key's outcome is unknown",
 		"operation", q.op.OperationID, "tenant", q.tenant, "key", e.keyLabel(q.key), "err", err)
-	e.send(w, q, e.problem(ProblemOutcomeUnknown, http.StatusInternalServerError, "Outcome unknown",
-		"The server cannot confirm whether this request took effect. Do not retry; contact support to resolve it."))
+	e.send(w, q, e.answer(problem.CommitUnknown))
 }
 
 // noAnswer ends a request whose handler returned without writing a status
@@ -140,8 +135,7 @@ func (e *Engine) noAnswer(w http.ResponseWriter, r *http.Request, q *request, st
 	q.event.Outcome, q.event.Status = OutcomeNoAnswer, http.StatusInternalServerError
 	e.log.WarnContext(r.Context(), "handler returned without an answer; its idempotency claim was abandoned",
 		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "client_gone", r.Context().Err() != nil, "store_err", storeErr)
-	e.problem(ProblemHandlerFailed, http.StatusInternalServerError, "Request failed",
-		"The server ended the request without an answer. Retry with the same idempotency key; if the answer is an outcome-unknown problem, contact support.").Write(w)
+	e.answer(problem.HandlerSilent).Write(w)
 }
 
 func (e *Engine) handlerPanicked(w http.ResponseWriter, r *http.Request, q *request, rec *recorder, v any, storeErr error) {
@@ -157,16 +151,14 @@ func (e *Engine) handlerPanicked(w http.ResponseWriter, r *http.Request, q *requ
 		// a clean error any more.
 		panic(http.ErrAbortHandler)
 	}
-	e.problem(ProblemHandlerFailed, http.StatusInternalServerError, "Request failed",
-		"The request failed inside the server. Retry with the same idempotency key; if the answer is an outcome-unknown problem, contact support.").Write(w)
+	e.answer(problem.HandlerPanicked).Write(w)
 }
 
 func (e *Engine) storeUnavailable(w http.ResponseWriter, r *http.Request, q *request, step string, err error) {
 	q.event.Outcome, q.event.Err = OutcomeStoreError, err
 	e.log.ErrorContext(r.Context(), "idempotency store failed; the handler was not run or its writes were rolled back",
 		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "step", step, "err", err)
-	p := e.problem(ProblemStoreUnavailable, http.StatusServiceUnavailable, "Idempotency store unavailable",
-		"The server could not record the idempotency key, so it did not process the request. Retry later with the same key.")
+	p := e.answer(problem.StoreFailed)
 	p.RetryAfter = storeUnavailableRetryAfter
 	e.send(w, q, p)
 }

@@ -1,6 +1,10 @@
 package idem
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/idemgen/idemgen/runtime/problem"
+)
 
 // clientGone answers a request whose client has hung up (its context is
 // done) before its claim or before its handler, and reports whether it
@@ -13,8 +17,7 @@ func (e *Engine) clientGone(w http.ResponseWriter, r *http.Request, q *request) 
 		return false
 	}
 	q.event.Outcome, q.event.Err = OutcomeClientGone, r.Context().Err()
-	p := e.problem(ProblemClientGone, http.StatusServiceUnavailable, "Client gone",
-		"The client hung up before the request was processed; nothing was done. Retry with the same idempotency key.")
+	p := e.answer(problem.ClientLeft)
 	p.RetryAfter = 1
 	e.send(w, q, p)
 	return true

@@ -3,10 +3,10 @@ package idem
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // Middleware protects every request whose method and path match a policy's
@@ -114,8 +114,7 @@ type routeHandler interface {
 func (e *Engine) refuseRoute(w http.ResponseWriter, r *http.Request, op *operation, why string) {
 	e.log.ErrorContext(r.Context(), "idempotency policy cannot be applied; the request was refused and its handler not run",
 		"operation", op.OperationID, "method", r.Method, "path", r.URL.EscapedPath(), "reason", why)
-	e.refuse(w, r, op, e.problem(ProblemRouteMismatch, http.StatusInternalServerError, "Request not routed to its policy",
-		"The server could not apply this operation's idempotency policy to the request, so it did not run it. Contact support."))
+	e.refuse(w, r, op, e.answer(problem.RouteNotApplied))
 }
 
 // refuse answers a request of op with p before any of op's policy is
@@ -141,13 +140,11 @@ func idempotentMethod(m string) bool {
 // nor idempotent by definition, reaching a per-route Handler.
 func (e *Engine) refuseMethod(w http.ResponseWriter, r *http.Request, op *operation) {
 	w.Header().Set("Allow", op.Method)
-	e.refuse(w, r, op, e.problem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
-		"This route takes "+op.Method+" for operation "+op.OperationID+"; the method "+strconv.Quote(r.Method)+" was not run."))
+	e.refuse(w, r, op, e.answer(problem.MethodRefused, op.Method, op.OperationID, r.Method))
 }
 
 // refusePath answers a path that a path-cleaning router would serve as a
 // protected operation.
 func (e *Engine) refusePath(w http.ResponseWriter, r *http.Request, op *operation) {
-	e.refuse(w, r, op, e.problem(ProblemNonCanonicalPath, http.StatusBadRequest, "Path not canonical",
-		"The request path is not in canonical form (an empty or dot segment, a needless escape, or a parameter value holding the text that follows the parameter). Send it to "+op.Path+" exactly, with the same idempotency key."))
+	e.refuse(w, r, op, e.answer(problem.PathNotCanonical, op.Path))
 }

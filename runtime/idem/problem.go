@@ -4,35 +4,41 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
-// The problem type names of docs/semantics.md §3.8. Each is appended to the engine's
-// ProblemBase to form the RFC 9457 type URI; they are stable and documented
-// in docs/http.md, so clients may switch on them.
+// The problem type names of docs/semantics.md §3.8, as runtime/problem
+// defines them. Each is appended to the engine's ProblemBase to form the
+// RFC 9457 type URI; they are stable and documented in docs/http.md, so
+// clients may switch on them.
 const (
-	ProblemMissingKey           = "missing-idempotency-key"
-	ProblemInvalidKey           = "invalid-idempotency-key"
-	ProblemKeyReused            = "idempotency-key-reused"
-	ProblemInProgress           = "request-in-progress"
-	ProblemOutcomeUnknown       = "outcome-unknown"
-	ProblemNotReplayable        = "response-not-replayable"
-	ProblemStoreUnavailable     = "idempotency-store-unavailable"
-	ProblemInvalidBody          = "invalid-request-body"
-	ProblemBodyTooLarge         = "request-body-too-large"
-	ProblemUnsupportedMediaType = "unsupported-media-type"
-	ProblemTenantUnresolved     = "tenant-unresolved"
-	ProblemTransactionMissing   = "transaction-unavailable"
-	ProblemHandlerFailed        = "handler-failed"
-	ProblemRouteMismatch        = "route-mismatch"
-	ProblemNonCanonicalPath     = "non-canonical-path"
-	ProblemMethodNotAllowed     = "method-not-allowed"
-	ProblemResponseUnreadable   = "stored-response-unreadable"
-	ProblemClientGone           = "client-gone"
-	defaultProblemBase          = "https://idemgen.dev/problems/"
-	problemContentType          = "application/problem+json"
-	headerIdempotentReplayed    = "Idempotent-Replayed"
-	headerRetryAfter            = "Retry-After"
-	storeUnavailableRetryAfter  = 2
+	ProblemMissingKey           = problem.MissingKey
+	ProblemInvalidKey           = problem.InvalidKey
+	ProblemKeyReused            = problem.KeyReused
+	ProblemInProgress           = problem.InProgress
+	ProblemOutcomeUnknown       = problem.OutcomeUnknown
+	ProblemNotReplayable        = problem.NotReplayable
+	ProblemStoreUnavailable     = problem.StoreUnavailable
+	ProblemInvalidBody          = problem.InvalidBody
+	ProblemBodyTooLarge         = problem.BodyTooLarge
+	ProblemUnsupportedMediaType = problem.UnsupportedMediaType
+	ProblemTenantUnresolved     = problem.TenantUnresolved
+	ProblemTransactionMissing   = problem.TransactionMissing
+	ProblemHandlerFailed        = problem.HandlerFailed
+	ProblemRouteMismatch        = problem.RouteMismatch
+	ProblemNonCanonicalPath     = problem.NonCanonicalPath
+	ProblemMethodNotAllowed     = problem.MethodNotAllowed
+	ProblemResponseUnreadable   = problem.ResponseUnreadable
+	ProblemClientGone           = problem.ClientGone
+)
+
+const (
+	defaultProblemBase         = "https://idemgen.dev/problems/"
+	problemContentType         = "application/problem+json"
+	headerIdempotentReplayed   = "Idempotent-Replayed"
+	headerRetryAfter           = "Retry-After"
+	storeUnavailableRetryAfter = 2
 )
 
 // Problem is an RFC 9457 problem details object.
@@ -64,7 +70,13 @@ func (p Problem) Write(w http.ResponseWriter) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-// problem builds the Problem of one of the engine's own answers.
-func (e *Engine) problem(name string, status int, title, detail string) Problem {
-	return Problem{Type: e.problemBase + name, Title: title, Status: status, Detail: detail}
+// answer is the Problem of answer a, its detail's verbs filled with args,
+// under the engine's ProblemBase.
+func (e *Engine) answer(a problem.Answer, args ...any) Problem {
+	return answerUnder(e.problemBase, a, args...)
+}
+
+// answerUnder is the Problem of answer a under base.
+func answerUnder(base string, a problem.Answer, args ...any) Problem {
+	return Problem{Type: base + a.Name(), Title: a.Title(), Status: a.Status(), Detail: a.Detail(args...)}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // TxFrom returns the transaction of a transactional operation's request,
@@ -66,20 +68,11 @@ func problemBase(r *http.Request) string {
 // the handler asked for it: the handler did not run, and the engine
 // releases the key, so a retry runs it.
 func (t *txHandler[Tx]) unavailable(w http.ResponseWriter, base string) {
-	Problem{
-		Type:       base + ProblemStoreUnavailable,
-		Title:      "Idempotency store unavailable",
-		Status:     http.StatusServiceUnavailable,
-		Detail:     "The server could not begin this request's transaction, so it did not process the request. Retry later with the same key.",
-		RetryAfter: storeUnavailableRetryAfter,
-	}.Write(w)
+	p := answerUnder(base, problem.TxNotBegun)
+	p.RetryAfter = storeUnavailableRetryAfter
+	p.Write(w)
 }
 
 func (t *txHandler[Tx]) refuse(w http.ResponseWriter, base string) {
-	Problem{
-		Type:   base + ProblemTransactionMissing,
-		Title:  "Transaction unavailable",
-		Status: http.StatusInternalServerError,
-		Detail: "The server is misconfigured: operation " + t.op + " must run behind the idempotency engine with a transactional store. Contact support.",
-	}.Write(w)
+	answerUnder(base, problem.TxMissing, t.op).Write(w)
 }

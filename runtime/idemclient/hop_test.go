@@ -40,7 +40,7 @@ func do(t *testing.T, tr *Transport, url, body string) (*http.Response, Report) 
 func TestRedirectChainKeepsTheKey(t *testing.T) {
 	s := &script{answers: []func(*http.Request) (*http.Response, error){
 		redirect(307, "/elsewhere"),
-		problem(503, ProblemStoreUnavailable, ""),
+		problemAnswer(503, ProblemStoreUnavailable, ""),
 		redirect(308, "http://other.test/transfers"),
 		answer(201, http.Header{"Idempotent-Replayed": {"true"}}, ""),
 	}}

@@ -12,19 +12,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
-// The server's problem types a client tells apart (docs/semantics.md §3.8). They are
-// restated here, not imported from the engine, so that a client binary
-// does not carry the server; a test keeps the two lists equal.
+// The server's problem types a client tells apart (docs/semantics.md
+// §3.8), from the engine's one
+// table (runtime/problem, which imports only the standard library, so a
+// client binary does not carry the server).
 const (
-	ProblemMissingKey       = "missing-idempotency-key"
-	ProblemInvalidKey       = "invalid-idempotency-key"
-	ProblemKeyReused        = "idempotency-key-reused"
-	ProblemInProgress       = "request-in-progress"
-	ProblemOutcomeUnknown   = "outcome-unknown"
-	ProblemNotReplayable    = "response-not-replayable"
-	ProblemStoreUnavailable = "idempotency-store-unavailable"
+	ProblemMissingKey       = problem.MissingKey
+	ProblemInvalidKey       = problem.InvalidKey
+	ProblemKeyReused        = problem.KeyReused
+	ProblemInProgress       = problem.InProgress
+	ProblemOutcomeUnknown   = problem.OutcomeUnknown
+	ProblemNotReplayable    = problem.NotReplayable
+	ProblemStoreUnavailable = problem.StoreUnavailable
 )
 
 const (

@@ -59,7 +59,7 @@ func answer(status int, header http.Header, body string) func(*http.Request) (*h
 	}
 }
 
-func problem(status int, name string, retryAfter string) func(*http.Request) (*http.Response, error) {
+func problemAnswer(status int, name string, retryAfter string) func(*http.Request) (*http.Response, error) {
 	h := http.Header{"Content-Type": {"application/problem+json"}}
 	if retryAfter != "" {
 		h.Set("Retry-After", retryAfter)
@@ -106,8 +106,8 @@ func post(t *testing.T, tr *Transport, ctx context.Context, url, body string) (*
 func TestRetrySameKeySameBody(t *testing.T) {
 	s := &script{answers: []func(*http.Request) (*http.Response, error){
 		fail(errors.New("connection reset by peer")),
-		problem(409, ProblemInProgress, "1"),
-		problem(503, ProblemStoreUnavailable, "2"),
+		problemAnswer(409, ProblemInProgress, "1"),
+		problemAnswer(503, ProblemStoreUnavailable, "2"),
 		answer(429, nil, ""),
 		answer(500, nil, ""),
 		answer(201, http.Header{"Idempotent-Replayed": {"true"}}, `{"id":"tr_1"}`),
@@ -161,11 +161,11 @@ func TestFinalAnswersNotRetried(t *testing.T) {
 		name   string
 		answer func(*http.Request) (*http.Response, error)
 	}{
-		{"422 key reused", problem(422, ProblemKeyReused, "")},
-		{"409 outcome unknown", problem(409, ProblemOutcomeUnknown, "")},
-		{"409 not replayable", problem(409, ProblemNotReplayable, "")},
+		{"422 key reused", problemAnswer(422, ProblemKeyReused, "")},
+		{"409 outcome unknown", problemAnswer(409, ProblemOutcomeUnknown, "")},
+		{"409 not replayable", problemAnswer(409, ProblemNotReplayable, "")},
 		{"409 of the application", answer(409, nil, `{"error":"insufficient funds"}`)},
-		{"400", problem(400, ProblemInvalidKey, "")},
+		{"400", problemAnswer(400, ProblemInvalidKey, "")},
 		{"404", answer(404, nil, "")},
 		{"certificate", fail(&tlsErr)},
 		{"permanent", fail(fmt.Errorf("quota: %w", ErrPermanent))},
@@ -182,7 +182,7 @@ func TestFinalAnswersNotRetried(t *testing.T) {
 }
 
 func TestFinalBodyReadable(t *testing.T) {
-	s := &script{answers: []func(*http.Request) (*http.Response, error){problem(409, ProblemOutcomeUnknown, "")}}
+	s := &script{answers: []func(*http.Request) (*http.Response, error){problemAnswer(409, ProblemOutcomeUnknown, "")}}
 	tr, _ := newTest(t, s, Config{})
 	req, _ := http.NewRequest(http.MethodPost, "http://api.test/transfers", strings.NewReader("{}"))
 	res, err := tr.RoundTrip(req)
@@ -217,7 +217,7 @@ func TestWithoutPolicy(t *testing.T) {
 func TestGivesUpWithinAttempts(t *testing.T) {
 	var answers []func(*http.Request) (*http.Response, error)
 	for range 3 {
-		answers = append(answers, problem(503, ProblemStoreUnavailable, ""))
+		answers = append(answers, problemAnswer(503, ProblemStoreUnavailable, ""))
 	}
 	s := &script{answers: answers}
 	tr, _ := newTest(t, s, Config{MaxAttempts: 3})
@@ -228,7 +228,7 @@ func TestGivesUpWithinAttempts(t *testing.T) {
 }
 
 func TestRetryAfterBeyondBudget(t *testing.T) {
-	s := &script{answers: []func(*http.Request) (*http.Response, error){problem(409, ProblemInProgress, "10")}}
+	s := &script{answers: []func(*http.Request) (*http.Response, error){problemAnswer(409, ProblemInProgress, "10")}}
 	tr, waits := newTest(t, s, Config{Budget: 5 * time.Second})
 	res, rep, _ := post(t, tr, context.Background(), "http://api.test/transfers", `{}`)
 	if res.StatusCode != 409 || !rep.GaveUp || len(*waits) != 0 {

@@ -35,6 +35,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // Config configures a Shedder.
@@ -72,8 +74,9 @@ const (
 	DefaultProblemBase   = "https://idemgen.dev/problems/"
 )
 
-// ProblemOverloaded is the problem type name of a refusal.
-const ProblemOverloaded = "server-overloaded"
+// ProblemOverloaded is the problem type name of a refusal
+// (problem.AtCapacity).
+const ProblemOverloaded = problem.Overloaded
 
 // Reason says why a request was not served.
 type Reason int
@@ -299,12 +302,8 @@ func (s *Shedder) emptied() {
 func (s *Shedder) refuse(w http.ResponseWriter) {
 	secs := int64(max(1, s.cfg.RetryAfter/time.Second))
 	secs += s.rand(secs + 1)
-	body, err := json.Marshal(problem{
-		Type:   s.cfg.ProblemBase + ProblemOverloaded,
-		Title:  "Server overloaded",
-		Status: http.StatusServiceUnavailable,
-		Detail: "The server is at capacity and did not process this request. Retry after the Retry-After delay; an idempotency key, if you sent one, was not used.",
-	})
+	a := problem.AtCapacity
+	body, err := json.Marshal(details{Type: s.cfg.ProblemBase + a.Name(), Title: a.Title(), Status: a.Status(), Detail: a.Detail()})
 	if err != nil {
 		// A problem holds only strings and an int; Marshal cannot fail.
 		panic(err)
@@ -316,12 +315,12 @@ func (s *Shedder) refuse(w http.ResponseWriter) {
 	h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	// The connection is kept: a refusal is cheap, and closing it would
 	// cost the client a new handshake on its retry.
-	w.WriteHeader(http.StatusServiceUnavailable)
+	w.WriteHeader(a.Status())
 	_, _ = w.Write(body)
 }
 
-// problem is an RFC 9457 problem details object.
-type problem struct {
+// details is an RFC 9457 problem details object.
+type details struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`

@@ -90,7 +90,7 @@ func TestOverCapacityRefusedAtOnce(t *testing.T) {
 	if got := rec.Header().Get("Retry-After"); got != "6" {
 		t.Errorf("Retry-After %q, want 6 (3 s and the largest jitter)", got)
 	}
-	var p problem
+	var p details
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Type != DefaultProblemBase+ProblemOverloaded || p.Status != 503 {
 		t.Errorf("body %q is not the overloaded problem (%v)", rec.Body, err)
 	}

@@ -249,7 +249,7 @@ func TestRetryAfterSpread(t *testing.T) {
 		{4500 * time.Millisecond, 4 * time.Second, 4500 * time.Millisecond},
 	} {
 		s := &script{answers: []func(*http.Request) (*http.Response, error){
-			problem(409, ProblemInProgress, "4"),
+			problemAnswer(409, ProblemInProgress, "4"),
 			answer(201, nil, `{"id":"tr_1"}`),
 		}}
 		tr, waits := newTest(t, s, Config{Budget: c.budget})

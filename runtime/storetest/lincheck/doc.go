@@ -1,6 +1,6 @@
 // Package lincheck checks that the idempotency engine, in front of each
-// store, keeps SEMANTICS' contract as real clients see it while faults
-// are injected. Its tests run a small service on the engine in a child
+// store, keeps the contract of docs/semantics.md as real clients see it
+// while faults are injected. Its tests run a small service on the engine in a child
 // process, send it keyed requests from many concurrent clients (retries,
 // reused keys with another body, fresh keys), record every request's call,
 // return and answer, and check each history with porcupine against a

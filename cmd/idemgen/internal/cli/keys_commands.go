@@ -160,9 +160,9 @@ func (w *which) find(ctx context.Context, s *session) (idemadmin.Entry, error) {
 		if err := s.needSecret(true); err != nil {
 			return e, err
 		}
-		op, err := s.storedName(w.operation)
-		if err != nil {
-			return e, err
+		op, nerr := s.storedName(w.operation)
+		if nerr != nil {
+			return e, nerr
 		}
 		e, err = s.admin.Find(ctx, w.label, idemadmin.Query{Tenant: w.tenant, Operation: op})
 	} else {

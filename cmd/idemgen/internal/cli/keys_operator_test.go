@@ -99,6 +99,10 @@ func TestKeysOperationFollowsARename(t *testing.T) {
 		if code, out, errOut := st.keys(t, "", "show", "--lock", lock, "--label", label, "--operation", "sendTransfer"); code != 0 || !strings.Contains(out, "indeterminate") {
 			t.Fatalf("show --operation sendTransfer: exit %d, stdout %s, stderr %s", code, out, errOut)
 		}
+		// A label under the renamed operation that names no key is not found.
+		if code, _, errOut := st.keys(t, "", "show", "--lock", lock, "--label", "hmac:00000000000000000000", "--operation", "sendTransfer"); code != 1 || !strings.Contains(errOut, "no such key") {
+			t.Fatalf("show of an absent label: exit %d, stderr %s; want no such key", code, errOut)
+		}
 		if code, _, errOut := st.keys(t, "", "list", "--lock", filepath.Join(t.TempDir(), "absent.json"), "--operation", "sendTransfer"); code != 1 || !strings.Contains(errOut, "--lock") {
 			t.Fatalf("list with a missing --lock: exit %d, stderr %s", code, errOut)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/internal/describe"
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/templates"
 )
@@ -132,7 +133,7 @@ func describeOp(op model.Operation) operation {
 	} else {
 		o.Stored = stored + " 5xx responses are not kept, so a retry runs the operation again."
 	}
-	headers := append([]string{"Content-Type", "Content-Language", "Content-Location", "Location"}, p.ReplayHeaders...)
+	headers := append(idem.AlwaysReplayed(), p.ReplayHeaders...)
 	o.ReplayHeaders = "(" + list(quoteAll(headers)) + ")"
 	return o
 }

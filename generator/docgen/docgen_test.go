@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -93,6 +94,19 @@ func TestEmitListsTheEngineAnswers(t *testing.T) {
 		row := fmt.Sprintf("| %d | `%s` | %s | %s |\n", a.Status(), a.Name(), a.Meaning(), a.Advice())
 		if !strings.Contains(string(out), row) {
 			t.Errorf("the Errors table lacks %q", row)
+		}
+	}
+}
+
+// Every operation's page names each header the runtime always replays.
+func TestEmitNamesTheHeadersAlwaysReplayed(t *testing.T) {
+	out, err := Emit(spec(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range idem.AlwaysReplayed() {
+		if n := strings.Count(string(out), "`"+h+"`"); n < len(spec().Operations) {
+			t.Errorf("%s is named %d times, want once per operation (%d)", h, n, len(spec().Operations))
 		}
 	}
 }

@@ -53,7 +53,8 @@
 //     (idempotency-key → Idempotency-Key). replayHeaders refuses headers
 //     that must never be stored: Set-Cookie, rate-limit state, trace and
 //     request ids, Date, framing and hop-by-hop headers, credentials; the
-//     four headers that are always replayed draw a warning.
+//     headers that are always replayed (idem.AlwaysReplayed) draw a
+//     warning.
 //   - Fingerprint pointers (RFC 6901, ~0 and ~1 escapes) follow $ref and
 //     nested properties. allOf members add to a schema's properties. Under
 //     oneOf/anyOf a pointer is accepted when at least one branch has it (a

@@ -177,7 +177,7 @@ func (c *opCheck) checkQuery(params []param, key keySource) {
 
 // checkKeyLength honours the maxLength the spec declares for the key's
 // parameter: without a keyMaxLength of its own the policy takes it (up to
-// the 255 a key may have), and a keyMaxLength that contradicts it is a
+// the key.MaxLength a key may have), and a keyMaxLength that contradicts it is a
 // warning, since clients read the spec and the policy is what the server
 // enforces.
 func (c *opCheck) checkKeyLength(decl *param, what string) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // extension is the OpenAPI extension idemgen reads.
@@ -26,7 +27,7 @@ const (
 	defaultTTL              = 24 * time.Hour
 	defaultLease            = 60 * time.Second
 	defaultKeyHeader        = "Idempotency-Key"
-	defaultKeyMaxLength     = 255
+	defaultKeyMaxLength     = key.MaxLength
 	defaultMaxSnapshotBytes = 1 << 20
 	// maxSnapshotLimit keeps a snapshot storable in every store: PostgreSQL
 	// refuses a bytea value over 1 GB.
@@ -338,12 +339,12 @@ func decodeSize(v *yaml.Node, pos model.Pos, field string, r reporter) setting[i
 
 func decodeKeyMaxLength(v *yaml.Node, pos model.Pos, field string, r reporter) setting[int] {
 	if v.Kind != yaml.ScalarNode || v.Tag != tagInt {
-		r.errorf(pos, field, "must be a whole number from 1 to 255, not %s", describe(v))
+		r.errorf(pos, field, "must be a whole number from 1 to %d, not %s", key.MaxLength, describe(v))
 		return setting[int]{}
 	}
 	var n int64
-	if err := v.Decode(&n); err != nil || n < 1 || n > 255 {
-		r.errorf(pos, field, "must be from 1 to 255, not %s", v.Value)
+	if err := v.Decode(&n); err != nil || n < 1 || n > key.MaxLength {
+		r.errorf(pos, field, "must be from 1 to %d, not %s", key.MaxLength, v.Value)
 		return setting[int]{}
 	}
 	return setting[int]{v: int(n), pos: pos, ok: true}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
@@ -204,8 +205,8 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 		return nil, fmt.Errorf("method %s cannot carry a policy; only POST and PATCH", p.Method)
 	case p.Scope != ScopeOperation && p.Scope != ScopeTenant:
 		return nil, fmt.Errorf("unknown scope %q", p.Scope)
-	case p.KeyMaxLength < 1 || p.KeyMaxLength > 255:
-		return nil, fmt.Errorf("KeyMaxLength %d is outside 1..255", p.KeyMaxLength)
+	case p.KeyMaxLength < 1 || p.KeyMaxLength > key.MaxLength:
+		return nil, fmt.Errorf("KeyMaxLength %d is outside 1..%d", p.KeyMaxLength, key.MaxLength)
 	case p.Lease < time.Microsecond || p.TTL <= p.Lease:
 		// Claim.Check's floor: a shorter lease would fail every claim.
 		return nil, fmt.Errorf("lease %s must be at least 1µs and shorter than ttl %s", p.Lease, p.TTL)

@@ -80,8 +80,7 @@ type Policy struct {
 
 	// MaxSnapshotBytes is the largest response body kept for replay.
 	MaxSnapshotBytes int64
-	// ReplayHeaders are stored and replayed on top of Content-Type,
-	// Content-Language, Content-Location and Location.
+	// ReplayHeaders are stored and replayed on top of AlwaysReplayed.
 	ReplayHeaders []string
 	// CacheServerErrors stores and replays a 500 produced by the handler.
 	CacheServerErrors bool

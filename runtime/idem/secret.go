@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // storedKeyPrefix starts a key stored as its HMAC. A key a client sends is
@@ -37,8 +39,9 @@ func checkSecretLength(field string, s []byte) error {
 }
 
 // inlineMessage bounds the messages MACed on the stack; keys are at most
-// 255 bytes, so only the operator tools, handed a longer string, go past it.
-const inlineMessage = 256
+// key.MaxLength bytes, so only the operator tools, handed a longer string,
+// go past it.
+const inlineMessage = key.MaxLength + 1
 
 // storeSecret is one of Config.Secrets, ready to key HMAC-SHA256 without
 // allocating: the padded key blocks are computed once, and each MAC is two
@@ -92,11 +95,11 @@ func (s *storeSecret) mac(a string, b []byte) [sha256.Size]byte {
 }
 
 // storedKey is the key as the store keeps it under s.
-func (s *storeSecret) storedKey(key string) string {
+func (s *storeSecret) storedKey(k string) string {
 	if s.clear {
-		return key
+		return k
 	}
-	sum := s.mac(key, nil)
+	sum := s.mac(k, nil)
 	var buf [len(storedKeyPrefix) + 2*sha256.Size]byte
 	copy(buf[:], storedKeyPrefix)
 	hex.Encode(buf[len(storedKeyPrefix):], sum[:])

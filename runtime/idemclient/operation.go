@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
@@ -41,8 +42,8 @@ type Operation struct {
 	Path string
 	// Key is where the key is carried.
 	Key Key
-	// KeyMaxLength is the longest key the server accepts; zero is 255, the
-	// extension's default.
+	// KeyMaxLength is the longest key the server accepts; zero is
+	// key.MaxLength, the extension's default.
 	KeyMaxLength int
 	// TTL is how long the server remembers a key after its first use; a
 	// retry after that is a new request.
@@ -53,7 +54,7 @@ type Operation struct {
 }
 
 // defaultKeyMaxLength is the extension's default keyMaxLength.
-const defaultKeyMaxLength = 255
+const defaultKeyMaxLength = key.MaxLength
 
 // route is an operation with its parsed template.
 type route struct {

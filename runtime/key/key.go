@@ -9,6 +9,11 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 )
 
+// MaxLength is the longest key any policy may allow, in characters: a
+// policy's keyMaxLength is from 1 to MaxLength, and MaxLength is its
+// default. The engine, the generator and the client all read it here.
+const MaxLength = 255
+
 // ErrInvalid is wrapped by every error about a key that is present but
 // unusable: the request is answered 400 invalid-idempotency-key.
 var ErrInvalid = errors.New("invalid idempotency key")

@@ -31,7 +31,7 @@ func (l *latency) observe(d time.Duration) {
 func (l *latency) mean() time.Duration { return time.Duration(l.nanos.Load()) }
 
 // inFlightRetryAfter is the Retry-After, in whole seconds, of a 409
-// request-in-progress for a key whose lease has remaining left (SEMANTICS
+// request-in-progress for a key whose lease has remaining left (docs/semantics.md
 // §3.5): about as long as the operation's handler takes (at least 1 s),
 // plus a jitter of up to as much again, so that the retries of one key,
 // and of keys that met a slow moment together, do not come back in

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 
@@ -127,9 +128,17 @@ func describeOp(op model.Operation) operation {
 	} else {
 		o.LeaseExpiry = "its outcome counts as unknown: retries get 409 `outcome-unknown` until an operator resolves the key."
 	}
-	stored := "Every 2xx, 3xx and 4xx response is kept and replayed, except 401, 403, 408, 425 and 429, which a retry runs again."
+	var clientErrs, serverErrs []string
+	for _, s := range idem.NeverStoredStatuses() {
+		if s < 500 {
+			clientErrs = append(clientErrs, strconv.Itoa(s))
+		} else {
+			serverErrs = append(serverErrs, strconv.Itoa(s))
+		}
+	}
+	stored := "Every 2xx, 3xx and 4xx response is kept and replayed, except " + list(clientErrs) + ", which a retry runs again."
 	if p.CacheServerErrors {
-		o.Stored = stored + " A 500 is kept and replayed too; 502, 503 and 504 are not."
+		o.Stored = stored + " A 500 is kept and replayed too; " + list(serverErrs) + " are not."
 	} else {
 		o.Stored = stored + " 5xx responses are not kept, so a retry runs the operation again."
 	}

@@ -2,6 +2,7 @@ package docgen
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,19 @@ func TestEmitNamesTheHeadersAlwaysReplayed(t *testing.T) {
 	for _, h := range idem.AlwaysReplayed() {
 		if n := strings.Count(string(out), "`"+h+"`"); n < len(spec().Operations) {
 			t.Errorf("%s is named %d times, want once per operation (%d)", h, n, len(spec().Operations))
+		}
+	}
+}
+
+// The page names every status the runtime never stores; the server errors
+// among them only where other server errors are kept (cacheServerErrors).
+func TestEmitNamesTheStatusesNeverStored(t *testing.T) {
+	for _, op := range spec().Operations {
+		stored := describeOp(op).Stored
+		for _, s := range idem.NeverStoredStatuses() {
+			if (s < 500 || op.Policy.CacheServerErrors) && !strings.Contains(stored, strconv.Itoa(s)) {
+				t.Errorf("%s: %q does not name %d", op.ID, stored, s)
+			}
 		}
 	}
 }

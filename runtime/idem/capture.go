@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"net/http"
+	"slices"
 )
 
 // recorder captures a handler's response so that it can be stored before the
@@ -132,9 +133,7 @@ func (e *Engine) storable(op *operation, status int) bool {
 // say the request may succeed if sent again; other server errors only when
 // the policy caches them (cacheServerErrors); everything else.
 func Storable(status int, cacheServerErrors bool) bool {
-	switch status {
-	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooEarly,
-		http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	if slices.Contains(NeverStoredStatuses(), status) {
 		return false
 	}
 	if status >= 500 {
@@ -143,6 +142,14 @@ func Storable(status int, cacheServerErrors bool) bool {
 		return cacheServerErrors
 	}
 	return true
+}
+
+// NeverStoredStatuses lists, in order, the statuses whose responses are
+// never stored (Storable): each says the request may succeed if sent
+// again. Generated API docs list them from here.
+func NeverStoredStatuses() []int {
+	return []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooEarly,
+		http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
 }
 
 // seal is what the store keeps of resp for q's key: resp sealed when a

@@ -15,6 +15,7 @@ import (
 	yaml "go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
@@ -450,9 +451,8 @@ func mediaTypes(c openapi3.Content) map[string]*openapi3.MediaType {
 	return out
 }
 
-func isJSONMediaType(mt string) bool {
-	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
-}
+// isJSONMediaType is the runtime's reading of a JSON media type.
+func isJSONMediaType(mt string) bool { return fingerprint.IsJSON(mt) }
 
 const formMediaType = "application/x-www-form-urlencoded"
 

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/fingerprint"
 )
 
 // schemaSpec wraps a request-body schema and a fingerprint list in a
@@ -251,5 +252,18 @@ paths:
 	want := []string{"/x application/json", "/y application/x-www-form-urlencoded", "/z "}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// The loader reads as JSON exactly the media types the runtime's
+// fingerprint reads as JSON, whatever their top-level type.
+func TestJSONMediaTypesAreTheRuntimes(t *testing.T) {
+	const media = "text/vnd.example+json"
+	if !fingerprint.IsJSON(media) {
+		t.Fatalf("the runtime does not read %s as JSON", media)
+	}
+	spec, diags := loadString(t, schemaSpec(media, "{type: object, properties: {amount: {type: integer}}}", "[/amount]"))
+	if spec == nil || len(spec.Operations) != 1 || len(spec.Operations[0].Policy.Fingerprint) != 1 {
+		t.Fatalf("a fingerprinted %s body was not loaded as JSON: %v", media, diags)
 	}
 }

@@ -3,7 +3,6 @@ package main_test
 import (
 	"bytes"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -197,26 +196,37 @@ func runAPISuite(t *testing.T, s *server) {
 		key := "dup-" + randomHex(8)
 		body := transferBody(from, to, 7, "once")
 		var wg sync.WaitGroup
-		statuses := make([]int, 20)
-		bodies := make([][]byte, 20)
-		for i := range statuses {
+		answers := make([]response, 20)
+		for i := range answers {
 			wg.Go(func() {
 				r, err := acme.do("POST", "/transfers", key, body)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				statuses[i], bodies[i] = r.Status, r.Body
+				answers[i] = r
 			})
 		}
 		wg.Wait()
 		created := 0
-		for i, st := range statuses {
-			switch st {
+		statuses := make([]int, len(answers))
+		bodies := make([][]byte, len(answers))
+		for i, r := range answers {
+			statuses[i], bodies[i] = r.Status, r.Body
+		}
+		for i, r := range answers {
+			switch st := r.Status; st {
 			case 201:
 				created++
 			case 409:
-				checkProblem(t, response{Status: st, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: bodies[i]}, 409, "request-in-progress")
+				checkProblem(t, r, 409, "request-in-progress")
+			case 503:
+				// Admission may shed a burst on a busy machine: the key
+				// was not used, and Retry-After says when to come back.
+				checkProblem(t, r, 503, "server-overloaded")
+				if r.Header.Get("Retry-After") == "" {
+					t.Errorf("duplicate %d: 503 without Retry-After", i)
+				}
 			default:
 				t.Errorf("duplicate %d: %d %s", i, st, bodies[i])
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -119,9 +120,12 @@ func selects(q idemadmin.Query, e idemadmin.Entry) bool {
 }
 
 // each calls fn with every record under the prefix, on every primary,
-// except released tombstones, which stand for no key.
+// except released tombstones, which stand for no key. A cluster's
+// primaries are walked at the same time (ForEachMaster), so the calls of
+// fn are serialized: callers collect into plain slices and maps.
 func (s *Store) each(ctx context.Context, fn func(idemadmin.Entry)) error {
 	match := globEscape(s.prefix) + "{*}"
+	var mu sync.Mutex
 	walk := func(ctx context.Context, node *redis.Client) error {
 		iter := node.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
@@ -130,7 +134,9 @@ func (s *Store) each(ctx context.Context, fn func(idemadmin.Entry)) error {
 				return err
 			}
 			if found {
+				mu.Lock()
 				fn(e)
+				mu.Unlock()
 			}
 		}
 		return iter.Err()

@@ -407,6 +407,12 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 	rep.effects = effects
 	for _, o := range rep.ops {
 		o.result = classify(o)
+		// A store that did not answer within the engine's store timeout
+		// is a fault of its own, injected or not (a loaded machine, the
+		// race detector): the engine says it did not process the
+		// request, and its claim may have landed after it stopped
+		// waiting.
+		o.Faulted = o.result == resUnavailable
 		for _, w := range rep.windows {
 			if w.Start <= o.Return && o.Call <= w.End+faultGrace.Nanoseconds() {
 				o.Faulted = true

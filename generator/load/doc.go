@@ -104,8 +104,10 @@
 //     as JSON parsers do), and an error inside x-idempotency. An extension
 //     one or two letters from x-idempotency, or in another case, is a
 //     warning: it would be ignored.
-//   - JSON is parsed as YAML; surrogate-pair escapes, which YAML refuses,
-//     are rewritten to YAML's \U escapes first, keeping columns.
+//   - A JSON document is read by a JSON decoder that builds the node tree
+//     the YAML parser would, lines and columns included, in about the
+//     time the YAML parser takes over the same spec in YAML; a surrogate
+//     pair escape, which YAML refuses, is its character.
 //   - One cause, one message: a $ref nothing needs that does not resolve
 //     is one warning per name, at its first use, with the lines of the
 //     rest; kin-openapi's complaints are traced down to the schema that

@@ -73,6 +73,12 @@ func LoadData(ctx context.Context, data []byte, file string, opts Options) (*mod
 	if err != nil {
 		return nil, nil, err
 	}
+	return loadTree(ctx, t, opts)
+}
+
+// loadTree is LoadData from the parsed tree on.
+func loadTree(ctx context.Context, t *tree, opts Options) (*model.Spec, []model.Diagnostic, error) {
+	file := t.file
 	if err := checkVersion(t); err != nil {
 		return nil, nil, err
 	}

@@ -61,20 +61,35 @@ type brokenRef struct {
 }
 
 // parseTree parses data into a node tree and prepares it for kin-openapi's
-// decoder. The error is for data that is not YAML (JSON is YAML) at all.
+// decoder. A JSON document is read by the JSON decoder (jsontext.go), the
+// rest by the YAML parser. The error is for data that is not YAML (JSON is
+// YAML) at all.
 func parseTree(data []byte, file string) (*tree, error) {
-	data, shifts := rewriteSurrogates(data)
+	if root, ok := parseJSON(data); ok {
+		return prepareTree(root, file)
+	}
+	root, err := parseYAML(data, file)
+	if err != nil {
+		return nil, err
+	}
+	return prepareTree(root, file)
+}
+
+// parseYAML returns the top-level node of a YAML document.
+func parseYAML(data []byte, file string) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: not YAML or JSON: %w", file, err)
-	}
-	if len(shifts) > 0 {
-		unshiftColumns(&doc, shifts)
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
 	}
+	return root, nil
+}
+
+// prepareTree checks that root is an object and prepares it (see prepare).
+func prepareTree(root *yaml.Node, file string) (*tree, error) {
 	if root.Kind == 0 || root.Kind == yaml.DocumentNode {
 		return nil, fmt.Errorf("%s: the file is empty", file)
 	}

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/idemgen/idemgen/internal/tcpproxy"
 )
 
 // Environment variables that turn the bounded run into a long one.
@@ -232,32 +234,32 @@ func killFault(s *service) fault {
 }
 
 // proxyFaults are the faults one proxy injects.
-func proxyFaults(ps ...*proxy) []fault {
-	pick := func(rng *rand.Rand) *proxy { return ps[rng.IntN(len(ps))] }
+func proxyFaults(ps ...*tcpproxy.Proxy) []fault {
+	pick := func(rng *rand.Rand) *tcpproxy.Proxy { return ps[rng.IntN(len(ps))] }
 	between := func(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 	}
 	return []fault{
-		{"reset", func(rng *rand.Rand) { pick(rng).resetAll() }},
+		{"reset", func(rng *rand.Rand) { pick(rng).ResetAll() }},
 		{"refuse", func(rng *rand.Rand) {
 			p := pick(rng)
-			p.set(func(p *proxy) { p.refuse = true })
-			p.resetAll()
+			p.SetRefuse(true)
+			p.ResetAll()
 			time.Sleep(between(rng, 100*time.Millisecond, 600*time.Millisecond))
-			p.set(func(p *proxy) { p.refuse = false })
+			p.SetRefuse(false)
 		}},
 		{"stall", func(rng *rand.Rand) {
 			p := pick(rng)
-			p.set(func(p *proxy) { p.stall = true })
+			p.SetStall(true)
 			// Past the engine's one-second StoreTimeout at times.
 			time.Sleep(between(rng, 100*time.Millisecond, 1500*time.Millisecond))
-			p.set(func(p *proxy) { p.stall = false })
+			p.SetStall(false)
 		}},
 		{"delay", func(rng *rand.Rand) {
 			p := pick(rng)
-			p.set(func(p *proxy) { p.delay = between(rng, 5*time.Millisecond, 150*time.Millisecond) })
+			p.SetDelay(between(rng, 5*time.Millisecond, 150*time.Millisecond))
 			time.Sleep(between(rng, 300*time.Millisecond, 1500*time.Millisecond))
-			p.set(func(p *proxy) { p.delay = 0 })
+			p.SetDelay(0)
 		}},
 	}
 }

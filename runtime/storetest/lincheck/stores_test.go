@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgen/idemgen/internal/tcpproxy"
 	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
@@ -102,9 +103,9 @@ func TestLinearizablePostgreSQL(t *testing.T) {
 	if !strings.Contains(host, ":") {
 		host += ":5432"
 	}
-	p := newProxy(t, host)
+	p := tcpproxy.New(t, host)
 	app := "lincheck_" + randomHex(6)
-	u.Host = p.addr()
+	u.Host = p.Addr()
 	q := u.Query()
 	q.Set("application_name", app)
 	q.Set("pool_max_conns", "8")
@@ -155,12 +156,12 @@ func TestLinearizableRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProxy(t, opt.Addr)
+	p := tcpproxy.New(t, opt.Addr)
 	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Host = p.addr()
+	u.Host = p.Addr()
 	prefix := "lincheck:" + randomHex(6) + ":"
 	t.Cleanup(func() {
 		c := redis.NewClient(opt)
@@ -194,12 +195,12 @@ func TestLinearizableRedisCluster(t *testing.T) {
 		t.Fatalf("start a Redis Cluster: %v", err)
 	}
 	t.Cleanup(stop)
-	var ps []*proxy
+	var ps []*tcpproxy.Proxy
 	var routes []string
 	for _, a := range addrs {
-		p := newProxy(t, a)
+		p := tcpproxy.New(t, a)
 		ps = append(ps, p)
-		routes = append(routes, a+"="+p.addr())
+		routes = append(routes, a+"="+p.Addr())
 	}
 	effects := filepath.Join(t.TempDir(), "effects")
 	checkRun(t, run{

@@ -82,7 +82,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fl.StringVar(&o.apiKeysFile, "api-keys-file", "", "a file of key=tenant entries, separated by commas or new lines; # starts a comment")
 	fl.Float64Var(&o.rateLimit, "rate-limit", 0, "requests per second allowed per tenant; 0 is unlimited")
 	fl.IntVar(&o.authFailures, "auth-failures", 10, "failed authentications allowed per client address (an IPv6 /64) per minute, at most this many in a burst; 0 is unlimited")
-	fl.StringVar(&o.idempotency, "idempotency", "on", "on, or off to serve the API with no idempotency layer at all")
+	fl.StringVar(&o.idempotency, "idempotency", "on", "on; off to serve the API with no idempotency layer at all; or handwritten to protect only the transactional operations with a hand-written key table, the design idemgen's benchmark compares with (PostgreSQL only)")
 	fl.StringVar(&o.store, "idempotency-store", getenv("IDEMPOTENCY_STORE"),
 		"redis://[user:password@]host:port/db (or rediss://) to keep the keys of the non-transactional operations in Redis, or redis+cluster://[user:password@]host:port?addr=host2:port&addr=host3:port (or rediss+cluster://) in a Redis Cluster (env IDEMPOTENCY_STORE); the transactional ones stay in the SQL database, as every key does by default")
 	fl.StringVar(&o.redisPrefix, "redis-key-prefix", redisstore.DefaultPrefix, "the start of every Redis key name the service writes, so that several services can share one Redis")
@@ -102,11 +102,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if fl.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fl.Args(), " "))
 	}
-	if o.idempotency != "on" && o.idempotency != "off" {
-		return o, fmt.Errorf("--idempotency must be on or off, not %q", o.idempotency)
+	if o.idempotency != "on" && o.idempotency != "off" && o.idempotency != "handwritten" {
+		return o, fmt.Errorf("--idempotency must be on, off or handwritten, not %q", o.idempotency)
 	}
-	if o.store != "" && o.idempotency == "off" {
-		return o, errors.New("--idempotency-store has no use with --idempotency=off")
+	if o.store != "" && o.idempotency != "on" {
+		return o, fmt.Errorf("--idempotency-store has no use with --idempotency=%s", o.idempotency)
 	}
 	if o.redisPrefix == "" {
 		return o, errors.New("--redis-key-prefix must not be empty")
@@ -282,7 +282,8 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	if o.idempotency == "on" {
+	switch o.idempotency {
+	case "on":
 		l, err := newLayer(ctx, db, o.store, o.redisPrefix, idem.Config{
 			Tenant:          server.TenantFromRequest,
 			Logger:          log,
@@ -311,7 +312,11 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		cfg.Tx = l.mount
 		sweeper = l.sweeper
 		checkRoutes = l.check
-	} else {
+	case "handwritten":
+		if err := mountHandwritten(ctx, db, &cfg, log); err != nil {
+			return err
+		}
+	default:
 		log.Warn("idempotency is off: retried POSTs run again")
 		cfg.Begin = db.Begin
 	}

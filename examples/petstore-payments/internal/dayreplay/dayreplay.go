@@ -120,6 +120,12 @@ type Report struct {
 	// status other than 409, from any copy), from when its client began
 	// it; transfers that got none are counted in Unanswered instead.
 	Slowest time.Duration
+	// SlowestEndings names the slowest transfer and how each of its
+	// copies ended, as NotAcknowledged does.
+	SlowestEndings string
+	// Statuses counts the attempts answered, by status code, as
+	// "201×2900 409×1200 503×40".
+	Statuses string
 	// Kills counts the SIGKILLs of the server (Crash only).
 	Kills int
 	// Acknowledged counts the distinct transfers answered with a 201.

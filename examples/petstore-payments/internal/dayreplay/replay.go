@@ -33,6 +33,10 @@ type replayer struct {
 	// timedOut counts the attempts cut off by their timeout before an
 	// answer's headers arrived.
 	timedOut atomic.Int64
+	// statuses counts the attempts answered, by status code; attempts
+	// says how each attempt under a key ended, in order.
+	statuses statusCounts
+	attempts attemptLog
 
 	mu        sync.Mutex
 	accountID [][]string          // per tenant, per planned account
@@ -41,8 +45,10 @@ type replayer struct {
 	endings   map[string][]string // transfer key → how each copy ended
 	changes   int                 // amount changes sent
 	// slowest is the longest a started transfer waited for its first
-	// final answer (any copy's), from when its client began it.
-	slowest time.Duration
+	// final answer (any copy's), from when its client began it, and
+	// slowestKey that transfer's key.
+	slowest    time.Duration
+	slowestKey string
 }
 
 // errRequestBudget stops a client once the day's requests are spent.
@@ -92,10 +98,21 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		t.r.requests.Add(-1)
 		return nil, errRequestBudget
 	}
+	sent := time.Now()
 	res, err := t.next.RoundTrip(req)
-	if err != nil && req.Context().Err() != nil {
+	ending := "error"
+	switch {
+	case err != nil && req.Context().Err() != nil:
 		t.r.timedOut.Add(1)
+		ending = "timeout"
+	case err == nil:
+		t.r.statuses.add(res.StatusCode)
+		ending = strconv.Itoa(res.StatusCode)
+		if ra := res.Header.Get("Retry-After"); ra != "" {
+			ending += " (Retry-After " + ra + ")"
+		}
 	}
+	t.r.attempts.add(req.Header.Get("Idempotency-Key"), sent, ending)
 	return res, err
 }
 
@@ -127,7 +144,7 @@ func (a answer) String() string {
 		s += " " + p
 	}
 	if !a.gaveUp {
-		return s
+		return fmt.Sprintf("%s after %d attempts", s, a.attempts)
 	}
 	if a.err != nil {
 		return fmt.Sprintf("gave up after %d attempts: %v", a.attempts, a.err)
@@ -255,7 +272,9 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 	}
 	wg.Wait()
 	r.mu.Lock()
-	r.slowest = max(r.slowest, first)
+	if first > r.slowest {
+		r.slowest, r.slowestKey = first, tr.key
+	}
 	r.mu.Unlock()
 	if tr.change && ctx.Err() == nil {
 		r.mu.Lock()
@@ -459,6 +478,11 @@ func (r *replayer) audit(ctx context.Context, p plan) (Report, error) {
 	defer r.mu.Unlock()
 	a.Requests, a.Retries, a.GaveUp = r.requests.Load(), r.retries.Load(), r.gaveUp.Load()
 	a.TimedOut, a.Slowest = r.timedOut.Load(), r.slowest
+	if r.slowestKey != "" {
+		a.SlowestEndings = r.slowestKey + ": " + strings.Join(r.endings[r.slowestKey], "; ") +
+			"; attempts: " + r.attempts.of(r.slowestKey)
+	}
+	a.Statuses = r.statuses.String()
 	a.AmountChanges = r.changes
 	seen := map[string]bool{}
 	for _, ids := range r.acked {
@@ -497,6 +521,7 @@ func (a Report) WriteTable(w io.Writer) error {
 	row("retries", a.Retries)
 	row("requests given up", a.GaveUp)
 	row("attempts timed out", fmt.Sprintf("%d of %d", a.TimedOut, a.Requests))
+	row("attempts answered, by status", a.Statuses)
 	row("server kills", a.Kills)
 	row("transfers acknowledged (201)", a.Acknowledged)
 	row("transfers without a final answer", a.Unanswered)
@@ -505,6 +530,7 @@ func (a Report) WriteTable(w io.Writer) error {
 	row("wrongly-accepted amount changes", fmt.Sprintf("%d of %d", a.WronglyAccepted, a.AmountChanges))
 	row("money conserved", yesNo(a.Conserved))
 	row("slowest time to a final answer", a.Slowest.Round(10*time.Millisecond))
+	row("slowest transfer", a.SlowestEndings)
 	row("elapsed", a.Elapsed.Round(100*time.Millisecond))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write the table: %w", err)

@@ -252,6 +252,7 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 	var wg sync.WaitGroup
 	began := time.Now()
 	var first time.Duration // of the first final answer; 0 for none yet
+	answered := false
 	for range copies {
 		wg.Go(func() {
 			ans, ok := r.send(ctx, tr.tenant, "/transfers", tr.key, body)
@@ -259,7 +260,7 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 			r.mu.Lock()
 			r.endings[tr.key] = append(r.endings[tr.key], ans.String())
 			if ok && ans.status != http.StatusConflict {
-				r.answered[tr.key] = true
+				r.answered[tr.key], answered = true, true
 				if first == 0 || took < first {
 					first = took
 				}
@@ -276,7 +277,10 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 		r.slowest, r.slowestKey = first, tr.key
 	}
 	r.mu.Unlock()
-	if tr.change && ctx.Err() == nil {
+	// Only a key that was answered is known to be used: when every copy
+	// gave up, the transfer may never have run, and the same key with
+	// another amount is then a first request the server rightly accepts.
+	if tr.change && answered && ctx.Err() == nil {
 		r.mu.Lock()
 		r.changes++
 		r.mu.Unlock()

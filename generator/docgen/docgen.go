@@ -63,6 +63,7 @@ type operation struct {
 	// Summary escaped text.
 	ID, Route, Heading, Anchor, Summary string
 	Key, KeyShort                       string
+	KeyCharacters                       string // what a key may hold
 	KeyMaxLength                        int
 	Required, TenantScope               bool
 	Scope, TTL, Lease, LeaseExpiry      string
@@ -109,8 +110,10 @@ func describeOp(op model.Operation) operation {
 		Fingerprint:  fingerprint(op),
 		MaxSnapshot:  describe.Size(p.MaxSnapshotBytes),
 	}
+	o.KeyCharacters = "visible ASCII characters"
 	switch p.KeyIn {
 	case model.KeyInBody:
+		o.KeyCharacters = "characters (Unicode code points) without control characters or spaces"
 		o.KeyShort = "body field " + code(p.KeyName)
 		o.Key = "the body field " + code(p.KeyName)
 	case model.KeyInQuery:

@@ -570,6 +570,34 @@ func TestBodyAndQueryKeys(t *testing.T) {
 	}
 }
 
+// A key carried in the body may be any identifier its schema allows, not
+// only the visible ASCII a header key is held to: a JSON string or a form
+// field carries any text (docs/semantics.md §2).
+func TestMultiByteBodyKey(t *testing.T) {
+	p := transferPolicy()
+	p.Key = idem.KeySource{In: idem.KeyInBody, Name: "/idempotency_key"}
+	p.KeyMaxLength = 14
+	p.Fingerprint = fingerprint.Spec{Exclude: "/idempotency_key"}
+	f := newFixture(t, p)
+	expect(t, f.do(call{body: `{"idempotency_key": "clé-paiement-1", "amount": 5}`}), http.StatusCreated, "")
+	w := f.do(call{body: `{"amount": 5, "idempotency_key": "cl\u00e9-paiement-1"}`})
+	if w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the multi-byte key did not replay: %d %s", w.Code, w.Body)
+	}
+	// 14 characters in 15 bytes is within keyMaxLength 14; 15 characters is not.
+	expect(t, f.do(call{body: `{"idempotency_key": "clé-paiement-12", "amount": 5}`}), http.StatusBadRequest, idem.ProblemInvalidKey)
+	expect(t, f.do(call{body: `{"idempotency_key": "clé paiement", "amount": 5}`}), http.StatusBadRequest, idem.ProblemInvalidKey)
+	form := "application/x-www-form-urlencoded"
+	expect(t, f.do(call{contentType: form, body: "idempotency_key=%E6%94%AF%E6%89%95%E3%81%84&amount=5"}), http.StatusCreated, "")
+	if f.runs.Load() != 2 {
+		t.Fatalf("handler ran %d times, want 2", f.runs.Load())
+	}
+
+	// The header keeps its own rule: a header value is visible ASCII.
+	g := newFixture(t, transferPolicy())
+	expect(t, g.do(call{key: "clé-paiement-1", body: body}), http.StatusBadRequest, idem.ProblemInvalidKey)
+}
+
 func TestFormBodies(t *testing.T) {
 	p := transferPolicy()
 	p.Fingerprint = fingerprint.Spec{Body: []fingerprint.Field{

@@ -12,8 +12,8 @@ import (
 	"github.com/idemgen/idemgen/runtime/key"
 )
 
-// storedKeyPrefix starts a key stored as its HMAC. A key a client sends is
-// visible ASCII only (docs/semantics.md §2) and never holds a space, so a stored
+// storedKeyPrefix starts a key stored as its HMAC. A key a client sends
+// never holds a space (docs/semantics.md §2), so a stored
 // HMAC can neither be mistaken for a key stored in clear nor collide with
 // one, while a deployment moves from one to the other.
 const storedKeyPrefix = "hmac "
@@ -38,9 +38,10 @@ func checkSecretLength(field string, s []byte) error {
 	return nil
 }
 
-// inlineMessage bounds the messages MACed on the stack; keys are at most
-// key.MaxLength bytes, so only the operator tools, handed a longer string,
-// go past it.
+// inlineMessage bounds the messages MACed on the stack; header and query
+// keys are at most key.MaxLength bytes, so only a body key with multi-byte
+// characters, or the operator tools handed a longer string, go past it (and
+// take crypto/hmac's allocating path).
 const inlineMessage = key.MaxLength + 1
 
 // storeSecret is one of Config.Secrets, ready to key HMAC-SHA256 without

@@ -24,13 +24,18 @@ var ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
 // which no two clients will ever draw alike.
 func freshKey() string { return rand.Text() }
 
-// checkKey applies the server's rule (docs/semantics.md §2, key.Check) to a key
-// the caller chose; maxLen 0 sets no limit of the operation's own.
-func checkKey(k string, maxLen int) error {
+// checkKey applies the server's rule (docs/semantics.md §2) for a key carried
+// in where to a key the caller chose: key.CheckBody for a body key,
+// key.Check otherwise; maxLen 0 sets no limit of the operation's own.
+func checkKey(k string, maxLen int, where KeyIn) error {
 	if maxLen <= 0 {
 		maxLen = math.MaxInt
 	}
-	if err := key.Check(k, maxLen); err != nil {
+	check := key.Check
+	if where == KeyInBody {
+		check = key.CheckBody
+	}
+	if err := check(k, maxLen); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	return nil
@@ -63,7 +68,7 @@ func attachKey(req *http.Request, body []byte, op *Operation, want string) (k st
 		if present {
 			return got, body, true, nil
 		}
-		k, err := chooseKey(want, op.KeyMaxLength)
+		k, err := chooseKey(want, op)
 		if err != nil {
 			return "", nil, false, err
 		}
@@ -131,11 +136,11 @@ func dropEmptyQuery(req *http.Request, name string) {
 	req.URL = &u
 }
 
-func chooseKey(want string, maxLen int) (string, error) {
+func chooseKey(want string, op *Operation) (string, error) {
 	if want == "" {
 		return freshKey(), nil
 	}
-	if err := checkKey(want, maxLen); err != nil {
+	if err := checkKey(want, op.KeyMaxLength, op.Key.In); err != nil {
 		return "", err
 	}
 	return want, nil
@@ -174,7 +179,7 @@ func attachBodyKey(req *http.Request, body []byte, op *Operation, want string) (
 		return "", body, false, nil
 	}
 	name = strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
-	k, err := chooseKey(want, op.KeyMaxLength)
+	k, err := chooseKey(want, op)
 	if err != nil {
 		return "", nil, false, err
 	}

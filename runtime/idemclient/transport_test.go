@@ -374,6 +374,29 @@ func TestQueryAndBodyKeys(t *testing.T) {
 	}
 }
 
+// A key the caller gives for a body key is held to the body's rule, which
+// lets a JSON string or form field hold any script, and the header's rule
+// still holds for a header key.
+func TestMultiByteKeyGoesInTheBodyOnly(t *testing.T) {
+	ops := []Operation{
+		{ID: "b", Method: "POST", Path: "/b", Key: Key{In: KeyInBody, Name: "/idempotency_key"}, TTL: time.Hour},
+		{ID: "h", Method: "POST", Path: "/h", Key: Key{In: KeyInHeader, Name: "Idempotency-Key"}, TTL: time.Hour},
+	}
+	ok := answer(201, nil, "")
+	s := &script{answers: []func(*http.Request) (*http.Response, error){ok}}
+	tr, _ := newTest(t, s, Config{Operations: ops})
+	ctx := WithKey(context.Background(), "clé-paiement-1")
+	if _, _, err := post(t, tr, ctx, "http://api.test/b", `{"amount":5}`); err != nil {
+		t.Fatalf("a multi-byte body key was refused: %v", err)
+	}
+	if want := `{"idempotency_key":"clé-paiement-1","amount":5}`; len(s.got) != 1 || s.got[0].body != want {
+		t.Fatalf("sent %+v, want the body %s", s.got, want)
+	}
+	if _, _, err := post(t, tr, ctx, "http://api.test/h", `{}`); !errors.Is(err, ErrInvalidKey) || len(s.got) != 1 {
+		t.Errorf("a multi-byte header key: %v, want ErrInvalidKey and nothing sent", err)
+	}
+}
+
 func TestMatchesTemplatesUnderBasePath(t *testing.T) {
 	ops := []Operation{
 		{ID: "adopt", Method: "POST", Path: "/pets/{pet_id}/adoptions", Key: Key{In: KeyInHeader, Name: "Idempotency-Key"}, TTL: time.Hour},

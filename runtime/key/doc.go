@@ -1,10 +1,15 @@
 // Package key reads and validates idempotency keys.
 //
 // A key comes from a header, a query parameter or a member of the request
-// body, as the operation's policy says. Whatever its source, a key is 1 to
-// keyMaxLength characters of visible ASCII (0x21 to 0x7E); anything else is
-// an error wrapping [ErrInvalid], which the engine answers with a 400
-// invalid-idempotency-key problem whose detail is the error's message.
+// body, as the operation's policy says. There are two rules, one parser
+// each. A header or query key is 1 to keyMaxLength characters of visible
+// ASCII (0x21 to 0x7E): the limit to ASCII belongs to HTTP fields and URLs
+// ([Parse], [Check]). A body key, a JSON string or a form field, may be any
+// text its schema allows: 1 to keyMaxLength characters (Unicode code
+// points, as JSON Schema's maxLength counts them) of valid UTF-8 with no
+// control or space character ([CheckBody]). Anything else is an error wrapping
+// [ErrInvalid], which the engine answers with a 400 invalid-idempotency-key
+// problem whose detail is the error's message.
 //
 // In a header, a value that starts with '"' is an RFC 8941 structured-field
 // string: Idempotency-Key: abc and Idempotency-Key: "abc" name the same key.

@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 )
 
 // MaxLength is the longest key any policy may allow, in characters: a
 // policy's keyMaxLength is from 1 to MaxLength, and MaxLength is its
-// default. The engine, the generator and the client all read it here.
+// default. The engine, the generator and the client all read it here. A
+// header or query key is ASCII, one byte a character; a body key counts
+// Unicode code points, so it may take up to 4·MaxLength bytes.
 const MaxLength = 255
 
 // ErrInvalid is wrapped by every error about a key that is present but
@@ -24,7 +28,8 @@ var (
 	ErrEmpty = fmt.Errorf("%w: empty", ErrInvalid)
 	// ErrTooLong: the key is longer than the operation allows.
 	ErrTooLong = fmt.Errorf("%w: too long", ErrInvalid)
-	// ErrBadChar: the key has a character outside visible ASCII.
+	// ErrBadChar: a header or query key has a character outside visible
+	// ASCII, or a body key a control or space character.
 	ErrBadChar = fmt.Errorf("%w: bad character", ErrInvalid)
 	// ErrMalformed: a quoted key is not a well-formed structured-field
 	// string.
@@ -124,10 +129,9 @@ func badChar(c byte, pos int) error {
 	return invalid(ErrBadChar, "the idempotency key has a character outside visible ASCII (byte 0x%02x at position %d); use only the characters 0x21 to 0x7E, such as a UUID", c, pos)
 }
 
-// check applies the rules every key meets, wherever it comes from.
-// Check applies the key rule of docs/semantics.md §2 to k: 1 to maxLen bytes of
-// visible ASCII. The error is the one a request with k would be refused
-// with, so that a client can refuse it before sending.
+// Check applies the rule of docs/semantics.md §2 for a header or query key to
+// k: 1 to maxLen bytes of visible ASCII. The error is the one a request with
+// k would be refused with, so that a client can refuse it before sending.
 func Check(k string, maxLen int) error { return check(k, maxLen) }
 
 func check(k string, maxLen int) error {
@@ -204,16 +208,47 @@ func FromBodyValue(v []byte, found bool, pointer string, maxLen int) (string, bo
 	if !ok {
 		return "", true, invalid(ErrNotString, "the idempotency key at %s in the body must be a single string", pointer)
 	}
-	if err := check(k, maxLen); err != nil {
+	if err := CheckBody(k, maxLen); err != nil {
 		return "", true, err
 	}
 	return k, true, nil
 }
 
+// CheckBody applies the rule of docs/semantics.md §2 for a key carried in a
+// JSON body member or a form field to k: 1 to maxLen characters (Unicode
+// code points, as a JSON Schema maxLength counts them) of valid UTF-8, none
+// of them a control character or white space. The visible-ASCII rule of
+// Check belongs to header and query keys; a JSON string or a form field
+// carries any text, so a key there may be any identifier a schema allows,
+// "clé-paiement-1" included. A key is an identifier, not prose: like a
+// header key it holds no space, which also keeps it apart from the stored
+// form of a key under a secret ("hmac " and hex digits). The error is the
+// one a request with k would be refused with.
+func CheckBody(k string, maxLen int) error {
+	if k == "" {
+		return invalid(ErrEmpty, "the idempotency key is empty; send 1 to %d characters, such as a UUID", maxLen)
+	}
+	n := 0
+	for i := 0; i < len(k); n++ {
+		r, size := utf8.DecodeRuneInString(k[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			return invalid(ErrBadChar, "the idempotency key is not valid UTF-8 (byte 0x%02x at byte %d)", k[i], i+1)
+		case unicode.IsControl(r) || unicode.IsSpace(r):
+			return invalid(ErrBadChar, "the idempotency key has a control or space character (U+%04X at character %d); send printable characters without spaces, such as a UUID", r, n+1)
+		}
+		i += size
+	}
+	if n > maxLen {
+		return invalid(ErrTooLong, "the idempotency key is %d characters long; the limit is %d", n, maxLen)
+	}
+	return nil
+}
+
 // jsonString decodes the canonical JSON string v. Canonical strings escape
 // only '"', '\\' and control characters (as \n or \u00XX), so that is all
-// it needs to know; the control characters come out as themselves for check
-// to reject.
+// it needs to know; the control characters come out as themselves for
+// CheckBody to reject.
 func jsonString(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false

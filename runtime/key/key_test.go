@@ -169,7 +169,15 @@ func TestFromBody(t *testing.T) {
 		{js, `{"k":""}`, "/k", "", true, ErrEmpty},
 		{js, `{"k":"a\nb"}`, "/k", "", true, ErrBadChar},
 		{js, `{"k":"a\u0001b"}`, "/k", "", true, ErrBadChar},
-		{js, `{"k":"clé"}`, "/k", "", true, ErrBadChar},
+		{js, `{"k":"clé"}`, "/k", "clé", true, nil},
+		{js, `{"k":"\u00e9t\u00e9"}`, "/k", "été", true, nil},
+		{js, `{"k":"支払い-1"}`, "/k", "支払い-1", true, nil},
+		{js, `{"k":"` + strings.Repeat("é", 10) + `"}`, "/k", strings.Repeat("é", 10), true, nil},
+		{js, `{"k":"` + strings.Repeat("é", 11) + `"}`, "/k", "", true, ErrTooLong},
+		{js, `{"k":"a b"}`, "/k", "", true, ErrBadChar},
+		{js, `{"k":"a\u3000b"}`, "/k", "", true, ErrBadChar},
+		{js, `{"k":"a\u0085b"}`, "/k", "", true, ErrBadChar},
+		{js, `{"k":"a\u007fb"}`, "/k", "", true, ErrBadChar},
 		{js, `{"k":"` + strings.Repeat("x", 11) + `"}`, "/k", "", true, ErrTooLong},
 		{js, `{"k":5}`, "/k", "", true, ErrNotString},
 		{js, `{"k":null}`, "/k", "", true, ErrNotString},
@@ -186,6 +194,8 @@ func TestFromBody(t *testing.T) {
 		{form, `idempotency_key=`, "/idempotency_key", "", true, ErrEmpty},
 		{form, `idempotency_key=a+b`, "/idempotency_key", "", true, ErrBadChar},
 		{form, `idempotency_key=a%0Ab`, "/idempotency_key", "", true, ErrBadChar},
+		{form, `idempotency_key=cl%C3%A9-paiement-1`, "/idempotency_key", "", true, ErrTooLong},
+		{form, `idempotency_key=cl%C3%A9-1`, "/idempotency_key", "clé-1", true, nil},
 		{form, `idempotency_key=a&idempotency_key=b`, "/idempotency_key", "", true, ErrNotString},
 		{form, `idempotency_key=%zz`, "/idempotency_key", "", false, fingerprint.ErrBody},
 	}
@@ -197,6 +207,34 @@ func TestFromBody(t *testing.T) {
 		if errors.Is(tt.err, fingerprint.ErrBody) && errors.Is(err, ErrInvalid) {
 			t.Errorf("FromBody(%q): a broken body is reported as an invalid key", tt.body)
 		}
+	}
+}
+
+// A body key is held to its own rule: the header's visible ASCII does not
+// bind a JSON string or a form field, and the limit counts characters, as a
+// schema's maxLength does, not bytes.
+func TestCheckBody(t *testing.T) {
+	tests := []struct {
+		k   string
+		max int
+		err error
+	}{
+		{"clé-paiement-1", 255, nil},
+		{"clé-paiement-1", 14, nil}, // 15 bytes, 14 characters
+		{"clé-paiement-1", 13, ErrTooLong},
+		{"\U0001F511", 1, nil},
+		{"", 255, ErrEmpty},
+		{"a\xffb", 255, ErrBadChar},
+		{"a\u00a0b", 255, ErrBadChar},
+		{"a\tb", 255, ErrBadChar},
+	}
+	for _, tt := range tests {
+		if err := CheckBody(tt.k, tt.max); !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
+			t.Errorf("CheckBody(%q, %d) = %v, want %v", tt.k, tt.max, err, tt.err)
+		}
+	}
+	if err := Check("clé-paiement-1", 255); !errors.Is(err, ErrBadChar) {
+		t.Errorf("Check (the header rule) accepted a non-ASCII key: %v", err)
 	}
 }
 

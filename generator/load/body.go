@@ -18,7 +18,7 @@ func (c *opCheck) useBrokenRef(idx int, field, need string) {
 
 // checkBody picks the body media type and checks the fingerprint and a
 // body key against the request-body schema.
-func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
+func (c *opCheck) checkBody(key keySource, keyPos, requiredPos model.Pos) {
 	fp, fpPos := pick(c.own.fingerprint, c.def.fingerprint, nil, c.own.pos)
 	bodyKey := key.in == model.KeyInBody
 	needSchema := len(fp) > 0 || bodyKey
@@ -148,6 +148,8 @@ func (c *opCheck) checkBody(key keySource, keyPos model.Pos) {
 			c.r.errorf(keyPos, "key", "the request body schema declares %s as %s, but an idempotency key is a string", key.name, res.typ)
 		case res.found:
 			c.checkKeyLength(&param{maxLength: res.maxLength}, "body field "+key.name)
+			required, deprecated := bodyKeyDecl(body, schema, key.name)
+			c.keyDeclared(keyDecl{required, deprecated, "body field " + key.name, "list it in the required of its object (and mark the request body required)"}, keyPos, requiredPos)
 		case res.brokenRef >= 0:
 			c.useBrokenRef(res.brokenRef, "key", "the key "+key.name+" needs the schema it points at")
 		default:

@@ -23,6 +23,10 @@ type opCheck struct {
 	opNode   *yaml.Node
 	itemNode *yaml.Node
 	own, def *layer
+	// requiredSet is true when the extension sets required (at the
+	// operation or the document level); otherwise the spec's own answer
+	// for the key, where it gives one, is the policy's (keyDeclared).
+	requiredSet bool
 }
 
 // fmtDuration writes a duration the way the extension spells it (7d, 1h30m).
@@ -55,6 +59,7 @@ func (c *opCheck) resolve() {
 	p.KeyMaxLength, _ = pick(own.keyMaxLength, def.keyMaxLength, defaultKeyMaxLength, at)
 	var requiredPos model.Pos
 	p.Required, requiredPos = pick(own.required, def.required, false, at)
+	c.requiredSet = own.required.ok || def.required.ok
 	p.TTL, _ = pick(own.ttl, def.ttl, defaultTTL, at)
 	p.Lease, _ = pick(own.lease, def.lease, defaultLease, at)
 	p.ClientRetryBudget, _ = pick(own.clientRetryBudget, def.clientRetryBudget, 0, at)
@@ -83,7 +88,7 @@ func (c *opCheck) resolve() {
 	params := c.parameters()
 	c.checkKeyParam(params, key, keyPos, requiredPos)
 	c.checkQuery(params, key)
-	c.checkBody(key, keyPos)
+	c.checkBody(key, keyPos, requiredPos)
 	c.checkResponses()
 	c.validate()
 }

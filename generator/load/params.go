@@ -15,6 +15,7 @@ import (
 type param struct {
 	name, in    string
 	required    bool
+	deprecated  bool
 	node        *yaml.Node
 	schemaType  string // "" when not known
 	schemaShown string // how the type is shown in messages
@@ -40,6 +41,9 @@ func (c *opCheck) parameters() []param {
 			p := param{name: name.Value, in: in.Value, node: pn}
 			if _, req := get(pn, "required"); req != nil && req.Tag == tagBool && !isFalse(req.Value) {
 				p.required = true
+			}
+			if _, dep := get(pn, "deprecated"); dep != nil && dep.Tag == tagBool && !isFalse(dep.Value) {
+				p.deprecated = true
 			}
 			_, schema := get(pn, "schema")
 			p.schemaType, p.schemaShown = c.l.nodeSchemaType(schema)
@@ -134,13 +138,41 @@ func (c *opCheck) checkKeyParam(params []param, key keySource, keyPos, requiredP
 			what, decl.schemaShown)
 	}
 	c.checkKeyLength(decl, what)
-	switch p := c.op.Policy; {
-	case p.Required && !decl.required:
-		c.r.warnf(requiredPos, "required", "the policy requires a key, but the spec declares the %s optional, so clients reading the spec may not send it; mark it required: true",
-			what)
-	case !p.Required && decl.required:
+	c.keyDeclared(keyDecl{decl.required, decl.deprecated, what, "mark it required: true"}, keyPos, requiredPos)
+}
+
+// keyDecl is what the spec declares of the key's parameter or body
+// property: whether it is required or deprecated, what it is ("header
+// parameter Idempotency-Key (line 12)"), and how to mark it required.
+type keyDecl struct {
+	required, deprecated bool
+	what, markRequired   string
+}
+
+// keyDeclared holds the policy to what the spec declares of its key.
+// Without a required of the extension's own, the spec's answer is the
+// policy's: a key the spec requires is required, so that a request without
+// one is refused rather than run unprotected. A required that contradicts
+// the spec, and a key the spec marks deprecated, draw warnings.
+func (c *opCheck) keyDeclared(d keyDecl, keyPos, requiredPos model.Pos) {
+	p := &c.op.Policy
+	switch {
+	case !c.requiredSet:
+		p.Required = d.required
+	case p.Required && !d.required:
+		c.r.warnf(requiredPos, "required", "the policy requires a key, but the spec declares the %s optional, so clients reading the spec may not send it; %s",
+			d.what, d.markRequired)
+	case !p.Required && d.required:
 		c.r.warnf(requiredPos, "required", "the spec declares the %s required, but the policy lets requests without a key through untouched; set required: true",
-			what)
+			d.what)
+	}
+	if d.deprecated {
+		without := "runs unprotected"
+		if p.Required {
+			without = "is refused with 400"
+		}
+		c.r.warnf(keyPos, "key", "the spec marks the %s deprecated, so clients may stop sending it, and a request without a key %s; carry the key where the API means to keep it",
+			d.what, without)
 	}
 }
 

@@ -1,0 +1,46 @@
+package routers
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// docs:begin gin
+// GinRoutes registers routes on a gin engine and mirrors them in a
+// ServeMux: gin cannot find a route without serving the request, and the
+// mirror's Handler can. It checks what was registered, not gin's own
+// matching (its trailing-slash redirects, say).
+type GinRoutes struct {
+	Gin    *gin.Engine
+	mirror http.ServeMux
+}
+
+// Handle registers h for method and path.
+func (r *GinRoutes) Handle(method, path string, h http.Handler) {
+	r.Gin.Handle(method, path, gin.WrapH(h))
+	r.mirror.Handle(method+" "+ginToServeMux(path), h)
+}
+
+// Lookup is the route lookup for CheckRoutes.
+func (r *GinRoutes) Lookup(req *http.Request) (http.Handler, string) {
+	return r.mirror.Handler(req)
+}
+
+// ginToServeMux writes gin's ":id" as "{id}" and its "*rest" as
+// "{rest...}".
+func ginToServeMux(path string) string {
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		switch {
+		case strings.HasPrefix(s, ":"):
+			segs[i] = "{" + s[1:] + "}"
+		case strings.HasPrefix(s, "*"):
+			segs[i] = "{" + s[1:] + "...}"
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// docs:end gin

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // root is the module's root, seen from this package's directory.
@@ -38,6 +39,7 @@ var (
 	codeFence = regexp.MustCompile("(?ms)^```.*?^```")
 	codeSpan  = regexp.MustCompile("`[^`\n]*`")
 	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	mdHeading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
 )
 
 // TestContractCitationsResolve: every section sign in the repository's Go
@@ -82,26 +84,63 @@ func TestContractCitationsResolve(t *testing.T) {
 	})
 }
 
-// TestDocumentLinksResolve: every relative link in the README and docs/
-// leads to a file of the repository.
+// TestDocumentLinksResolve: every relative link in the README, the
+// changelog, docs/, docs/stacks/ and the examples' READMEs leads to a file
+// of the repository, and every anchor in it to a heading of that page.
 func TestDocumentLinksResolve(t *testing.T) {
-	pages, _ := filepath.Glob("*.md")
-	for _, page := range append(pages, filepath.Join(root, "README.md")) {
+	var pages []string
+	for _, glob := range []string{"*.md", "stacks/*.md", "../*.md", "../examples/*/README.md"} {
+		found, _ := filepath.Glob(glob)
+		pages = append(pages, found...)
+	}
+	for _, page := range pages {
 		b, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
 		}
 		text := codeSpan.ReplaceAllString(codeFence.ReplaceAllString(string(b), ""), "")
 		for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
-			target, _, _ := strings.Cut(m[1], "#")
-			if target == "" || strings.Contains(target, ":") {
-				continue // an anchor on the same page, or a URL
+			target, anchor, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, ":") {
+				continue // a URL
 			}
-			if _, err := os.Stat(filepath.Join(filepath.Dir(page), target)); err != nil {
+			file := page
+			if target != "" {
+				file = filepath.Join(filepath.Dir(page), target)
+			}
+			if _, err := os.Stat(file); err != nil {
 				t.Errorf("%s links to %s, which does not exist", page, m[1])
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(file, ".md") && !anchors(t, file)[anchor] {
+				t.Errorf("%s links to %s, but %s has no heading with that anchor", page, m[1], file)
 			}
 		}
 	}
+}
+
+// anchors returns the anchors of a Markdown page's headings, as GitHub
+// writes them: lower case, punctuation dropped, spaces as hyphens.
+func anchors(t *testing.T, page string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, m := range mdHeading.FindAllStringSubmatch(codeFence.ReplaceAllString(string(b), ""), -1) {
+		slug := strings.Map(func(r rune) rune {
+			switch {
+			case r == ' ':
+				return '-'
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				return unicode.ToLower(r)
+			}
+			return -1
+		}, strings.TrimSpace(m[1]))
+		found[slug] = true
+	}
+	return found
 }
 
 // walkSources calls f with every Go and Markdown file of the module, by

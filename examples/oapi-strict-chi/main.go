@@ -26,8 +26,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
+// docs:begin generate
 //go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.yaml openapi.yaml
 //go:generate go tool idemgen generate --config idemgen.yaml
+// docs:end generate
 //go:generate go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2 -config oapi-codegen.stdhttp.yaml openapi.yaml
 //go:generate go tool idemgen generate --config idemgen.stdhttp.yaml
 
@@ -93,6 +95,7 @@ func run(ctx context.Context, databaseURL, addr string) error {
 	return nil
 }
 
+// docs:begin mount
 // newHandler mounts the strict server on chi with every protected route
 // registered through the engine, and proves it with CheckRoutes: a route
 // that would run without its policy, or a transactional one without its
@@ -117,6 +120,8 @@ func newHandler(engine *idem.Engine, pool *pgxpool.Pool) (http.Handler, error) {
 	}
 	return r, nil
 }
+
+// docs:end mount
 
 type tenantKey struct{}
 

@@ -16,6 +16,7 @@ type orders struct{ pool *pgxpool.Pool }
 // of the operation that is stored under its key like any other.
 const maxQuantity = 100
 
+// docs:begin create-order
 // CreateOrder is transactional: it writes through the transaction that
 // also records its idempotency key, which it gets from the request's
 // context through the generated accessor.
@@ -36,6 +37,8 @@ func (o *orders) CreateOrder(ctx context.Context, req api.CreateOrderRequestObje
 	}
 	return order, nil
 }
+
+// docs:end create-order
 
 // AddNote is not transactional: its key is optional, its write is its own.
 func (o *orders) AddNote(ctx context.Context, req api.AddNoteRequestObject) (api.AddNoteResponseObject, error) {

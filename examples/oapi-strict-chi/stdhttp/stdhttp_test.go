@@ -95,6 +95,7 @@ func TestStdHTTPStrictServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	impl := &orders{}
+	// docs:begin mount
 	mux := engine.ServeMux(http.NewServeMux())
 	stdhttp.HandlerWithOptions(stdhttp.NewStrictHandlerWithOptions(impl, nil, stdhttp.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: stdhttp.StrictRequestError,
@@ -102,6 +103,7 @@ func TestStdHTTPStrictServer(t *testing.T) {
 	if err := engine.CheckRoutes(idem.PerRoute, mux.Handler); err != nil {
 		t.Fatal(err)
 	}
+	// docs:end mount
 	post := func(key, body string) (int, bool) {
 		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")

@@ -2,6 +2,7 @@ package fingerprint
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -146,13 +147,20 @@ func Sum(spec *Spec, in Input) ([32]byte, error) {
 // ErrBody for a malformed body and ErrMediaType for a body that is neither
 // JSON nor a form.
 func (c *Compiled) Sum(in Input) ([32]byte, error) {
+	return c.SumContext(context.Background(), in)
+}
+
+// SumContext is Sum for a request whose context is ctx. Once ctx is done
+// no one waits for the fingerprint: it stops reading the body within a few
+// KiB (see checkEvery) and returns an error wrapping ctx's.
+func (c *Compiled) SumContext(ctx context.Context, in Input) ([32]byte, error) {
 	mt, err := c.BodyMediaType(in.MediaType, len(in.Body) > 0)
 	if err != nil {
 		return [32]byte{}, err
 	}
 	in.MediaType = mt
-	st := c.pool.Get().(*state)
-	defer c.pool.Put(st)
+	st := c.get(ctx)
+	defer c.put(st)
 	st.stream, err = c.appendCanonical(st, st.stream[:0], in)
 	if err != nil {
 		return [32]byte{}, err
@@ -181,9 +189,22 @@ func (c *Compiled) BodyMediaType(requested string, hasBody bool) (string, error)
 // Canonical appends to dst the bytes that Sum hashes. It is meant for tests
 // and debugging: the format is described in the package documentation.
 func (c *Compiled) Canonical(dst []byte, in Input) ([]byte, error) {
-	st := c.pool.Get().(*state)
-	defer c.pool.Put(st)
+	st := c.get(context.Background())
+	defer c.put(st)
 	return c.appendCanonical(st, dst, in)
+}
+
+// get takes scratch memory from the pool for a computation under ctx.
+func (c *Compiled) get(ctx context.Context) *state {
+	st := c.pool.Get().(*state)
+	st.sc.ctx = ctx
+	return st
+}
+
+// put returns st to the pool, holding on to no request's context.
+func (c *Compiled) put(st *state) {
+	st.sc.ctx = nil
+	c.pool.Put(st)
 }
 
 // SumLookup returns what Sum(in) and Lookup(in.MediaType, in.Body, pointer)
@@ -192,6 +213,12 @@ func (c *Compiled) Canonical(dst []byte, in Input) ([]byte, error) {
 // read the same parse; the error is Sum's or, for a malformed pointer,
 // ErrSpec (see CheckPointer).
 func (c *Compiled) SumLookup(in Input, pointer string) (sum [32]byte, value []byte, found bool, err error) {
+	return c.SumLookupContext(context.Background(), in, pointer)
+}
+
+// SumLookupContext is SumLookup for a request whose context is ctx: once
+// ctx is done it stops as SumContext does.
+func (c *Compiled) SumLookupContext(ctx context.Context, in Input, pointer string) (sum [32]byte, value []byte, found bool, err error) {
 	tokens, err := parsePointer(pointer)
 	if err != nil {
 		return [32]byte{}, nil, false, err
@@ -201,8 +228,8 @@ func (c *Compiled) SumLookup(in Input, pointer string) (sum [32]byte, value []by
 		return [32]byte{}, nil, false, err
 	}
 	in.MediaType = mt
-	st := c.pool.Get().(*state)
-	defer c.pool.Put(st)
+	st := c.get(ctx)
+	defer c.put(st)
 	doc, err := c.document(st, in.MediaType, in.Body)
 	if err != nil {
 		return [32]byte{}, nil, false, err
@@ -222,6 +249,9 @@ func (c *Compiled) SumLookup(in Input, pointer string) (sum [32]byte, value []by
 func (c *Compiled) appendCanonical(st *state, dst []byte, in Input) ([]byte, error) {
 	doc, err := c.document(st, in.MediaType, in.Body)
 	if err != nil {
+		return dst, err
+	}
+	if err := st.sc.ended(); err != nil {
 		return dst, err
 	}
 	return c.appendDocument(st, dst, doc, in)
@@ -328,12 +358,14 @@ func (st *state) document(mediaType string, body []byte) ([]byte, error) {
 		}
 	case isForm(mediaType):
 		var err error
-		st.pairs, err = formPairs(st.pairs[:0], body)
+		st.pairs, err = formPairs(st.pairs[:0], body, &st.sc, &st.work)
 		if err != nil {
 			return nil, err
 		}
-		st.work += len(body)
 		st.form, err = formJSON(st.form[:0], st.pairs, &st.work)
+		if err == nil {
+			err = st.sc.ended()
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -32,12 +32,20 @@ type formPair struct {
 // ParseForm drops a pair and reports an error (a bad escape, or a raw ';',
 // which it once read as a separator), the body is refused: a fingerprint
 // that kept such a pair would tell apart, or confuse, requests that the
-// handler reads otherwise.
-func formPairs(dst []formPair, body []byte) ([]formPair, error) {
+// handler reads otherwise. It stops once sc's context is done, looking at
+// it every checkEvery bytes, and adds the bytes it reads to work.
+func formPairs(dst []formPair, body []byte, sc *scanner, work *int) ([]formPair, error) {
 	rest := string(body)
-	for rest != "" {
+	for next := 0; rest != ""; {
+		if read := len(body) - len(rest); read >= next {
+			if err := sc.ended(); err != nil {
+				return dst, err
+			}
+			next = read + checkEvery
+		}
 		var pair string
 		pair, rest, _ = strings.Cut(rest, "&")
+		*work += len(pair) + 1
 		if pair == "" {
 			continue
 		}

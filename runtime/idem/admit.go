@@ -2,6 +2,7 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -28,6 +29,10 @@ const (
 	keyless
 	// refused: the request is refused, before any claim, with a problem.
 	refused
+	// gone: the client hung up while its body was read or fingerprinted,
+	// which stopped there. Its context stays done, so serve answers it
+	// as it answers any client that left before its claim (clientGone).
+	gone
 )
 
 // admit reads what a claim needs: the tenant, the key, the body and the
@@ -65,24 +70,36 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 
 	in, p, ok := e.readInput(r, op, params, query)
 	if !ok {
-		return Claim{}, refused, p
+		return bodyRefused(r, p)
 	}
 	var sum [32]byte
 	if op.Key.In == KeyInBody {
 		var v verdict
-		if sum, k, v, p = e.sumWithKey(op, in); v != admitted {
+		if sum, k, v, p = e.sumWithKey(r, op, in); v == refused {
+			return bodyRefused(r, p)
+		} else if v != admitted {
 			return Claim{}, v, p
 		}
 	} else {
 		var err error
-		if sum, err = op.fingerprint.Sum(in); err != nil {
-			return Claim{}, refused, e.bodyProblem(op, err)
+		if sum, err = op.fingerprint.SumContext(r.Context(), in); err != nil {
+			return bodyRefused(r, e.bodyProblem(op, err))
 		}
 	}
 	if len(prefix) > 0 {
 		sum = withPrefix(sum, prefix)
 	}
 	return e.newClaim(q, k, &sum), admitted, Problem{}
+}
+
+// bodyRefused refuses a request whose body could not be read or
+// fingerprinted with p, unless its client has hung up: reading stops then,
+// and the request is one whose client is gone.
+func bodyRefused(r *http.Request, p Problem) (Claim, verdict, Problem) {
+	if r.Context().Err() != nil {
+		return Claim{}, gone, Problem{}
+	}
+	return Claim{}, refused, p
 }
 
 // readKey reads a header key, or a query key from query, r's parsed query
@@ -116,12 +133,12 @@ func (e *Engine) readInput(r *http.Request, op *operation, params map[string]str
 }
 
 // readBody reads the body once, within the limit, and hands the handler an
-// intact copy.
+// intact copy. It stops reading once the request's context is done.
 func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, Problem{}, true
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, e.maxBody+1))
+	body, err := io.ReadAll(&bodyReader{ctx: r.Context(), r: r.Body, left: e.maxBody + 1})
 	_ = r.Body.Close()
 	if err != nil {
 		return nil, e.answer(problem.BodyUnread), false
@@ -134,11 +151,35 @@ func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	return body, Problem{}, true
 }
 
+// bodyReader reads a request body up to a limit, as io.LimitReader does,
+// and fails once the request's context is done: a client that hung up
+// mid-body is not waited for.
+type bodyReader struct {
+	ctx  context.Context
+	r    io.Reader
+	left int64
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
 // sumWithKey computes the fingerprint of a request whose key is in its
 // body, and reads the key in the same parse. A body that cannot be read is
 // at fault before any key in it.
-func (e *Engine) sumWithKey(op *operation, in fingerprint.Input) ([32]byte, string, verdict, Problem) {
-	sum, v, found, err := op.fingerprint.SumLookup(in, op.Key.Name)
+func (e *Engine) sumWithKey(r *http.Request, op *operation, in fingerprint.Input) ([32]byte, string, verdict, Problem) {
+	sum, v, found, err := op.fingerprint.SumLookupContext(r.Context(), in, op.Key.Name)
 	if err != nil {
 		return sum, "", refused, e.bodyProblem(op, err)
 	}

@@ -2,6 +2,8 @@ package idem_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -159,4 +161,68 @@ func TestNoAnswerIsNeverStored(t *testing.T) {
 		t.Fatalf("a retry replayed an answer nobody gave: %d %s", w.Code, w.Body)
 	}
 	expect(t, w, http.StatusConflict, idem.ProblemOutcomeUnknown)
+}
+
+// hangUpBody is a request body whose client hangs up (hangUp) once after
+// bytes of it have been read. It counts the bytes read.
+type hangUpBody struct {
+	r      io.Reader
+	after  int
+	hangUp func()
+	read   int
+}
+
+func (b *hangUpBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read += n
+	if b.read >= b.after && b.hangUp != nil {
+		b.hangUp()
+		b.hangUp = nil
+	}
+	return n, err
+}
+
+// A client that hangs up after sending the first KiB of a 1 MiB body is
+// not read on: the engine stops reading its body (counted in bytes, not
+// timed), claims nothing and answers it as gone, for the key, the body's
+// fingerprint and a key carried in the body alike.
+func TestGoneClientBodyIsNotReadOn(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"idempotency_key":"k"`)
+	for i := 0; b.Len() < 1<<20; i++ {
+		fmt.Fprintf(&b, `,"m%07d":{"b":1,"a":2}`, i)
+	}
+	b.WriteString(`}`)
+	body := b.String()
+	inBody := pathPolicy("createOrder", "/orders")
+	inBody.Key = idem.KeySource{In: idem.KeyInBody, Name: "/idempotency_key"}
+	for _, policy := range []idem.Policy{pathPolicy("createOrder", "/orders"), inBody} {
+		s := &hangUpStore{Store: memstore.New()}
+		var outcomes []idem.Outcome
+		e := newEngine(t, idem.Config{Store: s, Policies: []idem.Policy{policy},
+			Observer: idem.ObserverFunc(func(_ context.Context, ev idem.Event) { outcomes = append(outcomes, ev.Outcome) })})
+		var runs atomic.Int64
+		h := e.Middleware(created(&runs))
+		ctx, cancel := context.WithCancel(context.Background())
+		sent := &hangUpBody{r: strings.NewReader(body), after: 1 << 10, hangUp: cancel}
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", sent)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "k")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		cancel()
+		expect(t, w, http.StatusServiceUnavailable, idem.ProblemClientGone)
+		if sent.read > 8<<10 {
+			t.Errorf("key in %s: read %d bytes of the body after its client left at 1 KiB", policy.Key.In, sent.read)
+		}
+		if n := s.claims.Load(); n != 0 {
+			t.Errorf("key in %s: %d claims for a client that had hung up, want 0", policy.Key.In, n)
+		}
+		if n := runs.Load(); n != 0 {
+			t.Errorf("key in %s: the handler ran %d times for a client that had hung up", policy.Key.In, n)
+		}
+		if len(outcomes) != 1 || outcomes[0] != idem.OutcomeClientGone {
+			t.Errorf("key in %s: outcomes %v, want client-gone", policy.Key.In, outcomes)
+		}
+	}
 }

@@ -71,39 +71,57 @@ type route struct {
 	// escaped form and may pick another route). Such a request is refused
 	// rather than protected by a guess.
 	near bool
+	// work counts the bytes of the path read to find the route: each
+	// pass over it, and the bytes handed to each template's matching,
+	// which reads each of them a bounded number of times (pathtemplate's
+	// TestMatchWorkIsLinear). Tests hold it to the path's length.
+	work int
 }
 
 func (rt *router) find(method, escapedPath string) route {
+	var r route
+	r.op, r.params, r.near = rt.match(method, escapedPath, &r.work)
+	return r
+}
+
+// match is find, adding the bytes it reads to work.
+func (rt *router) match(method, escapedPath string, work *int) (*operation, map[string]string, bool) {
 	ops := rt.byMethod[method]
 	if len(ops) == 0 {
-		return route{}
+		return nil, nil, false
 	}
+	*work += len(escapedPath)
 	segs, ok := pathtemplate.Split(escapedPath)
 	if !ok {
-		return route{}
+		return nil, nil, false
 	}
-	if rest, ok := cutSegments(segs, rt.base); ok {
+	if rest, ok := cutSegments(segs, rt.base, work); ok {
+		size := bytesOf(rest)
 		for _, op := range ops {
+			*work += size
 			if params, ok := op.template.Match(rest); ok {
 				// An escaped "/" at the very end reads as a trailing slash
 				// to a router that matches the decoded path.
-				near := !canonicalEscapes(escapedPath) || strings.HasSuffix(pathtemplate.Decode(segs[len(segs)-1]), "/")
-				return route{op: op, params: params, near: near}
+				*work += len(segs[len(segs)-1])
+				near := !canonicalEscapes(escapedPath, work) || strings.HasSuffix(pathtemplate.Decode(segs[len(segs)-1]), "/")
+				return op, params, near
 			}
 		}
 		// A mixed segment cut elsewhere than at the first byte of its
 		// text ("a:b:cancel" for "{name}:cancel", cut at the last ":")
 		// is the operation's to a router or handler that splits it so.
 		for _, op := range ops {
+			*work += size
 			if op.template.MatchAnySplit(rest) {
-				return route{op: op, near: true}
+				return op, nil, true
 			}
 		}
 	}
+	*work += len(escapedPath)
 	if !normalizable(escapedPath, segs) {
 		// No router reads this path as another one: the candidates
 		// below would all be segs again.
-		return route{}
+		return nil, nil, false
 	}
 	// Routers normalize paths in different ways: chi's StripSlashes drops
 	// empty segments and keeps dot segments as values; others resolve dot
@@ -112,20 +130,33 @@ func (rt *router) find(method, escapedPath string) route {
 	// chi also takes an empty segment as a parameter's value, and its
 	// StripSlashes routes a path with a trailing slash by its decoded form,
 	// where an escaped "%2F" separates segments.
+	// Each candidate is built in one pass over the path.
+	*work += 6 * len(escapedPath)
 	trimmed := trimTrailing(segs)
 	resplit := trimTrailing(strings.Split(decodeAll(segs), "/"))
 	for _, clean := range [][]string{dropEmpty(segs), cleanSegments(segs), fillEmpty(trimmed), fillEmpty(resplit)} {
-		rest, ok := cutSegments(clean, rt.base)
+		rest, ok := cutSegments(clean, rt.base, work)
 		if !ok {
 			continue
 		}
+		size := bytesOf(rest)
 		for _, op := range ops {
+			*work += size
 			if _, ok := op.template.Match(rest); ok {
-				return route{op: op, near: true}
+				return op, nil, true
 			}
 		}
 	}
-	return route{}
+	return nil, nil, false
+}
+
+// bytesOf is the length of segs' bytes together.
+func bytesOf(segs []string) int {
+	n := 0
+	for _, s := range segs {
+		n += len(s)
+	}
+	return n
 }
 
 // mountPrefix returns the decoded segments of prefix, the part of a
@@ -133,7 +164,8 @@ func (rt *router) find(method, escapedPath string) route {
 // is BasePath: only a prefix the engine does not know to be the mount can
 // name a resource.
 func (rt *router) mountPrefix(prefix []string) []string {
-	if rest, ok := cutSegments(prefix, rt.base); ok && len(rest) == 0 {
+	var work int
+	if rest, ok := cutSegments(prefix, rt.base, &work); ok && len(rest) == 0 {
 		return nil
 	}
 	out := make([]string, len(prefix))
@@ -144,12 +176,13 @@ func (rt *router) mountPrefix(prefix []string) []string {
 }
 
 // cutSegments removes prefix, decoded segments, from the front of segs,
-// segments as written.
-func cutSegments(segs, prefix []string) ([]string, bool) {
+// segments as written. It adds the bytes it decodes to work.
+func cutSegments(segs, prefix []string, work *int) ([]string, bool) {
 	if len(segs) < len(prefix) {
 		return nil, false
 	}
 	for i, p := range prefix {
+		*work += len(segs[i])
 		if pathtemplate.Decode(segs[i]) != p {
 			return nil, false
 		}
@@ -239,9 +272,10 @@ func cleanSegments(segs []string) []string {
 // for "/" inside a segment or a character Go's url package escapes itself
 // (space, "?", "%", non-ASCII, …). An escape of anything else ("%61",
 // "%3A") changes how routers read the path: ServeMux decodes it, chi then
-// matches the escaped form.
-func canonicalEscapes(p string) bool {
+// matches the escaped form. It adds the bytes it reads to work.
+func canonicalEscapes(p string, work *int) bool {
 	for i := strings.IndexByte(p, '%'); i >= 0; i = strings.IndexByte(p, '%') {
+		*work += i + 1
 		if i+2 >= len(p) {
 			return true // not an escape; routers keep it as it is
 		}

@@ -218,12 +218,19 @@ func Decode(seg string) string {
 // chi lets it be in some places and the engine must protect every request
 // a router could hand the operation's handler.
 func (t *Template) Match(segs []string) (map[string]string, bool) {
+	var work int
+	return t.match(segs, &work)
+}
+
+// match is Match; it adds to work the bytes of segs it reads, so that tests
+// can hold matching to the path's length.
+func (t *Template) match(segs []string, work *int) (map[string]string, bool) {
 	if len(segs) != len(t.segs) {
 		return nil, false
 	}
 	var params map[string]string
 	for i, s := range t.segs {
-		if !s.match(segs[i], &params, len(t.params)) {
+		if !s.match(segs[i], &params, len(t.params), work) {
 			return nil, false
 		}
 	}
@@ -239,15 +246,17 @@ func (t *Template) MatchSuffix(segs []string) (map[string]string, bool) {
 	return t.Match(segs[len(segs)-len(t.segs):])
 }
 
-func (s segment) match(raw string, params *map[string]string, n int) bool {
+func (s segment) match(raw string, params *map[string]string, n int, work *int) bool {
 	set := func(name, val string) {
 		if *params == nil {
 			*params = make(map[string]string, n)
 		}
+		*work += len(val)
 		(*params)[name] = Decode(val)
 	}
 	switch s.kind() {
 	case KindLiteral:
+		*work += len(raw)
 		return Decode(raw) == s.parts[0].lit
 	case KindParam:
 		if raw == "" {
@@ -260,6 +269,7 @@ func (s segment) match(raw string, params *map[string]string, n int) bool {
 	for j := 0; j < len(s.parts); j++ {
 		p := s.parts[j]
 		if p.name == "" {
+			*work += len(p.esc)
 			rest, ok := strings.CutPrefix(v, p.esc)
 			if !ok {
 				return false
@@ -276,8 +286,10 @@ func (s segment) match(raw string, params *map[string]string, n int) bool {
 		// follow, or the segment does not match.
 		end := strings.IndexByte(v, s.parts[j+1].esc[0])
 		if end < 0 {
+			*work += len(v)
 			return false
 		}
+		*work += end
 		set(p.name, v[:end])
 		v = v[end:]
 	}
@@ -292,20 +304,28 @@ func (s segment) match(raw string, params *map[string]string, n int) bool {
 // away; the engine refuses what only MatchAnySplit accepts, rather than let
 // it pass unprotected.
 func (t *Template) MatchAnySplit(segs []string) bool {
+	var work int
+	return t.matchAnySplit(segs, &work)
+}
+
+// matchAnySplit is MatchAnySplit; it adds to work the bytes of segs it
+// reads.
+func (t *Template) matchAnySplit(segs []string, work *int) bool {
 	if len(segs) != len(t.segs) {
 		return false
 	}
 	for i, s := range t.segs {
-		if !s.matchAnySplit(segs[i]) {
+		if !s.matchAnySplit(segs[i], work) {
 			return false
 		}
 	}
 	return true
 }
 
-func (s segment) matchAnySplit(raw string) bool {
+func (s segment) matchAnySplit(raw string, work *int) bool {
 	switch s.kind() {
 	case KindLiteral:
+		*work += len(raw)
 		return Decode(raw) == s.parts[0].lit
 	case KindParam:
 		return raw != ""
@@ -321,6 +341,7 @@ func (s segment) matchAnySplit(raw string) bool {
 		switch {
 		case p.name == "":
 			for _, at := range starts {
+				*work += len(p.esc)
 				if strings.HasPrefix(raw[at:], p.esc) {
 					next = append(next, at+len(p.esc))
 				}
@@ -332,8 +353,10 @@ func (s segment) matchAnySplit(raw string) bool {
 			for off := starts[0]; off <= len(raw); off++ {
 				i := strings.Index(raw[off:], text)
 				if i < 0 {
+					*work += len(raw) - off
 					break
 				}
+				*work += i + len(text)
 				off += i
 				next = append(next, off)
 			}
@@ -433,7 +456,8 @@ func (s segment) mayOverlap(o segment) bool {
 		return s.parts[0].lit == o.parts[0].lit
 	case ks == KindLiteral:
 		var scratch map[string]string
-		return o.match(s.parts[0].esc, &scratch, 0)
+		var work int
+		return o.match(s.parts[0].esc, &scratch, 0, &work)
 	}
 	// Two mixed segments are told apart when their literal prefixes or
 	// suffixes disagree.

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 const version = 1
@@ -26,8 +27,16 @@ var ErrMalformed = errors.New("headerwire: malformed header encoding")
 
 // Encode returns h's encoding, or nil for a nil h (no headers were kept).
 func Encode(h http.Header) []byte {
+	b, _ := encode(h)
+	return b
+}
+
+// encode is Encode; it also returns its work, the names compared in
+// sorting and the bytes written, so that tests can hold it to the
+// encoding's size.
+func encode(h http.Header) ([]byte, int) {
 	if h == nil {
-		return nil
+		return nil, 0
 	}
 	names := make([]string, 0, len(h))
 	size := 1 + binary.MaxVarintLen64
@@ -38,7 +47,11 @@ func Encode(h http.Header) []byte {
 			size += binary.MaxVarintLen64 + len(v)
 		}
 	}
-	slices.Sort(names)
+	work := 0
+	slices.SortFunc(names, func(a, b string) int {
+		work++
+		return strings.Compare(a, b)
+	})
 	b := make([]byte, 0, size)
 	b = append(b, version)
 	b = binary.AppendUvarint(b, uint64(len(names)))
@@ -50,7 +63,7 @@ func Encode(h http.Header) []byte {
 			b = appendString(b, v)
 		}
 	}
-	return b
+	return b, work + len(b)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -63,11 +76,18 @@ func appendString(b []byte, s string) []byte {
 // values share one string copied from it, and the value lists one backing
 // array (each capped, so appending to one never overwrites the next).
 func Decode(src []byte) (http.Header, error) {
+	h, _, err := decode(src)
+	return h, err
+}
+
+// decode is Decode; it also returns its work, the bytes read and the
+// names and values stored, so that tests can hold it to src's size.
+func decode(src []byte) (http.Header, int, error) {
 	if len(src) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if src[0] != version {
-		return nil, fmt.Errorf("%w: version %d", ErrMalformed, src[0])
+		return nil, 0, fmt.Errorf("%w: version %d", ErrMalformed, src[0])
 	}
 	d := decoder{s: string(src[1:])}
 	n := d.count()
@@ -79,6 +99,7 @@ func Decode(src []byte) (http.Header, error) {
 		count := d.count()
 		start := len(vals)
 		for range count {
+			d.work++
 			vals = append(vals, d.str())
 			if d.err != nil {
 				break
@@ -87,21 +108,24 @@ func Decode(src []byte) (http.Header, error) {
 		if d.err != nil {
 			break
 		}
+		d.work++
 		h[name] = vals[start:len(vals):len(vals)]
 	}
 	if d.err == nil && d.i != len(d.s) {
 		d.err = fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.s)-d.i)
 	}
 	if d.err != nil {
-		return nil, d.err
+		return nil, d.work + d.i, d.err
 	}
-	return h, nil
+	return h, d.work + d.i, nil
 }
 
 type decoder struct {
 	s   string
-	i   int
+	i   int // bytes read, each once
 	err error
+	// work counts the names and values stored.
+	work int
 }
 
 // count reads a varint that counts things each at least one byte long, so

@@ -1,0 +1,67 @@
+package headerwire
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// A stored response's headers are encoded when it is captured and decoded
+// on every replay; a handler may echo into them what a client sent, up to
+// the 1 MiB of headers net/http reads (http.DefaultMaxHeaderBytes). The
+// work of both must grow with the headers' size and nothing else: these
+// tests count it (names compared, bytes written and read) and hold it flat
+// per byte from 1 KiB to 1 MiB.
+
+var headerSizes = []int{1 << 10, 1 << 14, 1 << 18, 1 << 20}
+
+var hostileHeaders = []struct {
+	name  string
+	build func(size int) http.Header
+}{
+	{"many names, in reverse order", func(size int) http.Header {
+		h := http.Header{}
+		for i := size / 16; i > 0; i-- {
+			h[fmt.Sprintf("X-H%09d", i)] = []string{"v"}
+		}
+		return h
+	}},
+	{"many names sharing a long prefix", func(size int) http.Header {
+		h := http.Header{}
+		prefix := "X-" + strings.Repeat("p", 64)
+		for i := range size / 80 {
+			h[fmt.Sprintf("%s%09d", prefix, i)] = []string{""}
+		}
+		return h
+	}},
+	{"one name, many values", func(size int) http.Header {
+		return http.Header{"X-V": make([]string, size/2)}
+	}},
+	{"one long value", func(size int) http.Header {
+		return http.Header{"X-V": {strings.Repeat("\x00\xff", size/2)}}
+	}},
+}
+
+func TestEncodingWorkIsLinear(t *testing.T) {
+	for _, shape := range hostileHeaders {
+		t.Run(shape.name, func(t *testing.T) {
+			var first float64
+			for i, size := range headerSizes {
+				h := shape.build(size)
+				enc, encWork := encode(h)
+				_, decWork, err := decode(enc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				per := float64(encWork+decWork) / float64(len(enc))
+				t.Logf("%8d bytes: %10d steps, %.2f a byte", len(enc), encWork+decWork, per)
+				if i == 0 {
+					first = per
+				} else if per > 2*first {
+					t.Fatalf("%d bytes cost %.2f steps a byte, %.1f× the %.2f of the smallest", len(enc), per, per/first, first)
+				}
+			}
+		})
+	}
+}

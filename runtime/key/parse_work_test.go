@@ -1,0 +1,55 @@
+package key
+
+import (
+	"strings"
+	"testing"
+)
+
+// A header key is read from a value the client chose, up to the 1 MiB of
+// headers net/http reads (http.DefaultMaxHeaderBytes), before anything is
+// claimed. Parse reads each byte a bounded number of times: this test
+// counts the bytes it reads on the worst values we know how to build and
+// holds the work per byte flat from 1 KiB to 1 MiB, whether the value is
+// accepted (under a limit as long as itself) or refused.
+func TestParseWorkIsLinear(t *testing.T) {
+	for _, shape := range []struct {
+		name  string
+		build func(size int) string
+	}{
+		{"spaces around one character", func(size int) string {
+			pad := strings.Repeat(" \t", size/4)
+			return pad + "k" + pad
+		}},
+		{"a quoted key of escapes", func(size int) string {
+			return `"` + strings.Repeat(`\"\\`, size/4) + `"`
+		}},
+		{"a quoted key of plain characters, then an escape", func(size int) string {
+			return `"` + strings.Repeat("k", size-4) + `\""`
+		}},
+		{"a quoted key left open", func(size int) string {
+			return `"` + strings.Repeat(`\\`, size/2)
+		}},
+		{"visible ASCII, a control character last", func(size int) string {
+			return strings.Repeat("k", size-1) + "\x01"
+		}},
+		{"visible ASCII", func(size int) string {
+			return strings.Repeat("k", size)
+		}},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			var first float64
+			for i, size := range []int{1 << 10, 1 << 14, 1 << 18, 1 << 20} {
+				value := shape.build(size)
+				var work int
+				_, _ = parse(value, len(value), &work)
+				per := float64(work) / float64(len(value))
+				t.Logf("%8d bytes: %10d steps, %.2f a byte", len(value), work, per)
+				if i == 0 {
+					first = per
+				} else if per > 2*first {
+					t.Fatalf("%d bytes cost %.2f steps a byte, %.1f× the %.2f of the smallest", len(value), per, per/first, first)
+				}
+			}
+		})
+	}
+}

@@ -68,25 +68,27 @@ type claimRow struct {
 }
 
 // readClaim reads the single row of claimSQL from rows and closes them.
-func readClaim(rows pgx.Rows, c idem.Claim) (idem.Result, error) {
+// unsettled reports idempotency_claim's 'busy_other': the caller must ask
+// settleSQL whom the key's holder serves before it answers (settle).
+func readClaim(rows pgx.Rows, c idem.Claim) (res idem.Result, unsettled bool, err error) {
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return idem.Result{}, err
+			return idem.Result{}, false, err
 		}
-		return idem.Result{}, errors.New("the claim returned no row")
+		return idem.Result{}, false, errors.New("the claim returned no row")
 	}
 	r, err := decodeClaimRow(rows.FieldDescriptions(), rows.RawValues())
 	if err != nil {
-		return idem.Result{}, err
+		return idem.Result{}, false, err
 	}
 	// Before Close: the headers still point into the driver's buffer.
-	res, err := r.result(c)
+	res, err = r.result(c)
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return idem.Result{}, err
+		return idem.Result{}, false, err
 	}
-	return res, err
+	return res, r.outcome == outcomeBusyElse, err
 }
 
 // decodeClaimRow decodes the raw values of one row of claimSQL. Everything
@@ -204,6 +206,19 @@ func busyResult(c idem.Claim) idem.Result {
 	}}
 }
 
+// busyOtherResult is the answer to a claim whose key another request holds
+// while its row is not visible yet (docs/semantics.md §5.1: a different
+// request is a 422 whatever the row's state). Which operation and
+// fingerprint it holds cannot be read, only that they are not c's: the
+// record carries c's operation and no fingerprint, which no claim's
+// fingerprint equals.
+func busyOtherResult(c idem.Claim) idem.Result {
+	return idem.Result{Existing: idem.Record{
+		State:     idem.StateInFlight,
+		Operation: c.Operation,
+	}}
+}
+
 // result turns the decoded row into the store's answer to c.
 func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 	switch r.outcome {
@@ -219,15 +234,10 @@ func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 		// whose transaction is open).
 		return busyResult(c), nil
 	case outcomeBusyElse:
-		// Another request holds the key's lock and its row is not visible
-		// yet (docs/semantics.md §3.5: a different request is a 422 whatever the
-		// row's state). Which operation and fingerprint it holds cannot be
-		// read, only that they are not c's: the record carries c's
-		// operation and no fingerprint, which no claim's fingerprint equals.
-		return idem.Result{Existing: idem.Record{
-			State:     idem.StateInFlight,
-			Operation: c.Operation,
-		}}, nil
+		// The key's lock is held without this request's lock; settle says
+		// whether by another request. Until it has, the answer is the one
+		// for another request.
+		return busyOtherResult(c), nil
 	default:
 		return idem.Result{}, fmt.Errorf("unexpected claim outcome %q", r.outcome)
 	}

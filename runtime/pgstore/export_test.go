@@ -1,6 +1,13 @@
 package pgstore
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
 
 // GuardQuiet reports whether s's guard has nothing queued or being sent.
 func GuardQuiet(s *Store) bool { return s.guard.quiet() }
@@ -11,4 +18,9 @@ func SetGuardIdleClose(s *Store, d time.Duration) {
 	s.guard.mu.Lock()
 	defer s.guard.mu.Unlock()
 	s.guard.idleClose = d
+}
+
+// Settle decides c as a claim answered 'busy_other' is decided.
+func Settle(ctx context.Context, pool *pgxpool.Pool, c idem.Claim) (idem.Result, error) {
+	return settle(ctx, pool, c)
 }

@@ -108,7 +108,10 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	res, err := readClaim(rows, c)
+	res, unsettled, err := readClaim(rows, c)
+	if err == nil && unsettled {
+		res, err = settle(ctx, s.pool, c)
+	}
 	if err != nil {
 		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}

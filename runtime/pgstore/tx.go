@@ -61,15 +61,24 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	b.Queue(claimSQL, claimArgs(c, true)...)
 	br := conn.SendBatch(ctx, b)
 	err = begun(br)
-	var res idem.Result
+	var (
+		res       idem.Result
+		unsettled bool
+	)
 	if err == nil {
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {
-			res, err = readClaim(rows, c)
+			res, unsettled, err = readClaim(rows, c)
 		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && unsettled {
+		// Inside the claim's transaction, which still holds this
+		// request's lock: no copy of the request can take the key's
+		// meanwhile and be taken for another request.
+		res, err = settle(ctx, conn, c)
 	}
 	if err != nil {
 		// The claim may have been won before the error: its session locks

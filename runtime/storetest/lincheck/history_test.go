@@ -29,7 +29,7 @@ import (
 const (
 	envDuration = "IDEMGEN_LIN_DURATION" // how long each store's run sends requests (default 6s)
 	envSeed     = "IDEMGEN_LIN_SEED"     // the workload's seed (default: drawn, and logged)
-	envStrict   = "IDEMGEN_LIN_STRICT"   // set: no known deviation is tolerated (model.otherBodyMayBeBusy, warmUp)
+	envStrict   = "IDEMGEN_LIN_STRICT"   // set: no known deviation is tolerated (model.otherBodyMayBeBusy)
 )
 
 const (
@@ -341,9 +341,6 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 		faults = append(faults[:len(faults):len(faults)], killFault(svc))
 	}
 	url := "http://" + svc.addr + "/transfers"
-	if os.Getenv(envStrict) == "" {
-		warmUp(url)
-	}
 	start := time.Now()
 	since := func() int64 { return time.Since(start).Nanoseconds() }
 	ctx, stop := context.WithTimeout(context.Background(), d)
@@ -422,23 +419,6 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 		}
 	}
 	return rep
-}
-
-// warmUp sends one request per client, each on a key of its own, before
-// the history starts, so that the service's pool is open when the
-// clients converge on their first keys. A cold PostgreSQL pool under
-// eight concurrent requests on one key is where pgstore once answered
-// 422 to a request of the executing body (docs/verification.md);
-// IDEMGEN_LIN_STRICT=1 starts cold.
-func warmUp(url string) {
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Go(func() {
-			o := &op{Key: "warm" + strconv.Itoa(c), Body: `{"amount":1}`}
-			send(http.DefaultClient, url, o, func() int64 { return 0 }, nil)
-		})
-	}
-	wg.Wait()
 }
 
 // send makes o's request and records what came back.

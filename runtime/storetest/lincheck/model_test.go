@@ -125,9 +125,14 @@ type step struct {
 // same body holds that request's advisory lock for a moment (it is
 // losing the key too, and answers 422); docs/verification.md tells the
 // story. Every other check stays strict.
+//
+// GuardMayRefuse says that a claim may win the key's row and still give it
+// back unrun, answering 409: pgstore's transactional claim does so when the
+// key's guard lock is held elsewhere (docs/semantics.md §5.1).
 type model struct {
 	transactional      bool
 	otherBodyMayBeBusy bool
+	guardMayRefuse     bool
 }
 
 func (m model) porcupine() porcupine.Model {
@@ -253,10 +258,23 @@ func (m model) apply(s keyState, st step) []keyState {
 		}
 		return nil
 	case resInProgress:
-		if st.end || (s.Kind == held && (s.Body == o.Body || m.otherBodyMayBeBusy)) {
+		if st.end {
+			if s.Kind == held && s.Holder == o.ID {
+				// Its own claim, given back unrun.
+				return []keyState{{Holder: phantom}}
+			}
 			return self()
 		}
-		return nil
+		var out []keyState
+		if s.Kind == held && (s.Body == o.Body || m.otherBodyMayBeBusy) {
+			out = self()
+		}
+		if m.guardMayRefuse && s.Kind == free {
+			// Its own claim won the key's row but not its guard, and was
+			// given back before its handler ran.
+			out = append(out, keyState{Kind: held, Body: o.Body, Holder: o.ID})
+		}
+		return out
 	case resIndeterminate:
 		if st.end || (s.Kind == indeterminate && s.Body == o.Body) {
 			return self()

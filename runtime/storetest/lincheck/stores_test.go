@@ -128,7 +128,7 @@ func TestLinearizablePostgreSQL(t *testing.T) {
 		// from the claim's, while that claim's transaction is open, is a
 		// known deviation of pgstore (model.otherBodyMayBeBusy);
 		// IDEMGEN_LIN_STRICT=1 shows it.
-		model:   model{transactional: true, otherBodyMayBeBusy: os.Getenv(envStrict) == ""},
+		model:   model{transactional: true, otherBodyMayBeBusy: os.Getenv(envStrict) == "", guardMayRefuse: true},
 		env:     []string{envService + "=postgres", envTarget + "=" + u.String()},
 		faults:  append(proxyFaults(p), terminate),
 		kill:    true,

@@ -196,7 +196,8 @@ func hasHeader(file, header string) (bool, error) {
 }
 
 // checkMigrations enforces that a migration, once on disk, is never
-// rewritten or renumbered: migration tools record which versions they
+// rewritten or renumbered (one whose comments alone differ from what
+// idemgen writes now is kept as it is, and counts as current): migration tools record which versions they
 // applied and never look at a file again, so an edited migration would
 // leave databases that applied the old one silently behind, and a
 // renumbered one would be applied twice. It also refuses a new migration
@@ -221,7 +222,10 @@ func checkMigrations(base string, opts Options, migrations map[string][]byte) ([
 			fresh[path.Dir(p)] = true
 		case err != nil:
 			return nil, fmt.Errorf("read existing migration: %w", err)
-		case !bytes.Equal(old, migrations[p]):
+		case sqlgen.SameStatements(old, migrations[p]):
+			// Only comments differ: the file on disk stays as it is.
+			migrations[p] = old
+		default:
 			fail(p, "this migration already exists and differs from the one idemgen generates now; "+
 				"idemgen never rewrites a migration. If it was never applied anywhere, delete it and run idemgen again; "+
 				"if it was applied, keep it and write an upgrade migration by hand "+

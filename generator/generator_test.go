@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -177,6 +178,35 @@ func TestExistingMigrationIsNeverRewritten(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(up); string(b) != string(edited) {
 		t.Error("the existing migration was changed")
+	}
+}
+
+// A migration on disk whose comments alone differ from what idemgen writes
+// now (a later idemgen corrected a comment) runs the same SQL: it is kept
+// byte for byte, and counts as current for --check.
+func TestExistingMigrationWithOtherCommentsIsKept(t *testing.T) {
+	opts := project(t, "24h")
+	if err := WriteDir(opts.Dir, generate(t, opts)); err != nil {
+		t.Fatal(err)
+	}
+	up := filepath.Join(opts.Dir, "db", "migrations", "000001_idempotency_keys.up.sql")
+	b, err := os.ReadFile(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := append([]byte("-- as an earlier idemgen wrote it\n"), bytes.ReplaceAll(b, []byte("\n-- "), []byte("\n--   "))...)
+	if err := os.WriteFile(up, applied, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := generate(t, opts)
+	if diff, ok := CheckDir(opts.Dir, files); !ok {
+		t.Errorf("--check after a comment-only difference:\n%s", diff)
+	}
+	if err := WriteDir(opts.Dir, files); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(up); !bytes.Equal(b, applied) {
+		t.Error("the existing migration was rewritten")
 	}
 }
 

@@ -152,3 +152,23 @@ func isWordStart(c byte) bool {
 func isWordPart(c byte) bool {
 	return isWordStart(c) || (c >= '0' && c <= '9') || c == '$'
 }
+
+// SameStatements reports whether two migrations run the same SQL: equal
+// once their comment lines (lines that start with --, after indentation)
+// are dropped. A migration whose comments alone changed between idemgen
+// versions is the same migration to every tool idemgen writes for, none
+// of which checksums a file.
+func SameStatements(a, b []byte) bool {
+	return withoutCommentLines(a) == withoutCommentLines(b)
+}
+
+// withoutCommentLines is script without its comment lines.
+func withoutCommentLines(script []byte) string {
+	var out strings.Builder
+	for line := range strings.Lines(string(script)) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			out.WriteString(line)
+		}
+	}
+	return out.String()
+}

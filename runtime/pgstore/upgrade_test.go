@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgen/idemgen/generator/sqlgen"
 	"github.com/idemgen/idemgen/runtime/idemadmin/admintest"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/templates"
@@ -27,8 +28,11 @@ func TestUpgradeFromReleasedSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A released migration is never edited: databases have applied it.
-	if first, _, err := templates.Schema("postgres"); err != nil || first != string(released) {
+	// A released migration's statements are never edited: databases have
+	// applied them. Its comments may be corrected, since none of the
+	// migration tools idemgen writes for (golang-migrate, goose, dbmate)
+	// checksums a file.
+	if first, _, err := templates.Schema("postgres"); err != nil || !sqlgen.SameStatements([]byte(first), released) {
 		t.Fatalf("migration 000001 differs from the released one (%v): ship a schema change as a new migration with an upgrade path, and leave 000001 as released", err)
 	}
 	schema := "idemtest_" + randomHex(6)

@@ -105,9 +105,12 @@ $$;
 --               r_* columns are NULL.
 --   'busy_other' a claimant of another request holds the key right now and
 --               its row is not visible yet: the key is in flight for a
---               different request (a 422 for the caller, SEMANTICS §3.5),
---               although which operation and fingerprint it holds cannot
---               be read. The r_* columns are NULL.
+--               different request (a 422 for the caller, docs/semantics.md
+--               §5.1), although which operation and fingerprint it holds
+--               cannot be read. The r_* columns are NULL. PostgreSQL frees
+--               a session's locks one at a time, so a claimant of this
+--               very request that is letting go can look so for a moment:
+--               pgstore looks again before it answers 422 (its settleSQL).
 --
 -- pgstore calls it only after a plain read in the same statement found no
 -- row that decides the claim (see pgstore's claimSQL), so the function

@@ -16,25 +16,8 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
-
-// clock is a manual clock for the in-memory store.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func transferPolicy() idem.Policy {
 	return idem.Policy{
@@ -67,7 +50,7 @@ func adoptionPolicy() idem.Policy {
 // fixture is an engine over a memstore with a handler that counts its runs.
 type fixture struct {
 	t       *testing.T
-	clock   *clock
+	clock   *storetest.Clock
 	store   *memstore.Store
 	engine  *idem.Engine
 	server  http.Handler
@@ -78,7 +61,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, policies ...idem.Policy) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clock: &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, events: make(chan idem.Event, 100)}
+	f := &fixture{t: t, clock: storetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), events: make(chan idem.Event, 100)}
 	f.store = memstore.New(memstore.WithClock(f.clock.Now))
 	f.handler = func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)

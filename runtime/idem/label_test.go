@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // A label is keyed: a reader without the secret cannot test guesses
@@ -36,7 +37,7 @@ func TestKeyLabelIsKeyed(t *testing.T) {
 // labelled is an engine over a memstore with a known label secret, a clock,
 // a log buffer and an observer channel.
 type labelled struct {
-	clock  *clock
+	clock  *storetest.Clock
 	logs   bytes.Buffer
 	events chan idem.Event
 	server http.Handler
@@ -46,7 +47,7 @@ var labelSecret = []byte("deployment-secret")
 
 func newLabelled(t *testing.T, handler http.HandlerFunc) *labelled {
 	t.Helper()
-	l := &labelled{clock: &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, events: make(chan idem.Event, 16)}
+	l := &labelled{clock: storetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), events: make(chan idem.Event, 16)}
 	e, err := idem.New(idem.Config{
 		Store:          memstore.New(memstore.WithClock(l.clock.Now)),
 		Policies:       []idem.Policy{transferPolicy()},

@@ -12,10 +12,11 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 func TestSweepDeletesExpiredKeysInBatches(t *testing.T) {
-	c := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := storetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	store := memstore.New(memstore.WithClock(c.Now))
 	ctx := context.Background()
 	claim := func(key string, ttl time.Duration) {

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // adminStore is an idem.Store that also serves the operator.
@@ -20,13 +21,7 @@ type adminStore interface {
 	idemadmin.Store
 }
 
-// clock is a manual clock for the SQLite store; the tests call the store
-// from one goroutine.
-type clock struct{ now time.Time }
-
-func (c *clock) Now() time.Time { return c.now }
-
-func newSQLite(t *testing.T, c *clock) adminStore {
+func newSQLite(t *testing.T, c *storetest.Clock) adminStore {
 	s, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "keys.db"), sqlitestore.WithClock(c.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +56,7 @@ func claim(t *testing.T, s idem.Store, key, token string, lease time.Duration) i
 // version check: an entry read before the key changed settles nothing.
 func TestSettleIsFenced(t *testing.T) {
 	ctx := context.Background()
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	for name, mk := range map[string]func(*testing.T) adminStore{
 		"sqlite":   func(t *testing.T) adminStore { return newSQLite(t, c) },
 		"postgres": newPostgres,
@@ -134,11 +129,11 @@ func TestSettleIsFenced(t *testing.T) {
 // yet) is outcome-unknown too, and the operator may resolve it.
 func TestLapsedClaimIsResolvable(t *testing.T) {
 	ctx := context.Background()
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := newSQLite(t, c)
 	a := idemadmin.New(s, []byte("secret"))
 	id := claim(t, s, "k1", "token-1", time.Minute)
-	c.now = c.now.Add(2 * time.Minute)
+	c.Advance(2 * time.Minute)
 	es, err := a.List(ctx, idemadmin.Query{Label: idem.KeyLabel([]byte("secret"), "k1")})
 	if err != nil || len(es) != 1 || !es[0].Resolvable() || es[0].State != idem.StateInFlight {
 		t.Fatalf("List by label: %+v, %v; want the lapsed claim, resolvable", es, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // One client key can stand in several rows: stored in clear before the
@@ -18,7 +19,7 @@ import (
 func TestFindReadsTheRowItMatched(t *testing.T) {
 	ctx := context.Background()
 	newest, older := []byte("find-newest-secret-0123456789"), []byte("find-older-secret-0123456789")
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := newSQLite(t, c)
 	clear := claim(t, s, "order-7", "token-clear", time.Minute)
 	claim(t, s, idem.StoredKey(older, "order-7"), "token-hmac", time.Minute)
@@ -45,11 +46,11 @@ func TestFindReadsTheRowItMatched(t *testing.T) {
 func TestSettleTheRowFindMatched(t *testing.T) {
 	ctx := context.Background()
 	newest, older := []byte("find-newest-secret-0123456789"), []byte("find-older-secret-0123456789")
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := newSQLite(t, c)
 	claim(t, s, "order-7", "token-clear", time.Minute)
 	hmac := claim(t, s, idem.StoredKey(older, "order-7"), "token-hmac", time.Minute)
-	c.now = c.now.Add(2 * time.Minute) // both leases ran out: both resolvable
+	c.Advance(2 * time.Minute) // both leases ran out: both resolvable
 	a := idemadmin.New(s, newest, older)
 
 	e, err := a.Find(ctx, idem.KeyLabel(newest, "order-7"), idemadmin.Query{})

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // The operator finds, reads and resolves keys through the deployment's
@@ -19,7 +20,7 @@ import (
 func TestAdminThroughSecretsAndSealer(t *testing.T) {
 	ctx := context.Background()
 	oldSecret, newSecret := []byte("admin-old-secret-0123456789"), []byte("admin-new-secret-9876543210")
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	for name, mk := range map[string]func(*testing.T) adminStore{
 		"sqlite":   func(t *testing.T) adminStore { return newSQLite(t, c) },
 		"postgres": newPostgres,

@@ -3,7 +3,6 @@ package memstore_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,26 +11,17 @@ import (
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
+// target is the store to every suite of storetest: on its own clock, or on
+// the suite's.
+var target = storetest.Target{Open: func(_ *testing.T, clock *storetest.Clock) storetest.Instance {
+	if clock == nil {
+		return storetest.Instance{Store: memstore.New()}
+	}
+	return storetest.Instance{Store: memstore.New(memstore.WithClock(clock.Now))}
+}}
+
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) idem.Store { return memstore.New() })
-}
-
-// fakeClock is a clock that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	storetest.Run(t, target)
 }
 
 func claim(key, token string) idem.Claim {
@@ -50,7 +40,7 @@ func claim(key, token string) idem.Claim {
 // at now has run out.
 func TestClockBoundaries(t *testing.T) {
 	ctx := context.Background()
-	clk := &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := storetest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := memstore.New(memstore.WithClock(clk.Now))
 
 	if res, err := s.Claim(ctx, claim("k", "a")); err != nil || !res.Won {

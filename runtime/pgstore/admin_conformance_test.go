@@ -9,8 +9,5 @@ import (
 // The operator's conformance suite, the one every store passes.
 func TestAdminConformance(t *testing.T) {
 	testURL(t)
-	admintest.Run(t, func(t *testing.T) admintest.Store {
-		s, _ := newStore(t)
-		return s
-	})
+	admintest.Run(t, target())
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
@@ -24,10 +23,7 @@ func TestConformance(t *testing.T) {
 	testURL(t)
 	for _, mode := range execModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) idem.Store {
-				s, _ := newStore(t, withExecMode(mode))
-				return s
-			})
+			storetest.Run(t, target(withExecMode(mode)))
 		})
 	}
 }
@@ -36,21 +32,7 @@ func TestConformanceTx(t *testing.T) {
 	testURL(t)
 	for _, mode := range execModes {
 		t.Run(mode.String(), func(t *testing.T) {
-			storetest.RunTx(t, func(t *testing.T) storetest.TxStore {
-				s, pool := newStore(t, withExecMode(mode))
-				return storetest.TxStore{
-					Store: s,
-					Write: writeEffect,
-					Exec: func(ctx context.Context, driver any, sql string) error {
-						_, err := driver.(pgx.Tx).Exec(ctx, sql)
-						return err
-					},
-					Count: func(ctx context.Context, marker string) (int, error) {
-						return countEffects(ctx, pool, marker)
-					},
-					Session: sessionStates,
-				}
-			})
+			storetest.RunTx(t, target(withExecMode(mode)))
 		})
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
 // durableLease is the lease of the durable-mode kill test's operation: long
@@ -22,7 +22,7 @@ const durableBody = `{"amount":2500,"currency":"EUR"}`
 // durablePolicy is the transactional operation whose handler writes around
 // its transaction, in the child and in the parent alike.
 func durablePolicy() idem.Policy {
-	return storetest.EnginePolicy("createLoosePayment", "/loose-payments", durableLease, idem.Takeover, true)
+	return enginetest.EnginePolicy("createLoosePayment", "/loose-payments", durableLease, idem.Takeover, true)
 }
 
 // looseWrites is that operation's handler, mounted without its adapter: by
@@ -43,7 +43,7 @@ func looseWrites(s *pgstore.Store) http.Handler {
 			fmt.Println("ready")
 			time.Sleep(2 * time.Minute)
 		}
-		storetest.Created(w, key)
+		enginetest.Created(w, key)
 	})
 }
 
@@ -63,7 +63,7 @@ func writeOwn(ctx context.Context, s *pgstore.Store, marker string) error {
 // engine learns that the handler writes around its transaction, then a
 // request's handler writes on its own and hangs until the child is killed.
 func helperDurable(t *testing.T, s *pgstore.Store) {
-	es := storetest.ServeEngine(t, s, looseWrites(s), durablePolicy())
+	es := enginetest.ServeEngine(t, s, looseWrites(s), durablePolicy())
 	if a := es.MustPost(t, "/loose-payments", "k-flag", durableBody, "X-Mode", "idle"); a.Status != http.StatusCreated {
 		t.Fatalf("the request that shows the handler does not take its transaction: %v", a)
 	}
@@ -84,17 +84,17 @@ func TestKillDuringDurableModeHandler(t *testing.T) {
 	killChild(t, cmd)
 	killed := time.Now()
 
-	restarted := storetest.ServeEngine(t, s, looseWrites(s), durablePolicy())
+	restarted := enginetest.ServeEngine(t, s, looseWrites(s), durablePolicy())
 	early := restarted.MustPost(t, "/loose-payments", "k-durable", durableBody, "X-Mode", "own")
 	if time.Since(killed) < durableLease {
 		// Within the lease the dead request's claim still holds the key.
-		if err := storetest.CheckProblem(early, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+		if err := enginetest.CheckProblem(early, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
 			t.Errorf("retry within the lease: %v", err)
 		}
 	}
 	time.Sleep(durableLease + 200*time.Millisecond)
 	retry := restarted.MustPost(t, "/loose-payments", "k-durable", durableBody, "X-Mode", "own")
-	if err := storetest.CheckProblem(retry, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+	if err := enginetest.CheckProblem(retry, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
 		t.Errorf("retry after the lease, in the restarted service: %v", err)
 	}
 	if n, err := countEffects(ctx, pool, "k-durable"); err != nil || n != 1 {

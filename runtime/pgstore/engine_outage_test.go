@@ -8,7 +8,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
 // Proof: the database goes away while requests flow through the engine.
@@ -35,10 +35,10 @@ func TestEngineDatabaseOutage(t *testing.T) {
 			// completion.
 			current.Load().stop()
 		}
-		storetest.Created(w, r.Header.Get("Idempotency-Key"))
+		enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 	})
-	es := storetest.ServeEngine(t, pgstore.New(pool), handler,
-		storetest.EnginePolicy("createTransfer", "/transfers", lease, idem.FailClosed, false))
+	es := enginetest.ServeEngine(t, pgstore.New(pool), handler,
+		enginetest.EnginePolicy("createTransfer", "/transfers", lease, idem.FailClosed, false))
 	const body = `{"amount":100,"to":"acc_1"}`
 	restart := func() { current.Store(startProxy(t, addr, upstream)) }
 	unavailable := 0 // 503s the clients saw
@@ -55,7 +55,7 @@ func TestEngineDatabaseOutage(t *testing.T) {
 	for _, key := range []string{"during-1", "during-2", "during-3", "before"} {
 		start := time.Now()
 		a := es.MustPost(t, "/transfers", key, body)
-		if err := storetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+		if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
 			t.Errorf("%s during the outage: %v", key, err)
 		}
 		unavailable++
@@ -81,7 +81,7 @@ func TestEngineDatabaseOutage(t *testing.T) {
 		if a.Status == http.StatusCreated && !a.Replayed() {
 			break
 		}
-		if err := storetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+		if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
 			t.Fatalf("during-1 after the outage: %v", err)
 		}
 		unavailable++
@@ -95,7 +95,7 @@ func TestEngineDatabaseOutage(t *testing.T) {
 			t.Errorf("%s after the outage: %v, want a fresh 201", key, a)
 		}
 	}
-	if err := storetest.CheckReplay(es.MustPost(t, "/transfers", "before", body), before); err != nil {
+	if err := enginetest.CheckReplay(es.MustPost(t, "/transfers", "before", body), before); err != nil {
 		t.Errorf("replay of a key stored before the outage: %v", err)
 	}
 	for _, key := range []string{"before", "during-1", "during-2", "during-3"} {
@@ -112,5 +112,5 @@ func TestEngineDatabaseOutage(t *testing.T) {
 		t.Fatalf("request whose completion failed: %v, want the handler's own 201", lost)
 	}
 	restart()
-	storetest.LostCompletion(t, es, "lost", body, claimed, lease, unavailable)
+	enginetest.LostCompletion(t, es, "lost", body, claimed, lease, unavailable)
 }

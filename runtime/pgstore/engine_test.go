@@ -1,7 +1,6 @@
 package pgstore_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -10,8 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/pgstore"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
 // The tests in this file drive the whole engine (idem.Engine) over real
@@ -26,24 +24,16 @@ func TestEngineConcurrentDuplicates(t *testing.T) {
 	s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 16 })
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(3 * time.Millisecond)
-		storetest.Created(w, r.Header.Get("Idempotency-Key"))
+		enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 	})
-	es := storetest.ServeEngine(t, s, handler, storetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
-	storetest.DuplicateStorm(t, es, 64, 200)
+	es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
+	enginetest.DuplicateStorm(t, es, 64, 200)
 }
 
 // Proof: transactional mode through the engine. The handler's business
 // write and the key's completion commit together or not at all; the
 // database ends the transaction of a handler that idles past its lease.
 func TestEngineTransactional(t *testing.T) {
-	schema := newSchema(t)
-	pool := openPool(t, schema, func(c *pgxpool.Config) { c.MaxConns = 8 })
-	storetest.EngineTx(t, pgstore.New(pool),
-		func(ctx context.Context, tx pgx.Tx, marker string) error {
-			_, err := tx.Exec(ctx, "INSERT INTO effects (marker) VALUES ($1)", marker)
-			return err
-		},
-		func(ctx context.Context, marker string) (int, error) {
-			return countEffects(ctx, pool, marker)
-		})
+	testURL(t)
+	enginetest.RunTx[pgx.Tx](t, target(func(c *pgxpool.Config) { c.MaxConns = 8 }))
 }

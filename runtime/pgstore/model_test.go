@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/model"
 )
 
 // TestModel drives the store, plain and transactional claims, through
@@ -27,36 +29,32 @@ import (
 // time; a step ends its transaction long before the shortest lease (1s).
 func TestModel(t *testing.T) {
 	testURL(t)
-	opts := storetest.ModelOptions{Runs: 4, Steps: 1500, ShrinkFor: 20 * time.Second}
-	storetest.RunModel(t, opts, func(t *testing.T) storetest.ModelTarget {
-		ctx := context.Background()
-		schema := newSchema(t)
-		admin := openPool(t, schema)
-		if _, err := admin.Exec(ctx, `CREATE TABLE model_clock (t timestamptz NOT NULL);
+	model.Run(t, model.Options{Runs: 4, Steps: 1500, ShrinkFor: 20 * time.Second}, target())
+}
+
+// openOnClock opens a store whose clock_timestamp() reads the time from a
+// one-row table that SetClock writes.
+func openOnClock(t *testing.T, tweak ...func(*pgxpool.Config)) storetest.Instance {
+	ctx := context.Background()
+	schema := newSchema(t)
+	admin := openPool(t, schema)
+	if _, err := admin.Exec(ctx, `CREATE TABLE model_clock (t timestamptz NOT NULL);
 INSERT INTO model_clock VALUES ('-infinity');
 CREATE FUNCTION clock_timestamp() RETURNS timestamptz
     LANGUAGE sql VOLATILE AS 'SELECT t FROM `+schema+`.model_clock'`); err != nil {
-			t.Fatalf("create the test clock: %v", err)
-		}
-		pool := openPool(t, schema, func(c *pgxpool.Config) {
-			c.ConnConfig.RuntimeParams["search_path"] = schema + ", pg_catalog"
-		})
-		s := pgstore.New(pool)
-		return storetest.ModelTarget{
-			Store: s,
-			SetClock: func(ctx context.Context, now time.Time) error {
-				_, err := admin.Exec(ctx, `UPDATE model_clock SET t = $1`, now)
-				return err
-			},
-			Tx: &storetest.ModelTx{
-				Store:  s,
-				Claims: storetest.TxClaimInTx,
-				Crash: func(ctx context.Context, tx idem.Tx) error {
-					return crashTx(ctx, admin, tx)
-				},
-			},
-		}
-	})
+		t.Fatalf("create the test clock: %v", err)
+	}
+	pool := openPool(t, schema, append(slices.Clip(tweak), func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["search_path"] = schema + ", pg_catalog"
+	})...)
+	s := pgstore.New(pool)
+	in := instance(s, pool)
+	in.SetClock = func(ctx context.Context, now time.Time) error {
+		_, err := admin.Exec(ctx, `UPDATE model_clock SET t = $1`, now)
+		return err
+	}
+	in.Crash = func(ctx context.Context, tx idem.Tx) error { return crashTx(ctx, admin, tx) }
+	return in
 }
 
 // crashTx ends a handler's transaction as the death of its process would:

@@ -16,7 +16,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/proc"
 )
 
 // 64 goroutines claim the same 200 requests in shuffled orders: each key
@@ -118,7 +118,7 @@ func helperRace(t *testing.T, s *pgstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.RaceChild(t, n, func(key, token string) (idem.Result, error) {
+	proc.RaceChild(t, n, func(key, token string) (idem.Result, error) {
 		return s.Claim(context.Background(), claimFor(key, token, time.Minute))
 	})
 }
@@ -154,7 +154,7 @@ func startReadyChild(t *testing.T, mode string) (*pgxpool.Pool, *pgstore.Store, 
 	schema := newSchema(t)
 	pool := openPool(t, schema)
 	cmd := helperCommand(t, mode, schema)
-	storetest.StartUntilReady(t, cmd)
+	proc.StartUntilReady(t, cmd)
 	return pool, pgstore.New(pool), cmd
 }
 
@@ -172,7 +172,7 @@ func killChild(t *testing.T, cmd *exec.Cmd) {
 func TestTwoProcessesOneWinnerPerKey(t *testing.T) {
 	const keys = 300
 	schema := newSchema(t)
-	storetest.TwoProcesses(t, keys, func() *exec.Cmd {
+	proc.TwoProcesses(t, keys, func() *exec.Cmd {
 		return helperCommand(t, "race", schema, helperKeysEnv+"="+strconv.Itoa(keys))
 	})
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
 // A handler that ends its transaction and is at once in a new one (COMMIT
@@ -46,9 +46,9 @@ func TestHandlerThatBeginsAnotherTransactionIsSeen(t *testing.T) {
 					}
 					w.WriteHeader(status)
 				})
-				es := storetest.ServeEngine(t, s, handler, storetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.Takeover, true))
+				es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.Takeover, true))
 				a := es.MustPost(t, "/transfers", "k1", `{"amount":1}`)
-				if err := storetest.CheckProblem(a, http.StatusInternalServerError, idem.ProblemOutcomeUnknown, false); err != nil {
+				if err := enginetest.CheckProblem(a, http.StatusInternalServerError, idem.ProblemOutcomeUnknown, false); err != nil {
 					t.Fatal(err)
 				}
 				retry := es.MustPost(t, "/transfers", "k1", `{"amount":1}`)

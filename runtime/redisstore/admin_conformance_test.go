@@ -10,7 +10,6 @@ import (
 // single node and a cluster (where a listing walks every primary).
 func TestAdminConformance(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		c := b.open(t)
-		admintest.Run(t, func(t *testing.T) admintest.Store { return storeOn(t, c) })
+		admintest.Run(t, target(b.open(t)))
 	})
 }

@@ -17,9 +17,8 @@ import (
 // running lease is never absent, so a second claim of the key must lose.
 func TestLeaseLongerThanTTLKeepsTheRecord(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		clock := &storetest.Clock{}
 		start := time.Unix(1_800_000_000, 0)
-		_ = clock.Set(context.Background(), start)
+		clock := storetest.NewClock(start)
 		s, _ := newStore(t, b, redisstore.WithClock(clock.Now))
 		ctx := context.Background()
 
@@ -28,7 +27,7 @@ func TestLeaseLongerThanTTLKeepsTheRecord(t *testing.T) {
 		if res, err := s.Claim(ctx, first); err != nil || !res.Won {
 			t.Fatalf("first claim = %+v, %v", res, err)
 		}
-		_ = clock.Set(ctx, start.Add(5*time.Second))
+		clock.Set(start.Add(5 * time.Second))
 		res, err := s.Claim(ctx, newClaim("long-lease"))
 		if err != nil || res.Won || res.Existing.State != idem.StateInFlight {
 			t.Errorf("claim past the TTL, within the first lease = %+v, %v; want lost in flight", res, err)
@@ -136,8 +135,7 @@ func TestLongestLeaseRemainingIsPositive(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		for _, at := range []time.Time{time.UnixMicro(1), time.UnixMicro(2), time.UnixMicro(1_800_000_000_000_001)} {
-			clock := &storetest.Clock{}
-			_ = clock.Set(ctx, at)
+			clock := storetest.NewClock(at)
 			s, _ := newStore(t, b, redisstore.WithClock(clock.Now))
 			first := newClaim("longest-lease")
 			first.Lease = time.Duration(math.MaxInt64)

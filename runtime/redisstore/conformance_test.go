@@ -1,21 +1,18 @@
 package redisstore_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/model"
 )
 
 // The shared conformance suite, on Redis's own clock, against a single
 // node and a cluster.
 func TestConformance(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		c := b.open(t)
-		storetest.Run(t, func(t *testing.T) idem.Store { return storeOn(t, c) })
+		storetest.Run(t, target(b.open(t)))
 	})
 }
 
@@ -23,16 +20,6 @@ func TestConformance(t *testing.T) {
 // the store contract, on a clock the test sets.
 func TestModel(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		c := b.open(t)
-		opts := storetest.ModelOptions{Runs: 4, Steps: 2000, ShrinkFor: 20 * time.Second}
-		storetest.RunModel(t, opts, func(t *testing.T) storetest.ModelTarget {
-			clock := &storetest.Clock{}
-			return storetest.ModelTarget{
-				Store: storeOn(t, c, redisstore.WithClock(clock.Now)),
-				SetClock: func(ctx context.Context, now time.Time) error {
-					return clock.Set(ctx, now)
-				},
-			}
-		})
+		model.Run(t, model.Options{Runs: 4, Steps: 2000, ShrinkFor: 20 * time.Second}, target(b.open(t)))
 	})
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
 // The tests in this file drive the whole engine (idem.Engine) over real
@@ -24,10 +24,10 @@ func TestEngineConcurrentDuplicates(t *testing.T) {
 		s, _ := newStore(t, b)
 		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(3 * time.Millisecond)
-			storetest.Created(w, r.Header.Get("Idempotency-Key"))
+			enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 		})
-		es := storetest.ServeEngine(t, s, handler, storetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
-		storetest.DuplicateStorm(t, es, 64, 200)
+		es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
+		enginetest.DuplicateStorm(t, es, 64, 200)
 	})
 }
 
@@ -38,7 +38,7 @@ func TestEngineRefusesTransactional(t *testing.T) {
 		s, _ := newStore(t, b)
 		_, err := idem.New(idem.Config{
 			Store:    s,
-			Policies: []idem.Policy{storetest.EnginePolicy("createPayment", "/payments", time.Minute, idem.Takeover, true)},
+			Policies: []idem.Policy{enginetest.EnginePolicy("createPayment", "/payments", time.Minute, idem.Takeover, true)},
 			Tenant:   func(*http.Request) (string, bool) { return "acme", true },
 		})
 		if err == nil {

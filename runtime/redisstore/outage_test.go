@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
 // cutter is a dialer whose connections a test can cut, and whose new
@@ -88,10 +88,10 @@ func TestEngineStoreOutage(t *testing.T) {
 				// Redis goes away after the claim and before the completion.
 				net.cut()
 			}
-			storetest.Created(w, r.Header.Get("Idempotency-Key"))
+			enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 		})
-		es := storetest.ServeEngine(t, s, handler,
-			storetest.EnginePolicy("createTransfer", "/transfers", lease, idem.FailClosed, false))
+		es := enginetest.ServeEngine(t, s, handler,
+			enginetest.EnginePolicy("createTransfer", "/transfers", lease, idem.FailClosed, false))
 		const body = `{"amount":100,"to":"acc_1"}`
 		unavailable := 0 // 503s the clients saw
 
@@ -106,7 +106,7 @@ func TestEngineStoreOutage(t *testing.T) {
 		for _, key := range []string{"during-1", "during-2", "during-3", "before"} {
 			start := time.Now()
 			a := es.MustPost(t, "/transfers", key, body)
-			if err := storetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+			if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
 				t.Errorf("%s during the outage: %v", key, err)
 			}
 			unavailable++
@@ -133,7 +133,7 @@ func TestEngineStoreOutage(t *testing.T) {
 				if a.Status == http.StatusCreated && !a.Replayed() {
 					break
 				}
-				if err := storetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+				if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
 					t.Fatalf("%s after the outage: %v, want a fresh 201 (or 503 while reconnecting)", key, err)
 				}
 				unavailable++
@@ -143,7 +143,7 @@ func TestEngineStoreOutage(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
-		if err := storetest.CheckReplay(es.MustPost(t, "/transfers", "before", body), before); err != nil {
+		if err := enginetest.CheckReplay(es.MustPost(t, "/transfers", "before", body), before); err != nil {
 			t.Errorf("replay of a key stored before the outage: %v", err)
 		}
 		for _, key := range []string{"before", "during-1", "during-2", "during-3"} {
@@ -160,6 +160,6 @@ func TestEngineStoreOutage(t *testing.T) {
 			t.Fatalf("request whose completion failed: %v, want the handler's own 201", lost)
 		}
 		net.restore()
-		storetest.LostCompletion(t, es, "lost", body, claimed, lease, unavailable)
+		enginetest.LostCompletion(t, es, "lost", body, claimed, lease, unavailable)
 	})
 }

@@ -14,7 +14,8 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/redisstore"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
+	"github.com/idemgen/idemgen/runtime/storetest/proc"
 )
 
 // The helper process: when helperEnv names a mode, TestHelperProcess is the
@@ -90,7 +91,7 @@ func helperRace(t *testing.T, s *redisstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.RaceChild(t, n, func(key, token string) (idem.Result, error) {
+	proc.RaceChild(t, n, func(key, token string) (idem.Result, error) {
 		return s.Claim(context.Background(), claimFor(key, token))
 	})
 }
@@ -102,7 +103,7 @@ const crashLease = 2 * time.Second
 
 // crashPolicy is the policy both processes of the kill -9 test serve.
 func crashPolicy(mode idem.LeaseExpiry) idem.Policy {
-	return storetest.EnginePolicy("createTransfer", "/transfers", crashLease, mode, false)
+	return enginetest.EnginePolicy("createTransfer", "/transfers", crashLease, mode, false)
 }
 
 // helperHang serves the engine, sends itself one request whose handler
@@ -113,7 +114,7 @@ func helperHang(t *testing.T, s *redisstore.Store) {
 		fmt.Println("ready")
 		select {}
 	})
-	es := storetest.ServeEngine(t, s, handler, crashPolicy(mode))
+	es := enginetest.ServeEngine(t, s, handler, crashPolicy(mode))
 	go func() { _, _ = es.Post("/transfers", "k-crash", crashBody) }()
 	time.Sleep(2 * time.Minute)
 	t.Fatal("child was not killed")
@@ -128,7 +129,7 @@ func TestTwoProcessesOneWinnerPerKey(t *testing.T) {
 		const keys = 300
 		c := b.open(t)
 		prefix := newPrefix(t, c)
-		storetest.TwoProcesses(t, keys, func() *exec.Cmd {
+		proc.TwoProcesses(t, keys, func() *exec.Cmd {
 			return helperCommand(b, "race", prefix, strconv.Itoa(keys))
 		})
 	})
@@ -146,7 +147,7 @@ func TestKillDuringHandler(t *testing.T) {
 				c := b.open(t)
 				prefix := newPrefix(t, c)
 				cmd := helperCommand(b, "hang", prefix, string(mode))
-				claimed, readyAt := storetest.StartUntilReady(t, cmd)
+				claimed, readyAt := proc.StartUntilReady(t, cmd)
 				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
@@ -157,16 +158,16 @@ func TestKillDuringHandler(t *testing.T) {
 					t.Fatal(err)
 				}
 				handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					storetest.Created(w, r.Header.Get("Idempotency-Key"))
+					enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 				})
-				es := storetest.ServeEngine(t, s, handler, crashPolicy(mode))
+				es := enginetest.ServeEngine(t, s, handler, crashPolicy(mode))
 
 				// Within the dead process's lease: in flight.
 				a := es.MustPost(t, "/transfers", "k-crash", crashBody)
 				if time.Since(claimed) >= crashLease {
 					t.Fatalf("the child took %v to claim; the lease (%v) is over before the test could meet it", time.Since(claimed), crashLease)
 				}
-				if err := storetest.CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+				if err := enginetest.CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
 					t.Errorf("retry within the lease: %v", err)
 				}
 				time.Sleep(time.Until(readyAt.Add(crashLease + 100*time.Millisecond)))
@@ -177,7 +178,7 @@ func TestKillDuringHandler(t *testing.T) {
 					if a.Status != http.StatusCreated || a.Replayed() {
 						t.Fatalf("retry after the lease: %v, want a fresh 201", a)
 					}
-					if err := storetest.CheckReplay(es.MustPost(t, "/transfers", "k-crash", crashBody), a); err != nil {
+					if err := enginetest.CheckReplay(es.MustPost(t, "/transfers", "k-crash", crashBody), a); err != nil {
 						t.Errorf("retry after the takeover: %v", err)
 					}
 					if n := es.RunsOf("k-crash"); n != 1 {
@@ -185,7 +186,7 @@ func TestKillDuringHandler(t *testing.T) {
 					}
 				case idem.FailClosed:
 					for i := range 2 {
-						if err := storetest.CheckProblem(a, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+						if err := enginetest.CheckProblem(a, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
 							t.Errorf("retry %d after the lease: %v", i, err)
 						}
 						a = es.MustPost(t, "/transfers", "k-crash", crashBody)

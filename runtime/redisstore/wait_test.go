@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
 // With WithWait(0, …) every write goes through the WAIT path (the script
@@ -19,10 +20,7 @@ import (
 // whole contract.
 func TestConformanceWithWait(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		c := b.open(t)
-		storetest.Run(t, func(t *testing.T) idem.Store {
-			return storeOn(t, c, redisstore.WithWait(0, 100*time.Millisecond))
-		})
+		storetest.Run(t, target(b.open(t), redisstore.WithWait(0, 100*time.Millisecond)))
 	})
 }
 
@@ -52,11 +50,11 @@ func TestWaitWithoutReplicasFailsClosed(t *testing.T) {
 		}
 
 		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			storetest.Created(w, r.Header.Get("Idempotency-Key"))
+			enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 		})
-		es := storetest.ServeEngine(t, s, handler, storetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
+		es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
 		a := es.MustPost(t, "/transfers", "via-engine", `{"amount":1}`)
-		if err := storetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+		if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
 			t.Error(err)
 		}
 		if n := es.RunsOf("via-engine"); n != 0 {

@@ -8,5 +8,5 @@ import (
 
 // The operator's conformance suite, the one every store passes.
 func TestAdminConformance(t *testing.T) {
-	admintest.Run(t, func(t *testing.T) admintest.Store { return openStore(t) })
+	admintest.Run(t, target)
 }

@@ -1,19 +1,18 @@
 package sqlitestore_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
 // The tests in this file drive the whole engine (idem.Engine) over real
 // HTTP on loopback, with sqlitestore on a SQLite file behind it, using the
-// HTTP harness of storetest that the pgstore engine tests share.
+// HTTP harness of storetest/enginetest that every store's engine tests share.
 
 // Proof: concurrent duplicates through the engine on SQLite: 64 concurrent
 // duplicates of each of 200 requests. Every key runs its handler exactly
@@ -24,10 +23,10 @@ import (
 func TestEngineConcurrentDuplicates(t *testing.T) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(3 * time.Millisecond)
-		storetest.Created(w, r.Header.Get("Idempotency-Key"))
+		enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 	})
-	es := storetest.ServeEngine(t, openStore(t), handler, storetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
-	storetest.DuplicateStorm(t, es, 64, 200)
+	es := enginetest.ServeEngine(t, openStore(t), handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
+	enginetest.DuplicateStorm(t, es, 64, 200)
 }
 
 // Proof: transactional mode through the engine on SQLite. The handler's
@@ -35,18 +34,5 @@ func TestEngineConcurrentDuplicates(t *testing.T) {
 // the store rolls back the transaction of a handler that runs past its
 // lease.
 func TestEngineTransactional(t *testing.T) {
-	s := openStore(t)
-	if _, err := s.DB().ExecContext(context.Background(), `CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	storetest.EngineTx(t, s,
-		func(ctx context.Context, tx *sqlitestore.Tx, marker string) error {
-			_, err := tx.ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, marker)
-			return err
-		},
-		func(ctx context.Context, marker string) (int, error) {
-			var n int
-			err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE marker = ?`, marker).Scan(&n)
-			return n, err
-		})
+	enginetest.RunTx[*sqlitestore.Tx](t, target)
 }

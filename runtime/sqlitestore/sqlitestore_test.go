@@ -39,37 +39,11 @@ func openStore(t testing.TB, opts ...sqlitestore.Option) *sqlitestore.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) idem.Store { return openStore(t) })
+	storetest.Run(t, target)
 }
 
 func TestConformanceTx(t *testing.T) {
-	storetest.RunTx(t, func(t *testing.T) storetest.TxStore {
-		s := openStore(t)
-		if _, err := s.DB().Exec(`CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
-			t.Fatal(err)
-		}
-		return storetest.TxStore{
-			Store: s,
-			Write: func(ctx context.Context, tx any, marker string) error {
-				sqlTx, ok := tx.(*sqlitestore.Tx)
-				if !ok {
-					return fmt.Errorf("Driver() is %T, want *sqlitestore.Tx", tx)
-				}
-				_, err := sqlTx.ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, marker)
-				return err
-			},
-			Exec: func(ctx context.Context, tx any, sql string) error {
-				_, err := tx.(*sqlitestore.Tx).ExecContext(ctx, sql)
-				return err
-			},
-			Count: func(ctx context.Context, marker string) (int, error) {
-				var n int
-				err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE marker = ?`, marker).Scan(&n)
-				return n, err
-			},
-			Session: sessionStates,
-		}
-	})
+	storetest.RunTx(t, target)
 }
 
 // sessionStates is what a handler could leave on an SQLite connection.

@@ -13,7 +13,7 @@ import (
 // besides its writes: a temporary table, a setting, a prepared statement,
 // an attached database. A store that pools its sessions must give each
 // request one on which no earlier handler left anything; RunTx checks that
-// with each SessionState of TxStore.Session.
+// with each SessionState of txStore.Session.
 type SessionState struct {
 	// Name says what the state is, in messages.
 	Name string
@@ -55,7 +55,7 @@ var sessionEnds = []sessionEnd{
 }
 
 // begin opens the transaction of e; key names its claim.
-func (e sessionEnd) begin(t *testing.T, s TxStore, key string) idem.Tx {
+func (e sessionEnd) begin(t *testing.T, s txStore, key string) idem.Tx {
 	t.Helper()
 	if e.keyed {
 		return mustClaimTx(t, s, newRequest(key).claim())
@@ -81,12 +81,12 @@ func (e sessionEnd) end(tx idem.Tx) error {
 // prefers.
 const nextRequests = 3
 
-// A handler leaves state on its session (TxStore.Session) and its
+// A handler leaves state on its session (txStore.Session) and its
 // transaction ends, claimed or keyless, committed or rolled back. No later
 // request, whichever pooled session it gets, sees that state: a temporary
 // table one tenant's handler filled, or a setting it made, never reaches
 // another tenant's request.
-func testTxSessionIsNotShared(t *testing.T, s TxStore) {
+func testTxSessionIsNotShared(t *testing.T, s txStore) {
 	if len(s.Session) == 0 {
 		t.Skip("the store's test names no session state")
 	}
@@ -148,7 +148,7 @@ var chainedEnds = []string{
 // free the key, claimed or keyless. A store may refuse the statement
 // instead; then the transaction is intact and Commit stores the write
 // once.
-func testTxHandlerChainsTx(t *testing.T, s TxStore) {
+func testTxHandlerChainsTx(t *testing.T, s txStore) {
 	if s.Exec == nil {
 		t.Skip("the store's test gives no Exec")
 	}

@@ -1,12 +1,3 @@
-// Package storetest is the conformance suite every idem.Store passes. A
-// store's own tests call Run (and RunTx for an idem.Transactor) with a
-// function that opens a fresh, empty store; the suite then checks the claim,
-// completion, fencing and expiry rules that the engine relies on.
-//
-// The suite measures leases and TTLs in real time, because SQL stores read
-// their database's clock and cannot be handed a fake one. Durations are a few
-// hundred milliseconds with generous margins, and the subtests that sleep run
-// in parallel, so one store takes a few seconds.
 package storetest
 
 import (
@@ -40,10 +31,9 @@ const (
 	pastLease = shortLease + 200*time.Millisecond
 )
 
-// Run runs the conformance suite against the store that open returns. open
-// is called once per subtest and must return a new, empty store; it should
-// register its own cleanup with t.Cleanup.
-func Run(t *testing.T, open func(t *testing.T) idem.Store) {
+// Run runs the conformance suite against target. Each subtest opens its own
+// new, empty store on the store's own clock.
+func Run(t *testing.T, target Target) {
 	t.Helper()
 	tests := []struct {
 		name string
@@ -78,7 +68,7 @@ func Run(t *testing.T, open func(t *testing.T) idem.Store) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, open(t))
+			tc.fn(t, target.Open(t, nil).Store)
 		})
 	}
 }

@@ -15,26 +15,16 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// TxStore is what RunTx needs to test a transactional store: the store and
-// a way to make and observe a business write in the store's database.
-type TxStore struct {
-	Store idem.Transactor
-	// Write performs one business write recording marker, inside tx, the
-	// value that the store's Tx.Driver returned.
-	Write func(ctx context.Context, tx any, marker string) error
-	// Count reports how many committed business writes record marker.
-	Count func(ctx context.Context, marker string) (int, error)
-	// Exec runs one raw SQL statement through tx, the value that the
-	// store's Tx.Driver returned, as a handler could.
-	Exec func(ctx context.Context, tx any, sql string) error
-	// SkipLeaseFence, when not empty, skips the subtest in which a handler
-	// outlives its lease and another request takes its key over; it says
-	// why the store cannot let that happen.
+// txStore is what the transactional subtests need: the store, the means
+// to make and observe a business write in its database, and the target's
+// facts about sessions and leases.
+type txStore struct {
+	Store          idem.Transactor
+	Write          func(ctx context.Context, tx any, marker string) error
+	Count          func(ctx context.Context, marker string) (int, error)
+	Exec           func(ctx context.Context, tx any, sql string) error
 	SkipLeaseFence string
-	// Session lists state a handler can leave on its database session
-	// (temporary tables, settings, prepared statements, attached
-	// databases) that no later request may see.
-	Session []SessionState
+	Session        []SessionState
 }
 
 // loserDeadline bounds how long a losing claim may take while the winner
@@ -42,14 +32,14 @@ type TxStore struct {
 // the winner's handler.
 const loserDeadline = time.Second
 
-// RunTx runs the transactional part of the conformance suite. open is called
-// once per subtest and must return a new, empty store whose database holds
-// the table that Write and Count use.
-func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
+// RunTx runs the transactional part of the conformance suite. Each subtest
+// opens its own store of target, an idem.Transactor whose database holds
+// the table that Instance.Write and Instance.Count use.
+func RunTx(t *testing.T, target Target) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s TxStore)
+		fn   func(t *testing.T, s txStore)
 	}{
 		{"CommitStoresWriteAndResponse", testTxCommit},
 		{"ReleaseRollsBackAndFreesKey", testTxRelease},
@@ -73,12 +63,14 @@ func RunTx(t *testing.T, open func(t *testing.T) TxStore) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, open(t))
+			in, store := OpenTx(t, target)
+			tc.fn(t, txStore{Store: store, Write: in.Write, Count: in.Count, Exec: in.Exec,
+				SkipLeaseFence: target.SkipLeaseFence, Session: target.Session})
 		})
 	}
 }
 
-func mustClaimTx(t *testing.T, s TxStore, c idem.Claim) idem.Tx {
+func mustClaimTx(t *testing.T, s txStore, c idem.Claim) idem.Tx {
 	t.Helper()
 	res, tx, err := s.Store.ClaimTx(context.Background(), c)
 	if err != nil {
@@ -93,14 +85,14 @@ func mustClaimTx(t *testing.T, s TxStore, c idem.Claim) idem.Tx {
 	return tx
 }
 
-func mustWrite(t *testing.T, s TxStore, tx idem.Tx, marker string) {
+func mustWrite(t *testing.T, s txStore, tx idem.Tx, marker string) {
 	t.Helper()
 	if err := s.Write(context.Background(), tx.Driver(), marker); err != nil {
 		t.Fatalf("business write %q: %v", marker, err)
 	}
 }
 
-func wantCount(t *testing.T, s TxStore, marker string, want int) {
+func wantCount(t *testing.T, s txStore, marker string, want int) {
 	t.Helper()
 	n, err := s.Count(context.Background(), marker)
 	if err != nil {
@@ -111,7 +103,7 @@ func wantCount(t *testing.T, s TxStore, marker string, want int) {
 	}
 }
 
-func testTxCommit(t *testing.T, s TxStore) {
+func testTxCommit(t *testing.T, s txStore) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	tx := mustClaimTx(t, s, r.claim())
@@ -130,7 +122,7 @@ func testTxCommit(t *testing.T, s TxStore) {
 	}
 }
 
-func testTxRelease(t *testing.T, s TxStore) {
+func testTxRelease(t *testing.T, s txStore) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	tx := mustClaimTx(t, s, r.claim())
@@ -158,7 +150,7 @@ func testTxRelease(t *testing.T, s TxStore) {
 
 // testTxInvalidClaims: ClaimTx refuses what Claim refuses, opens no
 // transaction, and leaves the key free.
-func testTxInvalidClaims(t *testing.T, s TxStore) {
+func testTxInvalidClaims(t *testing.T, s txStore) {
 	r := newRequest("k-invalid")
 	for name, c := range invalidClaims(r) {
 		res, tx, err := s.Store.ClaimTx(context.Background(), c)
@@ -172,7 +164,7 @@ func testTxInvalidClaims(t *testing.T, s TxStore) {
 	}
 }
 
-func testTxLost(t *testing.T, s TxStore) {
+func testTxLost(t *testing.T, s txStore) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	tx := mustClaimTx(t, s, r.claim())
@@ -206,7 +198,7 @@ func testTxLost(t *testing.T, s TxStore) {
 // transactional claim that meets it after its lease, from a process that
 // has not seen the handler do so (restarted, or another replica), marks the
 // key indeterminate instead of running the request again.
-func testTxMeetsFailClosedHolder(t *testing.T, s TxStore) {
+func testTxMeetsFailClosedHolder(t *testing.T, s txStore) {
 	ctx := context.Background()
 	r := newRequest("k-durable")
 	r.lease, r.mode = shortLease, idem.FailClosed
@@ -229,7 +221,7 @@ func testTxMeetsFailClosedHolder(t *testing.T, s TxStore) {
 }
 
 // A plain claim of a key whose transactional claim is open loses at once.
-func testTxPlainClaimMeetsOpenTx(t *testing.T, s TxStore) {
+func testTxPlainClaimMeetsOpenTx(t *testing.T, s txStore) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	tx := mustClaimTx(t, s, r.claim())
@@ -248,7 +240,7 @@ func testTxPlainClaimMeetsOpenTx(t *testing.T, s TxStore) {
 
 // A handler that outlives its lease must not commit once another request
 // took the key over: its Commit is fenced and its writes are rolled back.
-func testTxHandlerOutlivesLease(t *testing.T, s TxStore) {
+func testTxHandlerOutlivesLease(t *testing.T, s txStore) {
 	if s.SkipLeaseFence != "" {
 		t.Skip(s.SkipLeaseFence)
 	}
@@ -288,7 +280,7 @@ func testTxHandlerOutlivesLease(t *testing.T, s TxStore) {
 // Several requests race for one key through ClaimTx. One wins and holds its
 // transaction for a while; every loser answers promptly, without waiting
 // for the winner's handler to finish.
-func testTxConcurrent(t *testing.T, s TxStore) {
+func testTxConcurrent(t *testing.T, s txStore) {
 	const claimants = 8
 	const hold = 3 * time.Second
 	ctx := context.Background()
@@ -352,7 +344,7 @@ func testTxConcurrent(t *testing.T, s TxStore) {
 	wantCount(t, s, "race", 1)
 }
 
-func testTxBegin(t *testing.T, s TxStore) {
+func testTxBegin(t *testing.T, s txStore) {
 	ctx := context.Background()
 	tx, err := s.Store.Begin(ctx, longLease)
 	if err != nil {
@@ -379,7 +371,7 @@ func testTxBegin(t *testing.T, s TxStore) {
 // (its handler hung) is ended by the store: its write is rolled back, its
 // Commit fails, and the database is free for other transactions, on SQLite
 // whose only write lock it held.
-func testTxBeginBoundedByLease(t *testing.T, s TxStore) {
+func testTxBeginBoundedByLease(t *testing.T, s txStore) {
 	ctx := context.Background()
 	hung, err := s.Store.Begin(ctx, shortLease)
 	if err != nil {
@@ -409,7 +401,7 @@ func testTxBeginBoundedByLease(t *testing.T, s TxStore) {
 // that could commit on its own made its effect durable while the
 // completion failed; the retry after the lease took the key over and the
 // effect happened twice.
-func testTxHandlerCannotEndTx(t *testing.T, s TxStore) {
+func testTxHandlerCannotEndTx(t *testing.T, s txStore) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	r.lease = shortLease
@@ -456,7 +448,7 @@ func testTxHandlerCannotEndTx(t *testing.T, s TxStore) {
 // must be intact, and Commit must store the write once. If the statement
 // ran, the store cannot know what the handler's writes became and must
 // never free the key for a takeover. It reports whether the statement ran.
-func rawEnd(t *testing.T, s TxStore, tx idem.Tx, stmt, marker string) bool {
+func rawEnd(t *testing.T, s txStore, tx idem.Tx, stmt, marker string) bool {
 	t.Helper()
 	if s.Exec == nil {
 		t.Skip("the store's test gives no Exec")
@@ -474,7 +466,7 @@ func rawEnd(t *testing.T, s TxStore, tx idem.Tx, stmt, marker string) bool {
 // wantOutcomeUnknown checks what a store must do after its handler ended the
 // transaction: Commit reports idem.ErrOutcomeUnknown and the key is
 // indeterminate, for the same request and for a takeover.
-func wantOutcomeUnknown(t *testing.T, s TxStore, tx idem.Tx, r request) {
+func wantOutcomeUnknown(t *testing.T, s txStore, tx idem.Tx, r request) {
 	t.Helper()
 	if err := tx.Commit(context.Background(), sampleResponse()); !errors.Is(err, idem.ErrOutcomeUnknown) {
 		t.Errorf("Commit after the handler ended its transaction = %v, want idem.ErrOutcomeUnknown", err)
@@ -484,7 +476,7 @@ func wantOutcomeUnknown(t *testing.T, s TxStore, tx idem.Tx, r request) {
 
 // retryRuns is a retry of r that, if its claim wins, runs the handler
 // again: it reports whether it won.
-func retryRuns(t *testing.T, s TxStore, r request, marker string) bool {
+func retryRuns(t *testing.T, s txStore, r request, marker string) bool {
 	t.Helper()
 	res, tx, err := s.Store.ClaimTx(context.Background(), r.claim())
 	if err != nil {
@@ -503,7 +495,7 @@ func retryRuns(t *testing.T, s TxStore, r request, marker string) bool {
 // A handler commits with a raw COMMIT, writes on, and outlives its lease.
 // Its effect is durable, so no retry may take the key over, however long
 // the handler takes; its Commit leaves the key indeterminate.
-func testTxHandlerRawCommit(t *testing.T, s TxStore) {
+func testTxHandlerRawCommit(t *testing.T, s txStore) {
 	r := newRequest("k1")
 	r.lease = shortLease
 	tx := mustClaimTx(t, s, r.claim())
@@ -525,7 +517,7 @@ func testTxHandlerRawCommit(t *testing.T, s TxStore) {
 // A handler rolls back with a raw ROLLBACK and writes on outside any
 // transaction (its writes commit one by one), while its client retries.
 // The retry must not run the handler again.
-func testTxHandlerRawRollback(t *testing.T, s TxStore) {
+func testTxHandlerRawRollback(t *testing.T, s txStore) {
 	r := newRequest("k1")
 	tx := mustClaimTx(t, s, r.claim())
 	mustWrite(t, s, tx, "before-rollback")
@@ -548,7 +540,7 @@ func testTxHandlerRawRollback(t *testing.T, s TxStore) {
 // What its writes became cannot be known, so Commit must not report them
 // committed: it returns an error wrapping idem.ErrOutcomeUnknown, and the
 // engine never stores the handler's answer as if they were.
-func testTxBeginHandlerRawEnd(t *testing.T, s TxStore) {
+func testTxBeginHandlerRawEnd(t *testing.T, s txStore) {
 	ctx := context.Background()
 	for _, stmt := range []string{"COMMIT", "ROLLBACK"} {
 		tx, err := s.Store.Begin(ctx, longLease)
@@ -568,7 +560,7 @@ func testTxBeginHandlerRawEnd(t *testing.T, s TxStore) {
 // A different request meets a key whose transactional claim is open: it
 // loses, and the record it gets is not its own request, so the engine
 // answers 422 (docs/semantics.md §3.5), not 409, whatever the row's state.
-func testTxOtherRequestMeetsOpenTx(t *testing.T, s TxStore) {
+func testTxOtherRequestMeetsOpenTx(t *testing.T, s txStore) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	r.id.Scope = "" // scope tenant: the operation belongs to the request too
@@ -614,7 +606,7 @@ func testTxOtherRequestMeetsOpenTx(t *testing.T, s TxStore) {
 
 // The context given to ClaimTx bounds the claim only: the transaction it
 // opens lives on after that context ends, until Commit or Release.
-func testTxClaimContextEndsEarly(t *testing.T, s TxStore) {
+func testTxClaimContextEndsEarly(t *testing.T, s txStore) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := newRequest("k1")
 	res, tx, err := s.Store.ClaimTx(ctx, r.claim())

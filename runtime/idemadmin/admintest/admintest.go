@@ -1,6 +1,6 @@
 // Package admintest is the conformance suite every idemadmin.Store passes.
-// A store's own tests call Run with a function that opens a fresh, empty
-// store; the suite writes keys through the store's idem.Store side, in
+// A store's own tests call Run with the storetest.Target they hand every
+// other suite; the suite writes keys through the store's idem.Store side, in
 // every state an operator meets, and checks what idemadmin.Admin lists,
 // shows, counts and resolves on them, and that the engine's side then sees
 // the resolution.
@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // Store is a store with both sides: the engine's and the operator's.
@@ -28,10 +29,9 @@ type Store interface {
 	idemadmin.Store
 }
 
-// Run runs the suite against the store that open returns. open is called
-// once per subtest and must return a new, empty store; it should register
-// its own cleanup with t.Cleanup.
-func Run(t *testing.T, open func(t *testing.T) Store) {
+// Run runs the suite against target. Each subtest opens its own new, empty
+// store, which must be an idemadmin.Store as well as an idem.Store.
+func Run(t *testing.T, target storetest.Target) {
 	t.Helper()
 	tests := []struct {
 		name string
@@ -47,7 +47,11 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := open(t)
+			in := target.Open(t, nil)
+			s, ok := in.Store.(Store)
+			if !ok {
+				t.Fatalf("admintest: %T is no idemadmin.Store", in.Store)
+			}
 			tc.fn(t, newFixture(t, s))
 		})
 	}

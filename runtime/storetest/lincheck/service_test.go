@@ -24,7 +24,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
-	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
 // The service is configured through its environment, since it runs as a
@@ -54,7 +54,7 @@ func policy(transactional bool) idem.Policy {
 	if transactional {
 		mode = idem.Takeover
 	}
-	return storetest.EnginePolicy(operationID, "/transfers", serviceLease, mode, transactional)
+	return enginetest.EnginePolicy(operationID, "/transfers", serviceLease, mode, transactional)
 }
 
 // TestServiceProcess is the service when the test binary runs as a child

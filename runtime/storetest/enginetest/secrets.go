@@ -1,4 +1,4 @@
-package storetest
+package enginetest
 
 import (
 	"bytes"
@@ -14,18 +14,24 @@ import (
 
 	fp "github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // Secrets checks, on a real store, that with Config.Secrets and a Sealer
-// the store holds no second copy of customers' data: dump returns every
-// byte the store keeps (the table's rows, Redis's keys and values), and
+// the store holds no second copy of customers' data: Instance.Dump returns
+// every byte the store keeps (the table's rows, Redis's keys and values), and
 // neither the key, nor a response's body or header, nor the unkeyed
 // fingerprint of the request may appear in it, in the logs either. It
 // then rotates both the secret and the seal key and checks that the rows
 // written before still replay, and that a new key runs once. A store that
 // is an idem.Transactor is checked with a transactional operation too.
-func Secrets(t *testing.T, store idem.Store, dump func(t *testing.T) []byte) {
+func Secrets(t *testing.T, target storetest.Target) {
 	t.Helper()
+	in := target.Open(t, nil)
+	store, dump := in.Store, in.Dump
+	if dump == nil {
+		t.Fatal("enginetest: Secrets needs the target's Dump")
+	}
 	const (
 		key  = "order-4711-customer-0042"
 		card = "4111111111111111"

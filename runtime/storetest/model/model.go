@@ -1,8 +1,8 @@
-package storetest
-
-// The model-based test of the store contract. The conformance suite (Run,
-// RunTx) checks one rule per subtest; RunModel drives a store through long
-// random sequences of claims, completions, releases, abandonments, crashes,
+// Package model is the model-based test of the store contract, for the
+// author of a store: the store's tests hand Run the same storetest.Target
+// they hand the conformance suite. The conformance suite (storetest.Run,
+// storetest.RunTx) checks one rule per subtest; Run drives a store through
+// long random sequences of claims, completions, releases, abandonments, crashes,
 // clock steps and sweeps, and compares every answer with a small executable
 // model of the contract (docs/semantics.md §3, §4 and §7.4). It finds
 // what no single rule's test looks for: two rules that are each kept but
@@ -30,23 +30,27 @@ package storetest
 // claim until it completes, releases, abandons or is fenced; a crashed
 // holder never calls again, and its lease runs out on its own.
 //
-// Transactional claims (ModelTx) differ by store, and the model follows the
-// store's documented design:
+// Transactional claims (storetest.Target.TxClaims) differ by store, and
+// the model follows the store's documented design:
 //
-//   - TxClaimCommitted (sqlitestore): the claim commits on its own before the
-//     handler's transaction begins. Other requests see the row; Release
-//     deletes it; a crash (the transaction rolled back without Commit) leaves
-//     it in flight until its lease runs out, as a plain claim's crash does.
-//   - TxClaimInTx (pgstore): the claim is written inside the handler's
-//     transaction. Other claims meet it as busy (in flight, reported as their
-//     own request, no lease known); Release or a crash rolls it back, and the
-//     key is at once what it was before the claim, so a retry runs without
-//     waiting for the lease. A lost transactional claim that marks an
-//     abandoned key indeterminate keeps the mark, as a plain claim does.
+//   - storetest.TxClaimCommitted (sqlitestore): the claim commits on its
+//     own before the handler's transaction begins. Other requests see the
+//     row; Release deletes it; a crash (the transaction rolled back without
+//     Commit) leaves it in flight until its lease runs out, as a plain
+//     claim's crash does.
+//   - storetest.TxClaimInTx (pgstore): the claim is written inside the
+//     handler's transaction. Other claims meet it as busy (in flight,
+//     reported as their own request, no lease known); Release or a crash
+//     rolls it back, and the key is at once what it was before the claim,
+//     so a retry runs without waiting for the lease. A lost transactional
+//     claim that marks an abandoned key indeterminate keeps the mark, as a
+//     plain claim does.
 //
-// Clocks: the stores run on a clock the test sets (ModelTarget.SetClock), in
-// whole milliseconds, so lease remainders are compared exactly and every run
+// Clocks: the stores run on a storetest.Clock the test sets (and
+// storetest.Instance.SetClock keeps a database's clock in step), in whole
+// milliseconds, so lease remainders are compared exactly and every run
 // is determined by its seed.
+package model
 
 import (
 	"bytes"
@@ -60,52 +64,60 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
-// ModelTarget is a store under the model-based test, with the means to set
-// the clock it measures leases and expiry by.
-type ModelTarget struct {
+// modelTarget is the store under one run, as the model drives it.
+type modelTarget struct {
 	Store idem.Store
 	// SetClock makes the store's clock read now from this call on.
 	SetClock func(ctx context.Context, now time.Time) error
 	// Tx, when not nil, adds transactional claims to the sequences.
-	Tx *ModelTx
+	Tx *modelTx
 }
 
-// TxClaims says how a store's transactional claim lives; see the model's
-// description at the top of this file.
-type TxClaims int
-
-const (
-	// TxClaimCommitted is a claim committed before the handler's
-	// transaction begins: visible to others, left in flight by a crash.
-	TxClaimCommitted TxClaims = iota + 1
-	// TxClaimInTx is a claim written inside the handler's transaction:
-	// invisible to others until Commit, undone by a crash or Release.
-	TxClaimInTx
-)
-
-// ModelTx describes a store's transactional claims to the model.
-type ModelTx struct {
+// modelTx is a store's transactional claims, as the model drives them.
+type modelTx struct {
 	Store  idem.Transactor
-	Claims TxClaims
-	// Crash ends tx the way the death of its process would: the
-	// transaction is rolled back without Commit or Release, and the
-	// connection is gone. It returns when the database has seen it.
-	Crash func(ctx context.Context, tx idem.Tx) error
+	Claims storetest.TxClaims
+	Crash  func(ctx context.Context, tx idem.Tx) error
 }
 
-// ModelOptions sizes a model-based run. The environment overrides it:
+// open opens a store of target on a clock the model sets.
+func open(t *testing.T, target storetest.Target) modelTarget {
+	t.Helper()
+	clock := new(storetest.Clock)
+	in := target.Open(t, clock)
+	mt := modelTarget{Store: in.Store, SetClock: func(ctx context.Context, now time.Time) error {
+		clock.Set(now)
+		if in.SetClock != nil {
+			return in.SetClock(ctx, now)
+		}
+		return nil
+	}}
+	if target.TxClaims != 0 {
+		tr, ok := in.Store.(idem.Transactor)
+		if !ok || in.Crash == nil {
+			t.Fatalf("model: with TxClaims, the target needs a Store that is an idem.Transactor (%T) and a Crash", in.Store)
+		}
+		mt.Tx = &modelTx{Store: tr, Claims: target.TxClaims, Crash: in.Crash}
+	}
+	if mt.Store == nil {
+		t.Fatal("model: the target opened no Store")
+	}
+	return mt
+}
+
+// Options sizes a model-based run. The environment overrides it:
 // IDEMGEN_MODEL_SEEDS (comma-separated seeds to run), IDEMGEN_MODEL_RUNS
 // (run seeds 1..n) and IDEMGEN_MODEL_STEPS (steps per seed).
-type ModelOptions struct {
+type Options struct {
 	// Runs is how many seeds run by default (seeds 1..Runs).
 	Runs int
 	// Steps is how many steps each seed runs.
@@ -114,12 +126,12 @@ type ModelOptions struct {
 	ShrinkFor time.Duration
 }
 
-// RunModel runs the model-based test: for each seed, open returns a fresh
-// store, and a random sequence determined by the seed is driven against it
+// Run runs the model-based test: for each seed, target opens a fresh store
+// on a clock the model sets, and a random sequence determined by the seed is driven against it
 // and the model. A failure reports the seed and the sequence, shrunk to the
 // fewest steps that still fail the same way, each step with the store's
 // answer.
-func RunModel(t *testing.T, opts ModelOptions, open func(t *testing.T) ModelTarget) {
+func Run(t *testing.T, opts Options, target storetest.Target) {
 	t.Helper()
 	seeds, steps, err := modelSeeds(opts)
 	if err != nil {
@@ -127,12 +139,9 @@ func RunModel(t *testing.T, opts ModelOptions, open func(t *testing.T) ModelTarg
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			target := open(t)
-			if target.Store == nil || target.SetClock == nil || (target.Tx != nil && (target.Tx.Store == nil || target.Tx.Crash == nil)) {
-				t.Fatal("model: the target needs a Store, a SetClock and, with Tx, a Tx.Store and a Tx.Crash")
-			}
-			d := &modelDriver{target: target, clock: modelEpoch(), seen: make(map[string]int)}
-			ops := generateOps(seed, steps, target.Tx != nil)
+			mt := open(t, target)
+			d := &modelDriver{target: mt, clock: modelEpoch(), seen: make(map[string]int)}
+			ops := generateOps(seed, steps, mt.Tx != nil)
 			f := d.replay(t, ops)
 			if f == nil {
 				labels := make([]string, 0, len(d.seen))
@@ -164,7 +173,7 @@ func RunModel(t *testing.T, opts ModelOptions, open func(t *testing.T) ModelTarg
 }
 
 // modelSeeds reads the run's seeds and length from opts and the environment.
-func modelSeeds(opts ModelOptions) ([]int64, int, error) {
+func modelSeeds(opts Options) ([]int64, int, error) {
 	runs, steps := max(opts.Runs, 1), max(opts.Steps, 1)
 	if v := os.Getenv("IDEMGEN_MODEL_STEPS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -200,28 +209,6 @@ func modelSeeds(opts ModelOptions) ([]int64, int, error) {
 // modelEpoch is where every store's clock starts: a fixed instant, so that
 // runs repeat exactly, on a whole second.
 func modelEpoch() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
-
-// Clock is a settable clock for stores under RunModel: pass its Now to the
-// store's clock option and its Set as ModelTarget.SetClock.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// Now returns the time last set.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Set makes the clock read now.
-func (c *Clock) Set(_ context.Context, now time.Time) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = now
-	return nil
-}
 
 // modelRequest is one request a client can send: an identity, an operation
 // and a body that names its fingerprint.
@@ -422,7 +409,7 @@ type holder struct {
 // modelRun is one replay of a sequence against the store and the model.
 type modelRun struct {
 	ctx     context.Context
-	target  ModelTarget
+	target  modelTarget
 	reqs    []modelRequest
 	prefix  string // keeps this replay's keys apart from earlier replays'
 	start   time.Time
@@ -447,7 +434,7 @@ type modelFailure struct {
 // store swept empty, with the clock moved past every key of the replay
 // before and its keys under a new tenant prefix.
 type modelDriver struct {
-	target  ModelTarget
+	target  modelTarget
 	clock   time.Time
 	replays int
 	seen    map[string]int
@@ -1035,7 +1022,7 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 		if err := tx.Release(r.ctx); err != nil {
 			return line + ": error", r.fail("claimTx", "Release of the transaction that holds the key: %v", err)
 		}
-		if mtx.Claims == TxClaimInTx {
+		if mtx.Claims == storetest.TxClaimInTx {
 			restore()
 		} else {
 			delete(r.rows, key)
@@ -1047,7 +1034,7 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 			return line + ": error", r.fail("error", "crash: %v", err)
 		}
 		h.crashed = true
-		if mtx.Claims == TxClaimInTx {
+		if mtx.Claims == storetest.TxClaimInTx {
 			// The claim died with its transaction: the key is as it was, and
 			// the holder's lease ended with it.
 			restore()
@@ -1070,7 +1057,7 @@ func (r *modelRun) probe(op modelOp, key idem.Identity, holderReq int) (string, 
 	c := r.newClaim(op, req)
 	line := describeClaim("claim", c, r.reqs[req])
 	var want claimView
-	if r.target.Tx.Claims == TxClaimInTx {
+	if r.target.Tx.Claims == storetest.TxClaimInTx {
 		// The row is not visible, but the store can tell whether the
 		// holder is the prober's own request: it reports the key in
 		// flight with no lease known, as the prober's request when it is

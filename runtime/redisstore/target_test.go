@@ -1,0 +1,67 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/runtime/redisstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
+)
+
+// target is the store to every suite of storetest: a store with a fresh
+// prefix on c, with opts, on Redis's clock or on the suite's.
+func target(c redis.UniversalClient, opts ...redisstore.Option) storetest.Target {
+	return storetest.Target{Open: func(t *testing.T, clock *storetest.Clock) storetest.Instance {
+		o := slices.Clip(opts)
+		if clock != nil {
+			o = append(o, redisstore.WithClock(clock.Now))
+		}
+		return storetest.Instance{
+			Store: storeOn(t, c, o...),
+			Dump:  func(t *testing.T) []byte { return dumpKeys(t, c) },
+		}
+	}}
+}
+
+// dumpKeys returns every key's name and every field and value of its
+// hash, on every master.
+func dumpKeys(t *testing.T, c redis.UniversalClient) []byte {
+	// Every key's name and every field and value of its hash,
+	// on every master.
+	ctx := context.Background()
+	var (
+		mu  sync.Mutex // ForEachMaster reads the masters at once
+		out bytes.Buffer
+	)
+	read := func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, "*", 1000).Iterator()
+		for iter.Next(ctx) {
+			m, err := node.HGetAll(ctx, iter.Val()).Result()
+			mu.Lock()
+			out.WriteString(iter.Val() + "\n")
+			if err == nil { // not a hash: another test's key
+				for f, v := range m {
+					out.WriteString(f + "=" + v + "\n")
+				}
+			}
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	case *redis.Client:
+		err = read(ctx, c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}

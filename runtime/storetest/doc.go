@@ -1,0 +1,26 @@
+// Package storetest is the conformance suite every idem.Store passes, and
+// the one description of a store under test that every suite for stores
+// reads. It is for the author of a store: the store's own tests build a
+// Target (how to open a fresh store, and what it offers beyond idem.Store)
+// and hand it to Run, and to RunTx for an idem.Transactor; the suite then
+// checks the claim, completion, fencing and expiry rules that the engine
+// relies on.
+//
+// The same Target goes to the other suites, each a package of its own:
+//
+//   - storetest/model drives a store through long random sequences and
+//     compares every answer with an executable model of the contract;
+//   - storetest/enginetest mounts an idem.Engine in front of a store on a
+//     loopback HTTP server, for a store's engine tests and for the
+//     engine's transactional scenarios and secrets check;
+//   - storetest/proc runs the halves of tests that need more than one
+//     process (claims racing across processes, a child that dies);
+//   - storetest/lincheck checks histories of a service under faults;
+//   - idemadmin/admintest is the operator's suite, for a store that is an
+//     idemadmin.Store too.
+//
+// The suite measures leases and TTLs in real time, because SQL stores read
+// their database's clock and cannot be handed a fake one. Durations are a few
+// hundred milliseconds with generous margins, and the subtests that sleep run
+// in parallel, so one store takes a few seconds.
+package storetest

@@ -15,29 +15,19 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 func transferPolicy() idem.Policy {
-	return idem.Policy{
-		OperationID:      "createTransfer",
-		Method:           http.MethodPost,
-		Path:             "/transfers",
-		Scope:            idem.ScopeOperation,
-		Key:              idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-		KeyMaxLength:     255,
-		Required:         true,
-		TTL:              24 * time.Hour,
-		Lease:            time.Minute,
-		MaxSnapshotBytes: 1 << 10,
-		ReplayHeaders:    []string{"X-Request-Cost"},
-		OnLeaseExpiry:    idem.FailClosed,
-		Fingerprint: fingerprint.Spec{Body: []fingerprint.Field{
+	return idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
+		p.ReplayHeaders = []string{"X-Request-Cost"}
+		p.Fingerprint = fingerprint.Spec{Body: []fingerprint.Field{
 			{Pointer: "/amount", Type: fingerprint.Integer},
 			{Pointer: "/to", Type: fingerprint.String},
-		}},
-	}
+		}}
+	})
 }
 
 func adoptionPolicy() idem.Policy {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
@@ -34,12 +34,9 @@ func TestAdminThroughSecretsAndSealer(t *testing.T) {
 			serve := func(secrets ...[]byte) http.Handler {
 				e, err := idem.New(idem.Config{
 					Store: s, Secrets: secrets, Sealer: sealer,
-					Policies: []idem.Policy{{
-						OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers", Scope: idem.ScopeOperation,
-						Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"}, KeyMaxLength: 255, Required: true,
-						TTL: time.Hour, Lease: time.Minute, MaxSnapshotBytes: 1 << 16, OnLeaseExpiry: idem.FailClosed,
-						Fingerprint: fingerprint.Spec{},
-					}},
+					Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
+						p.TTL, p.MaxSnapshotBytes = time.Hour, 1<<16
+					})},
 					Tenant: func(*http.Request) (string, bool) { return "acme", true },
 				})
 				if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemchi"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
@@ -38,12 +39,9 @@ func newEngine(t *testing.T, basePath string) (*idem.Engine, *sql.DB) {
 		t.Fatal(err)
 	}
 	policy := func(id, path string, tx bool) idem.Policy {
-		p := idem.Policy{
-			OperationID: id, Method: http.MethodPost, Path: path, Scope: idem.ScopeTenant,
-			Key:          idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-			KeyMaxLength: 255, Required: true, TTL: time.Hour, Lease: time.Minute,
-			MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed, Transactional: tx,
-		}
+		p := idemtest.Policy(id, path, func(p *idem.Policy) {
+			p.Scope, p.TTL, p.Transactional = idem.ScopeTenant, time.Hour, tx
+		})
 		if strings.Contains(path, "{petId}") {
 			p.Fingerprint.Path = []string{"petId"}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
@@ -53,12 +54,9 @@ func transferServer(t *testing.T, cacheServerErrors bool, h http.Handler) *httpt
 	t.Helper()
 	e, err := idem.New(idem.Config{
 		Store: memstore.New(),
-		Policies: []idem.Policy{{
-			OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-			Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-			KeyMaxLength: 255, Required: true, TTL: time.Hour, Lease: time.Minute,
-			MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed, CacheServerErrors: cacheServerErrors,
-		}},
+		Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
+			p.TTL, p.CacheServerErrors = time.Hour, cacheServerErrors
+		})},
 		Tenant: func(*http.Request) (string, bool) { return "acme", true },
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
@@ -49,12 +50,9 @@ func (p keyPlace) keyOf(r *http.Request) string {
 }
 
 func (p keyPlace) policy(id, path string) idem.Policy {
-	return idem.Policy{
-		OperationID: id, Method: http.MethodPost, Path: path,
-		Scope: idem.ScopeOperation, Key: idem.KeySource{In: p.in, Name: p.key},
-		KeyMaxLength: 255, Required: true, TTL: time.Hour, Lease: time.Minute,
-		MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed,
-	}
+	return idemtest.Policy(id, path, func(pol *idem.Policy) {
+		pol.Key, pol.TTL = idem.KeySource{In: p.in, Name: p.key}, time.Hour
+	})
 }
 
 func (p keyPlace) operation(id, path string) idemclient.Operation {

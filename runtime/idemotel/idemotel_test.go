@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemotel"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
@@ -32,13 +32,8 @@ func TestMetricsAndSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, err := idem.New(idem.Config{
-		Store: memstore.New(),
-		Policies: []idem.Policy{{
-			OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-			Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-			KeyMaxLength: 255, TTL: 24 * time.Hour, Lease: time.Minute,
-			MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed,
-		}},
+		Store:    memstore.New(),
+		Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) { p.Required = false })},
 		Tenant:   func(*http.Request) (string, bool) { return "acme", true },
 		Observer: obs,
 	})

@@ -13,17 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemprom"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
 func policy() idem.Policy {
-	return idem.Policy{
-		OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-		Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-		KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
-		MaxSnapshotBytes: 1 << 10, OnLeaseExpiry: idem.FailClosed,
-	}
+	return idemtest.Policy("createTransfer", "/transfers")
 }
 
 // server is a service with the engine and the adapter, and /metrics.

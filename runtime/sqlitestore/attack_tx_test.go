@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -40,20 +40,10 @@ func attackEngineTenant(t *testing.T, s *sqlitestore.Store, lease time.Duration,
 	}
 	e, err := idem.New(idem.Config{
 		Store: s,
-		Policies: []idem.Policy{{
-			OperationID:      "createTransfer",
-			Method:           http.MethodPost,
-			Path:             "/transfers",
-			Scope:            idem.ScopeOperation,
-			Key:              idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-			KeyMaxLength:     255,
-			TTL:              time.Hour,
-			Lease:            lease,
-			MaxSnapshotBytes: 1 << 10,
-			OnLeaseExpiry:    idem.Takeover,
-			Transactional:    true,
-			Fingerprint:      fingerprint.Spec{},
-		}},
+		Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
+			p.Required, p.TTL, p.Lease = false, time.Hour, lease
+			p.OnLeaseExpiry, p.Transactional = idem.Takeover, true
+		})},
 		Tenant: tenant,
 	})
 	if err != nil {

@@ -23,26 +23,17 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 )
 
 // EnginePolicy returns a POST policy on path, scoped to the operation, with
 // a required Idempotency-Key header, a whole-body fingerprint and a TTL of
 // an hour.
 func EnginePolicy(id, path string, lease time.Duration, mode idem.LeaseExpiry, transactional bool) idem.Policy {
-	return idem.Policy{
-		OperationID:      id,
-		Method:           http.MethodPost,
-		Path:             path,
-		Scope:            idem.ScopeOperation,
-		Key:              idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-		KeyMaxLength:     255,
-		Required:         true,
-		TTL:              time.Hour,
-		Lease:            lease,
-		MaxSnapshotBytes: 64 << 10,
-		OnLeaseExpiry:    mode,
-		Transactional:    transactional,
-	}
+	return idemtest.Policy(id, path, func(p *idem.Policy) {
+		p.TTL, p.Lease, p.MaxSnapshotBytes = time.Hour, lease, 64<<10
+		p.OnLeaseExpiry, p.Transactional = mode, transactional
+	})
 }
 
 // EngineServer is an engine mounted on an HTTP test server, with the

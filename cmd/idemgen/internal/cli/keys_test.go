@@ -11,10 +11,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
@@ -70,13 +70,10 @@ func pgKeysStore(t *testing.T) keysStore {
 
 // keysPolicy is the fail-closed transfer operation of the keys tests.
 func keysPolicy() idem.Policy {
-	return idem.Policy{
-		OperationID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-		Scope: idem.ScopeOperation, Key: idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
-		KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
-		MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idem.FailClosed,
-		Fingerprint: fingerprint.Spec{Body: []fingerprint.Field{{Pointer: "/amount", Type: fingerprint.Integer}}},
-	}
+	return idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
+		p.MaxSnapshotBytes = 1 << 20
+		p.Fingerprint = fingerprint.Spec{Body: []fingerprint.Field{{Pointer: "/amount", Type: fingerprint.Integer}}}
+	})
 }
 
 // keysService is a fail-closed transfer API whose handler dies (panics)

@@ -64,7 +64,9 @@ type state struct {
 	pairs  []formPair // of a form body
 	values []byte     // selected form fields, which slots locate
 	// work counts the steps of reading a form (see formJSON and
-	// sortFormPairs), so that tests can hold them to the body's size.
+	// sortFormPairs) and of walking the canonical document along
+	// pointers (extract, member), so that tests can hold them to the
+	// body's size.
 	work   int
 	stream []byte
 	slots  []slot
@@ -234,7 +236,7 @@ func (c *Compiled) SumLookupContext(ctx context.Context, in Input, pointer strin
 	}
 	// Copied out: the canonical form below may rewrite doc in place, and
 	// the scratch memory goes back to the pool.
-	if v, ok := lookup(doc, tokens); ok {
+	if v, ok := st.lookup(doc, tokens); ok {
 		value, found = bytes.Clone(v), true
 	}
 	st.stream, err = c.appendDocument(st, st.stream[:0], doc, in)
@@ -284,7 +286,7 @@ func (c *Compiled) appendDocument(st *state, dst, doc []byte, in Input) ([]byte,
 		dst = append(dst, '\n')
 	case c.root == nil:
 		if c.exclude != nil {
-			doc = removeMember(doc, c.exclude)
+			doc = st.removeMember(doc, c.exclude)
 		}
 		dst = append(dst, "body "...)
 		dst = appendBytes(dst, doc)
@@ -496,7 +498,7 @@ func Lookup(mediaType string, body []byte, pointer string) ([]byte, bool, error)
 	if err != nil {
 		return nil, false, err
 	}
-	v, ok := lookup(doc, tokens)
+	v, ok := st.lookup(doc, tokens)
 	return v, ok, nil
 }
 
@@ -509,11 +511,11 @@ func CheckPointer(p string) error {
 }
 
 // lookup returns the value at tokens in the canonical document doc.
-func lookup(doc []byte, tokens []string) ([]byte, bool) {
+func (st *state) lookup(doc []byte, tokens []string) ([]byte, bool) {
 	if doc == nil {
 		return nil, false
 	}
-	_, start, end, ok := member(doc, tokens)
+	_, start, end, ok := st.member(doc, tokens)
 	if !ok {
 		return nil, false
 	}

@@ -183,7 +183,7 @@ func (f *folds) clashWithin(b []byte) bool {
 			es = es[:base]
 			i++
 		case '"':
-			end := skipString(b, i)
+			end := skipString(b, i, &f.work)
 			if end < len(b) && b[end] == ':' {
 				es = append(es, foldEntry{f.hash(b[i+1 : end-1]), i + 1, end - 1})
 			}
@@ -196,12 +196,15 @@ func (f *folds) clashWithin(b []byte) bool {
 }
 
 // foldsOntoChild returns the child of n whose name folds together with
-// name, which is none of n's children, or nil.
-func (n *node) foldsOntoChild(name []byte) *node {
+// name, which is none of n's children, or nil. work counts the bytes
+// compared.
+func (n *node) foldsOntoChild(name []byte, work *int) *node {
 	if n.plainChildren && plainName(name) {
+		*work += len(name)
 		return nil
 	}
 	for _, c := range n.children {
+		*work += len(c.key)
 		if bytes.EqualFold(name, c.key) {
 			return c
 		}

@@ -59,8 +59,11 @@ type node struct {
 	below []int
 }
 
-func (n *node) child(name []byte) *node {
+// child returns the child of n named name, or nil. work counts the
+// children compared.
+func (n *node) child(name []byte, work *int) *node {
 	for _, c := range n.children {
+		*work++
 		if string(name) == c.name {
 			return c
 		}
@@ -70,9 +73,10 @@ func (n *node) child(name []byte) *node {
 
 func (n *node) add(tokens []string, field int) {
 	cur := n
+	var work int // of compiling, which no request pays for
 	for _, t := range tokens {
 		cur.below = append(cur.below, field)
-		next := cur.child([]byte(t))
+		next := cur.child([]byte(t), &work)
 		if next == nil {
 			if len(cur.children) == 0 {
 				cur.plainChildren = true
@@ -97,7 +101,9 @@ type slot struct {
 // document keeps found=false. It refuses a body that encoding/json would
 // read otherwise (see fold.go): on the way down, a member whose name folds
 // onto a fingerprinted name without being it; inside a fingerprinted
-// object or array, two member names that fold together.
+// object or array, two member names that fold together. st.work counts the
+// bytes skipped and the names compared on the way, so that tests can hold
+// the walk to the body's size.
 func (st *state) extract(b []byte, start, end int, n *node, slots []slot) error {
 	if n.field >= 0 {
 		slots[n.field] = slot{start, end, true}
@@ -111,14 +117,14 @@ func (st *state) extract(b []byte, start, end int, n *node, slots []slot) error 
 	switch b[start] {
 	case '{':
 		for i := start + 1; b[i] != '}'; {
-			keyEnd := skipString(b, i)
-			valEnd := skipValue(b, keyEnd+1)
+			keyEnd := skipString(b, i, &st.work)
+			valEnd := skipValue(b, keyEnd+1, &st.work)
 			name := b[i+1 : keyEnd-1]
-			if c := n.child(name); c != nil {
+			if c := n.child(name, &st.work); c != nil {
 				if err := st.extract(b, keyEnd+1, valEnd, c, slots); err != nil {
 					return err
 				}
-			} else if f := n.foldsOntoChild(name); f != nil {
+			} else if f := n.foldsOntoChild(name, &st.work); f != nil {
 				return fmt.Errorf("%w: a member's name and the fingerprinted %q differ only in case, which encoding/json reads as one field", ErrBody, f.name)
 			}
 			i = valEnd
@@ -153,8 +159,9 @@ func (st *state) checkFolds(v []byte) error {
 // member finds the object member that tokens point to in the canonical
 // document b, walking through objects only. keyStart is the member's first
 // byte; the value is b[valStart:valEnd]. With no tokens it finds the whole
-// document and keyStart is -1.
-func member(b []byte, tokens []string) (keyStart, valStart, valEnd int, ok bool) {
+// document and keyStart is -1. st.work counts the bytes skipped and the
+// names compared.
+func (st *state) member(b []byte, tokens []string) (keyStart, valStart, valEnd int, ok bool) {
 	keyStart, valStart, valEnd = -1, 0, len(b)
 	for _, t := range tokens {
 		if b[valStart] != '{' {
@@ -162,8 +169,9 @@ func member(b []byte, tokens []string) (keyStart, valStart, valEnd int, ok bool)
 		}
 		found := false
 		for i := valStart + 1; b[i] != '}'; {
-			keyEnd := skipString(b, i)
-			end := skipValue(b, keyEnd+1)
+			keyEnd := skipString(b, i, &st.work)
+			end := skipValue(b, keyEnd+1, &st.work)
+			st.work++
 			if string(b[i+1:keyEnd-1]) == t {
 				keyStart, valStart, valEnd, found = i, keyEnd+1, end, true
 				break
@@ -182,8 +190,8 @@ func member(b []byte, tokens []string) (keyStart, valStart, valEnd int, ok bool)
 
 // removeMember deletes the object member that tokens point to from the
 // canonical document b, if it is there, with the comma that separated it.
-func removeMember(b []byte, tokens []string) []byte {
-	i, _, end, ok := member(b, tokens)
+func (st *state) removeMember(b []byte, tokens []string) []byte {
+	i, _, end, ok := st.member(b, tokens)
 	switch {
 	case !ok || i < 0:
 		return b
@@ -197,14 +205,16 @@ func removeMember(b []byte, tokens []string) []byte {
 }
 
 // skipString returns the end of the canonical string starting at b[i]. A
-// quote ends the string unless an odd run of backslashes escapes it.
-func skipString(b []byte, i int) int {
+// quote ends the string unless an odd run of backslashes escapes it. work
+// counts the bytes read, the backslashes before a quote twice.
+func skipString(b []byte, i int, work *int) int {
 	for i++; ; {
 		q := i + bytes.IndexByte(b[i:], '"')
 		n := 0
 		for q-n-1 >= i && b[q-n-1] == '\\' {
 			n++
 		}
+		*work += q + 1 - i + n
 		if n%2 == 0 {
 			return q + 1
 		}
@@ -212,22 +222,24 @@ func skipString(b []byte, i int) int {
 	}
 }
 
-// skipValue returns the end of the canonical value starting at b[i].
-func skipValue(b []byte, i int) int {
+// skipValue returns the end of the canonical value starting at b[i]. work
+// counts the bytes read (see skipString for those inside strings).
+func skipValue(b []byte, i int, work *int) int {
 	switch b[i] {
 	case '"':
-		return skipString(b, i)
+		return skipString(b, i, work)
 	case '{', '[':
-		depth := 0
+		depth, start := 0, i
 		for ; ; i++ {
 			switch b[i] {
 			case '"':
-				i = skipString(b, i) - 1
+				i = skipString(b, i, work) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
 				depth--
 				if depth == 0 {
+					*work += i + 1 - start
 					return i + 1
 				}
 			}
@@ -235,8 +247,9 @@ func skipValue(b []byte, i int) int {
 	default:
 		j := bytes.IndexAny(b[i:], ",}]")
 		if j < 0 {
-			return len(b)
+			j = len(b) - i
 		}
+		*work += j
 		return i + j
 	}
 }

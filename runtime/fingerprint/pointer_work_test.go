@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/runtime/internal/worktest"
 )
 
 // Pointers are the spec's, bodies the client's. A walk along a pointer
@@ -122,7 +124,7 @@ func TestPointerWalkWorkIsLinear(t *testing.T) {
 		c := mustCompile(t, spec.spec)
 		for _, shape := range hostilePointerBodies {
 			t.Run(spec.name+"/"+shape.name, func(t *testing.T) {
-				flatPerByte(t, 2, func(size int) (int, int) {
+				worktest.FlatPerByte(t, 2, func(size int) (int, int) {
 					body := shape.build(size)
 					return walkWork(t, c, body, spec.keyPointer), len(body)
 				})

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/runtime/internal/worktest"
 )
 
 // A request body is the client's to choose, and it is read before anything
@@ -15,9 +17,6 @@ import (
 // comparisons, bytes hashed, compared and moved) on the worst bodies we
 // know how to build, and hold the work per input byte flat from 1 KiB to
 // the engine's default body limit of 1 MiB.
-
-// hostileSizes are the body sizes each shape is built at.
-var hostileSizes = []int{1 << 10, 1 << 14, 1 << 18, 1 << 20}
 
 // hostileBody is a shape of body built to a given size.
 type hostileBody struct {
@@ -117,31 +116,10 @@ func canonicalWork(body []byte) (int, error) {
 	return len(body) + s.work + s.fold.work, err
 }
 
-// flatPerByte fails t when work per byte at the largest size exceeds limit
-// times the work per byte at the smallest. The limit leaves room for the
-// comparison sorts of member names and indices, whose work per byte grows
-// with the logarithm of their count (by 1.5× from 1 KiB to 1 MiB at most),
-// and for nothing that grows faster. It stops at the first size that
-// fails: the sizes after it would take a quadratic algorithm hours.
-func flatPerByte(t *testing.T, limit float64, work func(size int) (int, int)) {
-	t.Helper()
-	var first float64
-	for i, size := range hostileSizes {
-		n, bytes := work(size)
-		per := float64(n) / float64(bytes)
-		t.Logf("%8d bytes: %10d steps, %.2f a byte", bytes, n, per)
-		if i == 0 {
-			first = per
-		} else if per > limit*first {
-			t.Fatalf("%d bytes cost %.2f steps a byte, %.1f× the %.2f of %d bytes", bytes, per, per/first, first, hostileSizes[0])
-		}
-	}
-}
-
 func TestCanonicalWorkIsLinear(t *testing.T) {
 	for _, shape := range hostileJSON {
 		t.Run(shape.name, func(t *testing.T) {
-			flatPerByte(t, 2, func(size int) (int, int) {
+			worktest.FlatPerByte(t, 2, func(size int) (int, int) {
 				body := shape.build(size)
 				n, err := canonicalWork(body)
 				if err != nil && !strings.Contains(err.Error(), caseVariants) {
@@ -160,7 +138,7 @@ func TestFieldFoldWorkIsLinear(t *testing.T) {
 	c := mustCompile(t, Spec{Body: []Field{{Pointer: "/v"}}})
 	for _, shape := range hostileJSON {
 		t.Run(shape.name, func(t *testing.T) {
-			flatPerByte(t, 2, func(size int) (int, int) {
+			worktest.FlatPerByte(t, 2, func(size int) (int, int) {
 				body := append(append([]byte(`{"v":`), shape.build(size)...), '}')
 				st := c.pool.Get().(*state)
 				defer c.pool.Put(st)
@@ -280,7 +258,7 @@ func TestFormWorkIsLinear(t *testing.T) {
 		c := mustCompile(t, spec.spec)
 		for _, shape := range hostileForms {
 			t.Run(spec.name+"/"+shape.name, func(t *testing.T) {
-				flatPerByte(t, 2, func(size int) (int, int) {
+				worktest.FlatPerByte(t, 2, func(size int) (int, int) {
 					body := shape.build(size)
 					return formWork(t, c, body), len(body)
 				})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/runtime/internal/worktest"
 )
 
 // A request path is the client's to choose, up to what the server reads of
@@ -13,9 +15,6 @@ import (
 // client controls. These tests count that work (bytes split, decoded,
 // searched and compared) on the worst paths we know how to build, and hold
 // the work per path byte flat from 1 KiB to 1 MiB.
-
-// pathSizes are the path lengths each shape is built at.
-var pathSizes = []int{1 << 10, 1 << 14, 1 << 18, 1 << 20}
 
 // hostilePath is a template and a way to build a path of a given length
 // that its matching reads to the end.
@@ -83,18 +82,10 @@ func TestMatchWorkIsLinear(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var first float64
-			for i, size := range pathSizes {
+			worktest.FlatPerByte(t, 2, func(size int) (int, int) {
 				path := shape.build(size)
-				work := matchWork(tmpl, path)
-				per := float64(work) / float64(len(path))
-				t.Logf("%8d bytes: %10d steps, %.2f a byte", len(path), work, per)
-				if i == 0 {
-					first = per
-				} else if per > 2*first {
-					t.Fatalf("%d bytes cost %.2f steps a byte, %.1f× the %.2f of %d bytes", len(path), per, per/first, first, len(shape.build(pathSizes[0])))
-				}
-			}
+				return matchWork(tmpl, path), len(path)
+			})
 		})
 	}
 }

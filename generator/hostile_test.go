@@ -68,10 +68,10 @@ func topLevelNames(t *testing.T, src []byte) []string {
 	return names
 }
 
-// TestOperationIDCannotInjectGo is the reproduction of the injection: the
-// word-wrapped doc comment used to start a line with the operationId's
-// "/**/", which the renderer wrote as code, so every program importing the
-// package panicked at start-up.
+// TestOperationIDCannotInjectGo: an operationId cannot inject Go. A
+// word-wrapped doc comment whose line starts with the operationId's "/**/"
+// must stay a comment; written as code, it would make every program
+// importing the package panic at start-up.
 func TestOperationIDCannotInjectGo(t *testing.T) {
 	id := strings.Repeat("a", 69) + ` /**/func/**/init(){panic(\"x\")}//`
 	spec := `openapi: 3.0.3

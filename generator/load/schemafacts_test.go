@@ -89,10 +89,10 @@ func loadSteps(t testing.TB, spec []byte) (steps, refs int) {
 
 // A spec is untrusted input: a partner's spec must not be able to stall
 // the generator. Schemas that name one another multiply the paths between
-// them, and the type, length limit and lookup of a body field used to be
-// worked out afresh from every schema a lookup met: a spec of 1,500
-// schemas, each naming the ones before it, took minutes. The work, counted
-// in steps from a schema to another, now grows with the references.
+// them, so the type, length limit and lookup of a body field must not be
+// worked out afresh from every schema a lookup meets (a spec of 1,500
+// schemas, each naming the ones before it, would take minutes). The work,
+// counted in steps from a schema to another, grows with the references.
 func TestSchemaWorkGrowsWithTheReferences(t *testing.T) {
 	const small, large = 40, 160
 	for _, shape := range []string{"allOf", "oneOf", "anyOf", "properties", "items", "mixed", "chain",
@@ -114,7 +114,7 @@ func TestSchemaWorkGrowsWithTheReferences(t *testing.T) {
 }
 
 // Operations that share a body schema share what is worked out about it:
-// each used to walk the schema afresh, so the work grew with the
+// no operation walks the schema afresh, so the work does not grow with the
 // operations times the schemas.
 func TestOperationsShareSchemaWork(t *testing.T) {
 	const n = 80

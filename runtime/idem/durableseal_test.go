@@ -51,9 +51,9 @@ func sealedLooseEngine(t *testing.T) (*looseEngine, *failingSealer) {
 
 // In durable mode the handler writes around its transaction. When its
 // response cannot be sealed, nothing can be stored and the key is marked
-// indeterminate: the client used to be told 503 "did not process the
-// request, retry", while the handler's writes stood and every retry met
-// outcome-unknown.
+// indeterminate. The client must be told the outcome is unknown (never 503
+// "did not process the request, retry", since the handler's writes stand),
+// and every retry meets outcome-unknown too.
 func TestDurableModeSealFailureIsOutcomeUnknown(t *testing.T) {
 	for _, mode := range []string{"idle", "strict"} {
 		t.Run(mode, func(t *testing.T) {
@@ -73,9 +73,9 @@ func TestDurableModeSealFailureIsOutcomeUnknown(t *testing.T) {
 }
 
 // A keyless request stores nothing, so a Sealer that fails has nothing to
-// refuse it for. In durable mode it used to answer 503 "did not process
-// the request" after the handler had written around its transaction,
-// inviting the client to send it again.
+// refuse it for. In durable mode, where the handler has already written
+// around its transaction, it must get the handler's answer, not a 503 "did
+// not process the request" that invites the client to send it again.
 func TestKeylessRequestIsNotSealed(t *testing.T) {
 	le, sealer := sealedLooseEngine(t)
 	sealer.fail.Store(true)

@@ -113,9 +113,9 @@ func (le *looseEngine) flag(t *testing.T) {
 }
 
 // In durable mode the handler's transaction begins only when the handler
-// asks for it, keyed or keyless. Before, it began before the handler ran,
-// and on SQLite a handler writing through its pool waited for the write
-// lock its own request held.
+// asks for it, keyed or keyless: no transaction is open while the handler
+// runs without one, so a handler writing through its pool (on SQLite) never
+// waits for a write lock its own request holds.
 func TestDurableModeBeginsOnlyWhenAsked(t *testing.T) {
 	le := newLooseEngine(t)
 	le.flag(t)

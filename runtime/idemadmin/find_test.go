@@ -40,9 +40,9 @@ func TestFindReadsTheRowItMatched(t *testing.T) {
 
 // ErrAmbiguousKey tells the operator to name the row by its label. The
 // row Find returns for that label must then settle: its identity, passed
-// on to Forget or Resolve, names that row alone. A row stored in clear
-// used to be looked up again as a client's key, met its HMAC twin, and
-// every settlement of it failed with ErrAmbiguousKey.
+// on to Forget or Resolve, names that row alone: a row stored in clear is
+// not looked up again as a client's key, so its HMAC twin does not make
+// its settlement fail with ErrAmbiguousKey.
 func TestSettleTheRowFindMatched(t *testing.T) {
 	ctx := context.Background()
 	newest, older := []byte("find-newest-secret-0123456789"), []byte("find-older-secret-0123456789")

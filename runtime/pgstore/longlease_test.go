@@ -11,10 +11,10 @@ import (
 
 // PostgreSQL's timeouts are whole milliseconds in an int32, about 24.8
 // days. A lease longer than that (a policy may hold keys for a month, say
-// to never take one over) used to be sent as it was, which PostgreSQL
-// refuses: every transactional claim and every keyless transaction then
-// failed, a 503 for each request. The largest Duration overflowed to a
-// 1ms timeout. The timeouts are capped instead.
+// to never take one over) must be capped before it is sent: PostgreSQL
+// refuses a larger timeout, which would fail every transactional claim and
+// every keyless transaction with a 503, and the largest Duration must not
+// overflow to a 1ms timeout.
 func TestLeaseBeyondPostgresTimeouts(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()

@@ -143,15 +143,14 @@ func TestAttackDurableModeAnswersWhatHappened(t *testing.T) {
 
 // A transactional operation whose handler was seen not taking its
 // transaction is served in durable mode: its claim commits on its own
-// before the handler runs. The engine used to begin the handler's
-// transaction at once as well, and on SQLite a transaction begins
-// IMMEDIATE: it held the database's only write lock while the handler,
-// which by definition writes around that transaction, waited for that
-// lock on its own pool connection until the busy timeout. Every request
-// of the operation failed. The handler's transaction must not exist until
-// the handler asks for it.
+// before the handler runs. The handler's transaction must not exist until
+// the handler asks for it: on SQLite a transaction begins IMMEDIATE and
+// holds the database's only write lock, and the handler, which by
+// definition writes around that transaction, would wait for that lock on
+// its own pool connection until the busy timeout, failing every request
+// of the operation.
 func TestAttackDurableModeHandlerWritesThroughThePool(t *testing.T) {
-	// A short busy timeout makes the old failure quick; the pool write must
+	// A short busy timeout makes a failure quick; the pool write must
 	// not need to wait at all.
 	path := filepath.Join(t.TempDir(), "idem.db")
 	db, err := sql.Open("sqlite", path+"?_txlock=immediate&_pragma=busy_timeout(250)&_pragma=journal_mode(WAL)")

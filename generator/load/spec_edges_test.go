@@ -180,9 +180,9 @@ properties:
 	}
 }
 
-// One mistake, one diagnostic: an operation's bad ttl used to draw a second
-// error about the document's ttl against its clientRetryBudget, at a line
-// the user never touched; and a ttl/budget conflict points at the field the
+// One mistake, one diagnostic: an operation's bad ttl draws no second error
+// about the document's ttl against its clientRetryBudget, at a line the
+// user never touched; and a ttl/budget conflict points at the field the
 // operation itself set.
 func TestLifetimeConflictsPointAtWhatWasSet(t *testing.T) {
 	spec := func(opPolicy string) string {
@@ -216,8 +216,9 @@ paths:
 	wantDiags(t, got, `spec.yaml:9:23: error: POST /x (x): x-idempotency.lease: lease 5d must be shorter than ttl 4d`)
 }
 
-// A body declared as JSON and multipart used to be pinned to JSON without a
-// word, so every multipart request with a key got 415.
+// A body declared as JSON and multipart is ambiguous and must be reported,
+// not pinned to JSON without a word (every multipart request with a key
+// would get 415).
 func TestTwoMediaTypesAreAmbiguous(t *testing.T) {
 	src := func(policy string) string {
 		return `openapi: 3.0.3
@@ -247,8 +248,8 @@ paths:
 	wantDiags(t, got, `spec.yaml:7:23: error: POST /files (upload): x-idempotency.mediaType: the request body does not declare application/x-www-form-urlencoded (it declares application/json, multipart/form-data)`)
 }
 
-// A key parameter's declared maxLength used to be ignored: the policy kept
-// 255 while the spec told clients something else.
+// A key parameter's declared maxLength is the policy's key length limit:
+// the policy must not keep 255 while the spec tells clients something else.
 func TestKeyParameterMaxLength(t *testing.T) {
 	src := func(policy string, maxLength int) string {
 		return `openapi: 3.0.3
@@ -316,9 +317,9 @@ paths:
 }
 
 // Of oneOf's or anyOf's branches one is enough: a key the loosest branch
-// allows is one the spec allows, so the policy must not refuse it. The
-// tightest of every member used to be taken, allOf's rule, and a client
-// that sent a 100-character key under a branch allowing 200 got a 400.
+// allows is one the spec allows, so the policy must not refuse it: the
+// limit is the loosest branch's, not the tightest member's (allOf's rule),
+// and a 100-character key under a branch allowing 200 is accepted.
 func TestBodyKeyMaxLengthOfAlternatives(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string

@@ -8,6 +8,7 @@ package tcpproxy
 
 import (
 	"net"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -113,4 +114,22 @@ func reset(c net.Conn) {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()
+}
+
+// NewForURL starts a proxy to the host of rawURL (on defaultPort when the
+// URL names none) and returns it with a copy of the URL that reaches the
+// host through it.
+func NewForURL(t testing.TB, rawURL, defaultPort string) (*Proxy, *url.URL) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), defaultPort)
+	}
+	p := New(t, host)
+	u.Host = p.Addr()
+	return p, u
 }

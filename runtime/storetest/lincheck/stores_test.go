@@ -95,17 +95,8 @@ func TestLinearizablePostgreSQL(t *testing.T) {
 	if _, err := conn.Exec(ctx, "CREATE TABLE lin_effects (key text NOT NULL, run text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := u.Host
-	if !strings.Contains(host, ":") {
-		host += ":5432"
-	}
-	p := tcpproxy.New(t, host)
+	p, u := tcpproxy.NewForURL(t, base, "5432")
 	app := "lincheck_" + randomHex(6)
-	u.Host = p.Addr()
 	q := u.Query()
 	q.Set("application_name", app)
 	q.Set("pool_max_conns", "8")

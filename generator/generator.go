@@ -88,6 +88,10 @@ type Options struct {
 	// AugmentedSpec is the path of the spec with that overlay applied, for
 	// client generators that do not apply overlays; "" writes none.
 	AugmentedSpec string
+	// BasePath is the prefix the service is served under ("/v1"; "/" for
+	// none), taken instead of the one the spec's servers give; it must be
+	// set when they give several.
+	BasePath string
 	// Store is the store the transactional adapters are typed for,
 	// "postgres" (pgx.Tx) or "sqlite" (*sql.Tx); "" keeps them generic
 	// over the transaction type, for code that serves several stores.
@@ -128,7 +132,7 @@ func Run(ctx context.Context, opts Options) (map[string][]byte, model.Report, er
 	if err != nil {
 		return nil, model.Report{}, err
 	}
-	spec, rep, err := checkSpec(ctx, opts.resolve(opts.Spec), opts.Spec)
+	spec, rep, err := checkSpec(ctx, opts.resolve(opts.Spec), opts.Spec, opts.BasePath)
 	if err != nil || spec == nil {
 		return nil, rep, err
 	}
@@ -227,6 +231,15 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 	return files, diags, nil
 }
 
+// checkBasePath refuses a base path the engine would refuse: one that does
+// not start with "/".
+func checkBasePath(p string) error {
+	if p != "" && !strings.HasPrefix(p, "/") {
+		return fmt.Errorf("%w: basePath %q does not start with /", ErrUsage, p)
+	}
+	return nil
+}
+
 // withDefaults fills in defaults and rejects options no spec can fix.
 func (o Options) withDefaults() (Options, error) {
 	if o.Spec == "" {
@@ -256,6 +269,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Store != "" && !slices.Contains(gocode.Stores, o.Store) {
 		return o, fmt.Errorf("%w: unknown store %q (use %s)", ErrUsage, o.Store, strings.Join(gocode.Stores, ", "))
+	}
+	if err := checkBasePath(o.BasePath); err != nil {
+		return o, err
 	}
 	if o.Layout == "" {
 		o.Layout = sqlgen.LayoutGolangMigrate
@@ -347,7 +363,7 @@ func relSlash(from, target string) string {
 // diagnostics are the ones Generate reports on the same spec, but for
 // those about the output: the lock file, the migrations on disk.
 func Validate(ctx context.Context, file string) (*model.Spec, model.Report, error) {
-	return checkSpec(ctx, file, file)
+	return checkSpec(ctx, file, file, "")
 }
 
 // ValidatePolicies is Validate with the spec's policies compared with the
@@ -359,7 +375,10 @@ func ValidatePolicies(ctx context.Context, opts Options) (*model.Spec, model.Rep
 	if err := checkAcks(opts.AcceptBreaking); err != nil {
 		return nil, model.Report{}, err
 	}
-	spec, rep, err := checkSpec(ctx, opts.resolve(opts.Spec), opts.Spec)
+	if err := checkBasePath(opts.BasePath); err != nil {
+		return nil, model.Report{}, err
+	}
+	spec, rep, err := checkSpec(ctx, opts.resolve(opts.Spec), opts.Spec, opts.BasePath)
 	if err != nil || spec == nil || (opts.Out == "" && opts.Against == "") {
 		return spec, rep, err
 	}

@@ -13,9 +13,9 @@ import (
 // emitter's name check. validate and generate both come through here, so
 // that they report the same diagnostics on the same spec. spec is nil when
 // any diagnostic is an error.
-func checkSpec(ctx context.Context, file, display string) (*model.Spec, model.Report, error) {
+func checkSpec(ctx context.Context, file, display, basePath string) (*model.Spec, model.Report, error) {
 	rep := model.Report{Source: display}
-	spec, diags, err := load.Load(ctx, file, load.Options{DisplayName: display, Operations: &rep.Operations})
+	spec, diags, err := load.Load(ctx, file, load.Options{DisplayName: display, Operations: &rep.Operations, BasePath: basePath})
 	rep.Diagnostics = diags
 	if err == nil && spec != nil {
 		if nameDiags := gocode.CheckNames(spec); len(nameDiags) > 0 {

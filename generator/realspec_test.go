@@ -126,8 +126,14 @@ func generateReal(t *testing.T, name string, wantOps int) {
 	}
 	// Compiling is not enough: such output has compiled and then failed
 	// to start. The program builds the engine from the generated policies
-	// and checks that a mux routing every operation passes CheckRoutes.
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(startEngine), 0o644); err != nil {
+	// and checks that a mux routing every operation below the spec's base
+	// path (Adyen's /v71) passes CheckRoutes.
+	spec, _, err := checkSpec(context.Background(), filepath.Join(dir, "openapi.yaml"), "openapi.yaml", "")
+	if err != nil || spec == nil {
+		t.Fatalf("loading the spec again: %v", err)
+	}
+	program := strings.Replace(startEngine, `const prefix = ""`, fmt.Sprintf("const prefix = %q", spec.BasePath), 1)
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	goInModule(t, dir, "run", ".")
@@ -135,7 +141,8 @@ func generateReal(t *testing.T, name string, wantOps int) {
 
 // startEngine is a program that starts the engine from the generated
 // policies of package api and checks its routes on a mux that serves every
-// operation: it exits non-zero when either fails.
+// operation below prefix, the spec's base path, which the generated
+// NewEngine knows without being told: it exits non-zero when either fails.
 const startEngine = `package main
 
 import (
@@ -154,9 +161,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	const prefix = ""
 	mux := http.NewServeMux()
 	for _, p := range api.Policies() {
-		mux.Handle(p.Method+" "+p.Path, http.NotFoundHandler())
+		mux.Handle(p.Method+" "+prefix+p.Path, http.NotFoundHandler())
 	}
 	if err := e.CheckRoutes(idem.BehindMiddleware, mux.Handler); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -39,6 +39,7 @@ func EmitClient(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, err
 		f.PackageComment(line)
 	}
 	emitConsts(f, ops)
+	emitBasePath(f, spec.BasePath)
 	emitClientTable(f, ops)
 	src, err := render(f)
 	return src, nil, err

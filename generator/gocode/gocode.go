@@ -90,11 +90,12 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 	f := newFile(opts.Package, opts.Source)
 
 	emitConsts(f, ops)
+	emitBasePath(f, spec.BasePath)
 	for _, op := range ops {
 		emitPolicy(f, op)
 	}
 	emitPolicies(f, ops)
-	emitEngine(f)
+	emitEngine(f, spec.BasePath)
 	if len(ops) > 0 {
 		emitStrictGlue(f)
 	}
@@ -204,6 +205,9 @@ func CheckNames(spec *model.Spec) []model.Diagnostic {
 	declared := make(map[string]owner)
 	for _, n := range fixedNames {
 		declared[n] = owner{how: "a function idemgen always generates"}
+	}
+	if spec.BasePath != "" {
+		declared[basePathName] = owner{how: "the constant of the spec's base path"}
 	}
 	var diags []model.Diagnostic
 	declare := func(op *model.Operation, name, how string) {
@@ -441,14 +445,37 @@ func emitPolicies(f *jen.File, ops []model.Operation) {
 	f.Func().Id("Policies").Params().Index().Qual(pathIdem, "Policy").Block(body)
 }
 
-func emitEngine(f *jen.File) {
+func emitEngine(f *jen.File, basePath string) {
 	f.Comment("NewEngine builds the idempotency engine for the operations of this spec;")
-	f.Comment("cfg.Policies is replaced by Policies().")
+	body := []jen.Code{jen.Id("cfg").Dot("Policies").Op("=").Id("Policies").Call()}
+	if basePath == "" {
+		f.Comment("cfg.Policies is replaced by Policies().")
+	} else {
+		f.Comment("cfg.Policies is replaced by Policies(), and an empty cfg.BasePath is")
+		f.Comment("BasePath (set it to \"/\" for a service served at the root).")
+		body = append(body, jen.If(jen.Id("cfg").Dot("BasePath").Op("==").Lit("")).Block(
+			jen.Id("cfg").Dot("BasePath").Op("=").Id(basePathName),
+		))
+	}
+	body = append(body, jen.Return(jen.Qual(pathIdem, "New").Call(jen.Id("cfg"))))
 	f.Func().Id("NewEngine").Params(jen.Id("cfg").Qual(pathIdem, "Config")).
-		Params(jen.Op("*").Qual(pathIdem, "Engine"), jen.Error()).Block(
-		jen.Id("cfg").Dot("Policies").Op("=").Id("Policies").Call(),
-		jen.Return(jen.Qual(pathIdem, "New").Call(jen.Id("cfg"))),
-	)
+		Params(jen.Op("*").Qual(pathIdem, "Engine"), jen.Error()).Block(body...)
+}
+
+// basePathName is the constant that holds the spec's base path.
+const basePathName = "BasePath"
+
+// emitBasePath writes the base path the spec's servers give (or the
+// configuration names), for NewEngine and for an idemclient.Config, which
+// both match request paths against the templates below it. Nothing is
+// written for a spec served at the root.
+func emitBasePath(f *jen.File, basePath string) {
+	if basePath == "" {
+		return
+	}
+	f.Comment(basePathName + " is the prefix the service is served under, before every path")
+	f.Comment("template; engines and idemclient.Config take it as their BasePath.")
+	f.Const().Id(basePathName).Op("=").Lit(basePath)
 }
 
 // emitAdapter writes the two ways a transactional handler reaches its

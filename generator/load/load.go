@@ -28,6 +28,9 @@ type Options struct {
 	// policy, those with errors too (the spec is nil then), for a summary
 	// line such as "2 errors in 14 operations".
 	Operations *int
+	// BasePath, when set, is the prefix the service is served under,
+	// taken instead of what the spec's servers say ("/" for none).
+	BasePath string
 
 	// steps, when set, receives the steps the loader took from a schema
 	// to another (tree.steps, schemaFacts.steps), for tests that count
@@ -244,6 +247,9 @@ func (l *loader) run() *model.Spec {
 		return strings.Compare(a.Method, b.Method)
 	})
 	l.checkOverlaps(spec.Operations)
+	if len(spec.Operations) > 0 {
+		spec.BasePath = l.basePath(spec.Operations)
+	}
 	l.checkScopeIDs(spec.Operations, defaults)
 	// Go names that clash are the Go emitter's to judge (gocode.CheckNames):
 	// it alone knows every name it declares.

@@ -21,6 +21,10 @@ type Spec struct {
 	// Title and Version come from the document's info object.
 	Title   string
 	Version string
+	// BasePath is the prefix the service is served under ("/v71"), which
+	// the engine strips before it matches a request path: from the
+	// configuration, else from the spec's servers; "" at the root.
+	BasePath string
 	// Operations are the operations that carry a policy, sorted by Path then
 	// Method.
 	Operations []Operation

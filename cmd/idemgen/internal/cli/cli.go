@@ -166,6 +166,7 @@ is acknowledged with acceptBreaking in the config file or --accept-breaking.`,
 	f.StringVar(&flags.Overlay, "overlay", "", "OpenAPI Overlay `file` adding the key parameter and idempotency answers for client generators (none when empty)")
 	f.StringVar(&flags.AugmentedSpec, "augmented-spec", "", "`file` of the spec with that overlay applied, for client generators that do not apply overlays (none when empty)")
 	f.StringVar(&flags.Store, "store", "", "the `store` the adapters are typed for: postgres or sqlite (default: generic)")
+	registerBasePath(cmd, &flags)
 	f.BoolVar(&check, "check", false, "write nothing; exit 1 with a diff when the files on disk are not up to date")
 	f.StringArrayVar(&flags.AcceptBreaking, "accept-breaking", nil, "acknowledge a breaking policy change, `operationId:kind` (repeatable)")
 	f.StringVar(&flags.Against, "against", "", "lock `file` to compare the policies with, such as the main branch's (default: the one beside the generated code)")
@@ -219,9 +220,15 @@ read.`,
 	f.StringVar(&flags.Out, "out", "", "`directory` of the generated Go code, where the lock file is")
 	f.StringArrayVar(&flags.AcceptBreaking, "accept-breaking", nil, "acknowledge a breaking policy change, `operationId:kind` (repeatable)")
 	f.StringVar(&flags.Against, "against", "", "lock `file` to compare the policies with (default: the one in --out)")
+	registerBasePath(cmd, &flags)
 	registerWarnings(cmd, &show)
 	cf.register(cmd)
 	return cmd
+}
+
+// registerBasePath adds --base-path, which generate and validate read alike.
+func registerBasePath(cmd *cobra.Command, flags *settings) {
+	cmd.Flags().StringVar(&flags.BasePath, "base-path", "", "the `prefix` the service is served under, such as /v1 (\"/\" for none; default: the spec's servers)")
 }
 
 func newVersion(stdout io.Writer) *cobra.Command {

@@ -54,6 +54,7 @@ func stringSettings(s *settings) []struct {
 		{"overlay", "overlay", &s.Overlay},
 		{"augmentedSpec", "augmented-spec", &s.AugmentedSpec},
 		{"store", "store", &s.Store},
+		{"basePath", "base-path", &s.BasePath},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -83,7 +84,7 @@ func (e *Engine) replay(w http.ResponseWriter, q *request, resp *Response) {
 // still refuses a sealed body, so that a replica configured without one
 // never sends ciphertext as an answer.
 func (e *Engine) open(q *request, c Claim, stored *Response) (*Response, error) {
-	if e.sealer == nil && !bytes.HasPrefix(stored.Body, []byte(sealMagic)) {
+	if e.sealer == nil && !idemstore.IsSealed(*stored) {
 		return stored, nil
 	}
 	resp, err := OpenResponse(e.sealer, c.Identity, *stored)

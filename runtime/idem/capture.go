@@ -3,7 +3,6 @@ package idem
 import (
 	"bytes"
 	"net/http"
-	"slices"
 )
 
 // recorder captures a handler's response so that it can be stored before the
@@ -126,30 +125,6 @@ func (e *Engine) snapshot(op *operation, rec *recorder) Response {
 // that a retry runs the handler again.
 func (e *Engine) storable(op *operation, status int) bool {
 	return Storable(status, op.CacheServerErrors)
-}
-
-// Storable reports whether a response with status is stored for its key
-// (docs/semantics.md §3.4): never 401, 403, 408, 425, 429, 502, 503 or 504, which
-// say the request may succeed if sent again; other server errors only when
-// the policy caches them (cacheServerErrors); everything else.
-func Storable(status int, cacheServerErrors bool) bool {
-	if slices.Contains(NeverStoredStatuses(), status) {
-		return false
-	}
-	if status >= 500 {
-		// 500 and the server errors the contract does not name (501, 505,
-		// 507, …) say the server failed; they are kept only on request.
-		return cacheServerErrors
-	}
-	return true
-}
-
-// NeverStoredStatuses lists, in order, the statuses whose responses are
-// never stored (Storable): each says the request may succeed if sent
-// again. Generated API docs list them from here.
-func NeverStoredStatuses() []int {
-	return []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooEarly,
-		http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
 }
 
 // seal is what the store keeps of resp for q's key: resp sealed when a

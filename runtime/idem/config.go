@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
@@ -100,7 +101,7 @@ type Engine struct {
 	storeTimeout time.Duration
 	ops          map[string]*operation
 	router       router
-	secrets      []storeSecret // Config.Secrets, newest first
+	secrets      []idemstore.Secret // Config.Secrets, newest first
 	rotatedAt    time.Time
 	sealer       Sealer
 	jitter       func(n int) int // Config.RetryAfterJitter

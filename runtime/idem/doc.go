@@ -30,21 +30,24 @@
 //
 // # Roles
 //
-// A Store (store.go) keeps one row per (tenant, scope, key) and never waits
-// on another claim: it claims, completes, releases and abandons, each
-// fenced by the claim's lease token. A Transactor is a Store that can hold
-// the claim inside a database transaction which it hands to the handler
+// A Store keeps one row per (tenant, scope, key) and never waits on
+// another claim: it claims, completes, releases and abandons, each fenced
+// by the claim's lease token. A Transactor is a Store that can hold the
+// claim inside a database transaction which it hands to the handler
 // (TxFrom, TxFor, TxHandler in txctx.go and txhandler.go), so that the
 // handler's writes and the key's completion commit together. The engine
 // decides; stores only record, and runtime/storetest holds them all to the
-// same contract.
+// same contract. Both interfaces, the rows they record and the at-rest
+// protection of those rows live in runtime/idemstore, which stores and
+// runtime/idemadmin import without the engine; store.go names them here.
 //
 // # Beside the request path
 //
-// secret.go keeps keys and fingerprints out of the store as HMACs, and
-// rotation.go finds rows written under an older secret while secrets
-// rotate; seal.go encrypts stored responses; label.go names keys in logs;
-// headers.go says which response headers are replayed; observe.go defines
-// the events an Observer sees; check.go (CheckRoutes) proves a router
-// applies every policy; sweep.go deletes expired keys.
+// secret.go checks Config.Secrets, under which keys and fingerprints are
+// kept out of the store as HMACs (idemstore.Secret), and rotation.go finds
+// rows written under an older secret while secrets rotate; responses are
+// sealed by an idemstore.Sealer; label.go names keys in logs; headers.go
+// says which response headers are replayed; observe.go defines the events
+// an Observer sees; check.go (CheckRoutes) proves a router applies every
+// policy; sweep.go deletes expired keys.
 package idem

@@ -36,18 +36,6 @@ type KeySource struct {
 	Name string
 }
 
-// LeaseExpiry says what a retry meets when it finds an abandoned claim.
-type LeaseExpiry string
-
-// The two answers to an abandoned claim.
-const (
-	// Takeover re-claims the key with a new lease token and runs the handler
-	// again. Safe when the handler's effects are transactional.
-	Takeover LeaseExpiry = "takeover"
-	// FailClosed marks the key indeterminate; an operator resolves it.
-	FailClosed LeaseExpiry = "fail-closed"
-)
-
 // Policy is the x-idempotency policy of one operation, as the generator
 // writes it. Every field is set explicitly: defaults are resolved at
 // generate time so that a reviewer reads the effective policy.

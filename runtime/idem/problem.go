@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -36,7 +37,7 @@ const (
 const (
 	defaultProblemBase         = "https://idemgen.dev/problems/"
 	problemContentType         = "application/problem+json"
-	headerIdempotentReplayed   = "Idempotent-Replayed"
+	headerIdempotentReplayed   = idemstore.ReplayedHeader
 	headerRetryAfter           = "Retry-After"
 	storeUnavailableRetryAfter = 2
 )

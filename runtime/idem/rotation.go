@@ -20,8 +20,8 @@ func (e *Engine) olderClaims(op *operation, c Claim, k string, raw [sha256.Size]
 	for i := range e.secrets[1:] {
 		s := &e.secrets[i+1]
 		o := c
-		o.Key = s.storedKey(k)
-		fp := s.fingerprint(raw)
+		o.Key = s.Key(k)
+		fp := s.Fingerprint(raw)
 		o.Fingerprint = fp[:]
 		older = append(older, o)
 	}

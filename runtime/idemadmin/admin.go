@@ -23,7 +23,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // ErrNotFound reports that no live key matches.
@@ -57,23 +57,23 @@ type Store interface {
 	// says how large it is); q.Label is for the caller to apply.
 	Scan(ctx context.Context, q Query, fn func(Entry) bool) error
 	// Get reads one key whole, expired or not. ErrNotFound when absent.
-	Get(ctx context.Context, id idem.Identity) (Entry, error)
+	Get(ctx context.Context, id idemstore.Identity) (Entry, error)
 	// Settle changes seen's row only if it still has seen's state and
 	// lease token, has not expired, and, in flight, its lease has run
 	// out: it completes the row with resp, keeping its lease token (so a
 	// late completion from the abandoned request is fenced out), or
 	// deletes it when resp is nil. ErrChanged when no such row is left.
-	Settle(ctx context.Context, seen Entry, resp *idem.Response) error
+	Settle(ctx context.Context, seen Entry, resp *idemstore.Response) error
 	// Stats counts the keys: Counts, Expired and ReadAt.
 	Stats(ctx context.Context) (Stats, error)
 }
 
 // Query selects keys; zero fields select everything live.
 type Query struct {
-	States    []idem.State
+	States    []idemstore.State
 	Tenant    string
 	Operation string
-	// Label selects the key whose label (idem.StoredKeyLabel) is this one.
+	// Label selects the key whose label (idemstore.StoredKeyLabel) is this one.
 	Label string
 	// OlderThan selects keys claimed at least this long ago.
 	OlderThan time.Duration
@@ -88,9 +88,9 @@ type Query struct {
 
 // Entry is one stored key.
 type Entry struct {
-	idem.Identity
+	idemstore.Identity
 	Operation   string
-	State       idem.State
+	State       idemstore.State
 	Fingerprint []byte
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
@@ -128,7 +128,7 @@ func (e Entry) Expired() bool { return !e.ExpiresAt.After(e.ReadAt) }
 // LeaseRunning reports whether an in-flight key's lease was still running
 // when read: its request may still be at work.
 func (e Entry) LeaseRunning() bool {
-	return e.State == idem.StateInFlight && e.LeaseUntil.After(e.ReadAt)
+	return e.State == idemstore.StateInFlight && e.LeaseUntil.After(e.ReadAt)
 }
 
 // Resolvable reports whether an operator may resolve the key: it is live
@@ -139,7 +139,7 @@ func (e Entry) Resolvable() bool {
 	if e.Expired() {
 		return false
 	}
-	return e.State == idem.StateIndeterminate || (e.State == idem.StateInFlight && !e.LeaseRunning())
+	return e.State == idemstore.StateIndeterminate || (e.State == idemstore.StateInFlight && !e.LeaseRunning())
 }
 
 // Stats is a summary of the keys in a store.
@@ -158,7 +158,7 @@ type Stats struct {
 // Count is the number of live keys of one operation in one state.
 type Count struct {
 	Operation string
-	State     idem.State
+	State     idemstore.State
 	Keys      int64
 }
 
@@ -166,7 +166,7 @@ type Count struct {
 type Admin struct {
 	store   Store
 	secrets [][]byte
-	sealer  idem.Sealer
+	sealer  idemstore.Sealer
 }
 
 // New returns an Admin on store. secrets are the deployment's
@@ -186,7 +186,7 @@ func New(store Store, secrets ...[]byte) *Admin {
 // WithSealer returns a copy of a that opens sealed responses with s (the
 // deployment's idem.Config.Sealer) when it shows them, and seals the
 // responses it resolves keys with, as the engine would have stored them.
-func (a *Admin) WithSealer(s idem.Sealer) *Admin {
+func (a *Admin) WithSealer(s idemstore.Sealer) *Admin {
 	b := *a
 	b.sealer = s
 	return &b
@@ -212,8 +212,8 @@ func (a *Admin) dress(e Entry) Entry {
 	e.Label = ""
 	// A label under no secret would match no log line: a key stored in
 	// clear has none until the Admin has the secret.
-	if secret := a.labelSecret(); len(secret) > 0 || idem.IsStoredHMAC(e.Key) {
-		e.Label = idem.StoredKeyLabel(secret, e.Key)
+	if secret := a.labelSecret(); len(secret) > 0 || idemstore.IsStoredHMAC(e.Key) {
+		e.Label = idemstore.StoredKeyLabel(secret, e.Key)
 	}
 	e.Version = version(e)
 	return e
@@ -268,7 +268,7 @@ func (a *Admin) Find(ctx context.Context, label string, q Query) (Entry, error) 
 // Show reads one key whole. id.Key is the key a client sent, looked up
 // under each of the Admin's secrets in turn, or a key as stored (an Entry's
 // Key). A sealed response is opened when the Admin has the Sealer.
-func (a *Admin) Show(ctx context.Context, id idem.Identity) (Entry, error) {
+func (a *Admin) Show(ctx context.Context, id idemstore.Identity) (Entry, error) {
 	e, err := a.get(ctx, id)
 	if err != nil {
 		return Entry{}, err
@@ -278,11 +278,11 @@ func (a *Admin) Show(ctx context.Context, id idem.Identity) (Entry, error) {
 
 // present opens e's response and labels it.
 func (a *Admin) present(e Entry) Entry {
-	if e.State == idem.StateCompleted {
-		stored := idem.Response{Status: e.Status, Header: e.Header, Body: e.Body, Omitted: e.BodyOmitted}
+	if e.State == idemstore.StateCompleted {
+		stored := idemstore.Response{Status: e.Status, Header: e.Header, Body: e.Body, Omitted: e.BodyOmitted}
 		// A response that does not open is shown as stored, so that an
 		// operator can still look at a row that was tampered with.
-		if resp, err := idem.OpenResponse(a.sealer, e.Identity, stored); err == nil {
+		if resp, err := idemstore.OpenResponse(a.sealer, e.Identity, stored); err == nil {
 			e.Header, e.Body = resp.Header, resp.Body
 		} else {
 			e.Sealed = true
@@ -295,19 +295,19 @@ func (a *Admin) present(e Entry) Entry {
 // key can stand in more than one row (in clear from before secrets, and
 // as its HMAC): get then picks none of them, since the operator cannot
 // tell which one a change would reach.
-func (a *Admin) get(ctx context.Context, id idem.Identity) (Entry, error) {
-	if idem.IsStoredHMAC(id.Key) || len(a.secrets) == 0 {
+func (a *Admin) get(ctx context.Context, id idemstore.Identity) (Entry, error) {
+	if idemstore.IsStoredHMAC(id.Key) || len(a.secrets) == 0 {
 		return a.store.Get(ctx, id)
 	}
 	var found []Entry
 	tried := make(map[string]bool, len(a.secrets)+1)
 	for _, s := range append(slices.Clip(a.secrets), nil) {
-		k := idem.StoredKey(s, id.Key)
+		k := idemstore.StoredKey(s, id.Key)
 		if tried[k] {
 			continue
 		}
 		tried[k] = true
-		e, err := a.store.Get(ctx, idem.Identity{Tenant: id.Tenant, Scope: id.Scope, Key: k})
+		e, err := a.store.Get(ctx, idemstore.Identity{Tenant: id.Tenant, Scope: id.Scope, Key: k})
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
@@ -332,7 +332,7 @@ func (a *Admin) get(ctx context.Context, id idem.Identity) (Entry, error) {
 // Resolve completes an outcome-unknown key with resp, the answer its
 // request should have had: retries replay it. version is the Version the
 // operator was shown; the change is made only if the row is still that one.
-func (a *Admin) Resolve(ctx context.Context, id idem.Identity, version string, resp idem.Response) error {
+func (a *Admin) Resolve(ctx context.Context, id idemstore.Identity, version string, resp idemstore.Response) error {
 	if err := CheckResponse(resp); err != nil {
 		return err
 	}
@@ -349,11 +349,11 @@ func (a *Admin) Resolve(ctx context.Context, id idem.Identity, version string, r
 
 // seal is what the store keeps of resp for e's key: sealed when the Admin
 // has the Sealer, so that the engine opens it as one of its own.
-func (a *Admin) seal(e Entry, resp *idem.Response) (*idem.Response, error) {
+func (a *Admin) seal(e Entry, resp *idemstore.Response) (*idemstore.Response, error) {
 	if resp == nil || a.sealer == nil {
 		return resp, nil
 	}
-	sealed, err := idem.SealResponse(a.sealer, e.Identity, *resp)
+	sealed, err := idemstore.SealResponse(a.sealer, e.Identity, *resp)
 	if err != nil {
 		return nil, err
 	}
@@ -363,11 +363,11 @@ func (a *Admin) seal(e Entry, resp *idem.Response) (*idem.Response, error) {
 // Forget deletes an outcome-unknown key, so that the next retry runs the
 // operation. Use it only when the operator knows the operation had no
 // effect. version fences it as in Resolve.
-func (a *Admin) Forget(ctx context.Context, id idem.Identity, version string) error {
+func (a *Admin) Forget(ctx context.Context, id idemstore.Identity, version string) error {
 	return a.settle(ctx, id, version, nil)
 }
 
-func (a *Admin) settle(ctx context.Context, id idem.Identity, v string, resp *idem.Response) error {
+func (a *Admin) settle(ctx context.Context, id idemstore.Identity, v string, resp *idemstore.Response) error {
 	e, err := a.named(ctx, id, v)
 	if err != nil {
 		return err
@@ -386,7 +386,7 @@ func (a *Admin) settle(ctx context.Context, id idem.Identity, v string, resp *id
 // key. A key stored in clear is both: read as a client's key it would
 // also meet its HMAC rows and be ambiguous, so the row stored under id
 // exactly is the one named when its version is v.
-func (a *Admin) named(ctx context.Context, id idem.Identity, v string) (Entry, error) {
+func (a *Admin) named(ctx context.Context, id idemstore.Identity, v string) (Entry, error) {
 	e, err := a.store.Get(ctx, id)
 	switch {
 	case err == nil:
@@ -420,7 +420,7 @@ func describe(e Entry) string {
 	switch {
 	case e.Expired():
 		return "it has expired; the next request with this key runs anew"
-	case e.State == idem.StateCompleted:
+	case e.State == idemstore.StateCompleted:
 		return "it is completed and replays its stored response"
 	case e.LeaseRunning():
 		return fmt.Sprintf("it is in flight with %s of its lease left; its request may still finish", e.LeaseUntil.Sub(e.ReadAt).Round(time.Second))
@@ -430,16 +430,16 @@ func describe(e Entry) string {
 
 // CheckResponse refuses a resolution the engine would never have stored:
 // a status outside 200..599, one that says the request may succeed if
-// sent again (idem.Storable: 401, 403, 408, 425, 429, 502, 503, 504), which
+// sent again (idemstore.Storable: 401, 403, 408, 425, 429, 502, 503, 504), which
 // every retry would then get replayed for good, or a header that is never
-// stored and replayed (idem.NeverStored), or a header no response can
+// stored and replayed (idemstore.NeverStored), or a header no response can
 // carry (a name that is not a token, a control character in a value).
 // Other server errors pass: a policy may cache them.
-func CheckResponse(resp idem.Response) error {
+func CheckResponse(resp idemstore.Response) error {
 	if resp.Status < 200 || resp.Status > 599 {
 		return fmt.Errorf("idemadmin: status %d is not the final status of an answer", resp.Status)
 	}
-	if !idem.Storable(resp.Status, true) {
+	if !idemstore.Storable(resp.Status, true) {
 		return fmt.Errorf("idemadmin: status %d is never stored: it tells a client to retry, and its replay would tell every retry the same", resp.Status)
 	}
 	if resp.Omitted {
@@ -449,7 +449,7 @@ func CheckResponse(resp idem.Response) error {
 		if err := checkHeader(name, values); err != nil {
 			return err
 		}
-		if why := idem.NeverStored(name); why != "" {
+		if why := idemstore.NeverStored(name); why != "" {
 			return fmt.Errorf("idemadmin: header %s cannot be stored: %s", http.CanonicalHeaderKey(name), why)
 		}
 	}
@@ -462,7 +462,7 @@ func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	err = a.store.Scan(ctx, Query{States: []idem.State{idem.StateInFlight}, Limit: 1}, func(e Entry) bool {
+	err = a.store.Scan(ctx, Query{States: []idemstore.State{idemstore.StateInFlight}, Limit: 1}, func(e Entry) bool {
 		e = a.dress(e)
 		s.OldestInFlight = &e
 		return false

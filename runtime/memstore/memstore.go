@@ -1,4 +1,4 @@
-// Package memstore is an in-memory idem.Store for tests, demos and
+// Package memstore is an in-memory idemstore.Store for tests, demos and
 // single-process tools. Keys live only as long as the process: a restart
 // forgets every claim and every stored response, so it is no substitute for
 // a database in production.
@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // Option configures a Store.
@@ -31,19 +31,19 @@ func WithClock(now func() time.Time) Option {
 
 // Store keeps idempotency keys in a map guarded by one mutex. Every method
 // decides and writes under that mutex, which is what makes a claim atomic.
-// It implements idem.Store and idem.Sweeper.
+// It implements idemstore.Store and idemstore.Sweeper.
 type Store struct {
 	now func() time.Time
 
 	mu   sync.Mutex
-	rows map[idem.Identity]*row
+	rows map[idemstore.Identity]*row
 }
 
 // row is one stored key. Times are absolute instants of the store's clock.
 type row struct {
 	operation   string
 	fingerprint []byte
-	state       idem.State
+	state       idemstore.State
 	token       string
 	leaseUntil  time.Time
 	// failClosed is true when the claim that holds the row fails closed:
@@ -51,31 +51,31 @@ type row struct {
 	// mode of the claim that meets it.
 	failClosed bool
 	expiresAt  time.Time
-	response   *idem.Response
+	response   *idemstore.Response
 }
 
 var (
-	_ idem.Store   = (*Store)(nil)
-	_ idem.Sweeper = (*Store)(nil)
+	_ idemstore.Store   = (*Store)(nil)
+	_ idemstore.Sweeper = (*Store)(nil)
 )
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{now: time.Now, rows: make(map[idem.Identity]*row)}
+	s := &Store{now: time.Now, rows: make(map[idemstore.Identity]*row)}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
 
-// Claim implements idem.Store. The whole read-decide-write happens under the
+// Claim implements idemstore.Store. The whole read-decide-write happens under the
 // store's mutex, so two claims of one key can never both win.
-func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return idem.Result{}, err
+		return idemstore.Result{}, err
 	}
 	if err := c.Check(); err != nil {
-		return idem.Result{}, fmt.Errorf("memstore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("memstore: claim: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -88,22 +88,22 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 		s.rows[c.Identity] = &row{
 			operation:   c.Operation,
 			fingerprint: bytes.Clone(c.Fingerprint),
-			state:       idem.StateInFlight,
+			state:       idemstore.StateInFlight,
 			token:       c.Token,
 			leaseUntil:  now.Add(c.Lease),
-			failClosed:  c.OnLeaseExpiry == idem.FailClosed,
+			failClosed:  c.OnLeaseExpiry == idemstore.FailClosed,
 			// A running lease never outlives its key (see takeover below).
 			expiresAt: now.Add(max(c.TTL, c.Lease)),
 		}
-		return idem.Result{Won: true}, nil
+		return idemstore.Result{Won: true}, nil
 	}
 
 	sameRequest := r.operation == c.Operation && bytes.Equal(r.fingerprint, c.Fingerprint)
-	if sameRequest && r.state == idem.StateInFlight && !r.leaseUntil.After(now) {
+	if sameRequest && r.state == idemstore.StateInFlight && !r.leaseUntil.After(now) {
 		// A takeover needs both claims to allow it: the row's holder may
 		// have left effects that only it knew of.
 		switch {
-		case c.OnLeaseExpiry == idem.Takeover && !r.failClosed:
+		case c.OnLeaseExpiry == idemstore.Takeover && !r.failClosed:
 			// expires_at stays: a key lives ttl from its first claim, not
 			// from the latest takeover; unless the new lease would outlive
 			// it. An in-flight row with a running lease is never absent,
@@ -113,16 +113,16 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 			if r.expiresAt.Before(r.leaseUntil) {
 				r.expiresAt = r.leaseUntil
 			}
-			return idem.Result{Won: true, TookOver: true}, nil
+			return idemstore.Result{Won: true, TookOver: true}, nil
 		default:
-			r.state = idem.StateIndeterminate
+			r.state = idemstore.StateIndeterminate
 		}
 	}
-	return idem.Result{Existing: r.record(now)}, nil
+	return idemstore.Result{Existing: r.record(now)}, nil
 }
 
-// Complete implements idem.Store.
-func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+// Complete implements idemstore.Store.
+func (s *Store) Complete(ctx context.Context, id idemstore.Identity, token string, resp idemstore.Response) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, re
 	if err != nil {
 		return err
 	}
-	r.state = idem.StateCompleted
+	r.state = idemstore.StateCompleted
 	r.response = copyResponse(&resp)
 	if resp.Omitted {
 		// An omitted body is never replayed, so none is kept.
@@ -141,8 +141,8 @@ func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, re
 	return nil
 }
 
-// Release implements idem.Store.
-func (s *Store) Release(ctx context.Context, id idem.Identity, token string) error {
+// Release implements idemstore.Store.
+func (s *Store) Release(ctx context.Context, id idemstore.Identity, token string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -155,12 +155,12 @@ func (s *Store) Release(ctx context.Context, id idem.Identity, token string) err
 	return nil
 }
 
-// Abandon implements idem.Store.
-func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mode idem.LeaseExpiry) error {
+// Abandon implements idemstore.Store.
+func (s *Store) Abandon(ctx context.Context, id idemstore.Identity, token string, mode idemstore.LeaseExpiry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if mode != idem.Takeover && mode != idem.FailClosed {
+	if mode != idemstore.Takeover && mode != idemstore.FailClosed {
 		return fmt.Errorf("memstore: abandon: unknown lease-expiry mode %q", mode)
 	}
 	s.mu.Lock()
@@ -169,15 +169,15 @@ func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mod
 	if err != nil {
 		return err
 	}
-	if mode == idem.Takeover {
+	if mode == idemstore.Takeover {
 		r.leaseUntil = s.now()
 	} else {
-		r.state = idem.StateIndeterminate
+		r.state = idemstore.StateIndeterminate
 	}
 	return nil
 }
 
-// Sweep implements idem.Sweeper.
+// Sweep implements idemstore.Sweeper.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -212,34 +212,34 @@ func (s *Store) Len() int {
 // leaseRunning reports whether r is in flight under a lease that has not run
 // out: such a row is never swept, whatever its expiry says.
 func (r *row) leaseRunning(now time.Time) bool {
-	return r.state == idem.StateInFlight && r.leaseUntil.After(now)
+	return r.state == idemstore.StateInFlight && r.leaseUntil.After(now)
 }
 
 // held returns the in-flight row that token currently holds. The caller
 // holds s.mu.
-func (s *Store) held(id idem.Identity, token string) (*row, error) {
+func (s *Store) held(id idemstore.Identity, token string) (*row, error) {
 	r, ok := s.rows[id]
-	if !ok || r.token != token || r.state != idem.StateInFlight {
-		return nil, idem.ErrFenced
+	if !ok || r.token != token || r.state != idemstore.StateInFlight {
+		return nil, idemstore.ErrFenced
 	}
 	return r, nil
 }
 
 // record copies r for a caller, who must never alias the store's slices.
-func (r *row) record(now time.Time) idem.Record {
-	rec := idem.Record{
+func (r *row) record(now time.Time) idemstore.Record {
+	rec := idemstore.Record{
 		State:       r.state,
 		Operation:   r.operation,
 		Fingerprint: bytes.Clone(r.fingerprint),
 		Response:    copyResponse(r.response),
 	}
-	if r.state == idem.StateInFlight && r.leaseUntil.After(now) {
+	if r.state == idemstore.StateInFlight && r.leaseUntil.After(now) {
 		rec.LeaseRemaining = r.leaseUntil.Sub(now)
 	}
 	return rec
 }
 
-func copyResponse(resp *idem.Response) *idem.Response {
+func copyResponse(resp *idemstore.Response) *idemstore.Response {
 	if resp == nil {
 		return nil
 	}

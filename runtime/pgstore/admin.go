@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
@@ -107,7 +107,7 @@ func scanEntry(row pgx.Row, whole bool) (idemadmin.Entry, error) {
 	if err := row.Scan(dest...); err != nil {
 		return idemadmin.Entry{}, err
 	}
-	e.State = idem.State(state)
+	e.State = idemstore.State(state)
 	if token != nil {
 		e.Token = *token
 	}
@@ -136,7 +136,7 @@ const getSQL = `SELECT ` + adminColumns + `, headers, body
  WHERE tenant = $1 AND scope = $2 AND key = $3`
 
 // Get implements idemadmin.Store.
-func (s *Store) Get(ctx context.Context, id idem.Identity) (idemadmin.Entry, error) {
+func (s *Store) Get(ctx context.Context, id idemstore.Identity) (idemadmin.Entry, error) {
 	e, err := scanEntry(s.pool.QueryRow(ctx, getSQL, id.Tenant, id.Scope, id.Key), true)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idemadmin.Entry{}, idemadmin.ErrNotFound
@@ -168,7 +168,7 @@ const resolveSQL = `UPDATE idempotency_keys
 const forgetSQL = `DELETE FROM idempotency_keys` + settleWhere
 
 // Settle implements idemadmin.Store.
-func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idem.Response) error {
+func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idemstore.Response) error {
 	var token *string
 	if seen.Token != "" {
 		token = &seen.Token
@@ -226,7 +226,7 @@ func (s *Store) Stats(ctx context.Context) (idemadmin.Stats, error) {
 			st.Expired = n
 			continue
 		}
-		st.Counts = append(st.Counts, idemadmin.Count{Operation: *op, State: idem.State(*state), Keys: n})
+		st.Counts = append(st.Counts, idemadmin.Count{Operation: *op, State: idemstore.State(*state), Keys: n})
 	}
 	if err := rows.Err(); err != nil {
 		return idemadmin.Stats{}, fmt.Errorf("pgstore: stats: %w", err)

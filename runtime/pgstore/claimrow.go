@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
@@ -70,23 +70,23 @@ type claimRow struct {
 // readClaim reads the single row of claimSQL from rows and closes them.
 // unsettled reports idempotency_claim's 'busy_other': the caller must ask
 // settleSQL whom the key's holder serves before it answers (settle).
-func readClaim(rows pgx.Rows, c idem.Claim) (res idem.Result, unsettled bool, err error) {
+func readClaim(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, unsettled bool, err error) {
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return idem.Result{}, false, err
+			return idemstore.Result{}, false, err
 		}
-		return idem.Result{}, false, errors.New("the claim returned no row")
+		return idemstore.Result{}, false, errors.New("the claim returned no row")
 	}
 	r, err := decodeClaimRow(rows.FieldDescriptions(), rows.RawValues())
 	if err != nil {
-		return idem.Result{}, false, err
+		return idemstore.Result{}, false, err
 	}
 	// Before Close: the headers still point into the driver's buffer.
 	res, err = r.result(c)
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return idem.Result{}, false, err
+		return idemstore.Result{}, false, err
 	}
 	return res, r.outcome == outcomeBusyElse, err
 }
@@ -130,7 +130,7 @@ func decodeClaimRow(fds []pgconn.FieldDescription, values [][]byte) (claimRow, e
 	if r.state == "" {
 		return claimRow{}, errors.New("the claim returned neither a row nor an outcome")
 	}
-	if r.state == string(idem.StateInFlight) && hasLease && hasNow {
+	if r.state == string(idemstore.StateInFlight) && hasLease && hasNow {
 		// Both are microseconds on the database clock.
 		r.remaining = microseconds(leaseUntil - now)
 	}
@@ -198,9 +198,9 @@ func microseconds(us int64) time.Duration {
 // busyResult is the answer to a claim that met its own request holding
 // the key where the row cannot tell: it is in flight, and how long its
 // lease has left is unknown.
-func busyResult(c idem.Claim) idem.Result {
-	return idem.Result{Existing: idem.Record{
-		State:       idem.StateInFlight,
+func busyResult(c idemstore.Claim) idemstore.Result {
+	return idemstore.Result{Existing: idemstore.Record{
+		State:       idemstore.StateInFlight,
 		Operation:   c.Operation,
 		Fingerprint: bytes.Clone(c.Fingerprint),
 	}}
@@ -212,22 +212,22 @@ func busyResult(c idem.Claim) idem.Result {
 // fingerprint it holds cannot be read, only that they are not c's: the
 // record carries c's operation and no fingerprint, which no claim's
 // fingerprint equals.
-func busyOtherResult(c idem.Claim) idem.Result {
-	return idem.Result{Existing: idem.Record{
-		State:     idem.StateInFlight,
+func busyOtherResult(c idemstore.Claim) idemstore.Result {
+	return idemstore.Result{Existing: idemstore.Record{
+		State:     idemstore.StateInFlight,
 		Operation: c.Operation,
 	}}
 }
 
 // result turns the decoded row into the store's answer to c.
-func (r claimRow) result(c idem.Claim) (idem.Result, error) {
+func (r claimRow) result(c idemstore.Claim) (idemstore.Result, error) {
 	switch r.outcome {
 	case "", outcomeLost, outcomeMismatch:
 		// A stored row decided; the caller compares it with its request.
 	case outcomeWon:
-		return idem.Result{Won: true}, nil
+		return idemstore.Result{Won: true}, nil
 	case outcomeTookOver:
-		return idem.Result{Won: true, TookOver: true}, nil
+		return idemstore.Result{Won: true, TookOver: true}, nil
 	case outcomeBusy:
 		// A claimant of the same request holds the key's locks and its row
 		// is not visible yet (a claim in progress, or a transactional claim
@@ -239,30 +239,30 @@ func (r claimRow) result(c idem.Claim) (idem.Result, error) {
 		// for another request.
 		return busyOtherResult(c), nil
 	default:
-		return idem.Result{}, fmt.Errorf("unexpected claim outcome %q", r.outcome)
+		return idemstore.Result{}, fmt.Errorf("unexpected claim outcome %q", r.outcome)
 	}
 	if r.state == "" {
-		return idem.Result{}, fmt.Errorf("claim outcome %q without a row", r.outcome)
+		return idemstore.Result{}, fmt.Errorf("claim outcome %q without a row", r.outcome)
 	}
-	rec := idem.Record{
-		State:       idem.State(r.state),
+	rec := idemstore.Record{
+		State:       idemstore.State(r.state),
 		Operation:   r.operation,
 		Fingerprint: r.fingerprint,
 	}
 	switch rec.State {
-	case idem.StateInFlight:
+	case idemstore.StateInFlight:
 		rec.LeaseRemaining = r.remaining
-	case idem.StateCompleted:
+	case idemstore.StateCompleted:
 		// A NULL status or body_omitted reads as the zero value.
-		resp := &idem.Response{Body: r.body, Status: int(r.status), Omitted: r.omitted}
+		resp := &idemstore.Response{Body: r.body, Status: int(r.status), Omitted: r.omitted}
 		h, err := headerwire.Decode(r.headers)
 		if err != nil {
-			return idem.Result{}, fmt.Errorf("stored headers: %w", err)
+			return idemstore.Result{}, fmt.Errorf("stored headers: %w", err)
 		}
 		resp.Header = h
 		rec.Response = resp
 	}
-	return idem.Result{Existing: rec}, nil
+	return idemstore.Result{Existing: rec}, nil
 }
 
 // wireDecoder decodes single values in PostgreSQL's binary format and keeps

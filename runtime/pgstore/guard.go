@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // A won transactional claim keeps its key with advisory locks on the
@@ -77,7 +77,7 @@ type guard struct {
 	gen uint64
 	// held maps each key this process holds (or is asking for) to the
 	// ticket that owns it.
-	held map[idem.Identity]*guardTicket
+	held map[idemstore.Identity]*guardTicket
 	// unlockTimer flushes unlocks that found no lock to travel with.
 	unlockTimer *time.Timer
 	// releasing counts the releases running in the background
@@ -90,7 +90,7 @@ type guard struct {
 
 // guardOp is one lock or unlock on its way to the guard's connection.
 type guardOp struct {
-	id     idem.Identity
+	id     idemstore.Identity
 	unlock bool
 	// gen is the connection an unlock's guard was taken on.
 	gen uint64
@@ -103,7 +103,7 @@ type guardOp struct {
 // release, whatever the outcome.
 type guardTicket struct {
 	g  *guard
-	id idem.Identity
+	id idemstore.Identity
 	// done receives the outcome of the lock: nil when held, errGuardBusy,
 	// or why it could not be asked. Buffered.
 	done chan error
@@ -121,7 +121,7 @@ type guardTicket struct {
 func newGuard(pool *pgxpool.Pool, connect func(context.Context) (*pgx.Conn, error), logger *slog.Logger) *guard {
 	g := &guard{
 		logger:    logger,
-		held:      make(map[idem.Identity]*guardTicket),
+		held:      make(map[idemstore.Identity]*guardTicket),
 		idleClose: guardIdleClose,
 		connect:   connect,
 	}
@@ -172,7 +172,7 @@ func poolConnect(cfg *pgxpool.Config) func(context.Context) (*pgx.Conn, error) {
 // outcome. A key that a request of this process holds (or is asking for)
 // is busy without asking the database: advisory locks are reentrant within
 // a session, so the database would grant it again.
-func (g *guard) lock(id idem.Identity) *guardTicket {
+func (g *guard) lock(id idemstore.Identity) *guardTicket {
 	t := &guardTicket{g: g, id: id, done: make(chan error, 1)}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // A claim takes its request's advisory lock, then the key's
@@ -65,7 +65,7 @@ type rowQuerier interface {
 // (settleSQL says why and how). It never writes: a row it cannot decide
 // without writing (an abandoned claim of this request) is left to the
 // client's next retry, which is told the key is in flight.
-func settle(ctx context.Context, q rowQuerier, c idem.Claim) (idem.Result, error) {
+func settle(ctx context.Context, q rowQuerier, c idemstore.Claim) (idemstore.Result, error) {
 	var (
 		state, operation pgtype.Text
 		remaining        pgtype.Int8
@@ -78,7 +78,7 @@ func settle(ctx context.Context, q rowQuerier, c idem.Claim) (idem.Result, error
 	err := q.QueryRow(ctx, settleSQL, c.Tenant, c.Scope, c.Key, c.Operation, fingerprintArg(c.Fingerprint)).
 		Scan(&state, &operation, &fingerprint, &remaining, &status, &headers, &body, &omitted, &another)
 	if err != nil {
-		return idem.Result{}, err
+		return idemstore.Result{}, err
 	}
 	if !state.Valid {
 		if another {
@@ -95,7 +95,7 @@ func settle(ctx context.Context, q rowQuerier, c idem.Claim) (idem.Result, error
 		body:        body,
 		omitted:     omitted.Bool,
 	}
-	if r.state == string(idem.StateInFlight) {
+	if r.state == string(idemstore.StateInFlight) {
 		same := r.operation == c.Operation && bytes.Equal(r.fingerprint, c.Fingerprint)
 		if same && remaining.Int64 <= 0 {
 			return busyResult(c), nil

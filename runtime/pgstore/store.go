@@ -26,12 +26,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // Store is an idempotency store backed by a PostgreSQL pool. It implements
-// idem.Store, idem.Transactor and idem.Sweeper.
+// idemstore.Store, idemstore.Transactor and idemstore.Sweeper.
 type Store struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
@@ -54,9 +54,9 @@ type Store struct {
 var ErrQueryExecMode = errors.New("pgstore: the pool's default_query_exec_mode must be cache_statement or cache_describe")
 
 var (
-	_ idem.Store      = (*Store)(nil)
-	_ idem.Transactor = (*Store)(nil)
-	_ idem.Sweeper    = (*Store)(nil)
+	_ idemstore.Store      = (*Store)(nil)
+	_ idemstore.Transactor = (*Store)(nil)
+	_ idemstore.Sweeper    = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -97,65 +97,65 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 }
 
 // Claim atomically claims c.Identity in one round trip.
-func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	if err := c.Check(); err != nil {
-		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if s.unusable != nil {
-		return idem.Result{}, s.unusable
+		return idemstore.Result{}, s.unusable
 	}
 	rows, err := s.pool.Query(ctx, claimSQL, claimArgs(c, false)...)
 	if err != nil {
-		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	res, unsettled, err := readClaim(rows, c)
 	if err == nil && unsettled {
 		res, err = settle(ctx, s.pool, c)
 	}
 	if err != nil {
-		return idem.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	return res, nil
 }
 
 // Complete stores resp for the claim held with token, or returns
-// idem.ErrFenced.
-func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+// idemstore.ErrFenced.
+func (s *Store) Complete(ctx context.Context, id idemstore.Identity, token string, resp idemstore.Response) error {
 	tag, err := s.pool.Exec(ctx, completeSQL, completeArgs(id, token, resp)...)
 	if err != nil {
 		return fmt.Errorf("pgstore: complete: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return idem.ErrFenced
+		return idemstore.ErrFenced
 	}
 	return nil
 }
 
-// Release deletes the claim held with token, or returns idem.ErrFenced.
-func (s *Store) Release(ctx context.Context, id idem.Identity, token string) error {
+// Release deletes the claim held with token, or returns idemstore.ErrFenced.
+func (s *Store) Release(ctx context.Context, id idemstore.Identity, token string) error {
 	return s.fencedExec(ctx, "release", releaseSQL, id, token)
 }
 
 // Abandon applies mode to the claim held with token at once, or returns
-// idem.ErrFenced.
-func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mode idem.LeaseExpiry) error {
+// idemstore.ErrFenced.
+func (s *Store) Abandon(ctx context.Context, id idemstore.Identity, token string, mode idemstore.LeaseExpiry) error {
 	switch mode {
-	case idem.Takeover:
+	case idemstore.Takeover:
 		return s.fencedExec(ctx, "abandon", abandonTakeoverSQL, id, token)
-	case idem.FailClosed:
+	case idemstore.FailClosed:
 		return s.fencedExec(ctx, "abandon", abandonFailClosedSQL, id, token)
 	default:
 		return fmt.Errorf("pgstore: abandon: unknown lease-expiry mode %q", mode)
 	}
 }
 
-func (s *Store) fencedExec(ctx context.Context, what, sql string, id idem.Identity, token string) error {
+func (s *Store) fencedExec(ctx context.Context, what, sql string, id idemstore.Identity, token string) error {
 	tag, err := s.pool.Exec(ctx, sql, id.Tenant, id.Scope, id.Key, token)
 	if err != nil {
 		return fmt.Errorf("pgstore: %s: %w", what, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return idem.ErrFenced
+		return idemstore.ErrFenced
 	}
 	return nil
 }
@@ -176,11 +176,11 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 
 // claimArgs are claimSQL's arguments; hold asks a won claim to keep its
 // locks at session level too (transactional mode).
-func claimArgs(c idem.Claim, hold bool) []any {
+func claimArgs(c idemstore.Claim, hold bool) []any {
 	return []any{
 		c.Tenant, c.Scope, c.Key, c.Operation, fingerprintArg(c.Fingerprint), c.Token,
 		c.Lease.Microseconds(), c.TTL.Microseconds(),
-		c.OnLeaseExpiry == idem.Takeover, hold,
+		c.OnLeaseExpiry == idemstore.Takeover, hold,
 	}
 }
 
@@ -193,7 +193,7 @@ func fingerprintArg(fp []byte) []byte {
 	return fp
 }
 
-func completeArgs(id idem.Identity, token string, resp idem.Response) []any {
+func completeArgs(id idemstore.Identity, token string, resp idemstore.Response) []any {
 	body := resp.Body
 	if resp.Omitted {
 		body = nil

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // ErrTxOwned is returned by Commit and Rollback of the pgx.Tx a
@@ -43,16 +43,16 @@ var ErrTxOwned = errors.New("pgstore: the idempotency layer commits or rolls bac
 // handler that hangs is ended by the database after c.Lease idle in the
 // transaction (idle_in_transaction_session_timeout) or in one statement
 // (statement_timeout).
-func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx, error) {
+func (s *Store) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Result, idemstore.Tx, error) {
 	if err := c.Check(); err != nil {
-		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
+		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if s.unusable != nil {
-		return idem.Result{}, nil, s.unusable
+		return idemstore.Result{}, nil, s.unusable
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
+		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	// The key's guard is asked for on the guard's connection while the
 	// claim travels on this one.
@@ -62,7 +62,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	br := conn.SendBatch(ctx, b)
 	err = begun(br)
 	var (
-		res       idem.Result
+		res       idemstore.Result
 		unsettled bool
 	)
 	if err == nil {
@@ -85,7 +85,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		// must not stay on a pooled connection.
 		s.giveBack(ctx, conn, nil)
 		guard.releaseLater()
-		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
+		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	if !res.Won {
 		// A lost claim may still have changed the row: under fail-closed
@@ -106,7 +106,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 		if errors.Is(gerr, errGuardBusy) {
 			return busyResult(c), nil, nil
 		}
-		return idem.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
+		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
 	}
 	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), mark: c.Token, claim: &c, guard: guard}, nil
 }
@@ -116,7 +116,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 // back. The lease bounds it as it bounds ClaimTx's (txTimeoutsSQL, sent in
 // the same round trip as BEGIN): PostgreSQL ends a session that sits idle
 // in the transaction, or runs one statement, for longer.
-func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error) {
+func (s *Store) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, error) {
 	if s.unusable != nil {
 		return nil, s.unusable
 	}
@@ -328,7 +328,7 @@ func isLeaseTimeout(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "25P03"
 }
 
-// tx is the idem.Tx of pgstore.
+// tx is the idemstore.Tx of pgstore.
 type tx struct {
 	s    *Store
 	conn *pgxpool.Conn // nil once the transaction has ended
@@ -338,7 +338,7 @@ type tx struct {
 	mark string
 	// claim is the won claim the transaction holds, with its session
 	// locks; nil for a keyless transaction (Begin).
-	claim *idem.Claim
+	claim *idemstore.Claim
 	// guard is the claim's guard (guard.go), let go once the key is
 	// settled; nil for a keyless transaction.
 	guard *guardTicket
@@ -353,16 +353,16 @@ func (t *tx) Driver() any { return pgx.Tx(t.h) }
 // trip: idempotency_complete, COMMIT and the release of the claim's session
 // locks are pipelined in one batch. When the token is no longer current the
 // function raises, the transaction aborts, the COMMIT is never executed,
-// everything is rolled back and Commit returns idem.ErrFenced.
+// everything is rolled back and Commit returns idemstore.ErrFenced.
 //
 // A handler that ended the transaction itself (a raw COMMIT or ROLLBACK
 // through Exec or Conn, whether or not it began another in the same
 // statement) has written outside it: its effects may or may not have
 // committed. Commit then writes no completion, leaves the key
 // indeterminate, closes the session and returns an error wrapping
-// idem.ErrOutcomeUnknown; so does the Commit of a keyless transaction
+// idemstore.ErrOutcomeUnknown; so does the Commit of a keyless transaction
 // (Begin) that the handler ended.
-func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
+func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 	conn, err := t.end()
 	if err != nil {
 		return err
@@ -395,7 +395,7 @@ func (t *tx) Commit(ctx context.Context, resp idem.Response) error {
 		// session: its writes, its claim and its locks are gone, and the key
 		// may already belong to a retry. That is a fenced completion.
 		t.s.giveBack(ctx, conn, t.h)
-		return fmt.Errorf("%w: the database ended the transaction when the lease ran out: %w", idem.ErrFenced, err)
+		return fmt.Errorf("%w: the database ended the transaction when the lease ran out: %w", idemstore.ErrFenced, err)
 	case isFenced(err):
 		// While this transaction holds the key's locks no claim can take
 		// the key over, so a claim row that is not current any more was
@@ -437,7 +437,7 @@ var errHandlerEndedTx = errors.New("the handler ended the transaction itself (a 
 // and is marked indeterminate. Only then are the locks released, by closing
 // the session: a handler that ended its transaction may have changed its
 // session in any way, so it never goes back to the pool. It returns
-// an error wrapping idem.ErrOutcomeUnknown in both cases, cause otherwise.
+// an error wrapping idemstore.ErrOutcomeUnknown in both cases, cause otherwise.
 func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error {
 	c := t.claim
 	pc := conn.Conn()
@@ -474,7 +474,7 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 		return fmt.Errorf("pgstore: commit: %w; settling it: %w", cause, err)
 	}
 	if unknown {
-		return fmt.Errorf("pgstore: commit: %w: %w", cause, idem.ErrOutcomeUnknown)
+		return fmt.Errorf("pgstore: commit: %w: %w", cause, idemstore.ErrOutcomeUnknown)
 	}
 	return cause
 }
@@ -482,7 +482,7 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 // commitKeyless commits a transaction that holds no claim (Begin), and
 // resets the session in the same round trip. A handler that ended the
 // transaction itself has no key to leave indeterminate, but its writes are
-// as unknown as a keyed handler's: Commit reports idem.ErrOutcomeUnknown
+// as unknown as a keyed handler's: Commit reports idemstore.ErrOutcomeUnknown
 // rather than a commit, and the session is closed, not pooled.
 func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
 	if handlerEnded(conn) {
@@ -508,14 +508,14 @@ func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
 // handler may have changed in any way, is closed rather than pooled.
 func (t *tx) endedKeyless(ctx context.Context, conn *pgxpool.Conn, op string) error {
 	t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
-	return fmt.Errorf("pgstore: %s: %w: %w", op, errHandlerEndedTx, idem.ErrOutcomeUnknown)
+	return fmt.Errorf("pgstore: %s: %w: %w", op, errHandlerEndedTx, idemstore.ErrOutcomeUnknown)
 }
 
 // Release rolls back the handler's writes and the claim with them, and
 // releases the claim's session locks, in one round trip. A handler that
 // ended the transaction itself is settled as by Commit: its key becomes
 // indeterminate, its session is closed, and the error wraps
-// idem.ErrOutcomeUnknown, keyless or not: the writes it made before it
+// idemstore.ErrOutcomeUnknown, keyless or not: the writes it made before it
 // ended the transaction may have committed, so the request must not be
 // answered as one that did nothing.
 func (t *tx) Release(ctx context.Context) error {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
@@ -191,9 +191,9 @@ func (s *Store) read(ctx context.Context, c redis.Scripter, key string, whole bo
 		return e, false, nil
 	}
 	e = idemadmin.Entry{
-		Identity:    idem.Identity{Tenant: field("tn"), Scope: field("sp"), Key: field("ky")},
+		Identity:    idemstore.Identity{Tenant: field("tn"), Scope: field("sp"), Key: field("ky")},
 		Operation:   field("op"),
-		State:       idem.State(st),
+		State:       idemstore.State(st),
 		Fingerprint: []byte(field("fp")),
 		Token:       field("tok"),
 		BodyOmitted: field("om") == "1",
@@ -216,7 +216,7 @@ func (s *Store) read(ctx context.Context, c redis.Scripter, key string, whole bo
 		}
 		*t.at = time.UnixMicro(us).UTC()
 	}
-	if e.State != idem.StateInFlight {
+	if e.State != idemstore.StateInFlight {
 		e.LeaseUntil = time.Time{}
 	}
 	if e.BodyBytes, err = strconv.Atoi(f[1]); err != nil {
@@ -227,7 +227,7 @@ func (s *Store) read(ctx context.Context, c redis.Scripter, key string, whole bo
 			return e, false, fmt.Errorf("record %s: status %q: %w", key, sc, err)
 		}
 	}
-	if whole && e.State == idem.StateCompleted {
+	if whole && e.State == idemstore.StateCompleted {
 		h, err := headerwire.Decode([]byte(f[2+len(readFields)]))
 		if err != nil {
 			return e, false, fmt.Errorf("record %s: stored headers: %w", key, err)
@@ -238,7 +238,7 @@ func (s *Store) read(ctx context.Context, c redis.Scripter, key string, whole bo
 }
 
 // Get implements idemadmin.Store.
-func (s *Store) Get(ctx context.Context, id idem.Identity) (idemadmin.Entry, error) {
+func (s *Store) Get(ctx context.Context, id idemstore.Identity) (idemadmin.Entry, error) {
 	e, found, err := s.read(ctx, s.client, s.Key(id), true)
 	if err != nil {
 		return idemadmin.Entry{}, fmt.Errorf("redisstore: get key: %w", err)
@@ -253,7 +253,7 @@ func (s *Store) Get(ctx context.Context, id idem.Identity) (idemadmin.Entry, err
 }
 
 // Settle implements idemadmin.Store.
-func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idem.Response) error {
+func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idemstore.Response) error {
 	args := []any{s.clockArg(), string(seen.State), seen.Token, "", "", "", ""}
 	if resp != nil {
 		args[3], args[4], args[5], args[6] = "1", resp.Status, headerwire.Encode(resp.Header), resp.Body

@@ -7,27 +7,27 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
 // readClaim turns claimScript's reply into a Result. Go strings carry any
 // bytes, so the fingerprint, headers and body arrive exactly as stored.
-func readClaim(v []any) (idem.Result, error) {
+func readClaim(v []any) (idemstore.Result, error) {
 	if len(v) == 0 {
-		return idem.Result{}, errors.New("empty reply")
+		return idemstore.Result{}, errors.New("empty reply")
 	}
 	switch v[0] {
 	case "won":
-		return idem.Result{Won: true}, nil
+		return idemstore.Result{Won: true}, nil
 	case "took_over":
-		return idem.Result{Won: true, TookOver: true}, nil
+		return idemstore.Result{Won: true, TookOver: true}, nil
 	case "lost":
 	default:
-		return idem.Result{}, fmt.Errorf("unexpected reply %q", v[0])
+		return idemstore.Result{}, fmt.Errorf("unexpected reply %q", v[0])
 	}
 	if len(v) < 5 {
-		return idem.Result{}, fmt.Errorf("lost reply has %d fields, want at least 5", len(v))
+		return idemstore.Result{}, fmt.Errorf("lost reply has %d fields, want at least 5", len(v))
 	}
 	f := make([]string, len(v))
 	for i, x := range v {
@@ -37,31 +37,31 @@ func readClaim(v []any) (idem.Result, error) {
 		case nil:
 			// A field the record does not have.
 		default:
-			return idem.Result{}, fmt.Errorf("reply field %d is a %T", i, x)
+			return idemstore.Result{}, fmt.Errorf("reply field %d is a %T", i, x)
 		}
 	}
-	rec := idem.Record{State: idem.State(f[1]), Operation: f[2], Fingerprint: []byte(f[3])}
+	rec := idemstore.Record{State: idemstore.State(f[1]), Operation: f[2], Fingerprint: []byte(f[3])}
 	left, err := strconv.ParseInt(f[4], 10, 64)
 	if err != nil {
-		return idem.Result{}, fmt.Errorf("lease remaining %q: %w", f[4], err)
+		return idemstore.Result{}, fmt.Errorf("lease remaining %q: %w", f[4], err)
 	}
 	// Lua's doubles round a lease near time.Duration's limit up past it;
 	// clamp, so the remainder never wraps negative.
 	rec.LeaseRemaining = time.Duration(min(max(left, 0), math.MaxInt64/1000)) * time.Microsecond
-	if rec.State == idem.StateCompleted {
+	if rec.State == idemstore.StateCompleted {
 		if len(v) < 9 {
-			return idem.Result{}, fmt.Errorf("completed reply has %d fields, want 9", len(v))
+			return idemstore.Result{}, fmt.Errorf("completed reply has %d fields, want 9", len(v))
 		}
 		resp, err := readResponse(f[5], f[6], f[7], f[8])
 		if err != nil {
-			return idem.Result{}, err
+			return idemstore.Result{}, err
 		}
 		rec.Response = resp
 	}
-	return idem.Result{Existing: rec}, nil
+	return idemstore.Result{Existing: rec}, nil
 }
 
-func readResponse(status, headers, body, omitted string) (*idem.Response, error) {
+func readResponse(status, headers, body, omitted string) (*idemstore.Response, error) {
 	code, err := strconv.Atoi(status)
 	if err != nil {
 		return nil, fmt.Errorf("stored status %q: %w", status, err)
@@ -72,7 +72,7 @@ func readResponse(status, headers, body, omitted string) (*idem.Response, error)
 	if err != nil {
 		return nil, fmt.Errorf("stored headers: %w", err)
 	}
-	resp := &idem.Response{Status: code, Header: h, Omitted: omitted == "1"}
+	resp := &idemstore.Response{Status: code, Header: h, Omitted: omitted == "1"}
 	if body != "" {
 		resp.Body = []byte(body)
 	}

@@ -6,14 +6,14 @@
 // cost one round trip. Leases and expiry are measured by Redis's own clock,
 // and each record carries its own PEXPIREAT: Redis deletes a key when its
 // TTL ends, so the store needs no sweeper and does not implement
-// idem.Sweeper.
+// idemstore.Sweeper.
 //
 // A record lives in one key, whose name puts a hash of the identity between
 // braces, so the same code works against a single node, a Sentinel-managed
 // primary and a Redis Cluster (any redis.UniversalClient).
 //
 // Redis has no transactions that a handler's database writes could join,
-// so the store is no idem.Transactor: idem.New refuses a transactional
+// so the store is no idemstore.Transactor: idem.New refuses a transactional
 // policy on it. Keep transactional operations on a SQL store.
 //
 // What Redis promises, and what it does not (asynchronous replication, a
@@ -35,7 +35,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
@@ -43,7 +43,7 @@ import (
 // WithPrefix sets another.
 const DefaultPrefix = "idem:"
 
-// Store is an idempotency store in Redis. It implements idem.Store and is
+// Store is an idempotency store in Redis. It implements idemstore.Store and is
 // safe for concurrent use by many goroutines and many processes.
 type Store struct {
 	client redis.UniversalClient
@@ -54,7 +54,7 @@ type Store struct {
 	wait *waitFor
 }
 
-var _ idem.Store = (*Store)(nil)
+var _ idemstore.Store = (*Store)(nil)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -104,7 +104,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 // slot whatever the tenant or the client's key contains (a key with braces
 // in it would break a tag made from the raw key). Operators use it to find
 // or delete a record, for example to resolve an indeterminate key.
-func (s *Store) Key(id idem.Identity) string {
+func (s *Store) Key(id idemstore.Identity) string {
 	// Lengths first, so that no two identities encode alike whatever their
 	// parts contain.
 	b := make([]byte, 0, 3*binary.MaxVarintLen64+len(id.Tenant)+len(id.Scope)+len(id.Key))
@@ -126,9 +126,9 @@ func (s *Store) clockArg() string {
 }
 
 // Claim atomically claims c.Identity in one round trip.
-func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	if err := c.Check(); err != nil {
-		return idem.Result{}, fmt.Errorf("redisstore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	key := s.Key(c.Identity)
 	cmd := s.run(ctx, claimScript, key,
@@ -146,18 +146,18 @@ func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
 		}
 	}
 	if err != nil {
-		return idem.Result{}, fmt.Errorf("redisstore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	res, err := readClaim(v)
 	if err != nil {
-		return idem.Result{}, fmt.Errorf("redisstore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("redisstore: claim: %w", err)
 	}
 	return res, nil
 }
 
 // Complete stores resp for the claim held with token, or returns
-// idem.ErrFenced. Header values and the body are stored byte for byte.
-func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+// idemstore.ErrFenced. Header values and the body are stored byte for byte.
+func (s *Store) Complete(ctx context.Context, id idemstore.Identity, token string, resp idemstore.Response) error {
 	body, omitted := resp.Body, "0"
 	if resp.Omitted {
 		// An omitted body is never replayed, so none is kept.
@@ -167,12 +167,12 @@ func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, re
 		resp.Status, headerwire.Encode(resp.Header), body, omitted)
 }
 
-// Release frees the claim held with token, or returns idem.ErrFenced. The
+// Release frees the claim held with token, or returns idemstore.ErrFenced. The
 // key keeps a small tombstone until the record's expiry, which every claim
 // treats as absent except a late copy of the released claim itself: Redis
 // may run a resent claim after the release that followed it, and that
 // claim must not hold the key again for a holder that is gone.
-func (s *Store) Release(ctx context.Context, id idem.Identity, token string) error {
+func (s *Store) Release(ctx context.Context, id idemstore.Identity, token string) error {
 	return s.fenced(ctx, "release", releaseScript, id, token, strayWindow.Microseconds())
 }
 
@@ -185,9 +185,9 @@ func (s *Store) Release(ctx context.Context, id idem.Identity, token string) err
 const strayWindow = 20 * time.Minute
 
 // Abandon applies mode to the claim held with token at once, or returns
-// idem.ErrFenced.
-func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mode idem.LeaseExpiry) error {
-	if mode != idem.Takeover && mode != idem.FailClosed {
+// idemstore.ErrFenced.
+func (s *Store) Abandon(ctx context.Context, id idemstore.Identity, token string, mode idemstore.LeaseExpiry) error {
+	if mode != idemstore.Takeover && mode != idemstore.FailClosed {
 		return fmt.Errorf("redisstore: abandon: unknown lease-expiry mode %q", mode)
 	}
 	return s.fenced(ctx, "abandon", abandonScript, id, token, string(mode))
@@ -197,14 +197,14 @@ func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mod
 // they answer 1 when they changed the record and 0 when token does not
 // hold it. Each call carries a nonce of its own, by which a script sent
 // again after a lost reply recognises its own earlier effect.
-func (s *Store) fenced(ctx context.Context, what string, script *redis.Script, id idem.Identity, token string, args ...any) error {
+func (s *Store) fenced(ctx context.Context, what string, script *redis.Script, id idemstore.Identity, token string, args ...any) error {
 	argv := append([]any{s.clockArg(), token, nonce()}, args...)
 	n, err := s.run(ctx, script, s.Key(id), argv...).Int()
 	if err != nil {
 		return fmt.Errorf("redisstore: %s: %w", what, err)
 	}
 	if n == 0 {
-		return idem.ErrFenced
+		return idemstore.ErrFenced
 	}
 	return nil
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
@@ -107,7 +107,7 @@ func scanEntry(row interface{ Scan(...any) error }, now time.Time, whole bool) (
 	if err := row.Scan(dest...); err != nil {
 		return idemadmin.Entry{}, err
 	}
-	e.State, e.Token, e.ReadAt = idem.State(state), token.String, now
+	e.State, e.Token, e.ReadAt = idemstore.State(state), token.String, now
 	e.ExpiresAt, e.CreatedAt = time.UnixMilli(expires), time.UnixMilli(created)
 	if leaseUntil.Valid {
 		e.LeaseUntil = time.UnixMilli(leaseUntil.Int64)
@@ -132,7 +132,7 @@ const getKey = `SELECT ` + adminColumns + `, headers, body
  WHERE tenant = ? AND scope = ? AND key = ?`
 
 // Get implements idemadmin.Store.
-func (s *Store) Get(ctx context.Context, id idem.Identity) (idemadmin.Entry, error) {
+func (s *Store) Get(ctx context.Context, id idemstore.Identity) (idemadmin.Entry, error) {
 	e, err := scanEntry(s.db.QueryRowContext(ctx, getKey, id.Tenant, id.Scope, id.Key), s.now(), true)
 	if errors.Is(err, sql.ErrNoRows) {
 		return idemadmin.Entry{}, idemadmin.ErrNotFound
@@ -166,7 +166,7 @@ const forgetKey = `DELETE FROM idempotency_keys` + settleWhere
 
 // Settle implements idemadmin.Store. It writes under the store's write
 // turn, like a completion.
-func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idem.Response) error {
+func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idemstore.Response) error {
 	token := sql.NullString{String: seen.Token, Valid: seen.Token != ""}
 	args := []any{seen.Tenant, seen.Scope, seen.Key, string(seen.State), token, millis(s.now())}
 	query := forgetKey
@@ -179,7 +179,7 @@ func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idem.Res
 		query = resolveKey
 	}
 	err := s.write(ctx, func(e execer) error { return fenced(e.ExecContext(ctx, query, args...)) })
-	if errors.Is(err, idem.ErrFenced) {
+	if errors.Is(err, idemstore.ErrFenced) {
 		return idemadmin.ErrChanged
 	}
 	if err != nil {
@@ -221,7 +221,7 @@ func (s *Store) Stats(ctx context.Context) (idemadmin.Stats, error) {
 			st.Expired = n
 			continue
 		}
-		st.Counts = append(st.Counts, idemadmin.Count{Operation: op.String, State: idem.State(state.String), Keys: n})
+		st.Counts = append(st.Counts, idemadmin.Count{Operation: op.String, State: idemstore.State(state.String), Keys: n})
 	}
 	if err := rows.Err(); err != nil {
 		return idemadmin.Stats{}, fmt.Errorf("sqlitestore: stats: %w", err)

@@ -11,7 +11,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
@@ -29,7 +29,7 @@ var errLockBusy = errors.New("sqlitestore: write lock busy")
 type stored struct {
 	operation   string
 	fingerprint []byte
-	state       idem.State
+	state       idemstore.State
 	token       sql.NullString
 	leaseUntil  sql.NullInt64
 	failClosed  bool
@@ -55,15 +55,15 @@ const (
 // request's abandoned claim is taken over when both it and the claim allow
 // that, and marked indeterminate otherwise; anything else stands. row is
 // nil when the key is absent.
-func decide(row *stored, c idem.Claim, now int64) action {
+func decide(row *stored, c idemstore.Claim, now int64) action {
 	if row == nil || row.expiresAt <= now {
 		return insert
 	}
 	if row.operation != c.Operation || !bytes.Equal(row.fingerprint, c.Fingerprint) {
 		return lose
 	}
-	if row.state == idem.StateInFlight && row.leaseUntil.Valid && row.leaseUntil.Int64 <= now {
-		if c.OnLeaseExpiry == idem.Takeover && !row.failClosed {
+	if row.state == idemstore.StateInFlight && row.leaseUntil.Valid && row.leaseUntil.Int64 <= now {
+		if c.OnLeaseExpiry == idemstore.Takeover && !row.failClosed {
 			return takeover
 		}
 		return markFailed
@@ -71,7 +71,7 @@ func decide(row *stored, c idem.Claim, now int64) action {
 	return lose
 }
 
-// Claim implements idem.Store.
+// Claim implements idemstore.Store.
 //
 // The claim is a read, then, only when the read says the claim may win or
 // must mark the key, a read-decide-write under SQLite's write lock:
@@ -90,46 +90,46 @@ func decide(row *stored, c idem.Claim, now int64) action {
 // lose. The lock is taken in short slices with a re-read between them, so a
 // claim that meets a competitor's freshly committed row loses at once rather
 // than waiting for the lock (see lockSlice).
-func (s *Store) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	if err := c.Check(); err != nil {
-		return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
 	give := time.Now().Add(s.lockWait)
 	for {
 		now := millis(s.now())
 		row, err := readRow(ctx, s.db, c.Identity)
 		if err != nil {
-			return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+			return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
 		}
 		if decide(row, c, now) == lose {
 			rec, err := row.record(now)
-			return idem.Result{Existing: rec}, err
+			return idemstore.Result{Existing: rec}, err
 		}
 		res, err := s.claimLocked(ctx, c)
 		if !errors.Is(err, errLockBusy) {
 			return res, err
 		}
 		if time.Now().After(give) {
-			return idem.Result{}, fmt.Errorf("sqlitestore: claim: no write lock within %v: %w", s.lockWait, err)
+			return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: no write lock within %v: %w", s.lockWait, err)
 		}
 	}
 }
 
 // claimLocked is the claim's write path: under the write lock, read, decide
 // and write.
-func (s *Store) claimLocked(ctx context.Context, c idem.Claim) (res idem.Result, err error) {
+func (s *Store) claimLocked(ctx context.Context, c idemstore.Claim) (res idemstore.Result, err error) {
 	done, err := s.admit(ctx, lockSlice)
 	if err != nil {
-		return idem.Result{}, err
+		return idemstore.Result{}, err
 	}
 	defer done()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
 	defer conn.Close()
 	if err := beginImmediate(ctx, conn, lockSlice); err != nil {
-		return idem.Result{}, err
+		return idemstore.Result{}, err
 	}
 	committed := false
 	defer func() {
@@ -144,32 +144,32 @@ func (s *Store) claimLocked(ctx context.Context, c idem.Claim) (res idem.Result,
 	nowMs := millis(now)
 	row, err := readRow(ctx, conn, c.Identity)
 	if err != nil {
-		return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
 	id := c.Identity
 	switch decide(row, c, nowMs) {
 	case insert:
 		_, err = conn.ExecContext(ctx, upsertClaim,
 			id.Tenant, id.Scope, id.Key, c.Operation, c.Fingerprint,
-			c.Token, nowMs+durMillis(c.Lease), c.OnLeaseExpiry == idem.FailClosed,
+			c.Token, nowMs+durMillis(c.Lease), c.OnLeaseExpiry == idemstore.FailClosed,
 			nowMs+durMillis(max(c.TTL, c.Lease)), nowMs)
-		res = idem.Result{Won: true}
+		res = idemstore.Result{Won: true}
 	case takeover:
 		_, err = conn.ExecContext(ctx, takeOver, c.Token, nowMs+durMillis(c.Lease), id.Tenant, id.Scope, id.Key)
-		res = idem.Result{Won: true, TookOver: true}
+		res = idemstore.Result{Won: true, TookOver: true}
 	case markFailed:
 		_, err = conn.ExecContext(ctx, failClosed, id.Tenant, id.Scope, id.Key)
-		row.state = idem.StateIndeterminate
+		row.state = idemstore.StateIndeterminate
 		row.leaseUntil = sql.NullInt64{}
 		res.Existing, err = row.record(nowMs)
 	case lose:
 		res.Existing, err = row.record(nowMs)
 	}
 	if err != nil {
-		return idem.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+		return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return idem.Result{}, fmt.Errorf("sqlitestore: claim: commit: %w", err)
+		return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: commit: %w", err)
 	}
 	committed = true
 	return res, nil
@@ -221,7 +221,7 @@ type querier interface {
 }
 
 // readRow reads the key, or returns nil when it is absent.
-func readRow(ctx context.Context, q querier, id idem.Identity) (*stored, error) {
+func readRow(ctx context.Context, q querier, id idemstore.Identity) (*stored, error) {
 	var r stored
 	var state string
 	err := q.QueryRowContext(ctx, selectRow, id.Tenant, id.Scope, id.Key).Scan(
@@ -233,30 +233,30 @@ func readRow(ctx context.Context, q querier, id idem.Identity) (*stored, error) 
 	if err != nil {
 		return nil, err
 	}
-	r.state = idem.State(state)
+	r.state = idemstore.State(state)
 	return &r, nil
 }
 
 // record is the row as a losing claim reports it. Scan gave the row its own
 // byte slices, so the record shares nothing with the store.
-func (r *stored) record(now int64) (idem.Record, error) {
-	rec := idem.Record{
+func (r *stored) record(now int64) (idemstore.Record, error) {
+	rec := idemstore.Record{
 		State:       r.state,
 		Operation:   r.operation,
 		Fingerprint: r.fingerprint,
 	}
-	if r.state == idem.StateInFlight && r.leaseUntil.Valid && r.leaseUntil.Int64 > now {
+	if r.state == idemstore.StateInFlight && r.leaseUntil.Valid && r.leaseUntil.Int64 > now {
 		rec.LeaseRemaining = time.Duration(r.leaseUntil.Int64-now) * time.Millisecond
 	}
-	if r.state == idem.StateCompleted {
-		resp := &idem.Response{
+	if r.state == idemstore.StateCompleted {
+		resp := &idemstore.Response{
 			Status:  int(r.status.Int64),
 			Body:    r.body,
 			Omitted: r.omitted,
 		}
 		h, err := headerwire.Decode(r.headers)
 		if err != nil {
-			return idem.Record{}, fmt.Errorf("sqlitestore: stored headers: %w", err)
+			return idemstore.Record{}, fmt.Errorf("sqlitestore: stored headers: %w", err)
 		}
 		resp.Header = h
 		rec.Response = resp

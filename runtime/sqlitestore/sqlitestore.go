@@ -1,7 +1,7 @@
 // Package sqlitestore keeps idempotency keys in SQLite through the pure-Go
 // driver modernc.org/sqlite (driver name "sqlite"), so that a service needs
-// no cgo and no database server. It implements idem.Store, idem.Sweeper and
-// idem.Transactor; a transaction's Driver is a *Tx, which reads and writes
+// no cgo and no database server. It implements idemstore.Store, idemstore.Sweeper and
+// idemstore.Transactor; a transaction's Driver is a *Tx, which reads and writes
 // like a *sql.Tx but cannot commit or roll back.
 //
 // SQLite lets one connection write at a time. The store is built around
@@ -23,7 +23,7 @@ import (
 	// The pure-Go SQLite driver registers itself as "sqlite".
 	_ "modernc.org/sqlite"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/templates"
 )
 
@@ -65,7 +65,7 @@ func WithCompletionWait(d time.Duration) Option {
 	}
 }
 
-// Store is an idem.Store, idem.Sweeper and idem.Transactor on one SQLite
+// Store is an idemstore.Store, idemstore.Sweeper and idemstore.Transactor on one SQLite
 // database holding the idempotency_keys table.
 type Store struct {
 	db       *sql.DB
@@ -85,9 +85,9 @@ type Store struct {
 }
 
 var (
-	_ idem.Store      = (*Store)(nil)
-	_ idem.Sweeper    = (*Store)(nil)
-	_ idem.Transactor = (*Store)(nil)
+	_ idemstore.Store      = (*Store)(nil)
+	_ idemstore.Sweeper    = (*Store)(nil)
+	_ idemstore.Transactor = (*Store)(nil)
 )
 
 // DSN returns the data source name under which the store expects its

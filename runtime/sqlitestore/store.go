@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
@@ -16,8 +16,8 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// Complete implements idem.Store.
-func (s *Store) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+// Complete implements idemstore.Store.
+func (s *Store) Complete(ctx context.Context, id idemstore.Identity, token string, resp idemstore.Response) error {
 	err := s.write(ctx, func(e execer) error { return s.complete(ctx, e, id, token, resp) })
 	if err != nil {
 		return fmt.Errorf("sqlitestore: complete: %w", err)
@@ -81,7 +81,7 @@ func (s *Store) writeLocked(ctx context.Context, f func(e execer) error) error {
 // complete writes resp as the completion of the claim held with token,
 // through e: the database for Store.Complete, the handler's transaction for
 // Tx.Commit.
-func (s *Store) complete(ctx context.Context, e execer, id idem.Identity, token string, resp idem.Response) error {
+func (s *Store) complete(ctx context.Context, e execer, id idemstore.Identity, token string, resp idemstore.Response) error {
 	headers := headerwire.Encode(resp.Header)
 	body := resp.Body
 	if resp.Omitted {
@@ -93,8 +93,8 @@ func (s *Store) complete(ctx context.Context, e execer, id idem.Identity, token 
 		id.Tenant, id.Scope, id.Key, token))
 }
 
-// Release implements idem.Store.
-func (s *Store) Release(ctx context.Context, id idem.Identity, token string) error {
+// Release implements idemstore.Store.
+func (s *Store) Release(ctx context.Context, id idemstore.Identity, token string) error {
 	err := s.write(ctx, func(e execer) error {
 		return fenced(e.ExecContext(ctx, release, id.Tenant, id.Scope, id.Key, token))
 	})
@@ -104,15 +104,15 @@ func (s *Store) Release(ctx context.Context, id idem.Identity, token string) err
 	return nil
 }
 
-// Abandon implements idem.Store.
-func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mode idem.LeaseExpiry) error {
+// Abandon implements idemstore.Store.
+func (s *Store) Abandon(ctx context.Context, id idemstore.Identity, token string, mode idemstore.LeaseExpiry) error {
 	var err error
 	switch mode {
-	case idem.Takeover:
+	case idemstore.Takeover:
 		err = s.write(ctx, func(e execer) error {
 			return fenced(e.ExecContext(ctx, abandonTakeover, millis(s.now()), id.Tenant, id.Scope, id.Key, token))
 		})
-	case idem.FailClosed:
+	case idemstore.FailClosed:
 		err = s.write(ctx, func(e execer) error {
 			return fenced(e.ExecContext(ctx, abandonFailClosed, id.Tenant, id.Scope, id.Key, token))
 		})
@@ -125,7 +125,7 @@ func (s *Store) Abandon(ctx context.Context, id idem.Identity, token string, mod
 	return nil
 }
 
-// Sweep implements idem.Sweeper. Each call is one short DELETE; run it in a
+// Sweep implements idemstore.Sweeper. Each call is one short DELETE; run it in a
 // loop until it deletes fewer than limit rows.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
@@ -152,7 +152,7 @@ func fenced(res sql.Result, err error) error {
 		return err
 	}
 	if n == 0 {
-		return idem.ErrFenced
+		return idemstore.ErrFenced
 	}
 	return nil
 }

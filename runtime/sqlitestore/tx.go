@@ -12,10 +12,10 @@ import (
 
 	"modernc.org/sqlite"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
-// ClaimTx implements idem.Transactor.
+// ClaimTx implements idemstore.Transactor.
 //
 // The claim commits on its own first, in Claim's short write transaction, so
 // that every other request sees the key in flight without waiting. Then the
@@ -36,7 +36,7 @@ import (
 // transaction statement. A handler that committed on its own would have
 // made its effects durable with the claim still in flight, for a takeover
 // to repeat once the lease ran out.
-func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx, error) {
+func (s *Store) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Result, idemstore.Tx, error) {
 	res, err := s.Claim(ctx, c)
 	if err != nil || !res.Won {
 		return res, nil, err
@@ -45,15 +45,15 @@ func (s *Store) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx
 	if err != nil {
 		// The claim is ours but the handler cannot run: free the key so
 		// that a retry is not turned away until the lease runs out.
-		if rerr := s.Release(context.WithoutCancel(ctx), c.Identity, c.Token); rerr != nil && !errors.Is(rerr, idem.ErrFenced) {
+		if rerr := s.Release(context.WithoutCancel(ctx), c.Identity, c.Token); rerr != nil && !errors.Is(rerr, idemstore.ErrFenced) {
 			err = errors.Join(err, rerr)
 		}
-		return idem.Result{}, nil, err
+		return idemstore.Result{}, nil, err
 	}
 	return res, t, nil
 }
 
-func (s *Store) beginHeld(ctx context.Context, c idem.Claim) (*storeTx, error) {
+func (s *Store) beginHeld(ctx context.Context, c idemstore.Claim) (*storeTx, error) {
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Lease)
 	t := &storeTx{s: s, ctx: txCtx, cancel: cancel, id: c.Identity, token: c.Token, held: true}
 	fail := func(err error) (*storeTx, error) {
@@ -221,7 +221,7 @@ func resetSession(conn *sql.Conn) error {
 // do not wait for a lock, so it runs out only on a database that fails.
 const resetTimeout = 5 * time.Second
 
-// Begin implements idem.Transactor: a plain transaction for a keyless
+// Begin implements idemstore.Transactor: a plain transaction for a keyless
 // request. With a database opened by DSN it begins IMMEDIATE.
 //
 // The handler can no more end it than a held one (begin). ctx bounds the
@@ -231,7 +231,7 @@ const resetTimeout = 5 * time.Second
 // of its own until Commit or Release, or until lease has passed, as a held
 // one does (ClaimTx): a hung handler then loses its writes rather than
 // holding the database's only write lock for ever.
-func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error) {
+func (s *Store) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("sqlitestore: begin: lease (%v) must be positive", lease)
 	}
@@ -254,7 +254,7 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error)
 	return t, nil
 }
 
-// storeTx is the idem.Tx of sqlitestore: the *sql.Tx it ends itself, and
+// storeTx is the idemstore.Tx of sqlitestore: the *sql.Tx it ends itself, and
 // the Tx it hands the handler.
 type storeTx struct {
 	s  *Store
@@ -270,15 +270,15 @@ type storeTx struct {
 	// held is true when the transaction holds a claim (ClaimTx), false for
 	// a keyless one (Begin).
 	held  bool
-	id    idem.Identity
+	id    idemstore.Identity
 	token string
 }
 
-// Driver implements idem.Tx; it returns the *Tx the handler writes with.
+// Driver implements idemstore.Tx; it returns the *Tx the handler writes with.
 func (t *storeTx) Driver() any { return t.h }
 
-// Commit implements idem.Tx.
-func (t *storeTx) Commit(ctx context.Context, resp idem.Response) error {
+// Commit implements idemstore.Tx.
+func (t *storeTx) Commit(ctx context.Context, resp idemstore.Response) error {
 	t.handlerOwns.Store(false)
 	defer t.close()
 	if t.held {
@@ -293,7 +293,7 @@ func (t *storeTx) Commit(ctx context.Context, resp idem.Response) error {
 	return nil
 }
 
-// Release implements idem.Tx.
+// Release implements idemstore.Tx.
 func (t *storeTx) Release(ctx context.Context) error {
 	t.handlerOwns.Store(false)
 	rbErr := t.tx.Rollback()
@@ -315,17 +315,17 @@ func (t *storeTx) Release(ctx context.Context) error {
 // lease ran out has lost the claim as surely as a fenced one: a retry may
 // already have taken the key over.
 func (t *storeTx) ended(op string, err error) error {
-	if errors.Is(err, idem.ErrFenced) {
+	if errors.Is(err, idemstore.ErrFenced) {
 		return fmt.Errorf("sqlitestore: %s: %w", op, err)
 	}
 	if t.held && errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("sqlitestore: %s: the lease ran out and the transaction was rolled back (%v): %w", op, err, idem.ErrFenced)
+		return fmt.Errorf("sqlitestore: %s: the lease ran out and the transaction was rolled back (%v): %w", op, err, idemstore.ErrFenced)
 	}
 	return fmt.Errorf("sqlitestore: %s: %w", op, err)
 }
 
 // Tx is the transaction a transactional handler writes with (the Driver of
-// sqlitestore's idem.Tx; reach it with idem.TxFrom[*sqlitestore.Tx]). It
+// sqlitestore's idemstore.Tx; reach it with idem.TxFrom[*sqlitestore.Tx]). It
 // reads and writes like a *sql.Tx, but has no Commit or Rollback: the
 // idempotency layer commits the handler's writes together with the key's
 // completion, or rolls both back. A handler that committed on its own would

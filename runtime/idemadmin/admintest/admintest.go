@@ -1,12 +1,12 @@
 // Package admintest is the conformance suite every idemadmin.Store passes.
 // A store's own tests call Run with the storetest.Target they hand every
-// other suite; the suite writes keys through the store's idem.Store side, in
+// other suite; the suite writes keys through the store's idemstore.Store side, in
 // every state an operator meets, and checks what idemadmin.Admin lists,
 // shows, counts and resolves on them, and that the engine's side then sees
 // the resolution.
 //
 // It needs no clock of its own: an abandoned claim stands for a request
-// whose lease ran out (idem.Store.Abandon), so the suite never sleeps.
+// whose lease ran out (idemstore.Store.Abandon), so the suite never sleeps.
 package admintest
 
 import (
@@ -18,19 +18,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // Store is a store with both sides: the engine's and the operator's.
 type Store interface {
-	idem.Store
+	idemstore.Store
 	idemadmin.Store
 }
 
 // Run runs the suite against target. Each subtest opens its own new, empty
-// store, which must be an idemadmin.Store as well as an idem.Store.
+// store, which must be an idemadmin.Store as well as an idemstore.Store.
 func Run(t *testing.T, target storetest.Target) {
 	t.Helper()
 	tests := []struct {
@@ -90,32 +90,32 @@ func newFixture(t *testing.T, s Store) *fixture {
 	t.Helper()
 	f := &fixture{store: s, admin: idemadmin.New(s, []byte(labelSecret)), tokens: map[string]string{}}
 	ctx := context.Background()
-	f.claim(t, keyCompleted, operation, idem.FailClosed)
-	resp := idem.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}
+	f.claim(t, keyCompleted, operation, idemstore.FailClosed)
+	resp := idemstore.Response{Status: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}
 	if err := s.Complete(ctx, f.id(keyCompleted, operation), f.tokens[keyCompleted], resp); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	f.claim(t, keyStranded, operation, idem.FailClosed)
-	if err := s.Abandon(ctx, f.id(keyStranded, operation), f.tokens[keyStranded], idem.FailClosed); err != nil {
+	f.claim(t, keyStranded, operation, idemstore.FailClosed)
+	if err := s.Abandon(ctx, f.id(keyStranded, operation), f.tokens[keyStranded], idemstore.FailClosed); err != nil {
 		t.Fatalf("abandon fail-closed: %v", err)
 	}
-	f.claim(t, keyRunning, operation, idem.FailClosed)
-	f.claim(t, keyRanOut, operation, idem.Takeover)
-	if err := s.Abandon(ctx, f.id(keyRanOut, operation), f.tokens[keyRanOut], idem.Takeover); err != nil {
+	f.claim(t, keyRunning, operation, idemstore.FailClosed)
+	f.claim(t, keyRanOut, operation, idemstore.Takeover)
+	if err := s.Abandon(ctx, f.id(keyRanOut, operation), f.tokens[keyRanOut], idemstore.Takeover); err != nil {
 		t.Fatalf("abandon takeover: %v", err)
 	}
-	f.claim(t, keyOther, other, idem.FailClosed)
+	f.claim(t, keyOther, other, idemstore.FailClosed)
 	return f
 }
 
-func (f *fixture) id(key, op string) idem.Identity {
-	return idem.Identity{Tenant: tenant, Scope: op, Key: key}
+func (f *fixture) id(key, op string) idemstore.Identity {
+	return idemstore.Identity{Tenant: tenant, Scope: op, Key: key}
 }
 
-func (f *fixture) claim(t *testing.T, key, op string, mode idem.LeaseExpiry) {
+func (f *fixture) claim(t *testing.T, key, op string, mode idemstore.LeaseExpiry) {
 	t.Helper()
 	token := fmt.Sprintf("token-%s-%d", key, len(f.tokens))
-	res, err := f.store.Claim(context.Background(), idem.Claim{
+	res, err := f.store.Claim(context.Background(), idemstore.Claim{
 		Identity: f.id(key, op), Operation: op, Fingerprint: []byte("fp-" + key),
 		Token: token, Lease: time.Hour, TTL: 24 * time.Hour, OnLeaseExpiry: mode,
 	})
@@ -152,7 +152,7 @@ func testList(t *testing.T, f *fixture) {
 	if got := keysOf(es); !slices.Equal(got, want) {
 		t.Fatalf("List = %v; want every live key, oldest first: %v", got, want)
 	}
-	states := []idem.State{idem.StateCompleted, idem.StateIndeterminate, idem.StateInFlight, idem.StateInFlight, idem.StateInFlight}
+	states := []idemstore.State{idemstore.StateCompleted, idemstore.StateIndeterminate, idemstore.StateInFlight, idemstore.StateInFlight, idemstore.StateInFlight}
 	for i, e := range es {
 		switch {
 		case e.State != states[i]:
@@ -182,8 +182,8 @@ func testListFilters(t *testing.T, f *fixture) {
 		q    idemadmin.Query
 		want []string
 	}{
-		{idemadmin.Query{States: []idem.State{idem.StateIndeterminate}}, []string{keyStranded}},
-		{idemadmin.Query{States: []idem.State{idem.StateInFlight}, Limit: 2}, []string{keyRunning, keyRanOut}},
+		{idemadmin.Query{States: []idemstore.State{idemstore.StateIndeterminate}}, []string{keyStranded}},
+		{idemadmin.Query{States: []idemstore.State{idemstore.StateInFlight}, Limit: 2}, []string{keyRunning, keyRanOut}},
 		{idemadmin.Query{Operation: other}, []string{keyOther}},
 		{idemadmin.Query{Tenant: "globex"}, []string{}},
 		{idemadmin.Query{OlderThan: time.Hour}, []string{}},
@@ -225,10 +225,10 @@ func testStats(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	want := []idemadmin.Count{
-		{Operation: operation, State: idem.StateCompleted, Keys: 1},
-		{Operation: operation, State: idem.StateInFlight, Keys: 2},
-		{Operation: operation, State: idem.StateIndeterminate, Keys: 1},
-		{Operation: other, State: idem.StateInFlight, Keys: 1},
+		{Operation: operation, State: idemstore.StateCompleted, Keys: 1},
+		{Operation: operation, State: idemstore.StateInFlight, Keys: 2},
+		{Operation: operation, State: idemstore.StateIndeterminate, Keys: 1},
+		{Operation: other, State: idemstore.StateInFlight, Keys: 1},
 	}
 	if !slices.Equal(st.Counts, want) || st.Expired != 0 || st.ReadAt.IsZero() {
 		t.Fatalf("Stats = %+v, expired %d, read %v; want %+v", st.Counts, st.Expired, st.ReadAt, want)
@@ -242,7 +242,7 @@ func testResolve(t *testing.T, f *fixture) {
 	ctx := context.Background()
 	id := f.id(keyStranded, operation)
 	seen := f.show(t, keyStranded)
-	resp := idem.Response{Status: 201, Header: http.Header{"content-type": {"application/json"}}, Body: []byte(`{"id":"tr_found"}`)}
+	resp := idemstore.Response{Status: 201, Header: http.Header{"content-type": {"application/json"}}, Body: []byte(`{"id":"tr_found"}`)}
 	if err := f.admin.Resolve(ctx, id, "000000000000", resp); !errors.Is(err, idemadmin.ErrChanged) {
 		t.Fatalf("Resolve with a wrong version = %v; want ErrChanged", err)
 	}
@@ -250,8 +250,8 @@ func testResolve(t *testing.T, f *fixture) {
 		t.Fatalf("Resolve: %v", err)
 	}
 	// The engine's side replays the resolution.
-	res, err := f.store.Claim(ctx, idem.Claim{Identity: id, Operation: operation, Fingerprint: []byte("fp-" + keyStranded),
-		Token: "retry", Lease: time.Hour, TTL: 24 * time.Hour, OnLeaseExpiry: idem.FailClosed})
+	res, err := f.store.Claim(ctx, idemstore.Claim{Identity: id, Operation: operation, Fingerprint: []byte("fp-" + keyStranded),
+		Token: "retry", Lease: time.Hour, TTL: 24 * time.Hour, OnLeaseExpiry: idemstore.FailClosed})
 	if err != nil || res.Won || res.Existing.Response == nil || res.Existing.Response.Status != 201 ||
 		string(res.Existing.Response.Body) != `{"id":"tr_found"}` || res.Existing.Response.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("retry after Resolve: %+v, %v; want the resolution replayed", res, err)
@@ -276,15 +276,15 @@ func testForget(t *testing.T, f *fixture) {
 		t.Fatalf("Show after Forget = %v; want ErrNotFound", err)
 	}
 	// The abandoned holder can change nothing any more.
-	if err := f.store.Complete(ctx, id, f.tokens[keyRanOut], idem.Response{Status: 201}); !errors.Is(err, idem.ErrFenced) {
+	if err := f.store.Complete(ctx, id, f.tokens[keyRanOut], idemstore.Response{Status: 201}); !errors.Is(err, idemstore.ErrFenced) {
 		t.Fatalf("late Complete after Forget = %v; want ErrFenced", err)
 	}
-	res, err := f.store.Claim(ctx, idem.Claim{Identity: id, Operation: operation, Fingerprint: []byte("fp-" + keyRanOut),
-		Token: "after-forget", Lease: time.Hour, TTL: 24 * time.Hour, OnLeaseExpiry: idem.Takeover})
+	res, err := f.store.Claim(ctx, idemstore.Claim{Identity: id, Operation: operation, Fingerprint: []byte("fp-" + keyRanOut),
+		Token: "after-forget", Lease: time.Hour, TTL: 24 * time.Hour, OnLeaseExpiry: idemstore.Takeover})
 	if err != nil || !res.Won || res.TookOver {
 		t.Fatalf("claim after Forget: %+v, %v; want a fresh win", res, err)
 	}
-	es, err := f.admin.List(ctx, idemadmin.Query{States: []idem.State{idem.StateInFlight}})
+	es, err := f.admin.List(ctx, idemadmin.Query{States: []idemstore.State{idemstore.StateInFlight}})
 	if err != nil || !slices.Contains(keysOf(es), keyRanOut) {
 		t.Fatalf("List after the new claim = %v, %v; want %s in flight", keysOf(es), err, keyRanOut)
 	}
@@ -302,7 +302,7 @@ func testNotResolvable(t *testing.T, f *fixture) {
 		}
 	}
 	// Nothing changed.
-	if e := f.show(t, keyRunning); e.State != idem.StateInFlight || !e.LeaseRunning() {
+	if e := f.show(t, keyRunning); e.State != idemstore.StateInFlight || !e.LeaseRunning() {
 		t.Errorf("running key after a refused Forget: %+v", e)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // Upgrade writes a key in every state through old, a store on a key table
@@ -29,27 +29,27 @@ func Upgrade(t *testing.T, old Store) (check func(t *testing.T, current Store)) 
 		if err != nil || !slices.Equal(keysOf(es), want) {
 			t.Fatalf("List after the upgrade = %v, %v; want %v", keysOf(es), err, want)
 		}
-		claim := func(key string, mode idem.LeaseExpiry) idem.Result {
+		claim := func(key string, mode idemstore.LeaseExpiry) idemstore.Result {
 			t.Helper()
-			res, err := current.Claim(ctx, idem.Claim{Identity: g.id(key, operation), Operation: operation,
+			res, err := current.Claim(ctx, idemstore.Claim{Identity: g.id(key, operation), Operation: operation,
 				Fingerprint: []byte("fp-" + key), Token: "upgraded-" + key, Lease: time.Hour, TTL: 24 * time.Hour, OnLeaseExpiry: mode})
 			if err != nil {
 				t.Fatalf("claim %s after the upgrade: %v", key, err)
 			}
 			return res
 		}
-		if res := claim(keyCompleted, idem.FailClosed); res.Won || res.Existing.Response == nil ||
+		if res := claim(keyCompleted, idemstore.FailClosed); res.Won || res.Existing.Response == nil ||
 			res.Existing.Response.Status != 201 || string(res.Existing.Response.Body) != body ||
 			res.Existing.Response.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("completed key after the upgrade: %+v; want its response replayed", res)
 		}
-		if res := claim(keyStranded, idem.FailClosed); res.Won || res.Existing.State != idem.StateIndeterminate {
+		if res := claim(keyStranded, idemstore.FailClosed); res.Won || res.Existing.State != idemstore.StateIndeterminate {
 			t.Errorf("indeterminate key after the upgrade: %+v; want it still indeterminate", res)
 		}
-		if res := claim(keyRanOut, idem.Takeover); !res.Won || !res.TookOver {
+		if res := claim(keyRanOut, idemstore.Takeover); !res.Won || !res.TookOver {
 			t.Errorf("abandoned claim after the upgrade: %+v; want it taken over", res)
 		}
-		if err := current.Complete(ctx, g.id(keyRunning, operation), f.tokens[keyRunning], idem.Response{Status: 201}); err != nil {
+		if err := current.Complete(ctx, g.id(keyRunning, operation), f.tokens[keyRunning], idemstore.Response{Status: 201}); err != nil {
 			t.Errorf("the running claim's holder completes after the upgrade: %v", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package idem
+package idemstore
 
 import (
 	"bytes"
@@ -205,4 +205,9 @@ func (a *AESGCM) Open(keyID string, ciphertext, aad []byte) ([]byte, error) {
 		return nil, fmt.Errorf("idem: open sealed response: %w", err)
 	}
 	return plain, nil
+}
+
+// IsSealed reports whether stored holds a response SealResponse sealed.
+func IsSealed(stored Response) bool {
+	return bytes.HasPrefix(stored.Body, []byte(sealMagic))
 }

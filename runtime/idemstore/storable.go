@@ -1,0 +1,72 @@
+package idemstore
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// ReplayedHeader is the header the engine sets, "true", on every replayed
+// response; it is never stored.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// Storable reports whether a response with status is stored for its key
+// (docs/semantics.md §3.4): never 401, 403, 408, 425, 429, 502, 503 or 504, which
+// say the request may succeed if sent again; other server errors only when
+// the policy caches them (cacheServerErrors); everything else.
+func Storable(status int, cacheServerErrors bool) bool {
+	if slices.Contains(NeverStoredStatuses(), status) {
+		return false
+	}
+	if status >= 500 {
+		// 500 and the server errors the contract does not name (501, 505,
+		// 507, …) say the server failed; they are kept only on request.
+		return cacheServerErrors
+	}
+	return true
+}
+
+// NeverStoredStatuses lists, in order, the statuses whose responses are
+// never stored (Storable): each says the request may succeed if sent
+// again. Generated API docs list them from here.
+func NeverStoredStatuses() []int {
+	return []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooEarly,
+		http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
+}
+
+// NeverStored says why a response header must never be stored and
+// replayed, or returns "" when it may be. Such a header belongs to one
+// client, one response or one hop, and a replay would hand it to another
+// request. The engine refuses a policy that lists one, and the generator
+// refuses a spec that does, with this reason.
+func NeverStored(name string) string {
+	h := http.CanonicalHeaderKey(name)
+	switch h {
+	case "Set-Cookie", "Set-Cookie2":
+		return "cookies belong to the client that got the first response; replaying them would hand one session to another request"
+	case "Date":
+		return "a replay carries a fresh Date"
+	case "Content-Length", "Transfer-Encoding", "Trailer", "Connection",
+		"Keep-Alive", "Upgrade", "Te", "Proxy-Authenticate", "Proxy-Connection", "Alt-Svc":
+		return "it describes one response's framing or one connection, and the server sets it anew"
+	case ReplayedHeader:
+		return "the runtime sets it on every replay"
+	case "Retry-After", "Ratelimit", "Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", "Ratelimit-Policy":
+		return "rate-limit state is about the moment of the response and would be stale on a replay"
+	case "Traceparent", "Tracestate", "B3", "Request-Id", "Uber-Trace-Id", "Sentry-Trace", "Baggage", "Server-Timing":
+		return "a trace or request id identifies the first request; a replay must carry its own"
+	case "Www-Authenticate", "Authorization", "Cookie", "Proxy-Authorization":
+		return "credentials and challenges are per request"
+	}
+	lower := strings.ToLower(h)
+	switch {
+	case strings.HasPrefix(lower, "x-ratelimit"), strings.HasPrefix(lower, "x-rate-limit"), strings.HasPrefix(lower, "ratelimit-"):
+		return "rate-limit state is about the moment of the response and would be stale on a replay"
+	case strings.HasPrefix(lower, "x-b3-"), strings.Contains(lower, "trace-id"), strings.Contains(lower, "request-id"),
+		strings.Contains(lower, "correlation-id"), lower == "x-amzn-trace-id", lower == "x-cloud-trace-context":
+		return "a trace or request id identifies the first request; a replay must carry its own"
+	case strings.Contains(lower, "csrf"), strings.Contains(lower, "xsrf"):
+		return "an anti-forgery token belongs to one client's session"
+	}
+	return ""
+}

@@ -275,8 +275,9 @@ paths:
 	wantDiags(t, got, `spec.yaml:7:7: warning: POST /x (x): x-idempotency.keyMaxLength: the spec lets the header parameter Idempotency-Key (line 9) be 300 characters long, but a key is at most 255; keys longer than that are refused with 400`)
 }
 
-// A body key's declared maxLength was ignored as a parameter's once was:
-// the policy kept 255 while the schema told clients something else.
+// A body key's declared maxLength is the policy's key length limit, as a
+// key parameter's is: the policy must not keep 255 while the schema tells
+// clients something else.
 func TestBodyKeyMaxLength(t *testing.T) {
 	src := func(policy, keySchema string) string {
 		return `openapi: 3.0.3

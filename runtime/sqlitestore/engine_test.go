@@ -18,8 +18,8 @@ import (
 // duplicates of each of 200 requests. Every key runs its handler exactly
 // once; every other answer is a 409 request-in-progress with a short
 // Retry-After or a byte-identical replay; the observer agrees, which also
-// means no completion failed: under this storm a completion once lost
-// SQLite's write lock to new claims until it timed out (see Store.write).
+// means no completion failed: under this storm a completion must not lose
+// SQLite's write lock to new claims until it times out (see Store.write).
 func TestEngineConcurrentDuplicates(t *testing.T) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(3 * time.Millisecond)

@@ -123,6 +123,10 @@ type Report struct {
 	// SlowestEndings names the slowest transfer and how each of its
 	// copies ended, as NotAcknowledged does.
 	SlowestEndings string
+	// Unexpected lists the transfers with an attempt answered otherwise
+	// than a transfer may be (201, 409 or 503), each with how and when
+	// every attempt under its key ended.
+	Unexpected []string
 	// Statuses counts the attempts answered, by status code, as
 	// "201×2900 409×1200 503×40".
 	Statuses string

@@ -51,6 +51,10 @@ type replayer struct {
 	slowestKey string
 }
 
+// changeKey marks the context of an amount change, so that its attempts
+// are logged apart from those of the transfer whose key it reuses.
+type changeKey struct{}
+
 // errRequestBudget stops a client once the day's requests are spent.
 var errRequestBudget = fmt.Errorf("the day's request budget is spent: %w", idemclient.ErrPermanent)
 
@@ -112,7 +116,11 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			ending += " (Retry-After " + ra + ")"
 		}
 	}
-	t.r.attempts.add(req.Header.Get("Idempotency-Key"), sent, ending)
+	key := req.Header.Get("Idempotency-Key")
+	if req.Context().Value(changeKey{}) != nil {
+		key += "#changed"
+	}
+	t.r.attempts.add(key, sent, ending)
 	return res, err
 }
 
@@ -287,7 +295,8 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 		// The same key, another amount: the server must refuse it. Its memo
 		// marks it, so the audit can find it if it was accepted.
 		changed := transferBody(from, to, tr.amount+1, tr.key+"#changed")
-		if ans, ok := r.send(ctx, tr.tenant, "/transfers", tr.key, changed); ok {
+		cctx := context.WithValue(ctx, changeKey{}, true)
+		if ans, ok := r.send(cctx, tr.tenant, "/transfers", tr.key, changed); ok {
 			r.ack(tr.key+"#changed", ans)
 		}
 	}
@@ -487,6 +496,7 @@ func (r *replayer) audit(ctx context.Context, p plan) (Report, error) {
 			"; attempts: " + r.attempts.of(r.slowestKey)
 	}
 	a.Statuses = r.statuses.String()
+	a.Unexpected = r.attempts.unexpected()
 	a.AmountChanges = r.changes
 	seen := map[string]bool{}
 	for _, ids := range r.acked {
@@ -542,6 +552,16 @@ func (a Report) WriteTable(w io.Writer) error {
 	for _, d := range a.Problems {
 		if _, err := fmt.Fprintln(w, "  ", d); err != nil {
 			return fmt.Errorf("write the table: %w", err)
+		}
+	}
+	if len(a.Unexpected) > 0 {
+		if _, err := fmt.Fprintln(w, "transfers whose attempts met a status other than 201, 409 and 503, with every attempt:"); err != nil {
+			return fmt.Errorf("write the table: %w", err)
+		}
+		for _, d := range a.Unexpected {
+			if _, err := fmt.Fprintln(w, "  ", d); err != nil {
+				return fmt.Errorf("write the table: %w", err)
+			}
 		}
 	}
 	if len(a.NotAcknowledged) == 0 {

@@ -46,7 +46,14 @@ type attemptLog struct {
 	mu    sync.Mutex
 	start map[string]time.Time
 	log   map[string][]string
+	// odd holds the transfer keys with an attempt answered otherwise than
+	// a transfer may be: 201, 409 or 503 (amount changes, logged under
+	// their key and "#changed", are answered 422).
+	odd map[string]bool
 }
+
+// expected are the answers a transfer's attempt may get.
+var expected = map[string]bool{"201": true, "409": true, "503": true, "timeout": true, "error": true}
 
 func (l *attemptLog) add(key string, sent time.Time, ending string) {
 	if key == "" {
@@ -55,7 +62,11 @@ func (l *attemptLog) add(key string, sent time.Time, ending string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.log == nil {
-		l.start, l.log = map[string]time.Time{}, map[string][]string{}
+		l.start, l.log, l.odd = map[string]time.Time{}, map[string][]string{}, map[string]bool{}
+	}
+	status, _, _ := strings.Cut(ending, " ")
+	if !expected[status] && !strings.HasSuffix(key, "#changed") {
+		l.odd[key] = true
 	}
 	first, ok := l.start[key]
 	if !ok {
@@ -71,4 +82,17 @@ func (l *attemptLog) of(key string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.log[key], ", ")
+}
+
+// unexpected lists the transfers with an attempt answered otherwise than a
+// transfer may be, each with every attempt, in key order.
+func (l *attemptLog) unexpected() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for key := range l.odd {
+		out = append(out, key+": "+strings.Join(l.log[key], ", "))
+	}
+	slices.Sort(out)
+	return out
 }

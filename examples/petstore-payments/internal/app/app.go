@@ -240,7 +240,7 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		log.Warn("no API keys given (API_KEYS, --api-keys-file or --api-keys); using demo keys", "keys", demoKeys)
 	}
 
-	db, err := database.Open(ctx, o.databaseURL)
+	db, err := database.Open(ctx, o.databaseURL, o.maxInFlight)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func TestRouteCheckSplitOverRedis(t *testing.T) {
 
 func checkRoutesOn(t *testing.T, storeURL string) {
 	ctx := context.Background()
-	db, err := database.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "routes.db"))
+	db, err := database.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "routes.db"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,11 +42,14 @@ type DB struct {
 
 // Open connects to rawURL: postgres:// or postgresql:// selects PostgreSQL,
 // sqlite:PATH or file:PATH an SQLite file, and "" the default SQLite file in
-// the working directory.
-func Open(ctx context.Context, rawURL string) (*DB, error) {
+// the working directory. inFlight is the number of requests the service
+// serves at once (0 for none in particular): a PostgreSQL pool opens at
+// least that many connections plus spareConns, unless the URL's
+// pool_max_conns says otherwise.
+func Open(ctx context.Context, rawURL string, inFlight int) (*DB, error) {
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
-		return openPostgres(ctx, rawURL)
+		return openPostgres(ctx, rawURL, inFlight)
 	case rawURL == "":
 		return openSQLite(ctx, DefaultSQLiteFile, "")
 	case strings.HasPrefix(rawURL, "sqlite:"), strings.HasPrefix(rawURL, "file:"):
@@ -73,10 +76,23 @@ const invalidCatalogName = "3D000"
 // urlScheme is a URL scheme as RFC 3986 spells it.
 var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
-func openPostgres(ctx context.Context, rawURL string) (*DB, error) {
+// spareConns are the pool's connections beyond the requests served at
+// once, for what admission does not bound: readiness checks and the
+// sweeper.
+const spareConns = 2
+
+func openPostgres(ctx context.Context, rawURL string, inFlight int) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	// pgx's default pool is max(4, CPUs) connections. A transfer holds its
+	// connection through its whole handler, so with fewer connections than
+	// requests admitted at once a replay, which needs a connection for a
+	// moment, waited behind handlers it has nothing to do with: under a
+	// retry storm, past its client's patience.
+	if !strings.Contains(rawURL, "pool_max_conns=") && inFlight > 0 {
+		cfg.MaxConns = max(cfg.MaxConns, int32(inFlight+spareConns))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -38,7 +38,7 @@ func TestOpenErrorsHideThePassword(t *testing.T) {
 		"postgres://app@127.0.0.1:1/payments?password=s3cret&connect_timeout=2",
 		"postgres://app:s3cret@[::1/payments",
 	} {
-		db, err := Open(context.Background(), raw)
+		db, err := Open(context.Background(), raw, 0)
 		if err == nil {
 			db.Close()
 			t.Errorf("Open(%q) succeeded", raw)

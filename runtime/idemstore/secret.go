@@ -35,14 +35,14 @@ const inlineMessage = key.MaxLength + 1
 // stored as they are.
 type Secret struct {
 	clear        bool
-	key          []byte
+	secret       []byte
 	inner, outer [sha256.BlockSize]byte
 }
 
 // NewSecret prepares secret; an empty one stores keys and fingerprints in
 // clear.
 func NewSecret(secret []byte) Secret {
-	s := Secret{clear: len(secret) == 0, key: append([]byte(nil), secret...)}
+	s := Secret{clear: len(secret) == 0, secret: append([]byte(nil), secret...)}
 	k := secret
 	if len(k) > sha256.BlockSize {
 		// RFC 2104: a key longer than a block is hashed first.
@@ -63,7 +63,7 @@ func NewSecret(secret []byte) Secret {
 // otherwise.
 func (s *Secret) mac(a string, b []byte) [sha256.Size]byte {
 	if len(a)+len(b) > inlineMessage {
-		m := hmac.New(sha256.New, s.key)
+		m := hmac.New(sha256.New, s.secret)
 		_, _ = io.WriteString(m, a)
 		_, _ = m.Write(append([]byte(nil), b...))
 		var out [sha256.Size]byte

@@ -47,22 +47,35 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	status := rec.statusCode()
 	q.event.Status = status
 	if !e.storable(q.op, status) || e.unexecuted(r, q, h, status) {
-		err := e.endClaim(r, q, h.release)
-		if errors.Is(err, ErrOutcomeUnknown) {
-			// The handler's writes may stand (it ended its transaction
-			// itself): its answer, which says the request may be sent
-			// again, would invite a second execution.
-			e.outcomeUnknown(w, r, q, err)
-			return
-		}
-		if err != nil {
-			e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
-				"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
-		}
-		e.outcome(q, OutcomeReleased)
-		rec.send()
+		e.endUnstored(w, r, q, h, rec)
 		return
 	}
+	e.endStored(w, r, q, h, rec, res)
+}
+
+// endUnstored ends the claim of an answer that is not stored: the claim is
+// released, so that a retry runs the handler again, and the answer sent.
+func (e *Engine) endUnstored(w http.ResponseWriter, r *http.Request, q *request, h hold, rec *recorder) {
+	err := e.endClaim(r, q, h.release)
+	if errors.Is(err, ErrOutcomeUnknown) {
+		// The handler's writes may stand (it ended its transaction
+		// itself): its answer, which says the request may be sent
+		// again, would invite a second execution.
+		e.outcomeUnknown(w, r, q, err)
+		return
+	}
+	if err != nil {
+		e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
+			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
+	}
+	e.outcome(q, OutcomeReleased)
+	rec.send()
+}
+
+// endStored completes the claim with the snapshot of the answer (sealed
+// when a Sealer is configured) and sends the answer once it is stored, or
+// says why it cannot be.
+func (e *Engine) endStored(w http.ResponseWriter, r *http.Request, q *request, h hold, rec *recorder, res Result) {
 	resp := e.snapshot(q.op, rec)
 	err := e.endClaim(r, q, func(ctx context.Context) error {
 		stored, err := e.seal(q, resp)

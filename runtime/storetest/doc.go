@@ -1,8 +1,8 @@
-// Package storetest is the conformance suite every idem.Store passes, and
+// Package storetest is the conformance suite every idemstore.Store passes, and
 // the one description of a store under test that every suite for stores
 // reads. It is for the author of a store: the store's own tests build a
-// Target (how to open a fresh store, and what it offers beyond idem.Store)
-// and hand it to Run, and to RunTx for an idem.Transactor; the suite then
+// Target (how to open a fresh store, and what it offers beyond idemstore.Store)
+// and hand it to Run, and to RunTx for an idemstore.Transactor; the suite then
 // checks the claim, completion, fencing and expiry rules that the engine
 // relies on.
 //

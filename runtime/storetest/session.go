@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // SessionState is something a handler can leave on its database session
@@ -55,7 +55,7 @@ var sessionEnds = []sessionEnd{
 }
 
 // begin opens the transaction of e; key names its claim.
-func (e sessionEnd) begin(t *testing.T, s txStore, key string) idem.Tx {
+func (e sessionEnd) begin(t *testing.T, s txStore, key string) idemstore.Tx {
 	t.Helper()
 	if e.keyed {
 		return mustClaimTx(t, s, newRequest(key).claim())
@@ -68,7 +68,7 @@ func (e sessionEnd) begin(t *testing.T, s txStore, key string) idem.Tx {
 }
 
 // end ends tx as e does.
-func (e sessionEnd) end(tx idem.Tx) error {
+func (e sessionEnd) end(tx idemstore.Tx) error {
 	if e.commit {
 		return tx.Commit(context.Background(), sampleResponse())
 	}
@@ -144,7 +144,7 @@ var chainedEnds = []string{
 // after. Its first writes may have committed on their own, the lease's
 // bounds on the transaction are gone, and the transaction the store ends
 // is not the one it began: whether the handler's answer is stored (Commit)
-// or not (Release), the store must report idem.ErrOutcomeUnknown and never
+// or not (Release), the store must report idemstore.ErrOutcomeUnknown and never
 // free the key, claimed or keyless. A store may refuse the statement
 // instead; then the transaction is intact and Commit stores the write
 // once.
@@ -157,7 +157,7 @@ func testTxHandlerChainsTx(t *testing.T, s txStore) {
 		for i, e := range sessionEnds {
 			marker := fmt.Sprintf("chain-%d-%s", i, stmt)
 			r := newRequest(marker)
-			var tx idem.Tx
+			var tx idemstore.Tx
 			if e.keyed {
 				tx = mustClaimTx(t, s, r.claim())
 			} else {
@@ -178,11 +178,11 @@ func testTxHandlerChainsTx(t *testing.T, s txStore) {
 				continue
 			}
 			mustWrite(t, s, tx, marker)
-			if err := e.end(tx); !errors.Is(err, idem.ErrOutcomeUnknown) {
-				t.Errorf("%s, %s: ending the transaction after the handler's %q = %v, want idem.ErrOutcomeUnknown", stmt, e.name, stmt, err)
+			if err := e.end(tx); !errors.Is(err, idemstore.ErrOutcomeUnknown) {
+				t.Errorf("%s, %s: ending the transaction after the handler's %q = %v, want idemstore.ErrOutcomeUnknown", stmt, e.name, stmt, err)
 			}
 			if e.keyed {
-				mustLose(t, s.Store, r.claimWith(idem.Takeover), idem.StateIndeterminate)
+				mustLose(t, s.Store, r.claimWith(idemstore.Takeover), idemstore.StateIndeterminate)
 			}
 		}
 	}

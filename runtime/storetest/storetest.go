@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // The timings of the suite. A short lease is one a test waits out; a long
@@ -37,7 +37,7 @@ func Run(t *testing.T, target Target) {
 	t.Helper()
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s idem.Store)
+		fn   func(t *testing.T, s idemstore.Store)
 	}{
 		{"FirstClaimWins", testFirstClaimWins},
 		{"InvalidClaimsAreRefused", testInvalidClaimsRefused},
@@ -74,30 +74,30 @@ func Run(t *testing.T, target Target) {
 }
 
 // request describes one client request for a key; claim turns it into an
-// idem.Claim with a fresh lease token.
+// idemstore.Claim with a fresh lease token.
 type request struct {
-	id        idem.Identity
+	id        idemstore.Identity
 	operation string
 	body      string
 	lease     time.Duration
 	ttl       time.Duration
-	mode      idem.LeaseExpiry
+	mode      idemstore.LeaseExpiry
 }
 
 func newRequest(key string) request {
 	return request{
-		id:        idem.Identity{Tenant: "tenant-a", Scope: "createTransfer", Key: key},
+		id:        idemstore.Identity{Tenant: "tenant-a", Scope: "createTransfer", Key: key},
 		operation: "createTransfer",
 		body:      `{"amount":100}`,
 		lease:     longLease,
 		ttl:       longTTL,
-		mode:      idem.Takeover,
+		mode:      idemstore.Takeover,
 	}
 }
 
-func (r request) claim() idem.Claim {
+func (r request) claim() idemstore.Claim {
 	sum := sha256.Sum256([]byte(r.body))
-	return idem.Claim{
+	return idemstore.Claim{
 		Identity:      r.id,
 		Operation:     r.operation,
 		Fingerprint:   sum[:],
@@ -115,7 +115,7 @@ func newToken() string {
 }
 
 // mustClaim claims c and fails the test on a store error.
-func mustClaim(t *testing.T, s idem.Store, c idem.Claim) idem.Result {
+func mustClaim(t *testing.T, s idemstore.Store, c idemstore.Claim) idemstore.Result {
 	t.Helper()
 	res, err := s.Claim(context.Background(), c)
 	if err != nil {
@@ -125,7 +125,7 @@ func mustClaim(t *testing.T, s idem.Store, c idem.Claim) idem.Result {
 }
 
 // mustWin claims c and fails the test unless the claim is won.
-func mustWin(t *testing.T, s idem.Store, c idem.Claim) idem.Result {
+func mustWin(t *testing.T, s idemstore.Store, c idemstore.Claim) idemstore.Result {
 	t.Helper()
 	res := mustClaim(t, s, c)
 	if !res.Won {
@@ -136,7 +136,7 @@ func mustWin(t *testing.T, s idem.Store, c idem.Claim) idem.Result {
 
 // mustLose claims c and fails the test unless the claim is lost to a row in
 // state want.
-func mustLose(t *testing.T, s idem.Store, c idem.Claim, want idem.State) idem.Record {
+func mustLose(t *testing.T, s idemstore.Store, c idemstore.Claim, want idemstore.State) idemstore.Record {
 	t.Helper()
 	res := mustClaim(t, s, c)
 	if res.Won {
@@ -150,13 +150,13 @@ func mustLose(t *testing.T, s idem.Store, c idem.Claim, want idem.State) idem.Re
 
 func mustFence(t *testing.T, what string, err error) {
 	t.Helper()
-	if !errors.Is(err, idem.ErrFenced) {
-		t.Fatalf("%s: got error %v, want idem.ErrFenced", what, err)
+	if !errors.Is(err, idemstore.ErrFenced) {
+		t.Fatalf("%s: got error %v, want idemstore.ErrFenced", what, err)
 	}
 }
 
-func sampleResponse() idem.Response {
-	return idem.Response{
+func sampleResponse() idemstore.Response {
+	return idemstore.Response{
 		Status: http.StatusCreated,
 		Header: http.Header{
 			"Content-Type": {"application/json"},
@@ -169,26 +169,26 @@ func sampleResponse() idem.Response {
 	}
 }
 
-func testFirstClaimWins(t *testing.T, s idem.Store) {
+func testFirstClaimWins(t *testing.T, s idemstore.Store) {
 	res := mustWin(t, s, newRequest("k1").claim())
 	if res.TookOver {
 		t.Errorf("first claim reports TookOver")
 	}
 }
 
-// invalidClaims are claims idem.Claim.Check refuses, each a valid claim of
+// invalidClaims are claims idemstore.Claim.Check refuses, each a valid claim of
 // r with one thing wrong.
-func invalidClaims(r request) map[string]idem.Claim {
-	bad := map[string]func(c *idem.Claim){
-		"empty token":        func(c *idem.Claim) { c.Token = "" },
-		"zero lease":         func(c *idem.Claim) { c.Lease = 0 },
-		"sub-µs lease":       func(c *idem.Claim) { c.Lease = 999 * time.Nanosecond },
-		"negative ttl":       func(c *idem.Claim) { c.TTL = -time.Hour },
-		"sub-µs ttl":         func(c *idem.Claim) { c.TTL = time.Nanosecond },
-		"no lease mode":      func(c *idem.Claim) { c.OnLeaseExpiry = "" },
-		"unknown lease mode": func(c *idem.Claim) { c.OnLeaseExpiry = "retry" },
+func invalidClaims(r request) map[string]idemstore.Claim {
+	bad := map[string]func(c *idemstore.Claim){
+		"empty token":        func(c *idemstore.Claim) { c.Token = "" },
+		"zero lease":         func(c *idemstore.Claim) { c.Lease = 0 },
+		"sub-µs lease":       func(c *idemstore.Claim) { c.Lease = 999 * time.Nanosecond },
+		"negative ttl":       func(c *idemstore.Claim) { c.TTL = -time.Hour },
+		"sub-µs ttl":         func(c *idemstore.Claim) { c.TTL = time.Nanosecond },
+		"no lease mode":      func(c *idemstore.Claim) { c.OnLeaseExpiry = "" },
+		"unknown lease mode": func(c *idemstore.Claim) { c.OnLeaseExpiry = "retry" },
 	}
-	out := make(map[string]idem.Claim, len(bad))
+	out := make(map[string]idemstore.Claim, len(bad))
 	for name, spoil := range bad {
 		c := r.claim()
 		spoil(&c)
@@ -197,26 +197,26 @@ func invalidClaims(r request) map[string]idem.Claim {
 	return out
 }
 
-// testInvalidClaimsRefused: every store refuses the claims idem.Claim.Check
-// refuses, with an error wrapping idem.ErrInvalidClaim, and records
+// testInvalidClaimsRefused: every store refuses the claims idemstore.Claim.Check
+// refuses, with an error wrapping idemstore.ErrInvalidClaim, and records
 // nothing: the key is still free for a valid claim afterwards.
-func testInvalidClaimsRefused(t *testing.T, s idem.Store) {
+func testInvalidClaimsRefused(t *testing.T, s idemstore.Store) {
 	r := newRequest("k-invalid")
 	for name, c := range invalidClaims(r) {
 		res, err := s.Claim(context.Background(), c)
-		if !errors.Is(err, idem.ErrInvalidClaim) {
-			t.Errorf("%s: Claim = %+v, %v; want an error wrapping idem.ErrInvalidClaim", name, res, err)
+		if !errors.Is(err, idemstore.ErrInvalidClaim) {
+			t.Errorf("%s: Claim = %+v, %v; want an error wrapping idemstore.ErrInvalidClaim", name, res, err)
 		}
 	}
 	mustWin(t, s, r.claim())
 }
 
-func testSecondClaimSeesInFlight(t *testing.T, s idem.Store) {
+func testSecondClaimSeesInFlight(t *testing.T, s idemstore.Store) {
 	r := newRequest("k1")
 	r.lease = 10 * time.Second
 	first := r.claim()
 	mustWin(t, s, first)
-	rec := mustLose(t, s, r.claim(), idem.StateInFlight)
+	rec := mustLose(t, s, r.claim(), idemstore.StateInFlight)
 	if rec.LeaseRemaining <= 0 || rec.LeaseRemaining > r.lease {
 		t.Errorf("LeaseRemaining = %v, want in (0, %v]", rec.LeaseRemaining, r.lease)
 	}
@@ -234,20 +234,20 @@ func testSecondClaimSeesInFlight(t *testing.T, s idem.Store) {
 // A different request under a live key loses whatever the row's state, and
 // the record shows the stored fingerprint, so that the engine can tell a
 // mismatch (422) from a replay.
-func testFingerprintMismatch(t *testing.T, s idem.Store) {
+func testFingerprintMismatch(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	setups := []struct {
-		state idem.State
-		setup func(t *testing.T, c idem.Claim)
+		state idemstore.State
+		setup func(t *testing.T, c idemstore.Claim)
 	}{
-		{idem.StateInFlight, func(*testing.T, idem.Claim) {}},
-		{idem.StateCompleted, func(t *testing.T, c idem.Claim) {
+		{idemstore.StateInFlight, func(*testing.T, idemstore.Claim) {}},
+		{idemstore.StateCompleted, func(t *testing.T, c idemstore.Claim) {
 			if err := s.Complete(ctx, c.Identity, c.Token, sampleResponse()); err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
 		}},
-		{idem.StateIndeterminate, func(t *testing.T, c idem.Claim) {
-			if err := s.Abandon(ctx, c.Identity, c.Token, idem.FailClosed); err != nil {
+		{idemstore.StateIndeterminate, func(t *testing.T, c idemstore.Claim) {
+			if err := s.Abandon(ctx, c.Identity, c.Token, idemstore.FailClosed); err != nil {
 				t.Fatalf("Abandon: %v", err)
 			}
 		}},
@@ -278,7 +278,7 @@ func testFingerprintMismatch(t *testing.T, s idem.Store) {
 
 // With scope tenant the identity's Scope is "" and the same key on another
 // operation is a mismatch, even with the same body.
-func testOperationMismatch(t *testing.T, s idem.Store) {
+func testOperationMismatch(t *testing.T, s idemstore.Store) {
 	r := newRequest("shared-key")
 	r.id.Scope = ""
 	r.operation = "createTransfer"
@@ -286,7 +286,7 @@ func testOperationMismatch(t *testing.T, s idem.Store) {
 
 	other := r
 	other.operation = "createRefund"
-	rec := mustLose(t, s, other.claim(), idem.StateInFlight)
+	rec := mustLose(t, s, other.claim(), idemstore.StateInFlight)
 	if rec.Operation != "createTransfer" {
 		t.Errorf("record operation = %q, want createTransfer", rec.Operation)
 	}
@@ -299,15 +299,15 @@ func testOperationMismatch(t *testing.T, s idem.Store) {
 	time.Sleep(pastLease)
 	other2 := r2
 	other2.operation = "createRefund"
-	for _, mode := range []idem.LeaseExpiry{idem.Takeover, idem.FailClosed} {
-		rec := mustLose(t, s, other2.claimWith(mode), idem.StateInFlight)
+	for _, mode := range []idemstore.LeaseExpiry{idemstore.Takeover, idemstore.FailClosed} {
+		rec := mustLose(t, s, other2.claimWith(mode), idemstore.StateInFlight)
 		if rec.Operation != "createTransfer" {
 			t.Errorf("%s: record operation = %q, want createTransfer", mode, rec.Operation)
 		}
 	}
 }
 
-func testCompletedReplay(t *testing.T, s idem.Store) {
+func testCompletedReplay(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	c := r.claim()
@@ -317,7 +317,7 @@ func testCompletedReplay(t *testing.T, s idem.Store) {
 		t.Fatalf("Complete: %v", err)
 	}
 	for i := range 2 {
-		rec := mustLose(t, s, r.claim(), idem.StateCompleted)
+		rec := mustLose(t, s, r.claim(), idemstore.StateCompleted)
 		if rec.Response == nil {
 			t.Fatalf("replay %d: completed record has no response", i)
 		}
@@ -332,14 +332,14 @@ func testCompletedReplay(t *testing.T, s idem.Store) {
 	// release or abandon again.
 	mustFence(t, "second Complete", s.Complete(ctx, c.Identity, c.Token, sampleResponse()))
 	mustFence(t, "Release after Complete", s.Release(ctx, c.Identity, c.Token))
-	mustFence(t, "Abandon after Complete", s.Abandon(ctx, c.Identity, c.Token, idem.FailClosed))
-	mustLose(t, s, r.claim(), idem.StateCompleted)
+	mustFence(t, "Abandon after Complete", s.Abandon(ctx, c.Identity, c.Token, idemstore.FailClosed))
+	mustLose(t, s, r.claim(), idemstore.StateCompleted)
 }
 
 // Every header value a handler can write replays byte for byte: NUL, bytes
 // that are not UTF-8, empty values, many values under one name, a name
 // with no values, and no headers at all (nil) as against none kept ({}).
-func testHeaderBytesRoundTrip(t *testing.T, s idem.Store) {
+func testHeaderBytesRoundTrip(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	many := make([]string, 40)
 	for i := range many {
@@ -364,11 +364,11 @@ func testHeaderBytesRoundTrip(t *testing.T, s idem.Store) {
 			r := newRequest("headers-" + name)
 			c := r.claim()
 			mustWin(t, s, c)
-			want := idem.Response{Status: http.StatusCreated, Header: h, Body: []byte("{}")}
+			want := idemstore.Response{Status: http.StatusCreated, Header: h, Body: []byte("{}")}
 			if err := s.Complete(ctx, c.Identity, c.Token, want); err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
-			rec := mustLose(t, s, r.claim(), idem.StateCompleted)
+			rec := mustLose(t, s, r.claim(), idemstore.StateCompleted)
 			if rec.Response == nil {
 				t.Fatal("completed record has no response")
 			}
@@ -381,7 +381,7 @@ func testHeaderBytesRoundTrip(t *testing.T, s idem.Store) {
 
 // Neither the caller's response nor a returned record may share memory with
 // what the store keeps.
-func testReturnedRecordsAreCopies(t *testing.T, s idem.Store) {
+func testReturnedRecordsAreCopies(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	c := r.claim()
@@ -394,12 +394,12 @@ func testReturnedRecordsAreCopies(t *testing.T, s idem.Store) {
 	resp.Header.Set("Content-Type", "text/plain")
 	resp.Header["X-Multi"][0] = "changed"
 
-	rec := mustLose(t, s, r.claim(), idem.StateCompleted)
+	rec := mustLose(t, s, r.claim(), idemstore.StateCompleted)
 	rec.Response.Body[1] = 'Y'
 	rec.Response.Header.Set("Location", "/elsewhere")
 	rec.Fingerprint[0] ^= 0xff
 
-	rec = mustLose(t, s, r.claim(), idem.StateCompleted)
+	rec = mustLose(t, s, r.claim(), idemstore.StateCompleted)
 	if diff := cmp.Diff(sampleResponse(), *rec.Response); diff != "" {
 		t.Errorf("stored response changed through an alias (-want +got):\n%s", diff)
 	}
@@ -408,12 +408,12 @@ func testReturnedRecordsAreCopies(t *testing.T, s idem.Store) {
 	}
 }
 
-func testOmittedResponse(t *testing.T, s idem.Store) {
+func testOmittedResponse(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	c := r.claim()
 	mustWin(t, s, c)
-	resp := idem.Response{
+	resp := idemstore.Response{
 		Status: http.StatusOK,
 		Header: http.Header{"Content-Type": {"application/json"}},
 		// A store keeps no body for an omitted response, whatever it is given.
@@ -423,7 +423,7 @@ func testOmittedResponse(t *testing.T, s idem.Store) {
 	if err := s.Complete(ctx, c.Identity, c.Token, resp); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	rec := mustLose(t, s, r.claim(), idem.StateCompleted)
+	rec := mustLose(t, s, r.claim(), idemstore.StateCompleted)
 	if rec.Response == nil {
 		t.Fatalf("completed record has no response")
 	}
@@ -437,23 +437,23 @@ func testOmittedResponse(t *testing.T, s idem.Store) {
 
 // After its TTL a key is a new request, whatever it held and whatever the
 // new request carries.
-func testExpiredRowIsReplaced(t *testing.T, s idem.Store) {
+func testExpiredRowIsReplaced(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	const ttl = 400 * time.Millisecond
-	var olds []idem.Claim
-	for _, state := range []idem.State{idem.StateInFlight, idem.StateCompleted, idem.StateIndeterminate} {
+	var olds []idemstore.Claim
+	for _, state := range []idemstore.State{idemstore.StateInFlight, idemstore.StateCompleted, idemstore.StateIndeterminate} {
 		r := newRequest("expired-" + string(state))
 		r.ttl = ttl
 		r.lease = 200 * time.Millisecond
 		c := r.claim()
 		mustWin(t, s, c)
 		switch state {
-		case idem.StateCompleted:
+		case idemstore.StateCompleted:
 			if err := s.Complete(ctx, c.Identity, c.Token, sampleResponse()); err != nil {
 				t.Fatalf("Complete: %v", err)
 			}
-		case idem.StateIndeterminate:
-			if err := s.Abandon(ctx, c.Identity, c.Token, idem.FailClosed); err != nil {
+		case idemstore.StateIndeterminate:
+			if err := s.Abandon(ctx, c.Identity, c.Token, idemstore.FailClosed); err != nil {
 				t.Fatalf("Abandon: %v", err)
 			}
 		}
@@ -463,7 +463,7 @@ func testExpiredRowIsReplaced(t *testing.T, s idem.Store) {
 	for _, old := range olds {
 		r := newRequest(old.Key)
 		r.body = `{"amount":999}` // a different request: expiry forgets the old one
-		r.mode = idem.FailClosed
+		r.mode = idemstore.FailClosed
 		nc := r.claim()
 		res := mustWin(t, s, nc)
 		if res.TookOver {
@@ -472,7 +472,7 @@ func testExpiredRowIsReplaced(t *testing.T, s idem.Store) {
 		if old.Key == "expired-in_flight" {
 			mustFence(t, "old token's Complete after expiry", s.Complete(ctx, old.Identity, old.Token, sampleResponse()))
 		}
-		rec := mustLose(t, s, r.claim(), idem.StateInFlight)
+		rec := mustLose(t, s, r.claim(), idemstore.StateInFlight)
 		if !bytes.Equal(rec.Fingerprint, nc.Fingerprint) {
 			t.Errorf("%s: row keeps fingerprint %x, want the new claim's %x", old.Key, rec.Fingerprint, nc.Fingerprint)
 		}
@@ -481,7 +481,7 @@ func testExpiredRowIsReplaced(t *testing.T, s idem.Store) {
 
 // A takeover does not extend the key's life: it still expires ttl after the
 // first claim.
-func testTTLRunsFromFirstClaim(t *testing.T, s idem.Store) {
+func testTTLRunsFromFirstClaim(t *testing.T, s idemstore.Store) {
 	const ttl = 1200 * time.Millisecond
 	const margin = 150 * time.Millisecond
 	r := newRequest("k1")
@@ -515,7 +515,7 @@ func testTTLRunsFromFirstClaim(t *testing.T, s idem.Store) {
 // A takeover whose lease runs past the key's TTL keeps the key alive with
 // it: an in-flight row with a running lease is never absent, or another
 // claim would win, and run, while the holder still runs; nor is it swept.
-func testTakeoverLeaseOutlivesTTL(t *testing.T, s idem.Store) {
+func testTakeoverLeaseOutlivesTTL(t *testing.T, s idemstore.Store) {
 	const ttl = 900 * time.Millisecond
 	r := newRequest("k1")
 	r.lease = shortLease
@@ -535,22 +535,22 @@ func testTakeoverLeaseOutlivesTTL(t *testing.T, s idem.Store) {
 // wantHeldPastTTL checks a key past its TTL whose holder's lease still
 // runs: no sweep deletes it, no claim of r or of another request wins it,
 // and the holder's completion is stored.
-func wantHeldPastTTL(t *testing.T, s idem.Store, r request, holder idem.Claim) {
+func wantHeldPastTTL(t *testing.T, s idemstore.Store, r request, holder idemstore.Claim) {
 	t.Helper()
 	ctx := context.Background()
-	if sw, ok := s.(idem.Sweeper); ok {
+	if sw, ok := s.(idemstore.Sweeper); ok {
 		if n, err := sw.Sweep(ctx, 100); err != nil || n != 0 {
 			t.Errorf("Sweep past the TTL, with the holder's lease running = %d, %v; want 0, nil", n, err)
 		}
 	}
 	other := r
 	other.body = `{"amount":5}`
-	for _, c := range []idem.Claim{r.claim(), other.claim()} {
+	for _, c := range []idemstore.Claim{r.claim(), other.claim()} {
 		res := mustClaim(t, s, c)
 		if res.Won {
 			t.Fatalf("a claim won the key past its TTL while the holder's lease runs (two live executions)")
 		}
-		if res.Existing.State != idem.StateInFlight || res.Existing.LeaseRemaining <= 0 {
+		if res.Existing.State != idemstore.StateInFlight || res.Existing.LeaseRemaining <= 0 {
 			t.Errorf("claim past the TTL lost to %+v, want the holder in flight", res.Existing)
 		}
 	}
@@ -563,7 +563,7 @@ func wantHeldPastTTL(t *testing.T, s idem.Store, r request, holder idem.Claim) {
 // the key until the lease ends, as a takeover's does: its holder still
 // runs, so no claim may win it and no sweep may delete it, and the
 // holder's completion is stored.
-func testLeaseLongerThanTTL(t *testing.T, s idem.Store) {
+func testLeaseLongerThanTTL(t *testing.T, s idemstore.Store) {
 	r := newRequest("k1")
 	r.ttl = 300 * time.Millisecond
 	r.lease = longLease
@@ -577,14 +577,14 @@ func testLeaseLongerThanTTL(t *testing.T, s idem.Store) {
 // configuration's "for ever") hold the key, whatever unit the store keeps
 // them in: a conversion that overflowed would store a row that is already
 // expired, and a second claim would win and run the request again.
-func testLongestDurations(t *testing.T, s idem.Store) {
+func testLongestDurations(t *testing.T, s idemstore.Store) {
 	r := newRequest("k-longest")
 	r.lease, r.ttl = math.MaxInt64-1, math.MaxInt64
 	mustWin(t, s, r.claim())
-	mustLose(t, s, r.claim(), idem.StateInFlight)
+	mustLose(t, s, r.claim(), idemstore.StateInFlight)
 }
 
-func testLeaseExpiryTakeover(t *testing.T, s idem.Store) {
+func testLeaseExpiryTakeover(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	r.lease = shortLease
@@ -601,9 +601,9 @@ func testLeaseExpiryTakeover(t *testing.T, s idem.Store) {
 	// The abandoned request can change nothing any more.
 	mustFence(t, "old token's Complete", s.Complete(ctx, old.Identity, old.Token, sampleResponse()))
 	mustFence(t, "old token's Release", s.Release(ctx, old.Identity, old.Token))
-	mustFence(t, "old token's Abandon(takeover)", s.Abandon(ctx, old.Identity, old.Token, idem.Takeover))
-	mustFence(t, "old token's Abandon(fail-closed)", s.Abandon(ctx, old.Identity, old.Token, idem.FailClosed))
-	rec := mustLose(t, s, r.claim(), idem.StateInFlight)
+	mustFence(t, "old token's Abandon(takeover)", s.Abandon(ctx, old.Identity, old.Token, idemstore.Takeover))
+	mustFence(t, "old token's Abandon(fail-closed)", s.Abandon(ctx, old.Identity, old.Token, idemstore.FailClosed))
+	rec := mustLose(t, s, r.claim(), idemstore.StateInFlight)
 	if rec.LeaseRemaining <= 0 {
 		t.Errorf("after takeover LeaseRemaining = %v, want the new lease", rec.LeaseRemaining)
 	}
@@ -614,32 +614,32 @@ func testLeaseExpiryTakeover(t *testing.T, s idem.Store) {
 	if err := s.Complete(ctx, nc.Identity, nc.Token, want); err != nil {
 		t.Fatalf("new holder's Complete: %v", err)
 	}
-	rec = mustLose(t, s, r.claim(), idem.StateCompleted)
+	rec = mustLose(t, s, r.claim(), idemstore.StateCompleted)
 	if rec.Response == nil || rec.Response.Status != http.StatusAccepted {
 		t.Errorf("replay after takeover = %+v, want the new holder's 202", rec.Response)
 	}
 }
 
-func testLeaseExpiryFailClosed(t *testing.T, s idem.Store) {
+func testLeaseExpiryFailClosed(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	r.lease = shortLease
-	r.mode = idem.FailClosed
+	r.mode = idemstore.FailClosed
 	old := r.claim()
 	mustWin(t, s, old)
 	time.Sleep(pastLease)
 
-	rec := mustLose(t, s, r.claim(), idem.StateIndeterminate)
+	rec := mustLose(t, s, r.claim(), idemstore.StateIndeterminate)
 	if rec.LeaseRemaining != 0 {
 		t.Errorf("indeterminate record has LeaseRemaining %v", rec.LeaseRemaining)
 	}
 	// Indeterminate is sticky: not even a takeover claim gets past it, and
 	// the late original cannot resolve it either; an operator does.
-	r.mode = idem.Takeover
-	mustLose(t, s, r.claim(), idem.StateIndeterminate)
+	r.mode = idemstore.Takeover
+	mustLose(t, s, r.claim(), idemstore.StateIndeterminate)
 	mustFence(t, "late Complete of an indeterminate key", s.Complete(ctx, old.Identity, old.Token, sampleResponse()))
 	mustFence(t, "late Release of an indeterminate key", s.Release(ctx, old.Identity, old.Token))
-	mustLose(t, s, r.claim(), idem.StateIndeterminate)
+	mustLose(t, s, r.claim(), idemstore.StateIndeterminate)
 }
 
 // testFailClosedHolder: the mode of the claim that holds a key counts as
@@ -649,27 +649,27 @@ func testLeaseExpiryFailClosed(t *testing.T, s idem.Store) {
 // restarted one or another replica, may not know that: its takeover claim
 // must mark the key indeterminate, not run the request again. A new claim
 // of the key after its TTL starts afresh, with its own mode.
-func testFailClosedHolder(t *testing.T, s idem.Store) {
+func testFailClosedHolder(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k-fail-closed")
-	r.lease, r.mode = shortLease, idem.FailClosed
+	r.lease, r.mode = shortLease, idemstore.FailClosed
 	holder := r.claim()
 	mustWin(t, s, holder)
 	time.Sleep(pastLease)
-	r.mode = idem.Takeover
+	r.mode = idemstore.Takeover
 	if res := mustClaim(t, s, r.claim()); res.Won {
 		t.Fatalf("a takeover claim took over a holder that fails closed (TookOver %v): the request runs again", res.TookOver)
 	}
-	mustLose(t, s, r.claim(), idem.StateIndeterminate)
+	mustLose(t, s, r.claim(), idemstore.StateIndeterminate)
 	mustFence(t, "the holder's late Complete", s.Complete(ctx, holder.Identity, holder.Token, sampleResponse()))
 
 	// Expired, the key is a new request: this claim's own mode, takeover,
 	// is what the next claim after its lease meets.
 	n := newRequest("k-renewed")
-	n.lease, n.ttl, n.mode = shortLease, shortLease, idem.FailClosed
+	n.lease, n.ttl, n.mode = shortLease, shortLease, idemstore.FailClosed
 	mustWin(t, s, n.claim())
 	time.Sleep(pastLease)
-	n.ttl, n.mode = longTTL, idem.Takeover
+	n.ttl, n.mode = longTTL, idemstore.Takeover
 	mustWin(t, s, n.claim())
 	time.Sleep(pastLease)
 	if res := mustWin(t, s, n.claim()); !res.TookOver {
@@ -679,7 +679,7 @@ func testFailClosedHolder(t *testing.T, s idem.Store) {
 
 // Only the same request may take over an abandoned claim; another request
 // under the key is a mismatch and leaves the row alone.
-func testExpiredLeaseOtherRequest(t *testing.T, s idem.Store) {
+func testExpiredLeaseOtherRequest(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	r.lease = shortLease
@@ -687,11 +687,11 @@ func testExpiredLeaseOtherRequest(t *testing.T, s idem.Store) {
 	mustWin(t, s, old)
 	time.Sleep(pastLease)
 
-	for _, mode := range []idem.LeaseExpiry{idem.Takeover, idem.FailClosed} {
+	for _, mode := range []idemstore.LeaseExpiry{idemstore.Takeover, idemstore.FailClosed} {
 		other := r
 		other.body = `{"amount":1}`
 		other.mode = mode
-		rec := mustLose(t, s, other.claim(), idem.StateInFlight)
+		rec := mustLose(t, s, other.claim(), idemstore.StateInFlight)
 		if !bytes.Equal(rec.Fingerprint, old.Fingerprint) {
 			t.Errorf("%s: record fingerprint = %x, want the stored %x", mode, rec.Fingerprint, old.Fingerprint)
 		}
@@ -702,7 +702,7 @@ func testExpiredLeaseOtherRequest(t *testing.T, s idem.Store) {
 	}
 }
 
-func testRelease(t *testing.T, s idem.Store) {
+func testRelease(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	first := r.claim()
@@ -720,22 +720,22 @@ func testRelease(t *testing.T, s idem.Store) {
 	}
 }
 
-func testAbandonTakeover(t *testing.T, s idem.Store) {
+func testAbandonTakeover(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	old := r.claim()
 	mustWin(t, s, old) // a long lease: only Abandon can end it
-	if err := s.Abandon(ctx, old.Identity, old.Token, idem.Takeover); err != nil {
+	if err := s.Abandon(ctx, old.Identity, old.Token, idemstore.Takeover); err != nil {
 		t.Fatalf("Abandon(takeover): %v", err)
 	}
 	// A fail-closed request meets the ended lease and marks the key.
-	mustLose(t, s, r.claimWith(idem.FailClosed), idem.StateIndeterminate)
+	mustLose(t, s, r.claimWith(idemstore.FailClosed), idemstore.StateIndeterminate)
 
 	// Again on a fresh key, this time met by a takeover claim.
 	r2 := newRequest("k2")
 	old2 := r2.claim()
 	mustWin(t, s, old2)
-	if err := s.Abandon(ctx, old2.Identity, old2.Token, idem.Takeover); err != nil {
+	if err := s.Abandon(ctx, old2.Identity, old2.Token, idemstore.Takeover); err != nil {
 		t.Fatalf("Abandon(takeover): %v", err)
 	}
 	nc := r2.claim()
@@ -748,25 +748,25 @@ func testAbandonTakeover(t *testing.T, s idem.Store) {
 	}
 }
 
-func (r request) claimWith(mode idem.LeaseExpiry) idem.Claim {
+func (r request) claimWith(mode idemstore.LeaseExpiry) idemstore.Claim {
 	r.mode = mode
 	return r.claim()
 }
 
-func testAbandonFailClosed(t *testing.T, s idem.Store) {
+func testAbandonFailClosed(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	old := r.claim()
 	mustWin(t, s, old)
-	if err := s.Abandon(ctx, old.Identity, old.Token, idem.FailClosed); err != nil {
+	if err := s.Abandon(ctx, old.Identity, old.Token, idemstore.FailClosed); err != nil {
 		t.Fatalf("Abandon(fail-closed): %v", err)
 	}
-	mustLose(t, s, r.claimWith(idem.Takeover), idem.StateIndeterminate)
+	mustLose(t, s, r.claimWith(idemstore.Takeover), idemstore.StateIndeterminate)
 	mustFence(t, "Complete after Abandon(fail-closed)", s.Complete(ctx, old.Identity, old.Token, sampleResponse()))
-	mustFence(t, "second Abandon", s.Abandon(ctx, old.Identity, old.Token, idem.FailClosed))
+	mustFence(t, "second Abandon", s.Abandon(ctx, old.Identity, old.Token, idemstore.FailClosed))
 }
 
-func testWrongTokenIsFenced(t *testing.T, s idem.Store) {
+func testWrongTokenIsFenced(t *testing.T, s idemstore.Store) {
 	ctx := context.Background()
 	r := newRequest("k1")
 	c := r.claim()
@@ -774,18 +774,18 @@ func testWrongTokenIsFenced(t *testing.T, s idem.Store) {
 	bad := newToken()
 	mustFence(t, "Complete with a wrong token", s.Complete(ctx, c.Identity, bad, sampleResponse()))
 	mustFence(t, "Release with a wrong token", s.Release(ctx, c.Identity, bad))
-	mustFence(t, "Abandon with a wrong token", s.Abandon(ctx, c.Identity, bad, idem.FailClosed))
+	mustFence(t, "Abandon with a wrong token", s.Abandon(ctx, c.Identity, bad, idemstore.FailClosed))
 	// The right token under another identity is no better.
 	elsewhere := c.Identity
 	elsewhere.Tenant = "tenant-b"
 	mustFence(t, "Complete under another tenant", s.Complete(ctx, elsewhere, c.Token, sampleResponse()))
-	missing := idem.Identity{Tenant: "tenant-a", Scope: "createTransfer", Key: "never-claimed"}
+	missing := idemstore.Identity{Tenant: "tenant-a", Scope: "createTransfer", Key: "never-claimed"}
 	mustFence(t, "Complete of a missing key", s.Complete(ctx, missing, c.Token, sampleResponse()))
 	mustFence(t, "Release of a missing key", s.Release(ctx, missing, c.Token))
-	mustFence(t, "Abandon of a missing key", s.Abandon(ctx, missing, c.Token, idem.Takeover))
+	mustFence(t, "Abandon of a missing key", s.Abandon(ctx, missing, c.Token, idemstore.Takeover))
 
 	// None of that touched the row.
-	rec := mustLose(t, s, r.claim(), idem.StateInFlight)
+	rec := mustLose(t, s, r.claim(), idemstore.StateInFlight)
 	if rec.LeaseRemaining <= 0 {
 		t.Errorf("LeaseRemaining = %v after fenced calls, want the original lease", rec.LeaseRemaining)
 	}
@@ -794,7 +794,7 @@ func testWrongTokenIsFenced(t *testing.T, s idem.Store) {
 	}
 }
 
-func testIsolation(t *testing.T, s idem.Store) {
+func testIsolation(t *testing.T, s idemstore.Store) {
 	base := newRequest("same-key")
 	variants := []func(r *request){
 		func(*request) {},
@@ -822,7 +822,7 @@ func testIsolation(t *testing.T, s idem.Store) {
 
 // Many goroutines claim the same keys for the same request at once: exactly
 // one wins each key, every other sees it in flight, and none errs.
-func testConcurrentClaims(t *testing.T, s idem.Store) {
+func testConcurrentClaims(t *testing.T, s idemstore.Store) {
 	const goroutines, keys = 32, 20
 	var (
 		mu   sync.Mutex
@@ -847,7 +847,7 @@ func testConcurrentClaims(t *testing.T, s idem.Store) {
 					errs = append(errs, fmt.Errorf("%s: %w", key, err))
 				case res.Won:
 					wins[key]++
-				case res.Existing.State != idem.StateInFlight:
+				case res.Existing.State != idemstore.StateInFlight:
 					errs = append(errs, fmt.Errorf("%s: lost to a %q row, want in_flight", key, res.Existing.State))
 				}
 				mu.Unlock()
@@ -871,10 +871,10 @@ func testConcurrentClaims(t *testing.T, s idem.Store) {
 	}
 }
 
-func testSweep(t *testing.T, s idem.Store) {
-	sw, ok := s.(idem.Sweeper)
+func testSweep(t *testing.T, s idemstore.Store) {
+	sw, ok := s.(idemstore.Sweeper)
 	if !ok {
-		t.Skipf("%T does not implement idem.Sweeper", s)
+		t.Skipf("%T does not implement idemstore.Sweeper", s)
 	}
 	ctx := context.Background()
 	const ttl = 600 * time.Millisecond
@@ -916,6 +916,6 @@ func testSweep(t *testing.T, s idem.Store) {
 		t.Errorf("third Sweep(3) = %d, %v; want 0, nil", n, err)
 	}
 	for _, r := range live {
-		mustLose(t, s, r.claim(), idem.StateInFlight)
+		mustLose(t, s, r.claim(), idemstore.StateInFlight)
 	}
 }

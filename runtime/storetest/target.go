@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // Target describes a store under test to every suite: the conformance
@@ -24,7 +24,7 @@ type Target struct {
 	// keeping it in step through Instance.SetClock.
 	Open func(t *testing.T, clock *Clock) Instance
 	// TxClaims says how the store's transactional claim lives, for the
-	// model checker; zero for a store that is no idem.Transactor.
+	// model checker; zero for a store that is no idemstore.Transactor.
 	TxClaims TxClaims
 	// SkipLeaseFence, when not empty, skips the subtest of RunTx in which
 	// a handler outlives its lease and another request takes its key
@@ -40,8 +40,8 @@ type Target struct {
 // and observe what a handler does in its database.
 type Instance struct {
 	// Store is the store. RunTx and the engine's transactional scenarios
-	// need an idem.Transactor, the operator's suite an idemadmin.Store.
-	Store idem.Store
+	// need an idemstore.Transactor, the operator's suite an idemadmin.Store.
+	Store idemstore.Store
 	// Write performs one business write recording marker, inside tx, the
 	// value that the store's Tx.Driver returned.
 	Write func(ctx context.Context, tx any, marker string) error
@@ -56,7 +56,7 @@ type Instance struct {
 	// Crash ends tx the way the death of its process would: the
 	// transaction is rolled back without Commit or Release, and the
 	// connection is gone. It returns when the database has seen it.
-	Crash func(ctx context.Context, tx idem.Tx) error
+	Crash func(ctx context.Context, tx idemstore.Tx) error
 	// Dump returns every byte the store keeps (a table's rows, Redis's
 	// keys and values), for the check that secrets stay out of it.
 	Dump func(t *testing.T) []byte
@@ -75,14 +75,14 @@ const (
 	TxClaimInTx
 )
 
-// OpenTx opens an Instance of target whose store is an idem.Transactor
+// OpenTx opens an Instance of target whose store is an idemstore.Transactor
 // with Write and Count, or fails the test saying what is missing.
-func OpenTx(t *testing.T, target Target) (Instance, idem.Transactor) {
+func OpenTx(t *testing.T, target Target) (Instance, idemstore.Transactor) {
 	t.Helper()
 	in := target.Open(t, nil)
-	tr, ok := in.Store.(idem.Transactor)
+	tr, ok := in.Store.(idemstore.Transactor)
 	if !ok || in.Write == nil || in.Count == nil {
-		t.Fatalf("storetest: the transactional suites need a Store that is an idem.Transactor (%T), a Write and a Count", in.Store)
+		t.Fatalf("storetest: the transactional suites need a Store that is an idemstore.Transactor (%T), a Write and a Count", in.Store)
 	}
 	return in, tr
 }

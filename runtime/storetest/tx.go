@@ -12,14 +12,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // txStore is what the transactional subtests need: the store, the means
 // to make and observe a business write in its database, and the target's
 // facts about sessions and leases.
 type txStore struct {
-	Store          idem.Transactor
+	Store          idemstore.Transactor
 	Write          func(ctx context.Context, tx any, marker string) error
 	Count          func(ctx context.Context, marker string) (int, error)
 	Exec           func(ctx context.Context, tx any, sql string) error
@@ -33,7 +33,7 @@ type txStore struct {
 const loserDeadline = time.Second
 
 // RunTx runs the transactional part of the conformance suite. Each subtest
-// opens its own store of target, an idem.Transactor whose database holds
+// opens its own store of target, an idemstore.Transactor whose database holds
 // the table that Instance.Write and Instance.Count use.
 func RunTx(t *testing.T, target Target) {
 	t.Helper()
@@ -70,7 +70,7 @@ func RunTx(t *testing.T, target Target) {
 	}
 }
 
-func mustClaimTx(t *testing.T, s txStore, c idem.Claim) idem.Tx {
+func mustClaimTx(t *testing.T, s txStore, c idemstore.Claim) idemstore.Tx {
 	t.Helper()
 	res, tx, err := s.Store.ClaimTx(context.Background(), c)
 	if err != nil {
@@ -85,7 +85,7 @@ func mustClaimTx(t *testing.T, s txStore, c idem.Claim) idem.Tx {
 	return tx
 }
 
-func mustWrite(t *testing.T, s txStore, tx idem.Tx, marker string) {
+func mustWrite(t *testing.T, s txStore, tx idemstore.Tx, marker string) {
 	t.Helper()
 	if err := s.Write(context.Background(), tx.Driver(), marker); err != nil {
 		t.Fatalf("business write %q: %v", marker, err)
@@ -113,7 +113,7 @@ func testTxCommit(t *testing.T, s txStore) {
 		t.Fatalf("Commit: %v", err)
 	}
 	wantCount(t, s, "commit", 1)
-	rec := mustLose(t, s.Store, r.claim(), idem.StateCompleted)
+	rec := mustLose(t, s.Store, r.claim(), idemstore.StateCompleted)
 	if rec.Response == nil {
 		t.Fatalf("completed record has no response")
 	}
@@ -154,8 +154,8 @@ func testTxInvalidClaims(t *testing.T, s txStore) {
 	r := newRequest("k-invalid")
 	for name, c := range invalidClaims(r) {
 		res, tx, err := s.Store.ClaimTx(context.Background(), c)
-		if !errors.Is(err, idem.ErrInvalidClaim) || tx != nil {
-			t.Errorf("%s: ClaimTx = %+v, tx %v, %v; want no tx and an error wrapping idem.ErrInvalidClaim", name, res, tx, err)
+		if !errors.Is(err, idemstore.ErrInvalidClaim) || tx != nil {
+			t.Errorf("%s: ClaimTx = %+v, tx %v, %v; want no tx and an error wrapping idemstore.ErrInvalidClaim", name, res, tx, err)
 		}
 	}
 	tx := mustClaimTx(t, s, r.claim())
@@ -178,7 +178,7 @@ func testTxLost(t *testing.T, s txStore) {
 	if res.Won || tx2 != nil {
 		t.Fatalf("second ClaimTx = won %v, tx %v; want lost without a tx", res.Won, tx2)
 	}
-	if res.Existing.State != idem.StateCompleted || res.Existing.Response == nil {
+	if res.Existing.State != idemstore.StateCompleted || res.Existing.Response == nil {
 		t.Errorf("second ClaimTx lost to %+v, want the completed record", res.Existing)
 	}
 
@@ -201,10 +201,10 @@ func testTxLost(t *testing.T, s txStore) {
 func testTxMeetsFailClosedHolder(t *testing.T, s txStore) {
 	ctx := context.Background()
 	r := newRequest("k-durable")
-	r.lease, r.mode = shortLease, idem.FailClosed
+	r.lease, r.mode = shortLease, idemstore.FailClosed
 	mustWin(t, s.Store, r.claim())
 	time.Sleep(pastLease)
-	r.mode = idem.Takeover
+	r.mode = idemstore.Takeover
 	res, tx, err := s.Store.ClaimTx(ctx, r.claim())
 	if err != nil {
 		t.Fatalf("ClaimTx: %v", err)
@@ -215,7 +215,7 @@ func testTxMeetsFailClosedHolder(t *testing.T, s txStore) {
 	if res.Won {
 		t.Fatalf("ClaimTx took over a holder that fails closed (TookOver %v): the request runs again", res.TookOver)
 	}
-	if res.Existing.State != idem.StateIndeterminate {
+	if res.Existing.State != idemstore.StateIndeterminate {
 		t.Errorf("ClaimTx lost to %+v, want an indeterminate record", res.Existing)
 	}
 }
@@ -228,7 +228,7 @@ func testTxPlainClaimMeetsOpenTx(t *testing.T, s txStore) {
 	mustWrite(t, s, tx, "open")
 
 	start := time.Now()
-	mustLose(t, s.Store, r.claim(), idem.StateInFlight)
+	mustLose(t, s.Store, r.claim(), idemstore.StateInFlight)
 	if d := time.Since(start); d > loserDeadline {
 		t.Errorf("losing claim took %v while the tx was open, want under %v", d, loserDeadline)
 	}
@@ -271,7 +271,7 @@ func testTxHandlerOutlivesLease(t *testing.T, s txStore) {
 	if err := s.Store.Complete(ctx, nc.Identity, nc.Token, want); err != nil {
 		t.Fatalf("new holder's Complete: %v", err)
 	}
-	rec := mustLose(t, s.Store, r.claim(), idem.StateCompleted)
+	rec := mustLose(t, s.Store, r.claim(), idemstore.StateCompleted)
 	if rec.Response == nil || rec.Response.Status != http.StatusAccepted {
 		t.Errorf("replay = %+v, want the new holder's 202", rec.Response)
 	}
@@ -319,7 +319,7 @@ func testTxConcurrent(t *testing.T, s txStore) {
 				}
 			case tx != nil:
 				outcomes[i].err = errors.New("lost ClaimTx returned a tx")
-			case res.Existing.State != idem.StateInFlight:
+			case res.Existing.State != idemstore.StateInFlight:
 				outcomes[i].err = fmt.Errorf("lost to a %q row, want in_flight", res.Existing.State)
 			}
 		}()
@@ -385,7 +385,7 @@ func testTxBeginBoundedByLease(t *testing.T, s txStore) {
 		t.Fatalf("Begin while a transaction past its lease was never ended: %v", err)
 	}
 	mustWrite(t, s, other, "after")
-	if err := other.Commit(ctx, idem.Response{}); err != nil {
+	if err := other.Commit(ctx, idemstore.Response{}); err != nil {
 		t.Fatalf("Commit while a transaction past its lease was never ended: %v", err)
 	}
 	if err := hung.Commit(ctx, sampleResponse()); err == nil {
@@ -448,7 +448,7 @@ func testTxHandlerCannotEndTx(t *testing.T, s txStore) {
 // must be intact, and Commit must store the write once. If the statement
 // ran, the store cannot know what the handler's writes became and must
 // never free the key for a takeover. It reports whether the statement ran.
-func rawEnd(t *testing.T, s txStore, tx idem.Tx, stmt, marker string) bool {
+func rawEnd(t *testing.T, s txStore, tx idemstore.Tx, stmt, marker string) bool {
 	t.Helper()
 	if s.Exec == nil {
 		t.Skip("the store's test gives no Exec")
@@ -464,14 +464,14 @@ func rawEnd(t *testing.T, s txStore, tx idem.Tx, stmt, marker string) bool {
 }
 
 // wantOutcomeUnknown checks what a store must do after its handler ended the
-// transaction: Commit reports idem.ErrOutcomeUnknown and the key is
+// transaction: Commit reports idemstore.ErrOutcomeUnknown and the key is
 // indeterminate, for the same request and for a takeover.
-func wantOutcomeUnknown(t *testing.T, s txStore, tx idem.Tx, r request) {
+func wantOutcomeUnknown(t *testing.T, s txStore, tx idemstore.Tx, r request) {
 	t.Helper()
-	if err := tx.Commit(context.Background(), sampleResponse()); !errors.Is(err, idem.ErrOutcomeUnknown) {
-		t.Errorf("Commit after the handler ended its transaction = %v, want idem.ErrOutcomeUnknown", err)
+	if err := tx.Commit(context.Background(), sampleResponse()); !errors.Is(err, idemstore.ErrOutcomeUnknown) {
+		t.Errorf("Commit after the handler ended its transaction = %v, want idemstore.ErrOutcomeUnknown", err)
 	}
-	mustLose(t, s.Store, r.claimWith(idem.Takeover), idem.StateIndeterminate)
+	mustLose(t, s.Store, r.claimWith(idemstore.Takeover), idemstore.StateIndeterminate)
 }
 
 // retryRuns is a retry of r that, if its claim wins, runs the handler
@@ -538,7 +538,7 @@ func testTxHandlerRawRollback(t *testing.T, s txStore) {
 // A handler ends a plain transaction (Begin: a keyless request, or one in
 // durable mode) with a raw COMMIT or ROLLBACK and writes on in autocommit.
 // What its writes became cannot be known, so Commit must not report them
-// committed: it returns an error wrapping idem.ErrOutcomeUnknown, and the
+// committed: it returns an error wrapping idemstore.ErrOutcomeUnknown, and the
 // engine never stores the handler's answer as if they were.
 func testTxBeginHandlerRawEnd(t *testing.T, s txStore) {
 	ctx := context.Background()
@@ -551,8 +551,8 @@ func testTxBeginHandlerRawEnd(t *testing.T, s txStore) {
 		if !rawEnd(t, s, tx, stmt, "begin-"+stmt) {
 			continue
 		}
-		if err := tx.Commit(ctx, idem.Response{}); !errors.Is(err, idem.ErrOutcomeUnknown) {
-			t.Errorf("Commit after the handler's raw %s = %v, want idem.ErrOutcomeUnknown", stmt, err)
+		if err := tx.Commit(ctx, idemstore.Response{}); !errors.Is(err, idemstore.ErrOutcomeUnknown) {
+			t.Errorf("Commit after the handler's raw %s = %v, want idemstore.ErrOutcomeUnknown", stmt, err)
 		}
 	}
 }
@@ -575,10 +575,10 @@ func testTxOtherRequestMeetsOpenTx(t *testing.T, s txStore) {
 	for name, other := range map[string]request{"fingerprint": body, "operation": op} {
 		oc := other.claim()
 		for _, transactional := range []bool{false, true} {
-			var res idem.Result
+			var res idemstore.Result
 			var err error
 			if transactional {
-				var tx2 idem.Tx
+				var tx2 idemstore.Tx
 				res, tx2, err = s.Store.ClaimTx(ctx, oc)
 				if tx2 != nil {
 					_ = tx2.Release(ctx)
@@ -598,7 +598,7 @@ func testTxOtherRequestMeetsOpenTx(t *testing.T, s txStore) {
 		}
 	}
 	// The holder's own request still meets itself.
-	rec := mustLose(t, s.Store, r.claim(), idem.StateInFlight)
+	rec := mustLose(t, s.Store, r.claim(), idemstore.StateInFlight)
 	if !bytes.Equal(rec.Fingerprint, held.Fingerprint) || rec.Operation != held.Operation {
 		t.Errorf("the same request lost to %s %x, want its own record", rec.Operation, rec.Fingerprint)
 	}
@@ -620,5 +620,5 @@ func testTxClaimContextEndsEarly(t *testing.T, s txStore) {
 		t.Fatalf("Commit after the claim's context ended: %v", err)
 	}
 	wantCount(t, s, "after-cancel", 1)
-	mustLose(t, s.Store, r.claim(), idem.StateCompleted)
+	mustLose(t, s.Store, r.claim(), idemstore.StateCompleted)
 }

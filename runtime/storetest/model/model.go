@@ -20,7 +20,7 @@
 //   - Anything else stands.
 //
 // Complete, Release and Abandon succeed only for the current token of an
-// in-flight row, and answer idem.ErrFenced otherwise. On a row whose
+// in-flight row, and answer idemstore.ErrFenced otherwise. On a row whose
 // expires_at has passed the contract leaves it open (such a row counts as
 // absent for claims, and a sweeper may already have deleted it), so the model
 // accepts either answer there and follows the one the store gave.
@@ -69,13 +69,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
 // modelTarget is the store under one run, as the model drives it.
 type modelTarget struct {
-	Store idem.Store
+	Store idemstore.Store
 	// SetClock makes the store's clock read now from this call on.
 	SetClock func(ctx context.Context, now time.Time) error
 	// Tx, when not nil, adds transactional claims to the sequences.
@@ -84,9 +84,9 @@ type modelTarget struct {
 
 // modelTx is a store's transactional claims, as the model drives them.
 type modelTx struct {
-	Store  idem.Transactor
+	Store  idemstore.Transactor
 	Claims storetest.TxClaims
-	Crash  func(ctx context.Context, tx idem.Tx) error
+	Crash  func(ctx context.Context, tx idemstore.Tx) error
 }
 
 // open opens a store of target on a clock the model sets.
@@ -102,9 +102,9 @@ func open(t *testing.T, target storetest.Target) modelTarget {
 		return nil
 	}}
 	if target.TxClaims != 0 {
-		tr, ok := in.Store.(idem.Transactor)
+		tr, ok := in.Store.(idemstore.Transactor)
 		if !ok || in.Crash == nil {
-			t.Fatalf("model: with TxClaims, the target needs a Store that is an idem.Transactor (%T) and a Crash", in.Store)
+			t.Fatalf("model: with TxClaims, the target needs a Store that is an idemstore.Transactor (%T) and a Crash", in.Store)
 		}
 		mt.Tx = &modelTx{Store: tr, Claims: target.TxClaims, Crash: in.Crash}
 	}
@@ -213,7 +213,7 @@ func modelEpoch() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // modelRequest is one request a client can send: an identity, an operation
 // and a body that names its fingerprint.
 type modelRequest struct {
-	id        idem.Identity
+	id        idemstore.Identity
 	operation string
 	body      string
 	// weight is how often a step picks the request.
@@ -225,10 +225,10 @@ type modelRequest struct {
 // a second body and a second operation on a tenant-scoped key. The first
 // key is the busiest.
 func modelRequests() []modelRequest {
-	a := idem.Identity{Tenant: "t1", Scope: "createTransfer", Key: "k1"}
-	b := idem.Identity{Tenant: "t1", Scope: "createTransfer", Key: "k2"}
-	tenant := idem.Identity{Tenant: "t1", Scope: "", Key: "k1"}
-	other := idem.Identity{Tenant: "t2", Scope: "createTransfer", Key: "k1"}
+	a := idemstore.Identity{Tenant: "t1", Scope: "createTransfer", Key: "k1"}
+	b := idemstore.Identity{Tenant: "t1", Scope: "createTransfer", Key: "k2"}
+	tenant := idemstore.Identity{Tenant: "t1", Scope: "", Key: "k1"}
+	other := idemstore.Identity{Tenant: "t2", Scope: "createTransfer", Key: "k1"}
 	return []modelRequest{
 		{a, "createTransfer", "b1", 5},
 		{a, "createTransfer", "b2", 2},
@@ -284,7 +284,7 @@ type modelOp struct {
 	kind       opKind
 	req        int
 	lease, ttl time.Duration
-	mode       idem.LeaseExpiry
+	mode       idemstore.LeaseExpiry
 	pick       int
 	late       bool
 	dt         time.Duration
@@ -347,9 +347,9 @@ func generateOps(seed int64, n int, tx bool) []modelOp {
 		for op.ttl <= op.lease {
 			op.ttl = ttls[rng.IntN(len(ttls))]
 		}
-		op.mode = idem.Takeover
+		op.mode = idemstore.Takeover
 		if rng.IntN(3) == 0 {
-			op.mode = idem.FailClosed
+			op.mode = idemstore.FailClosed
 		}
 		switch kind {
 		case opClock:
@@ -382,14 +382,14 @@ func generateOps(seed int64, n int, tx bool) []modelOp {
 type mrow struct {
 	operation  string
 	body       string
-	state      idem.State
+	state      idemstore.State
 	token      string
 	leaseUntil time.Time
 	// failClosed is the mode of the claim that holds the row: a takeover
 	// needs both it and the claim that meets the row to allow one.
 	failClosed bool
 	expiresAt  time.Time
-	resp       *idem.Response
+	resp       *idemstore.Response
 	// maybeGone is set on an expired row that a sweep with a limit may or
 	// may not have deleted; the next answer that depends on it decides.
 	maybeGone bool
@@ -414,7 +414,7 @@ type modelRun struct {
 	prefix  string // keeps this replay's keys apart from earlier replays'
 	start   time.Time
 	now     time.Time
-	rows    map[idem.Identity]*mrow
+	rows    map[idemstore.Identity]*mrow
 	holders []*holder
 	tokens  int
 	// seen counts what the steps met, so that a run can show it covered
@@ -451,7 +451,7 @@ func (d *modelDriver) replay(t *testing.T, ops []modelOp) *modelFailure {
 	if err := d.target.SetClock(ctx, d.clock); err != nil {
 		t.Fatalf("model: set clock: %v", err)
 	}
-	if sw, ok := d.target.Store.(idem.Sweeper); ok && d.replays > 0 {
+	if sw, ok := d.target.Store.(idemstore.Sweeper); ok && d.replays > 0 {
 		for range 1000 {
 			n, err := sw.Sweep(ctx, 1000)
 			if err != nil {
@@ -469,7 +469,7 @@ func (d *modelDriver) replay(t *testing.T, ops []modelOp) *modelFailure {
 		prefix: fmt.Sprintf("r%d-", d.replays),
 		start:  d.clock,
 		now:    d.clock,
-		rows:   make(map[idem.Identity]*mrow),
+		rows:   make(map[idemstore.Identity]*mrow),
 		seen:   d.seen,
 	}
 	d.replays++
@@ -538,7 +538,7 @@ func mergeClocks(ops []modelOp) []modelOp {
 }
 
 // id is the identity of request i as the store sees it.
-func (r *modelRun) id(i int) idem.Identity {
+func (r *modelRun) id(i int) idemstore.Identity {
 	id := r.reqs[i].id
 	id.Tenant = r.prefix + id.Tenant
 	return id
@@ -597,10 +597,10 @@ func (r *modelRun) pickHolder(pick int, late bool) *holder {
 	return cands[pick%len(cands)]
 }
 
-func (r *modelRun) newClaim(op modelOp, req int) idem.Claim {
+func (r *modelRun) newClaim(op modelOp, req int) idemstore.Claim {
 	r.tokens++
 	rq := r.reqs[req]
-	return idem.Claim{
+	return idemstore.Claim{
 		Identity:      r.id(req),
 		Operation:     rq.operation,
 		Fingerprint:   fingerprint(rq.body),
@@ -614,7 +614,7 @@ func (r *modelRun) newClaim(op modelOp, req int) idem.Claim {
 // claimView is what a claim's answer is compared by.
 type claimView struct {
 	Won, TookOver  bool
-	State          idem.State
+	State          idemstore.State
 	Operation      string
 	Fingerprint    string
 	LeaseRemaining time.Duration
@@ -628,7 +628,7 @@ type respView struct {
 	Omitted bool
 }
 
-func (r *modelRun) viewResult(res idem.Result) claimView {
+func (r *modelRun) viewResult(res idemstore.Result) claimView {
 	v := claimView{Won: res.Won, TookOver: res.TookOver}
 	if res.Won {
 		return v
@@ -671,21 +671,21 @@ func (r *modelRun) expired(row *mrow) bool {
 
 // modelClaim decides c as the contract does and changes the model. It
 // returns the answer the store must give.
-func (r *modelRun) modelClaim(c idem.Claim, req int) claimView {
+func (r *modelRun) modelClaim(c idemstore.Claim, req int) claimView {
 	key := r.reqs[req].id
 	rq := r.reqs[req]
 	row := r.rows[key]
 	if r.expired(row) {
 		r.rows[key] = &mrow{
-			operation: rq.operation, body: rq.body, state: idem.StateInFlight, token: c.Token,
+			operation: rq.operation, body: rq.body, state: idemstore.StateInFlight, token: c.Token,
 			leaseUntil: r.now.Add(c.Lease), expiresAt: r.now.Add(c.TTL),
-			failClosed: c.OnLeaseExpiry == idem.FailClosed,
+			failClosed: c.OnLeaseExpiry == idemstore.FailClosed,
 		}
 		return claimView{Won: true}
 	}
 	same := row.operation == rq.operation && row.body == rq.body
-	if same && row.state == idem.StateInFlight && !row.leaseUntil.After(r.now) {
-		if c.OnLeaseExpiry == idem.Takeover && !row.failClosed {
+	if same && row.state == idemstore.StateInFlight && !row.leaseUntil.After(r.now) {
+		if c.OnLeaseExpiry == idemstore.Takeover && !row.failClosed {
 			row.token = c.Token
 			row.leaseUntil = r.now.Add(c.Lease)
 			// docs/semantics.md §7.4: an in-flight row with a running lease is never
@@ -695,7 +695,7 @@ func (r *modelRun) modelClaim(c idem.Claim, req int) claimView {
 			}
 			return claimView{Won: true, TookOver: true}
 		}
-		row.state = idem.StateIndeterminate
+		row.state = idemstore.StateIndeterminate
 	}
 	return r.rowView(row)
 }
@@ -703,10 +703,10 @@ func (r *modelRun) modelClaim(c idem.Claim, req int) claimView {
 // rowView is the answer a losing claim gets from row.
 func (r *modelRun) rowView(row *mrow) claimView {
 	v := claimView{State: row.state, Operation: row.operation, Fingerprint: row.body}
-	if row.state == idem.StateInFlight && row.leaseUntil.After(r.now) {
+	if row.state == idemstore.StateInFlight && row.leaseUntil.After(r.now) {
 		v.LeaseRemaining = row.leaseUntil.Sub(r.now)
 	}
-	if row.state == idem.StateCompleted && row.resp != nil {
+	if row.state == idemstore.StateCompleted && row.resp != nil {
 		v.Response = &respView{row.resp.Status, row.resp.Header, string(row.resp.Body), row.resp.Omitted}
 	}
 	return v
@@ -731,18 +731,18 @@ func (r *modelRun) checkWin(what string, req int) *modelFailure {
 	return nil
 }
 
-func (r *modelRun) addHolder(c idem.Claim, req int, tx bool) *holder {
+func (r *modelRun) addHolder(c idemstore.Claim, req int, tx bool) *holder {
 	h := &holder{n: len(r.holders) + 1, req: req, token: c.Token, leaseUntil: r.now.Add(c.Lease), running: true, tx: tx}
 	r.holders = append(r.holders, h)
 	return h
 }
 
-func describeClaim(kind string, c idem.Claim, rq modelRequest) string {
+func describeClaim(kind string, c idemstore.Claim, rq modelRequest) string {
 	return fmt.Sprintf("%s %s lease %v ttl %v %s", kind, rq, c.Lease, c.TTL, c.OnLeaseExpiry)
 }
 
 // compareClaim checks the store's answer res to a claim against want.
-func (r *modelRun) compareClaim(what string, req int, want claimView, res idem.Result) *modelFailure {
+func (r *modelRun) compareClaim(what string, req int, want claimView, res idemstore.Result) *modelFailure {
 	got := r.viewResult(res)
 	if got.Won {
 		if f := r.checkWin(what, req); f != nil {
@@ -786,8 +786,8 @@ func (r *modelRun) claimStep(op modelOp) (string, *modelFailure) {
 
 // modelResponse is the response of step variant n: a few statuses, a
 // header with two values, a body that is not text, sometimes omitted.
-func modelResponse(n int) idem.Response {
-	resp := idem.Response{
+func modelResponse(n int) idemstore.Response {
+	resp := idemstore.Response{
 		Status: []int{201, 200, 422, 409}[n%4],
 		Header: http.Header{
 			"Content-Type": {"application/json"},
@@ -805,7 +805,7 @@ func modelResponse(n int) idem.Response {
 }
 
 // stored is resp as a store keeps it: an omitted body is not kept.
-func stored(resp idem.Response) *idem.Response {
+func stored(resp idemstore.Response) *idemstore.Response {
 	if resp.Omitted {
 		resp.Body = nil
 	}
@@ -838,9 +838,9 @@ func (r *modelRun) tokenStep(op modelOp) (string, *modelFailure) {
 		call = func() error { return r.target.Store.Abandon(r.ctx, id, h.token, op.mode) }
 	}
 	row := r.rows[key]
-	current := row != nil && row.token == h.token && row.state == idem.StateInFlight
+	current := row != nil && row.token == h.token && row.state == idemstore.StateInFlight
 	err := call()
-	fenced := errors.Is(err, idem.ErrFenced)
+	fenced := errors.Is(err, idemstore.ErrFenced)
 	if err != nil && !fenced {
 		return line + ": error", r.fail("error", "%s: %v", name, err)
 	}
@@ -875,18 +875,18 @@ func (r *modelRun) tokenStep(op modelOp) (string, *modelFailure) {
 	row.maybeGone = false
 	switch op.kind {
 	case opComplete:
-		row.state = idem.StateCompleted
+		row.state = idemstore.StateCompleted
 		row.resp = stored(modelResponse(op.resp))
 		h.running = false
 	case opRelease:
 		delete(r.rows, key)
 		h.running = false
 	default:
-		if op.mode == idem.Takeover {
+		if op.mode == idemstore.Takeover {
 			row.leaseUntil = r.now
 			h.leaseUntil = r.now
 		} else {
-			row.state = idem.StateIndeterminate
+			row.state = idemstore.StateIndeterminate
 			h.running = false
 		}
 	}
@@ -909,7 +909,7 @@ func (r *modelRun) describeRow(row *mrow) string {
 // sweep with a limit deletes is the store's choice, so after a sweep that
 // may have left some, each is maybe gone.
 func (r *modelRun) sweepStep(op modelOp) (string, *modelFailure) {
-	sw, ok := r.target.Store.(idem.Sweeper)
+	sw, ok := r.target.Store.(idemstore.Sweeper)
 	line := fmt.Sprintf("sweep limit %d", op.limit)
 	if !ok {
 		return line + ": not a sweeper", nil
@@ -1014,7 +1014,7 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 			return line + ": error", r.fail("claimTx", "Commit of the transaction that holds the key: %v", err)
 		}
 		row := r.rows[key]
-		row.state = idem.StateCompleted
+		row.state = idemstore.StateCompleted
 		row.resp = stored(resp)
 		h.running = false
 	case txRelease:
@@ -1046,7 +1046,7 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 
 // probe is a claim by another request of key while a transactional claim
 // of request holderReq holds it; it must lose at once.
-func (r *modelRun) probe(op modelOp, key idem.Identity, holderReq int) (string, *modelFailure) {
+func (r *modelRun) probe(op modelOp, key idemstore.Identity, holderReq int) (string, *modelFailure) {
 	var same []int
 	for i, rq := range r.reqs {
 		if rq.id == key {
@@ -1064,7 +1064,7 @@ func (r *modelRun) probe(op modelOp, key idem.Identity, holderReq int) (string, 
 		// the same one, and with no fingerprint (so the engine answers 422)
 		// when it is another.
 		rq, hq := r.reqs[req], r.reqs[holderReq]
-		want = claimView{State: idem.StateInFlight, Operation: rq.operation}
+		want = claimView{State: idemstore.StateInFlight, Operation: rq.operation}
 		if rq.operation == hq.operation && rq.body == hq.body {
 			want.Fingerprint = rq.body
 		}

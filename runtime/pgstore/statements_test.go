@@ -1,0 +1,201 @@
+package pgstore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
+)
+
+// statementLog records the statements a pool's connections send, read from
+// the PostgreSQL frontend protocol on the socket, so that nothing the
+// store sends escapes it (pgx's tracer sees neither pgconn's own Exec nor
+// each statement of a pipeline as it is sent): each simple Query message,
+// and each Execute of the extended protocol, is one statement. Preparing
+// a statement runs nothing and is not counted.
+type statementLog struct{ storetest.StatementLog }
+
+// install makes every connection of cfg, the guard's too, log its
+// statements.
+func (l *statementLog) install(cfg *pgxpool.Config) {
+	dialer := &net.Dialer{}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &wireConn{Conn: c, log: l, parsed: map[string]string{}, portals: map[string]string{}}, nil
+	}
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+}
+
+// wireConn reads the frontend messages written on one connection.
+type wireConn struct {
+	net.Conn
+	log     *statementLog
+	started bool              // the startup message, which has no type byte, has gone
+	pending []byte            // the start of a message not yet written whole
+	parsed  map[string]string // prepared statement name → its text
+	portals map[string]string // portal name → the text of the statement bound to it
+}
+
+func (c *wireConn) Write(p []byte) (int, error) {
+	c.pending = append(c.pending, p...)
+	for {
+		if !c.started {
+			if len(c.pending) < 4 {
+				break
+			}
+			n := int(binary.BigEndian.Uint32(c.pending))
+			if len(c.pending) < n {
+				break
+			}
+			c.pending, c.started = c.pending[n:], true
+			continue
+		}
+		if len(c.pending) < 5 {
+			break
+		}
+		n := 1 + int(binary.BigEndian.Uint32(c.pending[1:]))
+		if len(c.pending) < n {
+			break
+		}
+		c.message(c.pending[0], c.pending[5:n])
+		c.pending = c.pending[n:]
+	}
+	c.pending = append([]byte(nil), c.pending...)
+	return c.Conn.Write(p)
+}
+
+// message reads one frontend message of type typ.
+func (c *wireConn) message(typ byte, body []byte) {
+	fields := bytes.SplitN(body, []byte{0}, 3)
+	str := func(i int) string {
+		if i < len(fields) {
+			return string(fields[i])
+		}
+		return ""
+	}
+	switch typ {
+	case 'Q': // Query: its text
+		c.log.Add(str(0))
+	case 'P': // Parse: statement name, text
+		c.parsed[str(0)] = str(1)
+	case 'B': // Bind: portal name, statement name
+		c.portals[str(0)] = c.parsed[str(1)]
+	case 'E': // Execute: portal name
+		c.log.Add(c.portals[str(0)])
+	}
+}
+
+// docs/semantics.md §6: what each request costs the database, path by
+// path, in statements, whichever way the store sends them (pgx, a
+// pipeline, pgconn). Each wanted statement is the start of its text.
+func TestStatementsPerRequest(t *testing.T) {
+	var log statementLog
+	pool := openPool(t, newSchema(t), func(c *pgxpool.Config) {
+		c.MaxConns = 4
+		log.install(c)
+	})
+	s := pgstore.New(pool)
+	pgstore.SetGuardIdleClose(s, time.Hour)
+	paths := enginetest.RequestPaths(t, s, func(ctx context.Context, tx pgx.Tx, marker string) error {
+		_, err := tx.Exec(ctx, "INSERT INTO effects (marker) VALUES ($1)", marker)
+		return err
+	})
+	// The claim: a primary-key read that calls idempotency_claim when no
+	// row decides the claim (for a new key, it inserts the key). It
+	// compares fingerprints in Go.
+	const claim = "SELECT k.state, k.operation"
+	// A transaction's start: BEGIN and the lease's statement timeouts,
+	// pipelined with the claim.
+	begin := []string{"begin isolation level read committed", "SELECT set_config('idle_in_transaction_session_timeout'"}
+	want := map[string]struct {
+		stmts []string
+		// guard is how many of the guard's statements the request causes,
+		// on the guard's own connection; they travel beside the store's,
+		// in no fixed order with them.
+		guard int
+	}{
+		// The claim, and the completion fenced by the claim's token.
+		"new key": {[]string{claim, "UPDATE idempotency_keys SET"}, 0},
+		"replay":  {[]string{claim}, 0},
+		"conflict: another request with the key (422)": {[]string{claim}, 0},
+		"conflict: the key in flight (409)":            {[]string{claim}, 0},
+		"transactional new key": {append(append(begin, claim,
+			// The handler's own write, in the request's transaction.
+			"INSERT INTO effects",
+			// In one batch: the check that the transaction is still the
+			// claim's, the completion, COMMIT, and the reset of what a
+			// handler may have left on the session (resetSQL) before the
+			// connection goes back to the pool.
+			"SELECT 1 / (coalesce(current_setting('idemgen.transaction'",
+			"SELECT idempotency_complete(",
+			"COMMIT"),
+			"SET SESSION AUTHORIZATION DEFAULT", "RESET ROLE", "RESET ALL", "CLOSE ALL", "UNLISTEN *",
+			"SELECT pg_advisory_unlock_all()", "DISCARD TEMP", "DISCARD SEQUENCES", "DO $$"),
+			2}, // the key's guard, taken beside the claim's batch and let go after the commit
+		// The claim reads the completed row, and COMMIT ends the
+		// transaction that holds nothing.
+		"transactional replay": {append(slices.Clone(begin), claim, "COMMIT"), 2}, // the guard, taken and let go
+		// The held request holds the guard in this process, which tells
+		// the claim without asking the database.
+		"transactional conflict: the key in flight (409)": {append(slices.Clone(begin), claim, "COMMIT"), 0},
+	}
+	for _, p := range paths {
+		var got []string
+		p.Send(func(request func()) {
+			quiet(t, s)
+			before := log.Len()
+			request()
+			quiet(t, s)
+			got = log.Since(before)
+		})
+		got, guard := apart(got, guardSQLStart)
+		w := want[p.Name]
+		if guard != w.guard {
+			t.Errorf("%s: %d statements of the guard, want %d", p.Name, guard, w.guard)
+		}
+		storetest.CheckStatements(t, p.Name, got, w.stmts)
+	}
+}
+
+// guardSQLStart is how the guard's statement starts.
+const guardSQLStart = "SELECT CASE WHEN o.unlock"
+
+// apart returns the statements that do not start with prefix, and how many
+// do.
+func apart(stmts []string, prefix string) ([]string, int) {
+	var rest []string
+	n := 0
+	for _, s := range stmts {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		} else {
+			rest = append(rest, s)
+		}
+	}
+	return rest, n
+}
+
+// quiet waits until the guard has nothing to send, so that its statements
+// are counted in the step that caused them.
+func quiet(t *testing.T, s *pgstore.Store) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !pgstore.GuardQuiet(s); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the guard did not go quiet")
+		}
+	}
+}

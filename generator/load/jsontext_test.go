@@ -260,3 +260,31 @@ func loadDiagnostics(t *testing.T, root *yaml.Node) []string {
 	}
 	return out
 }
+
+// FuzzJSONDecoder checks the JSON decoder against the YAML parser on any
+// JSON object both read: the same tree, positions included. Raw U+0085,
+// U+2028 and U+2029 are left out: YAML breaks lines at them, JSON does not.
+func FuzzJSONDecoder(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `{"a": [1, -0, 1.5e3, true, null, "x\ty"]}`, "{\n\t\"é\": {\"b\": \"\\u00e9\"}\r\n}",
+		`{"a": "\"\\\/", "b": 18446744073709551616, "c": 1e400}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || bytes.ContainsAny(data, "\u0085\u2028\u2029") || bytes.Contains(data, []byte(`\u`)) {
+			return
+		}
+		j, ok := parseJSON(data)
+		y, err := parseYAML(data, "spec.json")
+		if !ok || err != nil {
+			if ok && bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{")) && !strings.Contains(err.Error(), "depth") {
+				t.Skipf("the YAML parser refuses what JSON reads: %v", err)
+			}
+			return
+		}
+		if err := sameNodes(j, y, ""); err != nil {
+			t.Errorf("%q: %v", data, err)
+		}
+	})
+}

@@ -149,7 +149,7 @@ func compareOp(old, cur Entry, op model.Operation) []Change {
 	runsAgain := "a retry of a request made before the deploy runs the operation again"
 	if old.StoredAs != cur.StoredAs {
 		stored := runsAgain
-		if cur.Scope == "tenant" {
+		if cur.Scope == model.ScopeTenant {
 			stored = "a retry of a request made before the deploy is refused as a key reused for another operation (422), and a client that obeys makes a new key and a duplicate"
 		}
 		add(OperationRenamed, model.Error, "operationId",
@@ -191,7 +191,7 @@ func compareOp(old, cur Entry, op model.Operation) []Change {
 	}
 	if old.OnLeaseExpiry != cur.OnLeaseExpiry {
 		sev, stored := model.Warning, "an abandoned claim now becomes outcome-unknown (409) until an operator resolves it, where a retry used to run the handler again"
-		if cur.OnLeaseExpiry == "takeover" {
+		if cur.OnLeaseExpiry == model.Takeover {
 			stored = "an abandoned claim is now taken over and the handler runs again"
 			if !old.Transactional {
 				sev = model.Error
@@ -208,7 +208,7 @@ func compareOp(old, cur Entry, op model.Operation) []Change {
 		if !cur.Transactional {
 			stored = "the handler's writes no longer commit with the key's completion: a crash after its effects leaves a claim whose outcome is unknown"
 			safe = "keep onLeaseExpiry: fail-closed with a non-transactional handler, so that such a claim is never run twice"
-			if cur.OnLeaseExpiry == "takeover" {
+			if cur.OnLeaseExpiry == model.Takeover {
 				sev = model.Error
 				stored += ", and with takeover the handler runs again"
 			}
@@ -219,8 +219,8 @@ func compareOp(old, cur Entry, op model.Operation) []Change {
 	return out
 }
 
-func expiryEffect(mode string) string {
-	if mode == "takeover" {
+func expiryEffect(mode model.LeaseExpiry) string {
+	if mode == model.Takeover {
 		return "a retry takes it over and runs the handler a second time"
 	}
 	return "a retry makes the key outcome-unknown"

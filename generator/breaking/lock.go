@@ -48,8 +48,8 @@ type Entry struct {
 	OperationID string `json:"operationId"`
 	// StoredAs is the operation name stored keys carry: the operationId,
 	// or its previousOperationId.
-	StoredAs string `json:"storedAs"`
-	Scope    string `json:"scope"`
+	StoredAs string      `json:"storedAs"`
+	Scope    model.Scope `json:"scope"`
 	// Key is the key's source as the extension spells it: header:NAME,
 	// query:NAME or body:/pointer.
 	Key string `json:"key"`
@@ -61,10 +61,10 @@ type Entry struct {
 	MediaType   string   `json:"mediaType,omitempty"`
 	// Durations are whole seconds, so that the file needs no duration
 	// syntax to be read by a script.
-	TTLSeconds    int64  `json:"ttlSeconds"`
-	LeaseSeconds  int64  `json:"leaseSeconds"`
-	OnLeaseExpiry string `json:"onLeaseExpiry"`
-	Transactional bool   `json:"transactional"`
+	TTLSeconds    int64             `json:"ttlSeconds"`
+	LeaseSeconds  int64             `json:"leaseSeconds"`
+	OnLeaseExpiry model.LeaseExpiry `json:"onLeaseExpiry"`
+	Transactional bool              `json:"transactional"`
 }
 
 // Field is a fingerprinted body field and its schema type, which decides

@@ -103,7 +103,7 @@ func describeOp(op model.Operation) operation {
 		Summary:      text(op.Summary),
 		KeyMaxLength: p.KeyMaxLength,
 		Required:     p.Required,
-		TenantScope:  p.Scope == "tenant",
+		TenantScope:  p.Scope == model.ScopeTenant,
 		Scope:        describe.Scope(p),
 		TTL:          describe.Words(p.TTL),
 		Lease:        describe.Words(p.Lease),
@@ -123,7 +123,7 @@ func describeOp(op model.Operation) operation {
 		o.KeyShort = "header " + code(p.KeyName)
 		o.Key = "the " + code(p.KeyName) + " header"
 	}
-	if p.OnLeaseExpiry == "takeover" {
+	if p.OnLeaseExpiry == model.Takeover {
 		o.LeaseExpiry = "the next retry takes the key over and runs the operation again."
 		if p.Transactional {
 			o.LeaseExpiry = "the next retry takes the key over and runs the operation again; the operation's effects and the key are committed together, so nothing is applied twice."

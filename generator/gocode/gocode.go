@@ -404,8 +404,8 @@ func methodCode(m string) jen.Code {
 	}
 }
 
-func scopeCode(s string) jen.Code {
-	if s == "tenant" {
+func scopeCode(s model.Scope) jen.Code {
+	if s == model.ScopeTenant {
 		return jen.Qual(pathIdem, "ScopeTenant")
 	}
 	return jen.Qual(pathIdem, "ScopeOperation")
@@ -422,8 +422,8 @@ func keyInCode(in model.KeyIn) jen.Code {
 	}
 }
 
-func leaseExpiryCode(s string) jen.Code {
-	if s == "takeover" {
+func leaseExpiryCode(s model.LeaseExpiry) jen.Code {
+	if s == model.Takeover {
 		return jen.Qual(pathIdem, "Takeover")
 	}
 	return jen.Qual(pathIdem, "FailClosed")

@@ -53,7 +53,8 @@ func (c *opCheck) resolve() {
 	own, def, at := c.own, c.def, c.own.pos
 	p := &c.op.Policy
 
-	p.Scope, _ = pick(own.scope, def.scope, defaultScope, at)
+	scope, _ := pick(own.scope, def.scope, defaultScope, at)
+	p.Scope = model.Scope(scope)
 	key, keyPos := pick(own.key, def.key, keySource{model.KeyInHeader, defaultKeyHeader}, at)
 	p.KeyIn, p.KeyName = key.in, key.name
 	p.KeyMaxLength, _ = pick(own.keyMaxLength, def.keyMaxLength, defaultKeyMaxLength, at)
@@ -71,15 +72,15 @@ func (c *opCheck) resolve() {
 	slices.Sort(p.ReplayHeaders)
 	p.CacheServerErrors, _ = pick(own.cacheServerErrors, def.cacheServerErrors, false, at)
 	p.Transactional, _ = pick(own.transactional, def.transactional, false, at)
-	onExpiryDefault := "fail-closed"
+	onExpiryDefault := model.FailClosed
 	if p.Transactional {
-		onExpiryDefault = "takeover"
+		onExpiryDefault = model.Takeover
 	}
-	onExpiry, onExpiryPos := pick(own.onLeaseExpiry, def.onLeaseExpiry, onExpiryDefault, at)
-	p.OnLeaseExpiry = onExpiry
+	onExpiry, onExpiryPos := pick(own.onLeaseExpiry, def.onLeaseExpiry, string(onExpiryDefault), at)
+	p.OnLeaseExpiry = model.LeaseExpiry(onExpiry)
 
 	c.l.checkLifetimes(false, scoped{own, c.r}, scoped{def, c.l.report("")})
-	if p.OnLeaseExpiry == "takeover" && !p.Transactional && (own.onLeaseExpiry.ok || def.onLeaseExpiry.ok) {
+	if p.OnLeaseExpiry == model.Takeover && !p.Transactional && (own.onLeaseExpiry.ok || def.onLeaseExpiry.ok) {
 		c.r.warnf(onExpiryPos, "onLeaseExpiry", "takeover without transactional: a retry that takes over an abandoned claim runs the handler again, so any effect the first attempt already made happens twice")
 	}
 

@@ -23,7 +23,7 @@ const extension = "x-idempotency"
 
 // The built-in defaults of docs/semantics.md §1.
 const (
-	defaultScope            = "operation"
+	defaultScope            = string(model.ScopeOperation)
 	defaultTTL              = 24 * time.Hour
 	defaultLease            = 60 * time.Second
 	defaultKeyHeader        = "Idempotency-Key"
@@ -133,9 +133,9 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 		before := len(*r.diags)
 		switch name {
 		case "scope":
-			l.scope = decodeEnum(v, pos, name, r, []string{"operation", "tenant"}, "a scope")
+			l.scope = decodeEnum(v, pos, name, r, enumValues(model.Scopes()), "a scope")
 		case "onLeaseExpiry":
-			l.onLeaseExpiry = decodeEnum(v, pos, name, r, []string{"takeover", "fail-closed"}, "an onLeaseExpiry value")
+			l.onLeaseExpiry = decodeEnum(v, pos, name, r, enumValues(model.LeaseExpiries()), "an onLeaseExpiry value")
 		case "ttl":
 			l.ttl = decodeDuration(v, pos, name, r)
 		case "lease":
@@ -203,6 +203,15 @@ func describe(n *yaml.Node) string {
 		return n.Value
 	}
 	return "an alias"
+}
+
+// enumValues spells a model enum's values as the extension writes them.
+func enumValues[E ~string](values []E) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
 }
 
 func decodeEnum(v *yaml.Node, pos model.Pos, field string, r reporter, allowed []string, what string) setting[string] {

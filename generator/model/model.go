@@ -75,7 +75,7 @@ const (
 // Policy is the effective policy: document defaults merged with the
 // operation's overrides, every default resolved.
 type Policy struct {
-	Scope        string // "operation" or "tenant"
+	Scope        Scope
 	KeyIn        KeyIn
 	KeyName      string // header/query name, or JSON Pointer for a body key
 	KeyMaxLength int
@@ -88,7 +88,7 @@ type Policy struct {
 	MaxSnapshotBytes  int64
 	ReplayHeaders     []string // canonical header names, sorted
 	CacheServerErrors bool
-	OnLeaseExpiry     string // "takeover" or "fail-closed"
+	OnLeaseExpiry     LeaseExpiry
 	Transactional     bool
 
 	// Fingerprint lists the fingerprinted body fields, sorted by pointer;
@@ -97,6 +97,37 @@ type Policy struct {
 	// Query lists the fingerprinted query parameters, sorted.
 	Query []string
 }
+
+// Scope is what a key is unique within. The values are the runtime's
+// (idem.Scope), as the extension spells them; a test holds the two equal.
+type Scope string
+
+// The scopes of docs/semantics.md §1.
+const (
+	// ScopeOperation makes a key unique per (tenant, operation).
+	ScopeOperation Scope = "operation"
+	// ScopeTenant makes a key unique per tenant across operations.
+	ScopeTenant Scope = "tenant"
+)
+
+// Scopes lists every scope, in the order the extension's docs give them.
+func Scopes() []Scope { return []Scope{ScopeOperation, ScopeTenant} }
+
+// LeaseExpiry is what a claim does to an abandoned claim of the same
+// request whose lease ran out. The values are the runtime's
+// (idem.LeaseExpiry), as the extension spells them.
+type LeaseExpiry string
+
+// The lease-expiry modes of docs/semantics.md §3.5.
+const (
+	// Takeover claims the key again and runs the handler.
+	Takeover LeaseExpiry = "takeover"
+	// FailClosed marks the key indeterminate for an operator.
+	FailClosed LeaseExpiry = "fail-closed"
+)
+
+// LeaseExpiries lists every lease-expiry mode.
+func LeaseExpiries() []LeaseExpiry { return []LeaseExpiry{Takeover, FailClosed} }
 
 // FieldType is a fingerprinted field's schema type.
 type FieldType string

@@ -331,7 +331,7 @@ func summary(op model.Operation) *yaml.Node {
 		"required", boolean(p.Required),
 		"keyMaxLength", integer(p.KeyMaxLength),
 		"ttl", str(spelled(p.TTL)),
-		"scope", str(p.Scope),
+		"scope", str(string(p.Scope)),
 	)
 	if p.ClientRetryBudget > 0 {
 		set(m, "clientRetryBudget", str(spelled(p.ClientRetryBudget)))

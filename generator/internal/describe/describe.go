@@ -70,7 +70,7 @@ func KeySource(p model.Policy) string {
 
 // Scope says across which operations a key is unique.
 func Scope(p model.Policy) string {
-	if p.Scope == "tenant" {
+	if p.Scope == model.ScopeTenant {
 		return "unique per tenant across operations"
 	}
 	return "unique per tenant and operation"

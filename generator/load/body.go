@@ -17,43 +17,127 @@ func (c *opCheck) useBrokenRef(idx int, field, need string) {
 }
 
 // checkBody picks the body media type and checks the fingerprint and a
-// body key against the request-body schema.
+// body key against the request-body schema, in that order: the fields and
+// the key are looked up in the chosen media type's schema.
 func (c *opCheck) checkBody(key keySource, keyPos, requiredPos model.Pos) {
 	fp, fpPos := pick(c.own.fingerprint, c.def.fingerprint, nil, c.own.pos)
-	bodyKey := key.in == model.KeyInBody
-	needSchema := len(fp) > 0 || bodyKey
-	field := "fingerprint"
-	if len(fp) == 0 {
-		field = "key"
+	need := bodyNeed{fields: len(fp) > 0, key: key, keyPos: keyPos, fpPos: fpPos}
+	body, schema, ok := c.chooseBody(need)
+	if !ok {
+		return
 	}
+	c.checkFingerprintFields(fp, key, schema)
+	if key.in == model.KeyInBody {
+		c.checkBodyKey(body, schema, key, keyPos, requiredPos)
+	}
+}
 
-	var body *openapi3.RequestBody
+// bodyNeed is what a policy reads from the request body: fingerprinted
+// fields, a body key, or neither (the whole body is fingerprinted, with no
+// schema needed).
+type bodyNeed struct {
+	fields        bool
+	key           keySource
+	keyPos, fpPos model.Pos
+}
+
+// schema reports whether the policy reads fields of the body's schema.
+func (n bodyNeed) schema() bool { return n.fields || n.key.in == model.KeyInBody }
+
+// field is the policy field a missing schema is blamed on.
+func (n bodyNeed) field() string {
+	if n.fields {
+		return "fingerprint"
+	}
+	return "key"
+}
+
+// chooseBody finds the request body, picks the media type the runtime
+// will read (recorded as the operation's BodyMediaType) and returns the
+// body and that media type's schema. ok is false when nothing more can be
+// checked; every reason is reported.
+func (c *opCheck) chooseBody(need bodyNeed) (body *openapi3.RequestBody, schema *openapi3.SchemaRef, ok bool) {
 	if c.kinOp != nil && c.kinOp.RequestBody != nil {
 		body = c.kinOp.RequestBody.Value
 	}
 	if body != nil {
-		if idx, ok := brokenRefIndex(body.Extensions); ok {
-			if needSchema {
-				c.useBrokenRef(idx, field, "the "+field+" needs the request body it points at")
+		if idx, broken := brokenRefIndex(body.Extensions); broken {
+			if need.schema() {
+				c.useBrokenRef(idx, need.field(), "the "+need.field()+" needs the request body it points at")
 			}
-			return
+			return nil, nil, false
 		}
 	}
 	if body == nil || len(body.Content) == 0 {
-		if len(fp) > 0 {
-			c.r.errorf(fpPos, "fingerprint", "the operation declares no request body, so there are no body fields to fingerprint; remove fingerprint (path parameters are always fingerprinted)")
+		if need.fields {
+			c.r.errorf(need.fpPos, "fingerprint", "the operation declares no request body, so there are no body fields to fingerprint; remove fingerprint (path parameters are always fingerprinted)")
 		}
-		if bodyKey {
-			c.r.errorf(keyPos, "key", "the operation declares no request body to carry the key %s", key.name)
+		if need.key.in == model.KeyInBody {
+			c.r.errorf(need.keyPos, "key", "the operation declares no request body to carry the key %s", need.key.name)
 		}
-		return
+		return nil, nil, false
 	}
-
 	mts := c.bodyMediaTypes(body.Content)
 	if len(mts) == 0 {
-		return // every content key was refused above
+		return nil, nil, false // every content key was refused above
 	}
-	var chosen string
+	chosen, ok := c.chooseMediaType(mts, need)
+	if !ok {
+		return nil, nil, false
+	}
+	if isJSONMediaType(chosen) {
+		c.op.BodyMediaType = "application/json"
+	} else {
+		c.op.BodyMediaType = formMediaType
+	}
+	schema = mts[chosen].Schema
+	if need.schema() && schema == nil {
+		c.r.errorf(need.fpPos, need.field(), "the %s request body declares no schema, so its fields cannot be checked; declare one", chosen)
+		return nil, nil, false
+	}
+	return body, schema, true
+}
+
+// chooseMediaType picks the one media type of mts the runtime reads: the
+// policy's mediaType, else the only kind declared, JSON before a form and
+// application/json itself before any +json type.
+func (c *opCheck) chooseMediaType(mts map[string]*openapi3.MediaType, need bodyNeed) (string, bool) {
+	chosen := readableMediaType(mts)
+	if chosen == "" {
+		list := strings.Join(sortedKeys(mts), ", ")
+		if need.schema() {
+			c.r.errorf(need.fpPos, need.field(), "the request body is %s only; idemgen reads fields from application/json and %s bodies alone", list, formMediaType)
+		} else {
+			c.r.warnf(c.op.Pos, "", "the request body is %s only, which idemgen cannot canonicalize (it reads application/json and %s): a request that carries such a body fails fingerprinting at run time. Annotate the operation only if clients send it without a body",
+				list, formMediaType)
+		}
+		return "", false
+	}
+	if mt, mtPos := pick(c.own.mediaType, c.def.mediaType, "", c.own.pos); mt != "" {
+		if _, declared := mts[mt]; !declared {
+			c.r.errorf(mtPos, "mediaType", "the request body does not declare %s (it declares %s)", mt, strings.Join(sortedKeys(mts), ", "))
+			return "", false
+		}
+		return mt, true
+	}
+	if c.own.rejected["mediaType"] || c.def.rejected["mediaType"] {
+		return "", false // the refused mediaType was reported; it meant to settle this
+	}
+	if others := otherKinds(mts, chosen); len(others) > 0 {
+		// The runtime reads one kind of body per operation and answers a
+		// keyed request of any other kind with 415: pinning one silently
+		// would turn away every client that sends the other.
+		c.r.errorf(c.op.Pos, "", "the request body is declared as %s and also as %s, but the policy fingerprints one kind of body: a request of the other kind that carries a key would be refused with 415 before the handler runs. Set mediaType: %s to protect those bodies alone, knowingly, or declare one kind",
+			chosen, strings.Join(others, ", "), chosen)
+		return "", false
+	}
+	return chosen, true
+}
+
+// readableMediaType is the media type of mts the runtime would read
+// without being told: a JSON type (application/json itself first) before
+// a form; "" when there is neither.
+func readableMediaType(mts map[string]*openapi3.MediaType) string {
 	for _, want := range []func(string) bool{isJSONMediaType, func(mt string) bool { return mt == formMediaType }} {
 		var names []string
 		for mt := range mts {
@@ -63,58 +147,20 @@ func (c *opCheck) checkBody(key keySource, keyPos, requiredPos model.Pos) {
 		}
 		if len(names) > 0 {
 			slices.Sort(names)
-			// application/json itself before any +json type.
-			chosen = names[0]
 			if slices.Contains(names, "application/json") {
-				chosen = "application/json"
+				return "application/json"
 			}
-			break
+			return names[0]
 		}
 	}
-	if chosen == "" {
-		var names []string
-		for mt := range mts {
-			names = append(names, mt)
-		}
-		slices.Sort(names)
-		list := strings.Join(names, ", ")
-		if needSchema {
-			c.r.errorf(fpPos, field, "the request body is %s only; idemgen reads fields from application/json and %s bodies alone", list, formMediaType)
-		} else {
-			c.r.warnf(c.op.Pos, "", "the request body is %s only, which idemgen cannot canonicalize (it reads application/json and %s): a request that carries such a body fails fingerprinting at run time. Annotate the operation only if clients send it without a body",
-				list, formMediaType)
-		}
-		return
-	}
-	if mt, mtPos := pick(c.own.mediaType, c.def.mediaType, "", c.own.pos); mt != "" {
-		if _, declared := mts[mt]; !declared {
-			c.r.errorf(mtPos, "mediaType", "the request body does not declare %s (it declares %s)", mt, strings.Join(sortedKeys(mts), ", "))
-			return
-		}
-		chosen = mt
-	} else if c.own.rejected["mediaType"] || c.def.rejected["mediaType"] {
-		return // the refused mediaType was reported; it meant to settle this
-	} else if others := otherKinds(mts, chosen); len(others) > 0 {
-		// The runtime reads one kind of body per operation and answers a
-		// keyed request of any other kind with 415: pinning one silently
-		// would turn away every client that sends the other.
-		c.r.errorf(c.op.Pos, "", "the request body is declared as %s and also as %s, but the policy fingerprints one kind of body: a request of the other kind that carries a key would be refused with 415 before the handler runs. Set mediaType: %s to protect those bodies alone, knowingly, or declare one kind",
-			chosen, strings.Join(others, ", "), chosen)
-		return
-	}
-	if isJSONMediaType(chosen) {
-		c.op.BodyMediaType = "application/json"
-	} else {
-		c.op.BodyMediaType = formMediaType
-	}
-	schema := mts[chosen].Schema
-	if needSchema && schema == nil {
-		c.r.errorf(fpPos, field, "the %s request body declares no schema, so its fields cannot be checked; declare one", chosen)
-		return
-	}
+	return ""
+}
 
+// checkFingerprintFields resolves each fingerprinted field in schema and
+// records it, with its type, in the policy, sorted by pointer.
+func (c *opCheck) checkFingerprintFields(fp []item, key keySource, schema *openapi3.SchemaRef) {
 	for _, it := range fp {
-		if bodyKey && it.v == key.name {
+		if key.in == model.KeyInBody && it.v == key.name {
 			c.r.errorf(it.pos, "fingerprint", "%s is the idempotency key (key: body:%s), which is never part of the fingerprint; remove it", it.v, key.name)
 			continue
 		}
@@ -140,21 +186,23 @@ func (c *opCheck) checkBody(key keySource, keyPos, requiredPos model.Pos) {
 			}
 		}
 	}
+}
 
-	if bodyKey {
-		res := c.l.facts.lookup(schema, key.name)
-		switch {
-		case res.found && res.typ != model.TypeString && res.typ != model.TypeAny:
-			c.r.errorf(keyPos, "key", "the request body schema declares %s as %s, but an idempotency key is a string", key.name, res.typ)
-		case res.found:
-			c.checkKeyLength(&param{maxLength: res.maxLength}, "body field "+key.name)
-			required, deprecated := bodyKeyDecl(body, schema, key.name)
-			c.keyDeclared(keyDecl{required, deprecated, "body field " + key.name, "list it in the required of its object (and mark the request body required)"}, keyPos, requiredPos)
-		case res.brokenRef >= 0:
-			c.useBrokenRef(res.brokenRef, "key", "the key "+key.name+" needs the schema it points at")
-		default:
-			c.r.errorf(keyPos, "key", "%s", missingMessage(key.name, "the key "+key.name, res))
-		}
+// checkBodyKey checks that a body key is a string field of schema, and
+// what the spec declares of it (length, required, deprecated).
+func (c *opCheck) checkBodyKey(body *openapi3.RequestBody, schema *openapi3.SchemaRef, key keySource, keyPos, requiredPos model.Pos) {
+	res := c.l.facts.lookup(schema, key.name)
+	switch {
+	case res.found && res.typ != model.TypeString && res.typ != model.TypeAny:
+		c.r.errorf(keyPos, "key", "the request body schema declares %s as %s, but an idempotency key is a string", key.name, res.typ)
+	case res.found:
+		c.checkKeyLength(&param{maxLength: res.maxLength}, "body field "+key.name)
+		required, deprecated := bodyKeyDecl(body, schema, key.name)
+		c.keyDeclared(keyDecl{required, deprecated, "body field " + key.name, "list it in the required of its object (and mark the request body required)"}, keyPos, requiredPos)
+	case res.brokenRef >= 0:
+		c.useBrokenRef(res.brokenRef, "key", "the key "+key.name+" needs the schema it points at")
+	default:
+		c.r.errorf(keyPos, "key", "%s", missingMessage(key.name, "the key "+key.name, res))
 	}
 }
 

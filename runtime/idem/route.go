@@ -130,11 +130,11 @@ func (rt *router) match(method, escapedPath string, work *int) (*operation, map[
 	// chi also takes an empty segment as a parameter's value, and its
 	// StripSlashes routes a path with a trailing slash by its decoded form,
 	// where an escaped "%2F" separates segments.
-	// Each candidate is built in one pass over the path.
-	*work += 6 * len(escapedPath)
 	trimmed := trimTrailing(segs)
-	resplit := trimTrailing(strings.Split(decodeAll(segs), "/"))
-	for _, clean := range [][]string{dropEmpty(segs), cleanSegments(segs), fillEmpty(trimmed), fillEmpty(resplit)} {
+	decoded := decodeAll(segs, work)
+	*work += len(decoded) // split on "/"
+	resplit := trimTrailing(strings.Split(decoded, "/"))
+	for _, clean := range [][]string{dropEmpty(segs, work), cleanSegments(segs, work), fillEmpty(trimmed, work), fillEmpty(resplit, work)} {
 		rest, ok := cutSegments(clean, rt.base, work)
 		if !ok {
 			continue
@@ -204,10 +204,12 @@ func normalizable(escapedPath string, segs []string) bool {
 	return false
 }
 
-// dropEmpty drops empty segments ("//", a trailing "/").
-func dropEmpty(segs []string) []string {
+// dropEmpty drops empty segments ("//", a trailing "/"). Like every
+// candidate builder below, it adds the bytes it reads to work.
+func dropEmpty(segs []string, work *int) []string {
 	out := make([]string, 0, len(segs))
 	for _, s := range segs {
+		*work += len(s) + 1
 		if s != "" {
 			out = append(out, s)
 		}
@@ -224,9 +226,10 @@ func trimTrailing(segs []string) []string {
 }
 
 // decodeAll is the decoded path after its leading "/", segments joined.
-func decodeAll(segs []string) string {
+func decodeAll(segs []string, work *int) string {
 	var b strings.Builder
 	for i, s := range segs {
+		*work += len(s) + 1
 		if i > 0 {
 			b.WriteByte('/')
 		}
@@ -237,9 +240,10 @@ func decodeAll(segs []string) string {
 
 // fillEmpty puts a stand-in value in every empty segment, so that a
 // template with a parameter there matches.
-func fillEmpty(segs []string) []string {
+func fillEmpty(segs []string, work *int) []string {
 	out := make([]string, len(segs))
 	for i, s := range segs {
+		*work += len(s) + 1
 		if s == "" {
 			s = "-"
 		}
@@ -251,9 +255,10 @@ func fillEmpty(segs []string) []string {
 // cleanSegments drops empty and "." segments and resolves "..", as path
 // cleaning routers do (ServeMux redirects to the cleaned path; chi's
 // StripSlashes serves it).
-func cleanSegments(segs []string) []string {
+func cleanSegments(segs []string, work *int) []string {
 	out := make([]string, 0, len(segs))
 	for _, s := range segs {
+		*work += len(s) + 1
 		switch pathtemplate.Decode(s) {
 		case "", ".":
 		case "..":

@@ -71,7 +71,10 @@ const (
 // benchSide is one server of the comparison.
 type benchSide struct {
 	name string
+	// mode is the server's --idempotency.
+	mode string
 	srv  *server
+	cpu  *cpuMeter
 	// replays says whether a retry is answered from the stored response.
 	replays bool
 }
@@ -91,9 +94,14 @@ func benchSetting(b *testing.B, hop time.Duration) {
 	// size; they start one after the other because each applies the
 	// migrations at start.
 	sides := []*benchSide{
-		{name: "idemgen", srv: startServer(b, serverURL, "--idempotency=on", benchAdmission), replays: true},
-		{name: "handwritten", srv: startServer(b, serverURL, "--idempotency=handwritten", benchAdmission), replays: true},
-		{name: "off", srv: startServer(b, serverURL, "--idempotency=off", benchAdmission)},
+		{name: "idemgen", mode: "on", replays: true},
+		{name: "handwritten", mode: "handwritten", replays: true},
+		{name: "off", mode: "off"},
+	}
+	for _, s := range sides {
+		app := "bench-" + s.name
+		s.srv = startServer(b, withApplicationName(b, serverURL, app), "--idempotency="+s.mode, benchAdmission)
+		s.cpu = newCPUMeter(b, dbURL, app, s.srv)
 	}
 	// One transport serves every server: it keeps one connection per
 	// client and server alive, so no round pays for dialling.
@@ -115,27 +123,33 @@ func benchSetting(b *testing.B, hop time.Duration) {
 		benchCompleteReplayKeys(b, hc, s, pairs)
 	}
 	var seq atomic.Int64
-	// ns[workload][side] holds each round's nanoseconds per request.
+	// ns[workload][side] holds each round's nanoseconds per request, and
+	// cpu[workload][side] the CPU time each request cost its side.
 	ns := map[string]map[string][]float64{}
+	cpu := map[string]map[string][]cpuUse{}
 	for _, w := range benchWorkloads {
 		ns[w] = map[string][]float64{}
+		cpu[w] = map[string][]cpuUse{}
 	}
 	for round := 0; b.Loop(); round++ {
 		order := benchOrder(sides, round)
 		for _, w := range benchWorkloads {
 			for _, s := range order {
 				var t float64
+				before := s.cpu.read(b)
 				if w == "new" {
 					t = benchRound(b, hc, s, pairs, func(int, int) string { return "bench-" + strconv.FormatInt(seq.Add(1), 10) }, false)
 				} else {
 					t = benchRound(b, hc, s, pairs, benchReplayKey(s), s.replays)
 				}
 				ns[w][s.name] = append(ns[w][s.name], t)
+				cpu[w][s.name] = append(cpu[w][s.name], perRequest(s.cpu.read(b).sub(before)))
 			}
 			last := func(side string) float64 { return ns[w][side][len(ns[w][side])-1] }
 			b.Logf("round %d, %s: µs per request idemgen %.0f, handwritten %.0f, off %.0f; idemgen's throughput %.2f× the hand-written table's, %.2f× off's",
 				round, w, last("idemgen")/1e3, last("handwritten")/1e3, last("off")/1e3,
 				last("handwritten")/last("idemgen"), last("off")/last("idemgen"))
+			b.Logf("round %d, %s: %s", round, w, cpuLine(cpu[w], func(u []cpuUse) cpuUse { return u[len(u)-1] }))
 		}
 	}
 	if b.Failed() {
@@ -150,6 +164,7 @@ func benchSetting(b *testing.B, hop time.Duration) {
 		b.Logf("%s, median of %d rounds of %d requests from %d clients: µs per request idemgen %.0f, handwritten %.0f, off %.0f; idemgen's throughput %.2f× the hand-written table's, %.2f× off's",
 			w, len(ns[w]["idemgen"]), benchTransfers, benchClients, median(ns[w]["idemgen"])/1e3,
 			median(ns[w]["handwritten"])/1e3, median(ns[w]["off"])/1e3, vsHand, vsOff)
+		b.Logf("%s, medians: %s", w, cpuLine(cpu[w], medianUse))
 	}
 }
 

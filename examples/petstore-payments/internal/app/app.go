@@ -69,6 +69,10 @@ type options struct {
 	// --key-label-secret-file, read at start.
 	labelSecret     string
 	labelSecretFile string
+	// cpuProfile and memProfile name the files the CPU and allocation
+	// profiles of the whole run are written to at exit (profile.go).
+	cpuProfile string
+	memProfile string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -96,6 +100,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fl.DurationVar(&o.maxWait, "max-wait", 100*time.Millisecond, "longest a request waits for a slot before it is refused (far less while the queue stays full)")
 	fl.BoolVar(&o.metrics, "metrics", false, "serve the idempotency layer's Prometheus metrics at GET /metrics")
 	fl.StringVar(&o.labelSecretFile, "key-label-secret-file", "", "a file holding the secret that keys the labels idempotency keys are logged under (default: env KEY_LABEL_SECRET); `idemgen keys` finds a logged key with the same secret")
+	fl.StringVar(&o.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file (pprof), for profiling under a benchmark's load")
+	fl.StringVar(&o.memProfile, "mem-profile", "", "write the run's allocation profile to this file (pprof) at exit")
 	if err := fl.Parse(args); err != nil {
 		return o, err
 	}
@@ -214,9 +220,18 @@ func Main(args []string, migrations fs.FS, stderr io.Writer) int {
 		log.Error("bad arguments", "err", err)
 		return 2
 	}
+	stopProfiles, err := startProfiles(o.cpuProfile, o.memProfile)
+	if err != nil {
+		log.Error("profiling", "err", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o, migrations, log); err != nil {
+	err = run(ctx, o, migrations, log)
+	if perr := stopProfiles(); perr != nil {
+		log.Error("profiling", "err", perr)
+	}
+	if err != nil {
 		log.Error("petstore-payments stopped", "err", err)
 		return 1
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -121,11 +120,7 @@ func (e *Engine) readInput(r *http.Request, op *operation, params map[string]str
 	if !ok {
 		return fingerprint.Input{}, p, false
 	}
-	mediaType := ""
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mediaType, _, _ = mime.ParseMediaType(ct)
-	}
-	mediaType, err := op.fingerprint.BodyMediaType(mediaType, len(body) > 0)
+	mediaType, err := op.fingerprint.BodyMediaType(mediaTypeOf(r.Header.Get("Content-Type")), len(body) > 0)
 	if err != nil {
 		return fingerprint.Input{}, e.bodyProblem(op, err), false
 	}
@@ -138,7 +133,7 @@ func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, Problem{}, true
 	}
-	body, err := io.ReadAll(&bodyReader{ctx: r.Context(), r: r.Body, left: e.maxBody + 1})
+	body, err := readLimited(r.Context(), r.Body, e.maxBody, r.ContentLength)
 	_ = r.Body.Close()
 	if err != nil {
 		return nil, e.answer(problem.BodyUnread), false
@@ -146,34 +141,59 @@ func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	if int64(len(body)) > e.maxBody {
 		return nil, e.answer(problem.BodyTooBig, e.maxBody), false
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	rb := &bodyCopy{}
+	rb.Reset(body)
+	r.Body = rb
 	r.ContentLength = int64(len(body))
 	return body, Problem{}, true
 }
 
-// bodyReader reads a request body up to a limit, as io.LimitReader does,
-// and fails once the request's context is done: a client that hung up
-// mid-body is not waited for.
-type bodyReader struct {
-	ctx  context.Context
-	r    io.Reader
-	left int64
+// firstRead bounds the buffer a body is first read into when its request
+// declares its length: a client cannot make the engine allocate more than
+// this up front by declaring a length it never sends.
+const firstRead = 16 << 10
+
+// readLimited reads src to its end, or to one byte past limit, and fails
+// once ctx is done: a client that hung up mid-body is not waited for. A
+// body of declared length (hint, -1 when unknown) is read into one buffer
+// of its size, where io.ReadAll would start small and grow.
+func readLimited(ctx context.Context, src io.Reader, limit, hint int64) ([]byte, error) {
+	size := int64(512)
+	if hint >= 0 {
+		// One byte more than the body, so that the read that meets its
+		// end needs no room to grow into.
+		size = min(hint+1, limit+1, firstRead)
+	}
+	b := make([]byte, 0, size)
+	for int64(len(b)) <= limit {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		room := b[len(b):cap(b)]
+		if left := limit + 1 - int64(len(b)); int64(len(room)) > left {
+			room = room[:left]
+		}
+		n, err := src.Read(room)
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
-func (b *bodyReader) Read(p []byte) (int, error) {
-	if err := b.ctx.Err(); err != nil {
-		return 0, err
-	}
-	if b.left <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.r.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
+// bodyCopy is the body the handler reads: the bytes the engine read, in
+// one allocation where io.NopCloser(bytes.NewReader(…)) takes two.
+type bodyCopy struct{ bytes.Reader }
+
+// Close does nothing: the body is in memory.
+func (*bodyCopy) Close() error { return nil }
 
 // sumWithKey computes the fingerprint of a request whose key is in its
 // body, and reads the key in the same parse. A body that cannot be read is
@@ -213,16 +233,19 @@ func withPrefix(sum [32]byte, prefix []string) [32]byte {
 // under Config.Secrets an HMAC (protect), so no log line can carry the key.
 func (e *Engine) newClaim(q *request, k string, sum *[32]byte) Claim {
 	op := q.op
+	// The claim's fingerprint lives in q, which the request allocates
+	// anyway, rather than in an array of its own on the heap.
+	q.sum = *sum
 	c := Claim{
 		Identity:      Identity{Tenant: q.tenant, Scope: scopeOf(op.Policy), Key: k},
 		Operation:     op.scopeID(),
-		Fingerprint:   sum[:],
+		Fingerprint:   q.sum[:],
 		Token:         rand.Text(),
 		Lease:         op.Lease,
 		TTL:           op.TTL,
 		OnLeaseExpiry: op.OnLeaseExpiry,
 	}
-	c, q.older = e.protect(op, c, sum)
+	c, q.older = e.protect(op, c, &q.sum)
 	q.id, q.key = c.Identity, c.Key
 	return c
 }

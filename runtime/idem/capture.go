@@ -24,8 +24,11 @@ type recorder struct {
 	streaming bool
 }
 
-func newRecorder(w http.ResponseWriter, limit int64) *recorder {
-	return &recorder{w: w, header: make(http.Header), limit: limit}
+// newRecorder readies q's recorder for w: it lives in the request, which is
+// allocated anyway, and a request runs its handler once.
+func newRecorder(q *request, w http.ResponseWriter, limit int64) *recorder {
+	q.rec = recorder{w: w, header: make(http.Header), limit: limit}
+	return &q.rec
 }
 
 func (r *recorder) Header() http.Header {

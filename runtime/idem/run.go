@@ -26,7 +26,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	if e.goneBeforeRun(w, r, q, h) {
 		return
 	}
-	rec := newRecorder(w, limit)
+	rec := newRecorder(q, w, limit)
 	began := time.Now()
 	panicked := e.runHandler(rec, r, next)
 	q.op.latency.observe(time.Since(began))
@@ -138,16 +138,21 @@ func (e *Engine) unexecuted(r *http.Request, q *request, h hold, status int) boo
 
 // mark records in the request that the engine applied q's policy, so that
 // a per-route Handler or TxHandler behind the middleware knows which one;
-// only a request about to reach the handler pays for it.
+// only a request about to reach the handler pays for it. The mark lives in
+// q and is itself the handler's context, so marking costs only the copy of
+// the request that carries it.
 func (e *Engine) mark(r *http.Request, q *request) *http.Request {
-	r, q.applied = withApplied(r, q.op, e.problemBase)
-	return r
+	q.mark = applied{Context: r.Context(), op: q.op, problemBase: e.problemBase}
+	q.applied = &q.mark
+	return r.WithContext(q.applied)
 }
 
 // applied records, in a request's context, that the engine applied an
 // operation's policy, and carries the transaction a transactional handler
-// writes with.
+// writes with. It is the context the handler runs under: the request's
+// own, which it embeds, answering appliedKey with itself (Value).
 type applied struct {
+	context.Context
 	op *operation
 	// tx is the request's transaction, set before the handler runs; its
 	// Driver is what the handler takes.
@@ -164,14 +169,18 @@ type applied struct {
 
 type appliedKey struct{}
 
+// Value answers appliedKey with a, and any other key as the request's
+// context does.
+func (a *applied) Value(key any) any {
+	if _, ok := key.(appliedKey); ok {
+		return a
+	}
+	return a.Context.Value(key)
+}
+
 func appliedFrom(ctx context.Context) *applied {
 	a, _ := ctx.Value(appliedKey{}).(*applied)
 	return a
-}
-
-func withApplied(r *http.Request, op *operation, problemBase string) (*http.Request, *applied) {
-	a := &applied{op: op, problemBase: problemBase}
-	return r.WithContext(context.WithValue(r.Context(), appliedKey{}, a)), a
 }
 
 // txNotTaken reacts to a transactional handler that answered a success

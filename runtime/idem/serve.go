@@ -15,13 +15,20 @@ type request struct {
 	// id is the identity the request's row is stored under; a sealed
 	// response is bound to it.
 	id Identity
+	// sum is the fingerprint the request's claims carry.
+	sum [32]byte
 	// older are the request's claims under older secrets still in their
 	// rotation window (Config.Secrets); nil in the common case.
 	older []Claim
 	// applied is the request's mark of protection; it carries the
 	// transaction to a transactional handler.
 	applied *applied
-	event   Event
+	// mark is what applied points to once the handler is about to run
+	// (Engine.mark).
+	mark applied
+	// rec captures the handler's response (newRecorder).
+	rec   recorder
+	event Event
 }
 
 // serve applies op's policy to one request, stage by stage: admission

@@ -80,6 +80,30 @@ var sessionStates = []storetest.SessionState{
 	},
 	sessionState("cursor WITH HOLD", `SELECT count(*)::text FROM pg_cursors WHERE name = 'leak_cursor'`,
 		`DECLARE leak_cursor CURSOR WITH HOLD FOR SELECT 'tenant-a secret'::text`),
+	// Not a table: a check of the session that looked at pg_class alone
+	// would miss it.
+	sessionState("temporary function", `SELECT count(*)::text FROM pg_proc WHERE proname = 'leak' AND pronamespace = pg_my_temp_schema()`,
+		`CREATE FUNCTION pg_temp.leak() RETURNS text LANGUAGE sql AS $$SELECT 'tenant-a secret'$$`),
+	{
+		// currval fails on a session that has not used the sequence, so
+		// the probe reads it in a savepoint of its own.
+		Name: "sequence's currval",
+		Leave: func(ctx context.Context, tx any) error {
+			_, err := tx.(pgx.Tx).Exec(ctx, `CREATE SEQUENCE IF NOT EXISTS leak_seq; SELECT nextval('leak_seq')`)
+			return err
+		},
+		Probe: func(ctx context.Context, tx any) (string, error) {
+			sp, err := tx.(pgx.Tx).Begin(ctx)
+			if err != nil {
+				return "", err
+			}
+			var v string
+			if err := sp.QueryRow(ctx, `SELECT currval('leak_seq')::text`).Scan(&v); err != nil {
+				return "none", sp.Rollback(ctx)
+			}
+			return v, sp.Commit(ctx)
+		},
+	},
 	sessionState("session advisory lock", `SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objid = 4242`,
 		`SELECT pg_advisory_lock(4242)`),
 }

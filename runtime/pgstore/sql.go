@@ -113,18 +113,20 @@ const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', 
 const sameTxSQL = `SELECT 1 / (coalesce(current_setting('idemgen.transaction', true), '') = $1)::int`
 
 // resetSQL gives back a connection that a transactional claim or a
-// handler used as the pool handed it out, queued behind the statement that
-// ends the transaction, so it costs no round trip of its own. It is
-// DISCARD ALL without DEALLOCATE ALL (pgx's statement cache lives on the
-// connection; DISCARD ALL cannot run in a pipeline either):
-// pg_advisory_unlock_all releases the session-level locks a won claim takes
-// beside its transaction's (idempotency_claim's p_hold) and any a handler
-// took; the rest undoes what a handler may have left on the session (SET
-// without LOCAL, SET ROLE, cursors WITH HOLD, LISTEN, temporary tables,
-// prepared statements), which would otherwise reach unrelated requests.
-// RESET restores each setting to the value the connection started with,
-// including those in its connection string, but not those an AfterConnect
-// hook SET.
+// handler used as the pool handed it out. It is DISCARD ALL without
+// DEALLOCATE ALL (pgx's statement cache lives on the connection; DISCARD
+// ALL cannot run in a pipeline either): pg_advisory_unlock_all releases the
+// session-level locks a won claim takes beside its transaction's
+// (idempotency_claim's p_hold) and any a handler took; the rest undoes what
+// a handler may have left on the session (SET without LOCAL, SET ROLE,
+// cursors WITH HOLD, LISTEN, temporary objects, prepared statements), which
+// would otherwise reach unrelated requests. RESET restores each setting to
+// the value the connection started with, including those in its connection
+// string, but not those an AfterConnect hook SET.
+//
+// A transaction's end sends leanResetSQL instead, and this only when
+// sessionCheckSQL finds something on the session that the lean reset does
+// not undo, or when a connection is given back after an error.
 var resetSQL = [...]string{
 	`SET SESSION AUTHORIZATION DEFAULT`,
 	`RESET ROLE`,
@@ -137,20 +139,64 @@ var resetSQL = [...]string{
 	deallocateSQL,
 }
 
-// deallocateSQL drops the statements a handler prepared (PREPARE, or
-// pgx.Tx.Prepare, which pgstore also makes pgx forget: preparedNames): every
-// prepared statement on the session but those of pgx's statement cache,
-// whose names pgx gives the prefix stmtcache_ and which pgx goes on using,
-// and those PgBouncer (1.21 and later, with max_prepared_statements)
-// prepares under names of its own on a server connection that its clients
-// share, and keeps track of. DEALLOCATE takes neither a list nor a
-// pattern, hence the loop.
+// leanResetSQL is the reset queued behind the statement that ends a
+// transaction, after sessionCheckSQL, so that neither costs a round trip
+// of its own. sessionCheckSQL releases the session-level locks (a won
+// claim's, and any a handler took) and asks whether the handler left
+// anything else that only resetSQL undoes; these two statements undo at
+// once what is cheaper to undo than to look for:
+//
+//   - RESET ALL, for the settings: a handler's SET is seen only through
+//     pg_settings, which builds every one of several hundred settings as
+//     text and costs milliseconds, where RESET ALL costs what any short
+//     statement does;
+//   - DISCARD SEQUENCES, because what currval and lastval remember cannot
+//     be seen at all, and a handler that inserts into a table with a
+//     serial column leaves it on nearly every request.
+var leanResetSQL = [...]string{
+	`RESET ALL`,
+	`DISCARD SEQUENCES`,
+}
+
+// sessionCheckSQL releases the session's advisory locks and answers true
+// when the session holds something of a handler's that only resetSQL
+// undoes, looking where PostgreSQL keeps each: a role set with SET ROLE
+// (current_user is not session_user), a session authorization set with
+// SET SESSION AUTHORIZATION (session_user is not $1, the connection's
+// user), a prepared statement of the handler's (handlerPreparedSQL), a
+// cursor WITH HOLD, a channel it listens to, and a temporary object of any
+// kind (every object in a schema depends on it in pg_depend, and
+// DISCARD TEMP drops what depends on the session's temporary schema). It
+// runs after the transaction has ended: a rolled-back handler's objects
+// are gone by then, and only cursors WITH HOLD outlive a transaction
+// (pg_cursors also lists the portal of the statement that reads it). Each
+// test reads an in-memory list of the session's own or one index range of
+// pg_depend, none builds more than its answer.
+const sessionCheckSQL = `SELECT pg_advisory_unlock_all(),
+       current_user <> session_user OR session_user <> $1
+       OR EXISTS (SELECT FROM pg_prepared_statements WHERE ` + handlerPreparedSQL + `)
+       OR EXISTS (SELECT FROM pg_cursors WHERE is_holdable)
+       OR EXISTS (SELECT FROM pg_listening_channels())
+       OR EXISTS (SELECT FROM pg_depend
+                   WHERE refclassid = 'pg_namespace'::regclass AND refobjid = pg_my_temp_schema())`
+
+// handlerPreparedSQL selects, in pg_prepared_statements, the statements a
+// handler prepared (PREPARE, or pgx.Tx.Prepare, which pgstore also makes
+// pgx forget: preparedNames): every prepared statement on the session but
+// those of pgx's statement cache, whose names pgx gives the prefix
+// stmtcache_ and which pgx goes on using, and those PgBouncer (1.21 and
+// later, with max_prepared_statements) prepares under names of its own on a
+// server connection that its clients share, and keeps track of.
+const handlerPreparedSQL = `name NOT LIKE 'stmtcache\_%' AND name NOT LIKE 'PGBOUNCER\_%'`
+
+// deallocateSQL drops the statements a handler prepared
+// (handlerPreparedSQL). DEALLOCATE takes neither a list nor a pattern,
+// hence the loop.
 const deallocateSQL = `DO $$
 DECLARE
     n text;
 BEGIN
-    FOR n IN SELECT name FROM pg_prepared_statements
-              WHERE name NOT LIKE 'stmtcache\_%' AND name NOT LIKE 'PGBOUNCER\_%' LOOP
+    FOR n IN SELECT name FROM pg_prepared_statements WHERE ` + handlerPreparedSQL + ` LOOP
         EXECUTE format('DEALLOCATE %I', n);
     END LOOP;
 END

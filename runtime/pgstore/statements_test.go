@@ -133,18 +133,20 @@ func TestStatementsPerRequest(t *testing.T) {
 		"replay":  {[]string{claim}, 0},
 		"conflict: another request with the key (422)": {[]string{claim}, 0},
 		"conflict: the key in flight (409)":            {[]string{claim}, 0},
-		"transactional new key": {append(append(begin, claim,
+		"transactional new key": {append(slices.Clone(begin), claim,
 			// The handler's own write, in the request's transaction.
 			"INSERT INTO effects",
 			// In one batch: the check that the transaction is still the
-			// claim's, the completion, COMMIT, and the reset of what a
-			// handler may have left on the session (resetSQL) before the
-			// connection goes back to the pool.
+			// claim's, the completion, COMMIT, and the reset before the
+			// connection goes back to the pool: the check of what a handler
+			// may have left on the session, which also releases the claim's
+			// session locks (sessionCheckSQL), then RESET ALL and DISCARD
+			// SEQUENCES (leanResetSQL). This handler leaves nothing else, so
+			// the full reset (resetSQL) is not sent.
 			"SELECT 1 / (coalesce(current_setting('idemgen.transaction'",
 			"SELECT idempotency_complete(",
-			"COMMIT"),
-			"SET SESSION AUTHORIZATION DEFAULT", "RESET ROLE", "RESET ALL", "CLOSE ALL", "UNLISTEN *",
-			"SELECT pg_advisory_unlock_all()", "DISCARD TEMP", "DISCARD SEQUENCES", "DO $$"),
+			"COMMIT",
+			"SELECT pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES"),
 			2}, // the key's guard, taken beside the claim's batch and let go after the commit
 		// The claim reads the completed row, and COMMIT ends the
 		// transaction that holds nothing.

@@ -229,11 +229,13 @@ func queueReset(b *pgx.Batch) {
 }
 
 // sendEnding sends the statements that end the transaction marked with
-// mark, behind sameTxSQL and followed by resetSQL, in one round trip. It
-// returns the command tag of the last of stmts, err when one of them failed
-// (the reset then never ran), and resetErr when only the reset failed. err
-// wraps errHandlerEndedTx when the connection is in another transaction
-// than the marked one; nothing of stmts ran then.
+// mark, behind sameTxSQL and followed by sessionCheckSQL and leanResetSQL,
+// in one round trip; when sessionCheckSQL finds that the handler left more
+// on the session, a second round trip sends resetSQL. It returns the
+// command tag of the last of stmts, err when one of them failed (the reset
+// then never ran), and resetErr when only the reset failed. err wraps errHandlerEndedTx when the
+// connection is in another transaction than the marked one; nothing of
+// stmts ran then.
 //
 // A transaction in which a statement failed runs nothing but its end, so
 // it cannot be checked: sameTxSQL is left out, and a caller that must know
@@ -245,7 +247,7 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*
 		b.Queue(sameTxSQL, mark)
 	}
 	b.QueuedQueries = append(b.QueuedQueries, stmts...)
-	queueReset(b)
+	queueLeanReset(b, conn.Conn().Config().User)
 	br := conn.SendBatch(ctx, b)
 	if checked {
 		if _, err = br.Exec(); isNotSameTx(err) {
@@ -255,20 +257,46 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*
 	for i := 0; err == nil && i < len(stmts); i++ {
 		tag, err = br.Exec()
 	}
+	var left bool
 	if err == nil {
-		for range resetSQL {
-			if _, resetErr = br.Exec(); resetErr != nil {
-				break
-			}
-		}
+		left, resetErr = readLeanReset(br)
 	}
 	if cerr := br.Close(); err == nil && resetErr == nil {
 		resetErr = cerr
+	}
+	if err == nil && resetErr == nil && left {
+		b := &pgx.Batch{}
+		queueReset(b)
+		resetErr = conn.SendBatch(ctx, b).Close()
 	}
 	if resetErr != nil {
 		resetErr = fmt.Errorf("resetting the session: %w", resetErr)
 	}
 	return tag, err, resetErr
+}
+
+// queueLeanReset queues sessionCheckSQL, for a connection of user, and
+// leanResetSQL on b.
+func queueLeanReset(b *pgx.Batch, user string) {
+	b.Queue(sessionCheckSQL, user)
+	for _, q := range leanResetSQL {
+		b.Queue(q)
+	}
+}
+
+// readLeanReset reads the results of queueLeanReset's statements from br,
+// and reports whether sessionCheckSQL found that the session needs
+// resetSQL as well.
+func readLeanReset(br pgx.BatchResults) (left bool, err error) {
+	if err := br.QueryRow().Scan(nil, &left); err != nil {
+		return false, err
+	}
+	for range leanResetSQL {
+		if _, err := br.Exec(); err != nil {
+			return false, err
+		}
+	}
+	return left, nil
 }
 
 // putBack returns conn to the pool once its transaction has ended and its

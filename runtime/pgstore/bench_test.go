@@ -242,24 +242,25 @@ func BenchmarkTransaction(b *testing.B) {
 // BenchmarkTransactionParts takes BenchmarkTransaction's gap apart: the
 // bare transaction of a business write on one connection, then the same
 // with each statement of the transactional path added in turn, each step
-// keeping the ones before. Steps alternate within every round, and each
-// reports the median of its rounds' µs per transaction (latency, one
-// transaction at a time; the guard, on its own connection, is not in it):
+// keeping the ones before. The last two steps are alternatives: the full
+// session reset behind COMMIT (resetSQL), and the one a transaction's end
+// sends when the handler left nothing on the session but settings and
+// sequences (sessionCheckSQL and leanResetSQL). Steps alternate within
+// every round, and each reports the median of its rounds' µs per
+// transaction (latency, one transaction at a time; the guard, on its own
+// connection, is not in it):
 //
 //	go test -run '^$' -bench TransactionParts -benchtime 20x ./runtime/pgstore/
 func BenchmarkTransactionParts(b *testing.B) {
 	_, pool := benchSetup(b)
 	ctx := context.Background()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Release()
+	conn, user := oneConn(b, pool)
 	fp := claimFor("", "", 0).Fingerprint
 	body := benchResponse().Body
-	steps := []string{"bare", "+timeouts", "+claim", "+completion", "+reset"}
+	steps := []string{"bare", "+timeouts", "+claim", "+completion", "+reset", "+lean-reset"}
 	var seq int
-	// one runs one transaction with the first n+1 steps.
+	// one runs one transaction with the first n+1 steps (the last two
+	// alternatives).
 	one := func(n int) error {
 		seq++
 		key := "p" + strconv.Itoa(seq)
@@ -286,11 +287,10 @@ func BenchmarkTransactionParts(b *testing.B) {
 		}
 		end.Queue("COMMIT")
 		switch {
-		case n >= 4:
-			for _, q := range []string{`SET SESSION AUTHORIZATION DEFAULT`, `RESET ROLE`, `RESET ALL`, `CLOSE ALL`,
-				`UNLISTEN *`, `SELECT pg_advisory_unlock_all()`, `DISCARD TEMP`, `DISCARD SEQUENCES`} {
-				end.Queue(q)
-			}
+		case n == 5:
+			pgstore.QueueLeanReset(end, user)
+		case n == 4:
+			pgstore.QueueReset(end)
 		case n >= 2:
 			// The claim's session locks must go, reset or not.
 			end.Queue(`SELECT pg_advisory_unlock_all()`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -24,3 +25,11 @@ func SetGuardIdleClose(s *Store, d time.Duration) {
 func Settle(ctx context.Context, pool *pgxpool.Pool, c idem.Claim) (idem.Result, error) {
 	return settle(ctx, pool, c)
 }
+
+// QueueReset queues the full session reset (resetSQL) on b.
+func QueueReset(b *pgx.Batch) { queueReset(b) }
+
+// QueueLeanReset queues what a transaction's end sends to reset the
+// session of a connection of user when the handler left nothing else
+// (sessionCheckSQL and leanResetSQL) on b.
+func QueueLeanReset(b *pgx.Batch, user string) { queueLeanReset(b, user) }

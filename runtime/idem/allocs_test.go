@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
@@ -89,3 +91,72 @@ func TestAllocationsPerRequest(t *testing.T) {
 		}
 	}
 }
+
+// The engine's allocations per request on a transactional operation, the
+// path of the example's transfers: claim inside a transaction, the
+// handler takes it through TxHandler, the completion commits. The store
+// wins every claim with a transaction that allocates nothing, so the
+// count is the engine's alone; the ceiling is the count measured when it
+// was set (25) and two more.
+func TestTransactionalAllocationsPerRequest(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates")
+	}
+	handle := func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"tr_1","amount":1000,"to":"acc_2"}`)
+	}
+	p := transferPolicy()
+	p.Transactional = true
+	engine, err := idem.New(idem.Config{
+		Store:    freeTransactor{memstore.New()},
+		Policies: []idem.Policy{p},
+		Tenant:   func(*http.Request) (string, bool) { return "acme", true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	protected := engine.Middleware(idem.TxHandler(p.OperationID, func(w http.ResponseWriter, r *http.Request, _ freeDriver) {
+		handle(w, r)
+	}))
+	serve := func(h http.Handler, key string) int {
+		r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(`{"amount": 1000, "to": "acc_2"}`))
+		r.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			r.Header.Set("Idempotency-Key", key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := serve(protected, "k"); code != http.StatusCreated {
+		t.Fatalf("status %d, want 201", code)
+	}
+	bare := testing.AllocsPerRun(200, func() { serve(http.HandlerFunc(handle), "") })
+	extra := testing.AllocsPerRun(200, func() { serve(protected, "k") }) - bare
+	t.Logf("new key, transactional: %.0f allocations over the bare handler's %.0f", extra, bare)
+	const ceiling = 27
+	if extra > ceiling {
+		t.Errorf("new key, transactional: %.0f allocations over the bare handler's, more than %d", extra, ceiling)
+	}
+}
+
+// freeTransactor wins every transactional claim with freeTx.
+type freeTransactor struct{ *memstore.Store }
+
+func (freeTransactor) ClaimTx(context.Context, idem.Claim) (idem.Result, idem.Tx, error) {
+	return idem.Result{Won: true}, freeTx{}, nil
+}
+
+func (freeTransactor) Begin(context.Context, time.Duration) (idem.Tx, error) { return freeTx{}, nil }
+
+// freeTx is a transaction that writes nothing and allocates nothing.
+type freeTx struct{}
+
+type freeDriver struct{}
+
+func (freeTx) Driver() any                                 { return freeDriver{} }
+func (freeTx) Commit(context.Context, idem.Response) error { return nil }
+func (freeTx) Release(context.Context) error               { return nil }

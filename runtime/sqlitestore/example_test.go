@@ -23,9 +23,10 @@ func ExampleOpen() {
 	// Output: true <nil>
 }
 
-func ExampleNew() {
+func ExampleOpenDB() {
 	dir, _ := os.MkdirTemp("", "idem")
 	defer os.RemoveAll(dir)
+	ctx := context.Background()
 	// The application's own database, opened with the settings the store
 	// relies on (WAL, IMMEDIATE transactions).
 	db, err := sql.Open("sqlite", sqlitestore.DSN(filepath.Join(dir, "app.db")))
@@ -34,9 +35,16 @@ func ExampleNew() {
 		return
 	}
 	defer db.Close()
-	store := sqlitestore.New(db)
-	fmt.Println(store.Migrate(context.Background()))
-	// Output: <nil>
+	// The store holds the database's owner lock until Close: started
+	// after a crash, it ends the leases the dead process left in flight.
+	store, err := sqlitestore.OpenDB(ctx, db)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer store.Close()
+	fmt.Println(store.Migrate(ctx), store.EndedLeases())
+	// Output: <nil> 0
 }
 
 func ExampleStore_Migrate() {

@@ -103,3 +103,17 @@ DELETE FROM idempotency_keys
                   WHERE expires_at <= ?1
                     AND NOT (state = 'in_flight' AND lease_until > ?1)
                   LIMIT ?2)`
+
+// countKeysTable tells whether the table exists yet: a store may be opened
+// before its migration is applied.
+const countKeysTable = `
+SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'idempotency_keys'`
+
+// endLeases ends, at ?1, the lease of every claim in flight whose lease
+// still runs. It is run only by a store that holds the owner lock
+// exclusively, when every holder is known to be gone (owner.go). One pass
+// over the table, once, when a store opens.
+const endLeases = `
+UPDATE idempotency_keys
+   SET lease_until = ?1
+ WHERE state = 'in_flight' AND lease_until > ?1`

@@ -16,6 +16,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -68,8 +69,13 @@ func WithCompletionWait(d time.Duration) Option {
 // Store is an idemstore.Store, idemstore.Sweeper and idemstore.Transactor on one SQLite
 // database holding the idempotency_keys table.
 type Store struct {
-	db       *sql.DB
-	ownsDB   bool
+	db     *sql.DB
+	ownsDB bool
+	// owner is the store's share of the database's owner lock (owner.go),
+	// nil for a store made by New, in memory, or without flock.
+	owner *ownerLock
+	// orphans counts the leases the store ended when it opened.
+	orphans  int
 	now      func() time.Time
 	lockWait time.Duration
 	// completeWait bounds how long a completion, release or abandonment
@@ -109,8 +115,9 @@ func DSN(path string) string {
 }
 
 // Open opens the SQLite database at path with DSN(path) and returns a store
-// on it. The schema is not applied: call Migrate, or apply the generated
-// migration. Close closes the database.
+// on it, which holds the database's owner lock as OpenDB describes. The
+// schema is not applied: call Migrate, or apply the generated migration.
+// Close closes the database.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	db, err := sql.Open("sqlite", DSN(path))
 	if err != nil {
@@ -120,14 +127,46 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	s := New(db, opts...)
+	s, err := OpenDB(ctx, db, opts...)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
 	s.ownsDB = true
+	return s, nil
+}
+
+// OpenDB returns a store on db, which should have been opened with DSN,
+// holding the database's owner lock until Close; Close leaves db open.
+//
+// The owner lock is a flock on the database's file name with "-idem.lock"
+// appended, which every store made by Open or OpenDB holds shared. The
+// first store to open a database that no store has open anywhere knows
+// that every claim in flight in it was left by a process that is gone,
+// killed or crashed, and ends their leases (EndedLeases counts them): the
+// next claim of such a request takes it over, or marks it indeterminate if
+// it fails closed, at once rather than when the lease would have run out
+// (docs/semantics.md §7.4). While any other store has the database open,
+// in this process or another, nothing is ended: its claims may be live.
+// An in-memory database, and a platform without flock, have no lock and
+// end nothing.
+func OpenDB(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
+	s := New(db, opts...)
+	if err := s.own(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // New returns a store on db, which should have been opened with DSN: the
 // store relies on WAL mode and on transactions that begin IMMEDIATE. Close
 // leaves db open.
+//
+// A store made by New holds no owner lock (see OpenDB): it never ends a
+// lease early, and nothing protects its own claims from a store that
+// OpenDB or Open makes in another process, which would find no lock held
+// and end their leases while they run. Where another process may open the
+// same database, make every store with Open or OpenDB.
 func New(db *sql.DB, opts ...Option) *Store {
 	s := &Store{db: db, now: time.Now, lockWait: 5 * time.Second, completeWait: 2 * time.Minute, writers: make(chan struct{}, 1)}
 	for _, o := range opts {
@@ -139,15 +178,18 @@ func New(db *sql.DB, opts ...Option) *Store {
 // DB returns the store's database, for the application's own queries.
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Close closes the database if Open opened it.
+// Close closes the database if Open opened it, then gives up the store's
+// share of the owner lock. Close a store only once its requests are done:
+// a store that opens the database after the last store closed it ends the
+// leases of whatever claims are still in flight.
 func (s *Store) Close() error {
-	if !s.ownsDB {
-		return nil
+	var err error
+	if s.ownsDB {
+		if cerr := s.db.Close(); cerr != nil {
+			err = fmt.Errorf("sqlitestore: close: %w", cerr)
+		}
 	}
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("sqlitestore: close: %w", err)
-	}
-	return nil
+	return errors.Join(err, s.releaseOwner())
 }
 
 // Migrate applies the SQLite schema that idemgen generates as a migration.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -143,11 +144,19 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 		if _, err := os.Stat(target.conn); err != nil {
 			return nil, failure{fmt.Sprintf("SQLite database %s: %v", shownPath(target.conn), errors.Unwrap(err))}
 		}
-		s, err := sqlitestore.Open(ctx, target.conn)
+		// A store made by New takes no owner lock, so opening the
+		// database never ends a lease early: an operator's look at the
+		// keys changes nothing, whether the service runs or not.
+		db, err := sql.Open("sqlite", sqlitestore.DSN(target.conn))
+		if err == nil {
+			if err = db.PingContext(ctx); err != nil {
+				_ = db.Close()
+			}
+		}
 		if err != nil {
 			return nil, failure{fmt.Sprintf("SQLite database %s: cannot be opened", shownPath(target.conn))}
 		}
-		store, done = s, func() { _ = s.Close() }
+		store, done = sqlitestore.New(db), func() { _ = db.Close() }
 	}
 	admin := idemadmin.New(store, secrets...)
 	if sealer != nil {

@@ -31,7 +31,8 @@ type layer struct {
 	sweeper idem.Sweeper
 	// ready pings the Redis store; nil without one.
 	ready func(context.Context) error
-	// close releases the Redis client; nil without one.
+	// close closes the SQL store and releases the Redis client; nil when
+	// neither needs it.
 	close func() error
 }
 
@@ -47,10 +48,32 @@ type layer struct {
 // always meets the engine that holds its policy, and the other engine,
 // which has no policy for it, passes it through.
 func newLayer(ctx context.Context, db *database.DB, storeURL, prefix string, cfg idem.Config, log *slog.Logger) (*layer, error) {
-	sqlStore, mount, err := idempotencyStore(db, log)
+	sqlStore, mount, closeSQL, err := idempotencyStore(ctx, db, log)
 	if err != nil {
 		return nil, err
 	}
+	l, err := buildLayer(ctx, sqlStore, mount, storeURL, prefix, cfg, log)
+	if err != nil {
+		if closeSQL != nil {
+			_ = closeSQL()
+		}
+		return nil, err
+	}
+	if closeSQL != nil {
+		closeRedis := l.close
+		l.close = func() error {
+			err := closeSQL()
+			if closeRedis != nil {
+				err = errors.Join(err, closeRedis())
+			}
+			return err
+		}
+	}
+	return l, nil
+}
+
+// buildLayer is newLayer on the SQL store it made.
+func buildLayer(ctx context.Context, sqlStore idem.Store, mount server.TxMount, storeURL, prefix string, cfg idem.Config, log *slog.Logger) (*layer, error) {
 	l := &layer{mount: mount}
 	l.sweeper, _ = sqlStore.(idem.Sweeper)
 	if storeURL == "" {

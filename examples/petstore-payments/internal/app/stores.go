@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -16,21 +17,22 @@ import (
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
-// idempotencyStore returns the store for db and the way the transactional
-// operations reach it: through the generated adapters, typed by the store's
-// transaction (pgx.Tx or *sqlitestore.Tx), each adapted to the ledger's DB.
-func idempotencyStore(db *database.DB, log *slog.Logger) (idem.Store, server.TxMount, error) {
+// idempotencyStore returns the store for db, the way the transactional
+// operations reach it (through the generated adapters, typed by the
+// store's transaction, pgx.Tx or *sqlitestore.Tx, each adapted to the
+// ledger's DB) and what closes the store, nil if nothing needs to.
+func idempotencyStore(ctx context.Context, db *database.DB, log *slog.Logger) (idem.Store, server.TxMount, func() error, error) {
 	switch db.Dialect {
 	case ledger.Postgres:
-		return pgstore.New(db.Pool, pgstore.WithLogger(log)), txMount(func(tx pgx.Tx) ledger.DB { return database.Pgx(tx) }), nil
+		return pgstore.New(db.Pool, pgstore.WithLogger(log)), txMount(func(tx pgx.Tx) ledger.DB { return database.Pgx(tx) }), nil, nil
 	case ledger.SQLite:
-		store, err := sqliteStore(db, log)
+		store, err := sqliteStore(ctx, db, log)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return store, txMount(func(tx *sqlitestore.Tx) ledger.DB { return database.SQL(tx) }), nil
+		return store, txMount(func(tx *sqlitestore.Tx) ledger.DB { return database.SQL(tx) }), store.Close, nil
 	}
-	return nil, nil, errors.New("unknown database dialect")
+	return nil, nil, nil, errors.New("unknown database dialect")
 }
 
 // txMount mounts each transactional operation through its generated

@@ -1,0 +1,127 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// The owner lock lets a store tell a claim whose process has died from a
+// claim that a live process still runs, so that the first may be taken
+// over at once instead of after its lease (docs/semantics.md §7.4).
+//
+// SQLite lives on one host, where the kernel knows when a process dies and
+// frees its file locks. Every store that Open or OpenDB makes holds a
+// shared flock on a file beside the database (ownerSuffix) from its start
+// to its Close. A store that starts first tries the lock exclusively: if
+// that is granted, no store is open on the database anywhere, so every
+// claim in flight was made by a process that is gone, and the store ends
+// those claims' leases before it takes its own share. Which is the
+// invariant: leases are ended only under the exclusive lock, and a store
+// makes claims only while it holds its share, so no live store's claim is
+// ever ended early.
+//
+// flock turns an exclusive lock into a shared one by dropping it first, so
+// another store starting at that moment may be granted the exclusive lock
+// too. That store then ends leases as well, but the store converting has
+// not returned from Open and has made no claim yet: every claim it ends
+// was left by a dead process. A store that is refused the exclusive lock
+// waits for its share, which it gets once the starter's leases are ended.
+//
+// The lock is not the database file's: SQLite locks that with fcntl, whose
+// locks a process loses when it closes any descriptor of the file.
+
+// ownerSuffix names the owner lock's file: the database's file name with
+// this appended.
+const ownerSuffix = "-idem.lock"
+
+// own takes the owner lock of s's database for the store's lifetime and,
+// when no other store has the database open, ends the leases that dead
+// processes left behind. An in-memory database, and a platform without
+// flock (owner_other.go), have no lock: nothing is ended early there.
+func (s *Store) own(ctx context.Context) error {
+	file, err := mainFile(ctx, s.db)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: owner lock: %w", err)
+	}
+	if file == "" {
+		// In memory: no other process can see the database, and nothing of
+		// it outlives its process.
+		return nil
+	}
+	lock, alone, err := lockOwner(ctx, file+ownerSuffix)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: owner lock: %w", err)
+	}
+	if lock == nil {
+		return nil
+	}
+	if alone {
+		err = s.endOrphanLeases(ctx)
+		if err == nil {
+			err = lock.share(ctx)
+		}
+		if err != nil {
+			_ = lock.release()
+			return fmt.Errorf("sqlitestore: owner lock: %w", err)
+		}
+	}
+	s.owner = lock
+	return nil
+}
+
+// mainFile returns the file of db's main database, as SQLite resolved it;
+// "" for an in-memory or temporary database.
+func mainFile(ctx context.Context, db *sql.DB) (string, error) {
+	var file string
+	err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file)
+	if err != nil {
+		return "", fmt.Errorf("find the database file: %w", err)
+	}
+	return file, nil
+}
+
+// endOrphanLeases ends the lease of every claim in flight, for a store
+// that holds the owner lock exclusively, so that their holders are known
+// to be gone. Rows are neither deleted nor completed: each is left to the
+// lease-expiry rule (docs/semantics.md §3.5), so that the next claim of the
+// same request takes it over, or marks it indeterminate when it fails
+// closed. A database without the table yet holds no claim.
+func (s *Store) endOrphanLeases(ctx context.Context) error {
+	var tables int
+	if err := s.db.QueryRowContext(ctx, countKeysTable).Scan(&tables); err != nil {
+		return fmt.Errorf("end the leases of dead processes: %w", err)
+	}
+	if tables == 0 {
+		return nil
+	}
+	res, err := s.db.ExecContext(ctx, endLeases, millis(s.now()))
+	if err != nil {
+		return fmt.Errorf("end the leases of dead processes: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("end the leases of dead processes: %w", err)
+	}
+	s.orphans = int(n)
+	return nil
+}
+
+// EndedLeases reports how many claims in flight the store found left by
+// processes that are gone when it opened, and whose leases it ended (zero
+// when another store had the database open, see Open).
+func (s *Store) EndedLeases() int { return s.orphans }
+
+// releaseOwner gives up the store's share of the owner lock, if it holds
+// one.
+func (s *Store) releaseOwner() error {
+	if s.owner == nil {
+		return nil
+	}
+	err := s.owner.release()
+	s.owner = nil
+	if err != nil {
+		return fmt.Errorf("sqlitestore: release the owner lock: %w", err)
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ const (
 	envPrefix   = "IDEMGEN_LINCHECK_PREFIX"  // the Redis key prefix of this run
 	envEffects  = "IDEMGEN_LINCHECK_EFFECTS" // the file a non-transactional handler appends its effects to
 	envRoutes   = "IDEMGEN_LINCHECK_ROUTES"  // Redis Cluster: node=proxy pairs the child dials through
+	envEnded    = "IDEMGEN_LINCHECK_ENDED"   // SQLite: the file each start appends the count of leases it ended to
 	operationID = "createTransfer"
 	// handlerFailure starts the body of the handler's own 500, answered
 	// when its transaction fails under it.
@@ -114,6 +116,9 @@ func build(ctx context.Context, kind string) (idem.Store, http.Handler, bool, er
 		if err != nil {
 			return nil, nil, false, err
 		}
+		if err := appendLine(os.Getenv(envEnded), strconv.Itoa(s.EndedLeases())); err != nil {
+			return nil, nil, false, err
+		}
 		return s, idem.TxHandler(operationID, func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
 			effect(w, r, func(key, run string) error {
 				_, err := tx.ExecContext(r.Context(), "INSERT INTO lin_effects (key, run) VALUES (?, ?)", key, run)
@@ -171,14 +176,20 @@ func build(ctx context.Context, kind string) (idem.Store, http.Handler, bool, er
 func fileHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		effect(w, r, func(key, run string) error {
-			f, err := os.OpenFile(os.Getenv(envEffects), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
-			if err != nil {
-				return err
-			}
-			_, err = f.WriteString(key + " " + run + "\n")
-			return errors.Join(err, f.Close())
+			return appendLine(os.Getenv(envEffects), key+" "+run)
 		})
 	})
+}
+
+// appendLine appends line to the file at path in one write in append mode,
+// which a kill -9 after it does not undo.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(line + "\n")
+	return errors.Join(err, f.Close())
 }
 
 // effect runs one execution: a short pause, so that other requests meet

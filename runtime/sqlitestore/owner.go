@@ -13,13 +13,13 @@ import (
 // SQLite lives on one host, where the kernel knows when a process dies and
 // frees its file locks. Every store that Open or OpenDB makes holds a
 // shared flock on a file beside the database (ownerSuffix) from its start
-// to its Close. A store that starts first tries the lock exclusively: if
+// to its Close. A store that starts tries the lock exclusively first: if
 // that is granted, no store is open on the database anywhere, so every
-// claim in flight was made by a process that is gone, and the store ends
-// those claims' leases before it takes its own share. Which is the
-// invariant: leases are ended only under the exclusive lock, and a store
-// makes claims only while it holds its share, so no live store's claim is
-// ever ended early.
+// claim in flight was made by a process that is gone (or by a store that
+// was closed), and the store ends those claims' leases before it takes
+// its own share. The invariant: leases are ended only under the exclusive
+// lock, and a store makes claims only while it holds its share, so no live
+// store's claim is ever ended early.
 //
 // flock turns an exclusive lock into a shared one by dropping it first, so
 // another store starting at that moment may be granted the exclusive lock

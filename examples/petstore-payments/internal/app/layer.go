@@ -72,7 +72,8 @@ func newLayer(ctx context.Context, db *database.DB, storeURL, prefix string, cfg
 	return l, nil
 }
 
-// buildLayer is newLayer on the SQL store it made.
+// buildLayer builds newLayer's layer over sqlStore, which newLayer made
+// and closes.
 func buildLayer(ctx context.Context, sqlStore idem.Store, mount server.TxMount, storeURL, prefix string, cfg idem.Config, log *slog.Logger) (*layer, error) {
 	l := &layer{mount: mount}
 	l.sweeper, _ = sqlStore.(idem.Sweeper)

@@ -4,6 +4,7 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -238,6 +239,21 @@ func TestLiveHolderKeepsClaimsInFlight(t *testing.T) {
 // shared lock too.
 func TestOpenRaceEndsNoLiveLease(t *testing.T) {
 	path := newOwnerDB(t)
+	// Whether an open finds the database free is up to the scheduler; a
+	// race in which none did proved nothing, and is run again.
+	for range 3 {
+		if ended := churnTwoProcesses(t, path); ended > 0 {
+			t.Logf("leases ended while stores raced to open: %d", ended)
+			return
+		}
+	}
+	t.Fatal("no store ended a lease in three races; the opens never found the database free")
+}
+
+// churnTwoProcesses runs two churning children on the database at path
+// at once and returns how many leases their stores ended.
+func churnTwoProcesses(t *testing.T, path string) int {
+	t.Helper()
 	var outs [2]strings.Builder
 	var cmds [2]*exec.Cmd
 	for i := range cmds {
@@ -262,11 +278,7 @@ func TestOpenRaceEndsNoLiveLease(t *testing.T) {
 			}
 		}
 	}
-	// Without leases ended during the race, it proved nothing.
-	if ended == 0 {
-		t.Fatal("no store ended a lease; the opens never found the database free")
-	}
-	t.Logf("leases ended while stores raced to open: %d", ended)
+	return ended
 }
 
 // Churn parameters: goroutines per child process, and opens each.
@@ -331,13 +343,7 @@ func churnRound(path, id string) (int, error) {
 // leases are the starter's to end. Here the test is the starter.
 func TestOpenWaitsForTheStarter(t *testing.T) {
 	path := newOwnerDB(t)
-	left := openOwner(t, path)
-	if res, err := left.Claim(context.Background(), ownerClaim("k-left", "tok-left", idem.Takeover)); err != nil || !res.Won {
-		t.Fatalf("Claim = %+v, %v", res, err)
-	}
-	if err := left.Close(); err != nil {
-		t.Fatal(err)
-	}
+	leaveClaim(t, path, "k-left")
 
 	f, err := os.Open(path + "-idem.lock")
 	if err != nil {
@@ -374,5 +380,83 @@ func TestOpenWaitsForTheStarter(t *testing.T) {
 	res, err := s.Claim(context.Background(), ownerClaim("k-left", "tok-retry", idem.Takeover))
 	if err != nil || res.Won || res.Existing.State != idem.StateInFlight {
 		t.Errorf("retry of k-left = %+v, %v; want it still in flight", res, err)
+	}
+}
+
+// Two stores open at once on a database whose last store closed with a
+// claim in flight, while the test holds SQLite's write lock, so that
+// ending the lease waits. The store that ends it keeps the owner lock
+// exclusive until it is done, so the other cannot open, and make a claim
+// that the UPDATE would end, in between: neither Open returns while the
+// write lock is held, and exactly one of them ends the one lease.
+func TestOpenWaitsWhileLeasesEnd(t *testing.T) {
+	path := newOwnerDB(t)
+	leaveClaim(t, path, "k-left")
+
+	writer := holdWriteLock(t, path)
+	opened := make(chan *sqlitestore.Store, 2)
+	open := func() {
+		s, err := sqlitestore.Open(context.Background(), path)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- s
+	}
+	go open()
+	time.Sleep(100 * time.Millisecond)
+	go open()
+	select {
+	case <-opened:
+		t.Fatal("a store opened while the lease of a dead claim was still being ended")
+	case <-time.After(500 * time.Millisecond):
+	}
+	writer()
+	ended := 0
+	for range 2 {
+		s := <-opened
+		if s == nil {
+			return
+		}
+		defer s.Close()
+		ended += s.EndedLeases()
+	}
+	if ended != 1 {
+		t.Errorf("the two stores ended %d leases, want 1", ended)
+	}
+}
+
+// holdWriteLock takes SQLite's write lock on the database at path and
+// returns the function that gives it up.
+func holdWriteLock(t *testing.T, path string) func() {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", sqlitestore.DSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+		_ = conn.Close()
+		_ = db.Close()
+	}
+}
+
+// leaveClaim claims key in a store on path and closes the store with the
+// claim in flight, as a process that is gone leaves it.
+func leaveClaim(t *testing.T, path, key string) {
+	t.Helper()
+	left := openOwner(t, path)
+	if res, err := left.Claim(context.Background(), ownerClaim(key, "tok-left", idem.Takeover)); err != nil || !res.Won {
+		t.Fatalf("Claim = %+v, %v", res, err)
+	}
+	if err := left.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -36,8 +36,8 @@ import (
 const ownerSuffix = "-idem.lock"
 
 // own takes the owner lock of s's database for the store's lifetime and,
-// when no other store has the database open, ends the leases that dead
-// processes left behind. An in-memory database, and a platform without
+// with WithDeadHolderRecovery, when no other store has the database open,
+// ends the leases that dead processes left behind. An in-memory database, and a platform without
 // flock (owner_other.go), have no lock: nothing is ended early there.
 func (s *Store) own(ctx context.Context) error {
 	file, err := mainFile(ctx, s.db)
@@ -49,7 +49,7 @@ func (s *Store) own(ctx context.Context) error {
 		// it outlives its process.
 		return nil
 	}
-	lock, alone, err := lockOwner(ctx, file+ownerSuffix)
+	lock, alone, err := lockOwner(ctx, file+ownerSuffix, s.recoverDead)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: owner lock: %w", err)
 	}

@@ -25,16 +25,20 @@ type ownerLock struct {
 	f *os.File
 }
 
-// lockOwner opens the lock file at path, creating it, and takes it
-// exclusively if no other store holds it (alone), else shared, waiting
-// while a starting store holds it exclusively.
-func lockOwner(ctx context.Context, path string) (l *ownerLock, alone bool, err error) {
+// lockOwner opens the lock file at path, creating it, and takes it shared,
+// waiting while a starting store holds it exclusively. With exclusive it
+// first tries to take it exclusively, and reports whether that was granted
+// (alone): no other store holds it.
+func lockOwner(ctx context.Context, path string, exclusive bool) (l *ownerLock, alone bool, err error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, false, err
 	}
 	l = &ownerLock{f: f}
-	granted, err := l.try(syscall.LOCK_EX)
+	granted := false
+	if exclusive {
+		granted, err = l.try(syscall.LOCK_EX)
+	}
 	if err == nil && !granted {
 		err = l.share(ctx)
 	}

@@ -10,7 +10,7 @@ import "context"
 type ownerLock struct{}
 
 // lockOwner takes no lock on this platform.
-func lockOwner(context.Context, string) (*ownerLock, bool, error) { return nil, false, nil }
+func lockOwner(context.Context, string, bool) (*ownerLock, bool, error) { return nil, false, nil }
 
 func (*ownerLock) share(context.Context) error { return nil }
 

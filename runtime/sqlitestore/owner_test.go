@@ -136,7 +136,7 @@ func newOwnerDB(t *testing.T) string {
 // the test closes it first.
 func openOwner(t *testing.T, path string) *sqlitestore.Store {
 	t.Helper()
-	s, err := sqlitestore.Open(context.Background(), path)
+	s, err := sqlitestore.Open(context.Background(), path, sqlitestore.WithDeadHolderRecovery())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +206,30 @@ func TestKilledHoldersClaimsEndAtOnce(t *testing.T) {
 	kill9(t, child)
 	killed := time.Now()
 	claimsEndedAtOnce(t, openOwner(t, path), killed)
+}
+
+// Without WithDeadHolderRecovery a store ends no lease, even when it finds
+// no other store open: a killed holder's claims wait out their leases, for
+// the process that might still reach the database without the lock (a
+// store made by New, an older idemgen during a deploy). A store that
+// recovers, opened once that one has closed, ends them.
+func TestWithoutRecoveryClaimsWaitTheirLease(t *testing.T) {
+	path := newOwnerDB(t)
+	kill9(t, ownerChild(t, "claim", path))
+
+	plain, err := sqlitestore.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := plain.EndedLeases(); n != 0 {
+		t.Errorf("a store opened without WithDeadHolderRecovery ended %d leases", n)
+	}
+	claimsStandInFlight(t, plain, "opened alone without recovery")
+	if err := plain.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed := time.Now()
+	claimsEndedAtOnce(t, openOwner(t, path), closed)
 }
 
 // A claim's holder is killed while another process has the store open:
@@ -318,7 +342,7 @@ func helperChurn(t *testing.T, path string) {
 // leases the store ended when it opened.
 func churnRound(path, id string) (int, error) {
 	ctx := context.Background()
-	s, err := sqlitestore.Open(ctx, path)
+	s, err := sqlitestore.Open(ctx, path, sqlitestore.WithDeadHolderRecovery())
 	if err != nil {
 		return 0, err
 	}
@@ -355,7 +379,7 @@ func TestOpenWaitsForTheStarter(t *testing.T) {
 	}
 	opened := make(chan *sqlitestore.Store, 1)
 	go func() {
-		s, err := sqlitestore.Open(context.Background(), path)
+		s, err := sqlitestore.Open(context.Background(), path, sqlitestore.WithDeadHolderRecovery())
 		if err != nil {
 			t.Error(err)
 		}
@@ -396,7 +420,7 @@ func TestOpenWaitsWhileLeasesEnd(t *testing.T) {
 	writer := holdWriteLock(t, path)
 	opened := make(chan *sqlitestore.Store, 2)
 	open := func() {
-		s, err := sqlitestore.Open(context.Background(), path)
+		s, err := sqlitestore.Open(context.Background(), path, sqlitestore.WithDeadHolderRecovery())
 		if err != nil {
 			t.Error(err)
 		}

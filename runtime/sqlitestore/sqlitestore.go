@@ -66,6 +66,21 @@ func WithCompletionWait(d time.Duration) Option {
 	}
 }
 
+// WithDeadHolderRecovery makes a store that opens a database no other
+// store has open end the leases of the claims left in flight there: their
+// holders are known to be gone, so their retries are taken over (or found
+// indeterminate) at once instead of after the lease (docs/semantics.md
+// §7.4). It is for a database that only stores made by Open or OpenDB of
+// this version use, in any process: a process that reaches the database
+// another way (a store made by New, or a version of idemgen that did not
+// hold the owner lock, still running beside this one during a deploy)
+// holds no lock, so its live claims would look abandoned and a retry would
+// run their handlers a second time. Without it a crashed process's claims
+// wait out their leases.
+func WithDeadHolderRecovery() Option {
+	return func(s *Store) { s.recoverDead = true }
+}
+
 // Store is an idemstore.Store, idemstore.Sweeper and idemstore.Transactor on one SQLite
 // database holding the idempotency_keys table.
 type Store struct {
@@ -75,9 +90,12 @@ type Store struct {
 	// nil for a store made by New, in memory, or without flock.
 	owner *ownerLock
 	// orphans counts the leases the store ended when it opened.
-	orphans  int
-	now      func() time.Time
-	lockWait time.Duration
+	orphans int
+	// recoverDead is WithDeadHolderRecovery's: the store may end the
+	// leases of dead holders when it opens.
+	recoverDead bool
+	now         func() time.Time
+	lockWait    time.Duration
 	// completeWait bounds how long a completion, release or abandonment
 	// waits for the write lock (see Store.write).
 	completeWait time.Duration
@@ -140,14 +158,17 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // holding the database's owner lock until Close; Close leaves db open.
 //
 // The owner lock is a flock on the database's file name with "-idem.lock"
-// appended, which every store made by Open or OpenDB holds shared. The
-// first store to open a database that no store has open anywhere knows
-// that every claim in flight in it was left by a process that is gone,
-// killed or crashed, and ends their leases (EndedLeases counts them): the
-// next claim of such a request takes it over, or marks it indeterminate if
-// it fails closed, at once rather than when the lease would have run out
-// (docs/semantics.md §7.4). While any other store has the database open,
-// in this process or another, nothing is ended: its claims may be live.
+// appended, which every store made by Open or OpenDB holds shared while it
+// is open, and which the kernel drops when the process dies. With
+// WithDeadHolderRecovery, the first store to open a database that no store
+// has open anywhere knows that every claim in flight in it was left by a
+// process that is gone, killed or crashed, and ends their leases
+// (EndedLeases counts them): the next claim of such a request takes it
+// over, or marks it indeterminate if it fails closed, at once rather than
+// when the lease would have run out (docs/semantics.md §7.4). While any
+// other store has the database open, in this process or another, nothing
+// is ended: its claims may be live. Without the option a store only holds
+// its share, which keeps its own claims safe from a store that recovers.
 // An in-memory database, and a platform without flock, have no lock and
 // end nothing.
 func OpenDB(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
@@ -164,9 +185,8 @@ func OpenDB(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 //
 // A store made by New holds no owner lock (see OpenDB): it never ends a
 // lease early, and nothing protects its own claims from a store that
-// OpenDB or Open makes in another process, which would find no lock held
-// and end their leases while they run. Where another process may open the
-// same database, make every store with Open or OpenDB.
+// OpenDB or Open makes WithDeadHolderRecovery in another process, which
+// would find no lock held and end their leases while they run.
 func New(db *sql.DB, opts ...Option) *Store {
 	s := &Store{db: db, now: time.Now, lockWait: 5 * time.Second, completeWait: 2 * time.Minute, writers: make(chan struct{}, 1)}
 	for _, o := range opts {

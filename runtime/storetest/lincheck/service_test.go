@@ -112,7 +112,7 @@ func build(ctx context.Context, kind string) (idem.Store, http.Handler, bool, er
 	case "broken":
 		return &secondWins{Store: memstore.New()}, fileHandler(), false, nil
 	case "sqlite":
-		s, err := sqlitestore.Open(ctx, target)
+		s, err := sqlitestore.Open(ctx, target, sqlitestore.WithDeadHolderRecovery())
 		if err != nil {
 			return nil, nil, false, err
 		}

@@ -12,13 +12,15 @@ import (
 // transfer's rows and its key commit in one transaction. The database was
 // opened with the settings sqlitestore.DSN asks for (see database.Open).
 //
-// The store holds the database's owner lock until it is closed. A server
-// started after its predecessor was killed finds no other holder, so it
-// ends the leases of the claims the dead one left in flight: their clients'
-// retries are taken over at once, not turned away with 409 until each
-// lease (15 s for a transfer) has run out.
+// The store holds the database's owner lock until it is closed, and
+// recovers the claims of dead holders (sqlitestore.WithDeadHolderRecovery):
+// only this server opens its database. A server started after its
+// predecessor was killed finds no other holder, so it ends the leases of
+// the claims the dead one left in flight: their clients' retries are taken
+// over at once, not turned away with 409 until each lease (15 s for a
+// transfer) has run out.
 func sqliteStore(ctx context.Context, db *database.DB, log *slog.Logger) (*sqlitestore.Store, error) {
-	s, err := sqlitestore.OpenDB(ctx, db.SQL)
+	s, err := sqlitestore.OpenDB(ctx, db.SQL, sqlitestore.WithDeadHolderRecovery())
 	if err != nil {
 		return nil, err
 	}

@@ -148,8 +148,8 @@ var resetSQL = [...]string{
 //
 //   - RESET ALL, for the settings: a handler's SET is seen only through
 //     pg_settings, which builds every one of several hundred settings as
-//     text and costs milliseconds, where RESET ALL costs what any short
-//     statement does;
+//     text, ten times the time of a SELECT 1 or more, where RESET ALL costs
+//     what any short statement does;
 //   - DISCARD SEQUENCES, because what currval and lastval remember cannot
 //     be seen at all, and a handler that inserts into a table with a
 //     serial column leaves it on nearly every request.

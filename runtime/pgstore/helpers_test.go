@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,8 +86,25 @@ func openPool(t testing.TB, schema string, tweak ...func(*pgxpool.Config)) *pgxp
 	if err != nil {
 		t.Fatalf("open pool: %v", err)
 	}
-	t.Cleanup(pool.Close)
+	t.Cleanup(func() { closePool(t, pool) })
 	return pool
+}
+
+// closePool closes pool, which waits for every connection to come back. A
+// connection that never does (a transaction a failed test left open, or
+// one the store leaked) is reported instead of hanging the run until its
+// timeout, which would hide the failure that caused it.
+func closePool(t testing.TB, pool *pgxpool.Pool) {
+	closed := make(chan struct{})
+	go func() {
+		pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Errorf("the pool did not close within a minute: a connection was never given back")
+	}
 }
 
 // newStore returns a store on a fresh schema.

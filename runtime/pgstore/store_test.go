@@ -83,23 +83,28 @@ func TestHandlerTxIsOwnedByTheStore(t *testing.T) {
 func TestTxLeaseEndsIdleHandler(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()
-	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", 300*time.Millisecond))
+	// The lease is long enough that a loaded machine still makes the next
+	// claim within it, and the sleep below waits it out from the handler's
+	// last statement, after which the session sits idle.
+	const lease = 2 * time.Second
+	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", lease))
 	if err != nil || !res.Won {
 		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
 	}
+	defer func() { _ = tx.Release(context.Background()) }()
 	if err := writeEffect(ctx, tx.Driver(), "stale"); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	idle := time.Now()
 	res, err = s.Claim(ctx, claimFor("k1", "tok2", time.Minute))
 	if err != nil || res.Won || res.Existing.State != idem.StateInFlight {
 		t.Fatalf("Claim during the open tx = %+v, %v; want lost, in flight", res, err)
 	}
-	if d := time.Since(start); d > 500*time.Millisecond {
+	if d := time.Since(idle); d > 500*time.Millisecond {
 		t.Errorf("Claim during the open tx took %v", d)
 	}
 
-	time.Sleep(800 * time.Millisecond)
+	time.Sleep(time.Until(idle.Add(lease + time.Second)))
 	res, err = s.Claim(ctx, claimFor("k1", "tok3", time.Minute))
 	if err != nil || !res.Won || res.TookOver {
 		t.Fatalf("Claim after the lease = %+v, %v; want a plain win (the stale claim was rolled back)", res, err)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // serveClaim runs a non-transactional request: claim, handler, complete.
@@ -24,6 +26,9 @@ func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, 
 func (e *Engine) claim(w http.ResponseWriter, r *http.Request, q *request, c Claim) (res Result, won bool) {
 	res, err := e.storeClaim(r, q, c)
 	switch {
+	case errors.Is(err, ErrWaitEnded):
+		e.gone(w, q, err)
+		return res, false
 	case err != nil:
 		e.claimFailed(w, r, q, c, err)
 		return res, false
@@ -65,12 +70,16 @@ func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c C
 	}
 	var tx Tx
 	res, err := e.timed(q, func() (Result, error) {
-		ctx, cancel := e.storeContext(r)
+		ctx, cancel := e.claimContext(r)
 		defer cancel()
 		res, t, err := e.tx.ClaimTx(ctx, c)
 		tx = t
 		return res, err
 	})
+	if errors.Is(err, ErrWaitEnded) {
+		e.gone(w, q, err)
+		return
+	}
 	if err != nil {
 		// A transactional claim dies with its transaction; there is
 		// nothing to release.
@@ -100,11 +109,10 @@ func (e *Engine) serveDurableTx(w http.ResponseWriter, r *http.Request, q *reque
 	e.run(w, r, q, durableTxHold{plainHold{e.store, c}, e.lazyTx(r, q)}, res, next)
 }
 
-// storeClaim makes one claim, committed on its own, under a store context
-// of its own.
+// storeClaim makes one claim, committed on its own, under a claim context.
 func (e *Engine) storeClaim(r *http.Request, q *request, c Claim) (Result, error) {
 	return e.timed(q, func() (Result, error) {
-		ctx, cancel := e.storeContext(r)
+		ctx, cancel := e.claimContext(r)
 		defer cancel()
 		return e.store.Claim(ctx, c)
 	})
@@ -134,4 +142,14 @@ func (e *Engine) storeErr(q *request, f func() error) error {
 // hold a request forever.
 func (e *Engine) storeContext(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(r.Context()), e.storeTimeout)
+}
+
+// claimContext is storeContext for a claim, whose waiting (for a lock, a
+// connection) ends when the client hangs up (idemstore.WithWait): a claim
+// that waited past its client's patience would be won only to be released
+// again, and its retry meanwhile told that the key is in flight. The write
+// itself is not cut off (docs/semantics.md §7.3).
+func (e *Engine) claimContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := e.storeContext(r)
+	return idemstore.WithWait(ctx, r.Context()), cancel
 }

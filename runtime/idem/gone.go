@@ -16,11 +16,21 @@ func (e *Engine) clientGone(w http.ResponseWriter, r *http.Request, q *request) 
 	if r.Context().Err() == nil {
 		return false
 	}
-	q.event.Outcome, q.event.Err = OutcomeClientGone, r.Context().Err()
+	e.gone(w, q, r.Context().Err())
+	return true
+}
+
+// gone sends the answer to a client that hung up, for the reason err, and
+// records the request as OutcomeClientGone. It is never stored. A claim the
+// store stopped waiting for because its client hung up (ErrWaitEnded) is
+// answered so too: the store wrote nothing, so nothing is released (a
+// release would wait for the same lock again), and the key is free for the
+// client's retry at once (docs/semantics.md §7.3).
+func (e *Engine) gone(w http.ResponseWriter, q *request, err error) {
+	q.event.Outcome, q.event.Err = OutcomeClientGone, err
 	p := e.answer(problem.ClientLeft)
 	p.RetryAfter = 1
 	e.send(w, q, p)
-	return true
 }
 
 // goneBeforeRun releases a won claim whose client hung up before the

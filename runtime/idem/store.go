@@ -72,6 +72,8 @@ var (
 	ErrInvalidClaim = idemstore.ErrInvalidClaim
 	// ErrUnreadable: idemstore.ErrUnreadable.
 	ErrUnreadable = idemstore.ErrUnreadable
+	// ErrWaitEnded: idemstore.ErrWaitEnded.
+	ErrWaitEnded = idemstore.ErrWaitEnded
 )
 
 // Sealer seals stored responses: idemstore.Sealer.

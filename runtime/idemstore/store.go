@@ -144,6 +144,9 @@ type Store interface {
 	// Claim atomically inserts an in-flight row for c, replaces an expired
 	// one, applies c.OnLeaseExpiry to an abandoned one of the same request,
 	// or reports the row that stands. It never waits on another claim.
+	// What it waits for before it writes (a lock, a connection) it waits
+	// for no longer than the wait context carried by ctx (WithWait), and
+	// returns ErrWaitEnded, having written nothing, when that ends first.
 	Claim(ctx context.Context, c Claim) (Result, error)
 	// Complete stores resp for the claim held with token. ErrFenced when
 	// token is not current.
@@ -163,6 +166,7 @@ type Transactor interface {
 	Store
 	// ClaimTx claims c inside a new transaction. When the claim is won, tx
 	// is open and must be ended with Commit or Release; otherwise tx is nil.
+	// It honours the wait context as Claim does.
 	ClaimTx(ctx context.Context, c Claim) (res Result, tx Tx, err error)
 	// Begin starts a plain transaction for a transactional operation that
 	// runs without a key (the key is optional and absent), or whose

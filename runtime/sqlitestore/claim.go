@@ -90,10 +90,25 @@ func decide(row *stored, c idemstore.Claim, now int64) action {
 // lose. The lock is taken in short slices with a re-read between them, so a
 // claim that meets a competitor's freshly committed row loses at once rather
 // than waiting for the lock (see lockSlice).
+//
+// Waiting for the lock (this process's turn, a connection, SQLite's lock)
+// ends with the wait context (idemstore.WithWait) as well as with ctx: the
+// claim then returns idemstore.ErrWaitEnded, having written nothing. Once
+// the lock is taken, the write runs under ctx alone.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
+	return s.claim(ctx, c, nil)
+}
+
+// claim is Claim. When then is not nil and the claim is won, then runs
+// after the claim's commit and before this process's write turn is given
+// up (see Store.writers), so that no other writer of this process takes
+// SQLite's lock between the two; then must not wait for the turn itself.
+func (s *Store) claim(ctx context.Context, c idemstore.Claim, then func() error) (idemstore.Result, error) {
 	if err := c.Check(); err != nil {
 		return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
+	wctx, stop := idemstore.WaitContext(ctx)
+	defer stop()
 	give := time.Now().Add(s.lockWait)
 	for {
 		now := millis(s.now())
@@ -105,7 +120,7 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result,
 			rec, err := row.record(now)
 			return idemstore.Result{Existing: rec}, err
 		}
-		res, err := s.claimLocked(ctx, c)
+		res, err := s.claimTurn(ctx, wctx, c, then)
 		if !errors.Is(err, errLockBusy) {
 			return res, err
 		}
@@ -115,21 +130,43 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result,
 	}
 }
 
-// claimLocked is the claim's write path: under the write lock, read, decide
-// and write.
-func (s *Store) claimLocked(ctx context.Context, c idemstore.Claim) (res idemstore.Result, err error) {
-	done, err := s.admit(ctx, lockSlice)
+// claimTurn makes one attempt at the claim's write path in this process's
+// write turn, waiting under wctx for the turn, a connection and at most
+// lockSlice for SQLite's lock; then, if set, runs in the same turn once the
+// claim is won.
+func (s *Store) claimTurn(ctx, wctx context.Context, c idemstore.Claim, then func() error) (idemstore.Result, error) {
+	done, err := s.admit(wctx, lockSlice)
 	if err != nil {
-		return idemstore.Result{}, err
+		return idemstore.Result{}, waited(wctx, err)
 	}
 	defer done()
-	conn, err := s.db.Conn(ctx)
+	res, err := s.claimLocked(ctx, wctx, c)
+	if err == nil && res.Won && then != nil {
+		err = then()
+	}
+	return res, err
+}
+
+// waited is the error of a wait that failed: idemstore.ErrWaitEnded when
+// the wait context ended it, err otherwise.
+func waited(wctx context.Context, err error) error {
+	if idemstore.WaitEnded(wctx) {
+		return fmt.Errorf("sqlitestore: claim: %w", idemstore.ErrWaitEnded)
+	}
+	return err
+}
+
+// claimLocked is the claim's write path: under the write lock, read, decide
+// and write. The caller holds this process's write turn; wctx bounds the
+// wait for a connection and for the lock.
+func (s *Store) claimLocked(ctx, wctx context.Context, c idemstore.Claim) (res idemstore.Result, err error) {
+	conn, err := s.db.Conn(wctx)
 	if err != nil {
-		return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
+		return idemstore.Result{}, waited(wctx, fmt.Errorf("sqlitestore: claim: %w", err))
 	}
 	defer conn.Close()
-	if err := beginImmediate(ctx, conn, lockSlice); err != nil {
-		return idemstore.Result{}, err
+	if err := beginImmediate(wctx, conn, lockSlice); err != nil {
+		return idemstore.Result{}, waited(wctx, err)
 	}
 	committed := false
 	defer func() {

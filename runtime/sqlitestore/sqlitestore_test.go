@@ -140,17 +140,7 @@ func TestStoreErrorsAreReported(t *testing.T) {
 func TestCompletionsOutwaitASlowTransaction(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, sqlitestore.WithLockWait(200*time.Millisecond))
-	claim := func(key string) idem.Claim {
-		return idem.Claim{
-			Identity:      idem.Identity{Tenant: "t", Scope: "op", Key: key},
-			Operation:     "op",
-			Fingerprint:   []byte{1},
-			Token:         "tok-" + key,
-			Lease:         time.Minute,
-			TTL:           time.Hour,
-			OnLeaseExpiry: idem.Takeover,
-		}
-	}
+	claim := testClaim
 	const keys = 6
 	for i := range keys {
 		if res, err := s.Claim(ctx, claim(fmt.Sprint(i))); err != nil || !res.Won {

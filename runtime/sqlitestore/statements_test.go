@@ -21,18 +21,7 @@ import (
 // for them (BEGIN IMMEDIATE, COMMIT, ROLLBACK). Each wanted statement is
 // the start of its text.
 func TestStatementsPerRequest(t *testing.T) {
-	log := &storetest.StatementLog{}
-	db := sql.OpenDB(countingConnector{dsn: sqlitestore.DSN(filepath.Join(t.TempDir(), "idem.db")), log: log})
-	t.Cleanup(func() { _ = db.Close() })
-	ctx := context.Background()
-	up, _, err := templates.Schema("sqlite")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, up+`; CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	s := sqlitestore.New(db)
+	s, log := countingStore(t)
 	paths := enginetest.RequestPaths(t, s, func(ctx context.Context, tx *sqlitestore.Tx, marker string) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, marker)
 		return err
@@ -74,6 +63,23 @@ func TestStatementsPerRequest(t *testing.T) {
 		})
 		storetest.CheckStatements(t, p.Name, got, want[p.Name])
 	}
+}
+
+// countingStore opens a store on a new database, with the schema and an
+// effects table for handlers' writes, whose statements go to log.
+func countingStore(t *testing.T) (s *sqlitestore.Store, log *storetest.StatementLog) {
+	t.Helper()
+	log = &storetest.StatementLog{}
+	db := sql.OpenDB(countingConnector{dsn: sqlitestore.DSN(filepath.Join(t.TempDir(), "idem.db")), log: log})
+	t.Cleanup(func() { _ = db.Close() })
+	up, _, err := templates.Schema("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(context.Background(), up+`; CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return sqlitestore.New(db), log
 }
 
 // countingConnector opens connections of the SQLite driver that log their

@@ -22,14 +22,21 @@ import (
 // handler's transaction begins and, with its first statement, takes the
 // write lock and checks that the claim is still held. The completion is
 // written in that transaction by Commit: the handler's writes and the
-// completion commit together or not at all.
+// completion commit together or not at all. The handler's transaction
+// begins before this process's write turn (Store.writers) passes on, so a
+// won claim does not queue a second time for the lock, behind every writer
+// that came after it: only another process, or a keyless transaction
+// (Begin), can take the lock between the claim's commit and the handler's
+// first statement.
 //
 // The handler's transaction ends when the lease runs out: database/sql rolls
 // it back once its context is done. A hung handler therefore cannot hold
 // SQLite's only write lock past its lease, and a retry can take the key
 // over; the late handler's Commit then reports ErrFenced. ctx bounds the
 // claim only: the transaction outlives it, so that a client that hangs up
-// does not roll back a handler that is still running.
+// does not roll back a handler that is still running. The wait context
+// (idemstore.WithWait) bounds the claim's wait for the lock as it bounds
+// Claim's.
 //
 // The handler cannot end the transaction with a raw COMMIT, ROLLBACK or
 // BEGIN either: while it runs, the connection's authorizer refuses every
@@ -37,18 +44,21 @@ import (
 // made its effects durable with the claim still in flight, for a takeover
 // to repeat once the lease ran out.
 func (s *Store) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Result, idemstore.Tx, error) {
-	res, err := s.Claim(ctx, c)
-	if err != nil || !res.Won {
-		return res, nil, err
-	}
-	t, err := s.beginHeld(ctx, c)
-	if err != nil {
+	var t *storeTx
+	res, err := s.claim(ctx, c, func() (err error) {
+		t, err = s.beginHeld(ctx, c)
+		return err
+	})
+	switch {
+	case err != nil && res.Won:
 		// The claim is ours but the handler cannot run: free the key so
 		// that a retry is not turned away until the lease runs out.
 		if rerr := s.Release(context.WithoutCancel(ctx), c.Identity, c.Token); rerr != nil && !errors.Is(rerr, idemstore.ErrFenced) {
 			err = errors.Join(err, rerr)
 		}
 		return idemstore.Result{}, nil, err
+	case err != nil || !res.Won:
+		return res, nil, err
 	}
 	return res, t, nil
 }
@@ -294,8 +304,21 @@ func (t *storeTx) Commit(ctx context.Context, resp idemstore.Response) error {
 }
 
 // Release implements idemstore.Tx.
+//
+// A held transaction in which the handler ran no statement holds nothing
+// but the claim's check (holdClaim changes nothing) and SQLite's write
+// lock: the claim is released inside it (releaseInside), so that the
+// release does not queue for the lock again, behind every writer that came
+// meanwhile. This is the release of a claim whose client left before its
+// handler started (docs/semantics.md §7.3) and of a handler that answered
+// without writing. Otherwise the handler's writes are rolled back and the
+// claim released on its own.
 func (t *storeTx) Release(ctx context.Context) error {
 	t.handlerOwns.Store(false)
+	if t.held && !t.h.used.Load() && t.releaseInside(ctx) == nil {
+		t.close()
+		return nil
+	}
 	rbErr := t.tx.Rollback()
 	t.close()
 	if errors.Is(rbErr, sql.ErrTxDone) {
@@ -309,6 +332,16 @@ func (t *storeTx) Release(ctx context.Context) error {
 		return rbErr
 	}
 	return errors.Join(rbErr, t.s.Release(ctx, t.id, t.token))
+}
+
+// releaseInside deletes the claim in the held transaction and commits. When
+// it fails the transaction is rolled back, or ended already, and Release
+// goes the other way.
+func (t *storeTx) releaseInside(ctx context.Context) error {
+	if err := fenced(t.tx.ExecContext(ctx, release, t.id.Tenant, t.id.Scope, t.id.Key, t.token)); err != nil {
+		return err
+	}
+	return t.tx.Commit()
 }
 
 // ended explains an error from a transaction. One that failed because its
@@ -343,12 +376,15 @@ type Tx struct {
 	// lease is done when the transaction's lease has run out, or the
 	// transaction has ended.
 	lease context.Context
+	// used is set once the handler has run, or prepared, a statement.
+	used atomic.Bool
 }
 
 // within is ctx, ended also when t's lease is: the statement run under it
 // is interrupted then. The context lives until the transaction ends, as
 // rows read under it must.
 func (t *Tx) within(ctx context.Context) context.Context {
+	t.used.Store(true)
 	c, cancel := context.WithCancelCause(ctx)
 	context.AfterFunc(t.lease, func() { cancel(context.Cause(t.lease)) })
 	return c

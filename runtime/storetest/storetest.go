@@ -64,6 +64,7 @@ func Run(t *testing.T, target Target) {
 		{"Isolation", testIsolation},
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"Sweep", testSweep},
+		{"WaitEnded", testWaitEnded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,6 +59,7 @@ func RunTx(t *testing.T, target Target) {
 		{"ClaimContextEndsEarly", testTxClaimContextEndsEarly},
 		{"SessionIsNotShared", testTxSessionIsNotShared},
 		{"HandlerChainsTx", testTxHandlerChainsTx},
+		{"WaitEndsWhileTxOpen", testTxWaitEnded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

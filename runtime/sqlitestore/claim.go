@@ -117,11 +117,15 @@ func (s *Store) claim(ctx context.Context, c idemstore.Claim, then func() error)
 			return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
 		}
 		if decide(row, c, now) == lose {
+			s.writers.decided(c.Identity)
 			rec, err := row.record(now)
 			return idemstore.Result{Existing: rec}, err
 		}
 		res, err := s.claimTurn(ctx, wctx, c, then)
 		if !errors.Is(err, errLockBusy) {
+			if !errors.Is(err, idemstore.ErrWaitEnded) {
+				s.writers.decided(c.Identity)
+			}
 			return res, err
 		}
 		if time.Now().After(give) {
@@ -135,7 +139,7 @@ func (s *Store) claim(ctx context.Context, c idemstore.Claim, then func() error)
 // lockSlice for SQLite's lock; then, if set, runs in the same turn once the
 // claim is won.
 func (s *Store) claimTurn(ctx, wctx context.Context, c idemstore.Claim, then func() error) (idemstore.Result, error) {
-	done, err := s.admit(wctx, lockSlice)
+	done, err := s.admit(wctx, lockSlice, &c.Identity)
 	if err != nil {
 		return idemstore.Result{}, waited(wctx, err)
 	}
@@ -213,19 +217,11 @@ func (s *Store) claimLocked(ctx, wctx context.Context, c idemstore.Claim) (res i
 }
 
 // admit waits at most wait for this process's turn to write (see
-// Store.writers) and returns the function that ends it. It reports
-// errLockBusy when the turn did not come.
-func (s *Store) admit(ctx context.Context, wait time.Duration) (func(), error) {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case s.writers <- struct{}{}:
-		return func() { <-s.writers }, nil
-	case <-t.C:
-		return nil, errLockBusy
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+// Store.writers), for a claim of id or, when id is nil, another write, and
+// returns the function that ends it. It reports errLockBusy when the turn
+// did not come.
+func (s *Store) admit(ctx context.Context, wait time.Duration, id *idemstore.Identity) (func(), error) {
+	return s.writers.take(ctx, wait, id)
 }
 
 // beginImmediate starts a write transaction on conn, waiting at most wait

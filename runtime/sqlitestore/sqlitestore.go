@@ -100,12 +100,13 @@ type Store struct {
 	// waits for the write lock (see Store.write).
 	completeWait time.Duration
 	// writers admits one of this process's short writes (a claim's write
-	// path, a completion, a release) at a time, in arrival order. SQLite has
-	// a single writer anyway; queueing here instead of in SQLite's busy
-	// handler, whose retries back off to 100 ms apart, keeps a completion
-	// from losing the lock again and again to a storm of new claims. Other
-	// processes, and transactional handlers, still meet SQLite's own lock.
-	writers chan struct{}
+	// path, a completion, a release) at a time, in the order turn says.
+	// SQLite has a single writer anyway; queueing here instead of in
+	// SQLite's busy handler, whose retries back off to 100 ms apart, keeps
+	// a completion from losing the lock again and again to a storm of new
+	// claims. Other processes, and transactional handlers, still meet
+	// SQLite's own lock.
+	writers turn
 }
 
 var (
@@ -188,7 +189,7 @@ func OpenDB(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 // OpenDB or Open makes WithDeadHolderRecovery in another process, which
 // would find no lock held and end their leases while they run.
 func New(db *sql.DB, opts ...Option) *Store {
-	s := &Store{db: db, now: time.Now, lockWait: 5 * time.Second, completeWait: 2 * time.Minute, writers: make(chan struct{}, 1)}
+	s := &Store{db: db, now: time.Now, lockWait: 5 * time.Second, completeWait: 2 * time.Minute}
 	for _, o := range opts {
 		o(s)
 	}

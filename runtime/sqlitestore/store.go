@@ -40,7 +40,7 @@ func (s *Store) write(ctx context.Context, f func(e execer) error) error {
 	give := time.Now().Add(s.completeWait)
 	// A completion waits its whole turn: unlike a claim it has nothing to
 	// re-read meanwhile, and its handler has already answered.
-	done, err := s.admit(ctx, s.completeWait)
+	done, err := s.admit(ctx, s.completeWait, nil)
 	if err != nil {
 		return fmt.Errorf("no write turn within %v: %w", s.completeWait, err)
 	}

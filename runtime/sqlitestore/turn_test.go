@@ -1,0 +1,58 @@
+package sqlitestore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
+)
+
+// The write turn goes to a waiting completion first, then to the claim
+// whose key has waited longest: a retry whose earlier claim stopped
+// waiting (its client left) keeps its key's place ahead of keys that
+// began to wait after it, and a key decided meanwhile is forgotten.
+func TestTurnServesTheLongestWaitingKey(t *testing.T) {
+	var tr turn
+	ctx := context.Background()
+	old, young := idemstore.Identity{Key: "old"}, idemstore.Identity{Key: "young"}
+	give, err := tr.take(ctx, time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old key's first claim waits, and its client leaves.
+	gone, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := tr.take(gone, time.Second, &old); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("claim whose client left = %v, want its context's end", err)
+	}
+	got := make(chan string, 3)
+	wait := func(name string, id *idemstore.Identity) {
+		done, err := tr.take(ctx, 5*time.Second, id)
+		if err != nil {
+			t.Error(err)
+			got <- ""
+			return
+		}
+		got <- name
+		done()
+	}
+	go wait("young", &young)
+	time.Sleep(20 * time.Millisecond)
+	go wait("old", &old)
+	time.Sleep(20 * time.Millisecond)
+	go wait("completion", nil)
+	time.Sleep(20 * time.Millisecond)
+	give()
+	for _, want := range []string{"completion", "old", "young"} {
+		if name := <-got; name != want {
+			t.Errorf("the turn went to %q, want %q", name, want)
+		}
+	}
+
+	tr.decided(old)
+	if _, ok := tr.seen[old]; ok {
+		t.Error("a decided key is still remembered")
+	}
+}

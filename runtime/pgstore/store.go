@@ -96,7 +96,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	return s
 }
 
-// Claim atomically claims c.Identity in one round trip.
+// Claim atomically claims c.Identity in one round trip. The wait for a
+// pooled connection ends with the wait context (idemstore.WithWait) too.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	if err := c.Check(); err != nil {
 		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)
@@ -104,13 +105,18 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result,
 	if s.unusable != nil {
 		return idemstore.Result{}, s.unusable
 	}
-	rows, err := s.pool.Query(ctx, claimSQL, claimArgs(c, false)...)
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, claimSQL, claimArgs(c, false)...)
 	if err != nil {
 		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	res, unsettled, err := readClaim(rows, c)
 	if err == nil && unsettled {
-		res, err = settle(ctx, s.pool, c)
+		res, err = settle(ctx, conn, c)
 	}
 	if err != nil {
 		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)
@@ -204,4 +210,18 @@ func completeArgs(id idemstore.Identity, token string, resp idemstore.Response) 
 func isFenced(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == sqlstateFenced
+}
+
+// acquire takes a pooled connection for a claim, waiting no longer than
+// the wait context carried by ctx (idemstore.WithWait) allows: a claim
+// whose client has left stops waiting with idemstore.ErrWaitEnded, having
+// sent nothing.
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	wctx, stop := idemstore.WaitContext(ctx)
+	defer stop()
+	conn, err := s.pool.Acquire(wctx)
+	if err != nil && idemstore.WaitEnded(wctx) {
+		return nil, idemstore.ErrWaitEnded
+	}
+	return conn, err
 }

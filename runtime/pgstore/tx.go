@@ -50,7 +50,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	if s.unusable != nil {
 		return idemstore.Result{}, nil, s.unusable
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.acquire(ctx)
 	if err != nil {
 		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}

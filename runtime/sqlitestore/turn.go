@@ -10,10 +10,14 @@ import (
 
 // Bounds of the turn's memory of keys whose claims waited (turn.seen): a
 // key is forgotten once its claim is decided, or after keyMemory, and at
-// most maxSeen keys are remembered.
+// most maxSeen keys are remembered. A full memory is swept for forgotten
+// keys at most once every sweepEvery: clients that hang up while their
+// claims wait, each under a key of its own, can fill it, and a sweep on
+// every claim would then cost every claim a walk of the whole map.
 const (
-	keyMemory = 2 * time.Minute
-	maxSeen   = 4096
+	keyMemory  = 2 * time.Minute
+	maxSeen    = 4096
+	sweepEvery = keyMemory / 16
 )
 
 // turn admits one of this process's writers at a time (Store.writers). A
@@ -33,6 +37,9 @@ type turn struct {
 	claims []*turnWaiter
 	// seen holds when each undecided key's claims first waited.
 	seen map[idemstore.Identity]time.Time
+	// swept is when seen was last swept, and sweeps how many times it was.
+	swept  time.Time
+	sweeps int
 }
 
 // turnWaiter is one writer waiting for the turn. granted is set, under the
@@ -97,15 +104,16 @@ func (t *turn) firstWait(id idemstore.Identity, now time.Time) time.Time {
 	if t.seen == nil {
 		t.seen = make(map[idemstore.Identity]time.Time)
 	}
-	if len(t.seen) >= maxSeen {
+	if len(t.seen) >= maxSeen && now.Sub(t.swept) >= sweepEvery {
+		t.swept, t.sweeps = now, t.sweeps+1
 		for k, since := range t.seen {
 			if now.Sub(since) >= keyMemory {
 				delete(t.seen, k)
 			}
 		}
-		if len(t.seen) >= maxSeen {
-			return now
-		}
+	}
+	if len(t.seen) >= maxSeen {
+		return now
 	}
 	t.seen[id] = now
 	return now

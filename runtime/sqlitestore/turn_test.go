@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -54,5 +55,32 @@ func TestTurnServesTheLongestWaitingKey(t *testing.T) {
 	tr.decided(old)
 	if _, ok := tr.seen[old]; ok {
 		t.Error("a decided key is still remembered")
+	}
+}
+
+// Claims under keys of their own that never decide (their clients hang
+// up as they wait) fill the turn's memory of keys; every later waiting
+// claim must not pay a walk of the whole memory for it. The memory is
+// swept at most once every sweepEvery, and a key it has no room for waits
+// without a remembered place.
+func TestFullKeyMemoryIsNotSweptOnEveryClaim(t *testing.T) {
+	var tr turn
+	now := time.Now()
+	for i := range maxSeen {
+		tr.firstWait(idemstore.Identity{Key: "filler-" + strconv.Itoa(i)}, now)
+	}
+	for i := range 1000 {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		if got := tr.firstWait(idemstore.Identity{Key: "late-" + strconv.Itoa(i)}, at); !got.Equal(at) {
+			t.Fatalf("a key with no room in the memory waits since %v, want %v", got, at)
+		}
+	}
+	if tr.sweeps != 1 {
+		t.Errorf("1,000 claims against a full memory swept it %d times, want 1", tr.sweeps)
+	}
+	later := now.Add(keyMemory)
+	tr.firstWait(idemstore.Identity{Key: "after"}, later)
+	if tr.sweeps != 2 || len(tr.seen) != 1 {
+		t.Errorf("once the fillers are forgotten: %d sweeps, %d keys remembered; want 2 and 1", tr.sweeps, len(tr.seen))
 	}
 }

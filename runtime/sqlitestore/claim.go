@@ -100,10 +100,12 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result,
 }
 
 // claim is Claim. When then is not nil and the claim is won, then runs
-// after the claim's commit and before this process's write turn is given
-// up (see Store.writers), so that no other writer of this process takes
-// SQLite's lock between the two; then must not wait for the turn itself.
-func (s *Store) claim(ctx context.Context, c idemstore.Claim, then func() error) (idemstore.Result, error) {
+// after the claim's commit, in this process's write turn (see
+// Store.writers), so that no other writer of this process takes SQLite's
+// lock between the two; then must not wait for the turn itself. then is
+// handed the function that passes the turn on: when then succeeds it owns
+// the turn and must pass it on, once; when it fails the claim does.
+func (s *Store) claim(ctx context.Context, c idemstore.Claim, then func(pass func()) error) (idemstore.Result, error) {
 	if err := c.Check(); err != nil {
 		return idemstore.Result{}, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
@@ -137,16 +139,22 @@ func (s *Store) claim(ctx context.Context, c idemstore.Claim, then func() error)
 // claimTurn makes one attempt at the claim's write path in this process's
 // write turn, waiting under wctx for the turn, a connection and at most
 // lockSlice for SQLite's lock; then, if set, runs in the same turn once the
-// claim is won.
-func (s *Store) claimTurn(ctx, wctx context.Context, c idemstore.Claim, then func() error) (idemstore.Result, error) {
+// claim is won, and keeps the turn if it succeeds (see claim).
+func (s *Store) claimTurn(ctx, wctx context.Context, c idemstore.Claim, then func(pass func()) error) (idemstore.Result, error) {
 	done, err := s.admit(wctx, lockSlice, &c.Identity)
 	if err != nil {
 		return idemstore.Result{}, waited(wctx, err)
 	}
-	defer done()
+	kept := false
+	defer func() {
+		if !kept {
+			done()
+		}
+	}()
 	res, err := s.claimLocked(ctx, wctx, c)
 	if err == nil && res.Won && then != nil {
-		err = then()
+		err = then(done)
+		kept = err == nil
 	}
 	return res, err
 }

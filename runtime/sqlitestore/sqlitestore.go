@@ -99,13 +99,14 @@ type Store struct {
 	// completeWait bounds how long a completion, release or abandonment
 	// waits for the write lock (see Store.write).
 	completeWait time.Duration
-	// writers admits one of this process's short writes (a claim's write
-	// path, a completion, a release) at a time, in the order turn says.
-	// SQLite has a single writer anyway; queueing here instead of in
-	// SQLite's busy handler, whose retries back off to 100 ms apart, keeps
-	// a completion from losing the lock again and again to a storm of new
-	// claims. Other processes, and transactional handlers, still meet
-	// SQLite's own lock.
+	// writers admits one of this process's writers (a claim's write path,
+	// a completion, a release, a claim's handler transaction from the
+	// claim to its end) at a time, in the order turn says. SQLite has a
+	// single writer anyway; queueing here instead of in SQLite's busy
+	// handler, whose retries back off to 100 ms apart, keeps a completion
+	// from losing the lock again and again to a storm of new claims, and
+	// hands the lock on the moment it frees. Other processes, and keyless
+	// transactions (Begin), still meet SQLite's own lock.
 	writers turn
 }
 

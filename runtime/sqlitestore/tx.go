@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,12 +23,18 @@ import (
 // handler's transaction begins and, with its first statement, takes the
 // write lock and checks that the claim is still held. The completion is
 // written in that transaction by Commit: the handler's writes and the
-// completion commit together or not at all. The handler's transaction
-// begins before this process's write turn (Store.writers) passes on, so a
-// won claim does not queue a second time for the lock, behind every writer
-// that came after it: only another process, or a keyless transaction
-// (Begin), can take the lock between the claim's commit and the handler's
-// first statement.
+// completion commit together or not at all.
+//
+// The transaction keeps this process's write turn (Store.writers) from the
+// claim to its end, when it is committed or released or its lease runs
+// out. So a won claim does not queue a second time for the lock, behind
+// every writer that came after it: only another process, or a keyless
+// transaction (Begin), can take the lock between the claim's commit and
+// the handler's first statement. And the writers that wait meanwhile wait
+// for the turn, which is handed to the next of them in the turn's order
+// the moment the transaction ends, rather than for SQLite's lock, which
+// its busy handler polls at intervals that grow to 100 ms, to be taken by
+// whichever poll comes first.
 //
 // The handler's transaction ends when the lease runs out: database/sql rolls
 // it back once its context is done. A hung handler therefore cannot hold
@@ -45,8 +52,8 @@ import (
 // to repeat once the lease ran out.
 func (s *Store) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Result, idemstore.Tx, error) {
 	var t *storeTx
-	res, err := s.claim(ctx, c, func() (err error) {
-		t, err = s.beginHeld(ctx, c)
+	res, err := s.claim(ctx, c, func(pass func()) (err error) {
+		t, err = s.beginHeld(ctx, c, pass)
 		return err
 	})
 	switch {
@@ -63,7 +70,11 @@ func (s *Store) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	return res, t, nil
 }
 
-func (s *Store) beginHeld(ctx context.Context, c idemstore.Claim) (*storeTx, error) {
+// beginHeld begins the handler's transaction of c's won claim, holding
+// this process's write turn, and checks that the claim still stands. When
+// it succeeds the transaction owns the turn and passes it on (pass) when
+// it ends or its lease runs out, whichever comes first.
+func (s *Store) beginHeld(ctx context.Context, c idemstore.Claim, pass func()) (*storeTx, error) {
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Lease)
 	t := &storeTx{s: s, ctx: txCtx, cancel: cancel, id: c.Identity, token: c.Token, held: true}
 	fail := func(err error) (*storeTx, error) {
@@ -78,6 +89,8 @@ func (s *Store) beginHeld(ctx context.Context, c idemstore.Claim) (*storeTx, err
 		_ = t.tx.Rollback()
 		return fail(err)
 	}
+	t.passTurn = sync.OnceFunc(pass)
+	context.AfterFunc(txCtx, t.passTurn)
 	t.handlerOwns.Store(true)
 	return t, nil
 }
@@ -179,6 +192,9 @@ var describingPragmas = map[string]bool{
 // back so is discarded rather than pooled.
 func (t *storeTx) close() {
 	t.handlerOwns.Store(false)
+	if t.passTurn != nil {
+		t.passTurn()
+	}
 	if t.conn != nil {
 		var err error
 		if t.authorized {
@@ -282,6 +298,9 @@ type storeTx struct {
 	held  bool
 	id    idemstore.Identity
 	token string
+	// passTurn passes on this process's write turn, which a held
+	// transaction keeps until it ends (ClaimTx); nil for a keyless one.
+	passTurn func()
 }
 
 // Driver implements idemstore.Tx; it returns the *Tx the handler writes with.

@@ -237,3 +237,74 @@ func TestEngineAnswersClientGoneWhileTheClaimWaits(t *testing.T) {
 		t.Errorf("retry: %d %s after %d runs, want 201 from the retry's own run", w.Code, w.Body, runs.Load())
 	}
 }
+
+// While a claim's handler transaction is open, the claims behind it wait
+// for this process's write turn, which the transaction keeps: when it ends,
+// the turn goes at once to the claim whose key has waited longest, not to
+// whichever claim's poll of SQLite's lock comes first. Here a newer key's
+// claim began to wait before the retry of a key whose first claim waited
+// and left; the retry goes first.
+func TestHandlerTransactionHandsTheTurnToTheLongestWaitingKey(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	_, holder, err := s.ClaimTx(ctx, testClaim("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, _, err := s.ClaimTx(idemstore.WithWait(ctx, gone), testClaim("old")); !errors.Is(err, idemstore.ErrWaitEnded) {
+		t.Fatalf("the old key's first claim = %v, want idemstore.ErrWaitEnded", err)
+	}
+
+	type won struct {
+		key string
+		tx  idemstore.Tx
+	}
+	wins := make(chan won, 2)
+	claim := func(key string) {
+		res, tx, err := s.ClaimTx(ctx, testClaim(key))
+		if err != nil || !res.Won {
+			t.Errorf("claim of %q = won %v, %v; want won", key, res.Won, err)
+		}
+		wins <- won{key, tx}
+	}
+	go claim("young")
+	time.Sleep(5 * time.Millisecond)
+	go claim("old")
+	time.Sleep(15 * time.Millisecond)
+	if err := holder.Commit(ctx, idem.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"old", "young"} {
+		w := <-wins
+		if w.key != want {
+			t.Errorf("the lock went to %q, want %q", w.key, want)
+		}
+		if w.tx != nil {
+			if err := w.tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// A handler transaction whose handler hangs keeps the write turn no longer
+// than its lease: then the turn passes on, and another claim wins, while
+// the hung handler's commit is fenced.
+func TestHungHandlerTransactionPassesTheTurnWhenItsLeaseEnds(t *testing.T) {
+	s := openStore(t)
+	ctx := context.Background()
+	c := testClaim("hung")
+	c.Lease = 200 * time.Millisecond
+	_, hung, err := s.ClaimTx(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Claim(ctx, testClaim("next")); err != nil || !res.Won {
+		t.Fatalf("the claim behind a hung handler = won %v, %v; want won", res.Won, err)
+	}
+	if err := hung.Commit(ctx, idem.Response{Status: 201}); !errors.Is(err, idemstore.ErrFenced) {
+		t.Errorf("the hung handler's commit = %v, want idemstore.ErrFenced", err)
+	}
+}

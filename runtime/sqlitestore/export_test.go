@@ -21,3 +21,10 @@ func CrashTx(tx idem.Tx) error {
 	}
 	return nil
 }
+
+// ClaimsWaiting is how many claims wait for s's write turn now. Tests only.
+func ClaimsWaiting(s *Store) int {
+	s.writers.mu.Lock()
+	defer s.writers.mu.Unlock()
+	return len(s.writers.claims)
+}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,8 +88,14 @@ func (s *Store) beginHeld(ctx context.Context, c idemstore.Claim, pass func()) (
 		_ = t.tx.Rollback()
 		return fail(err)
 	}
-	t.passTurn = sync.OnceFunc(pass)
-	context.AfterFunc(txCtx, t.passTurn)
+	// Whichever comes first passes the turn, once: the lease's end, or
+	// close. stop reports whether it kept the lease's end from running.
+	stop := context.AfterFunc(txCtx, pass)
+	t.passTurn = func() {
+		if stop() {
+			pass()
+		}
+	}
 	t.handlerOwns.Store(true)
 	return t, nil
 }
@@ -189,7 +194,8 @@ var describingPragmas = map[string]bool{
 // authorizer comes off the connection and whatever temporary objects the
 // handler made are dropped (resetSession) before it goes back to the pool,
 // and the lease's deadline is released. A connection that cannot be given
-// back so is discarded rather than pooled.
+// back so is discarded rather than pooled. A held transaction passes its
+// write turn on first: the connection's cleanup does not take the lock.
 func (t *storeTx) close() {
 	t.handlerOwns.Store(false)
 	if t.passTurn != nil {

@@ -259,25 +259,29 @@ func TestHandlerTransactionHandsTheTurnToTheLongestWaitingKey(t *testing.T) {
 
 	type won struct {
 		key string
+		res idemstore.Result
 		tx  idemstore.Tx
+		err error
 	}
+	// The claims report over wins, not to t: a test that failed early
+	// must not be written to by a claim that ends after it.
 	wins := make(chan won, 2)
 	claim := func(key string) {
 		res, tx, err := s.ClaimTx(ctx, testClaim(key))
-		if err != nil || !res.Won {
-			t.Errorf("claim of %q = won %v, %v; want won", key, res.Won, err)
-		}
-		wins <- won{key, tx}
+		wins <- won{key, res, tx, err}
 	}
 	go claim("young")
-	time.Sleep(5 * time.Millisecond)
+	claimsWait(t, s, 1)
 	go claim("old")
-	time.Sleep(15 * time.Millisecond)
+	claimsWait(t, s, 2)
 	if err := holder.Commit(ctx, idem.Response{Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"old", "young"} {
 		w := <-wins
+		if w.err != nil || !w.res.Won {
+			t.Errorf("claim of %q = won %v, %v; want won", w.key, w.res.Won, w.err)
+		}
 		if w.key != want {
 			t.Errorf("the lock went to %q, want %q", w.key, want)
 		}
@@ -286,6 +290,19 @@ func TestHandlerTransactionHandsTheTurnToTheLongestWaitingKey(t *testing.T) {
 				t.Error(err)
 			}
 		}
+	}
+}
+
+// claimsWait waits until n claims wait for s's write turn, failing the
+// test after a few seconds.
+func claimsWait(t *testing.T, s *sqlitestore.Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for sqlitestore.ClaimsWaiting(s) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d claims wait for the write turn, want %d", sqlitestore.ClaimsWaiting(s), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

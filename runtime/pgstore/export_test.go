@@ -33,3 +33,6 @@ func QueueReset(b *pgx.Batch) { queueReset(b) }
 // session of a connection of user when the handler left nothing else
 // (sessionCheckSQL and leanResetSQL) on b.
 func QueueLeanReset(b *pgx.Batch, user string) { queueLeanReset(b, user) }
+
+// ClaimSQL is the statement that claims a key.
+const ClaimSQL = claimSQL

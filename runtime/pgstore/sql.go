@@ -181,24 +181,46 @@ const sessionCheckSQL = `SELECT pg_advisory_unlock_all(),
                    WHERE refclassid = 'pg_namespace'::regclass AND refobjid = pg_my_temp_schema())`
 
 // handlerPreparedSQL selects, in pg_prepared_statements, the statements a
-// handler prepared (PREPARE, or pgx.Tx.Prepare, which pgstore also makes
-// pgx forget: preparedNames): every prepared statement on the session but
-// those of pgx's statement cache, whose names pgx gives the prefix
-// stmtcache_ and which pgx goes on using, and those PgBouncer (1.21 and
-// later, with max_prepared_statements) prepares under names of its own on a
-// server connection that its clients share, and keeps track of.
-const handlerPreparedSQL = `name NOT LIKE 'stmtcache\_%' AND name NOT LIKE 'PGBOUNCER\_%'`
+// handler prepared: every statement prepared from SQL (PREPARE), whatever
+// its name, and every other one (pgx.Tx.Prepare, which pgstore also makes
+// pgx forget: preparedNames) but those under driverNameSQL's names. Those
+// are prepared over the protocol, never from SQL: pgx's statement cache
+// and PgBouncer go on using them. A cached statement's name is no secret
+// (pgx's is a hash of the statement's text), so a PREPARE under it is the
+// handler's like any other, or it would answer the next request's query
+// on the connection, or pgstore's own claim, with rows the handler chose.
+const handlerPreparedSQL = `(from_sql OR NOT ` + driverNameSQL + `)`
+
+// driverNameSQL matches the names of the statements that pgx's statement
+// cache prepares (the prefix stmtcache_, then a hash of the text) and those
+// PgBouncer (1.21 and later, with max_prepared_statements) prepares under
+// names of its own on a server connection that its clients share.
+// handlerTx.Prepare refuses pgx's prefix.
+const driverNameSQL = `(name LIKE 'stmtcache\_%' OR name LIKE 'PGBOUNCER\_%')`
 
 // deallocateSQL drops the statements a handler prepared
 // (handlerPreparedSQL). DEALLOCATE takes neither a list nor a pattern,
-// hence the loop.
+// hence the loop. A handler that prepared a statement under a driver's
+// name from SQL has replaced one that the driver believes it still has
+// (it deallocated the driver's first), so once every statement is dropped
+// the block fails: the reset has failed, and the connection, whose driver
+// would otherwise run a statement that is gone, is closed rather than
+// pooled.
 const deallocateSQL = `DO $$
 DECLARE
     n text;
+    driver boolean;
+    taken text;
 BEGIN
-    FOR n IN SELECT name FROM pg_prepared_statements WHERE ` + handlerPreparedSQL + ` LOOP
+    FOR n, driver IN SELECT name, ` + driverNameSQL + ` FROM pg_prepared_statements WHERE ` + handlerPreparedSQL + ` LOOP
         EXECUTE format('DEALLOCATE %I', n);
+        IF driver THEN
+            taken := n;
+        END IF;
     END LOOP;
+    IF taken IS NOT NULL THEN
+        RAISE EXCEPTION 'a handler prepared statement % from SQL under a name of the driver''s', taken;
+    END IF;
 END
 $$`
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,16 @@ import (
 // stored (or panics); nested transactions (Begin) commit and roll back
 // normally.
 var ErrTxOwned = errors.New("pgstore: the idempotency layer commits or rolls back this transaction")
+
+// ErrCacheName is returned by Prepare of the pgx.Tx a transactional
+// handler receives for a name that starts as the names of pgx's statement
+// cache do: a statement under such a name would stand in for one that pgx
+// prepared, on a connection later requests use.
+var ErrCacheName = errors.New("pgstore: a prepared statement's name may not start with " + cachePrefix + ", the prefix of pgx's statement cache")
+
+// cachePrefix starts the name of every statement pgx's statement cache
+// prepares (driverNameSQL).
+const cachePrefix = "stmtcache_"
 
 // ClaimTx claims c inside a new transaction, in one round trip when the
 // claim is won: BEGIN, the lease-bound timeouts and the claim travel in one
@@ -710,9 +721,14 @@ func (h *handlerTx) LargeObjects() pgx.LargeObjects { return h.tx.LargeObjects()
 
 // Prepare forwards to the transaction. The statement lasts as long as the
 // transaction: it is dropped before the connection serves another request.
+// A name with the prefix of pgx's statement cache is refused
+// (ErrCacheName).
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
 	if h.closed.Load() {
 		return nil, pgx.ErrTxClosed
+	}
+	if strings.HasPrefix(name, cachePrefix) {
+		return nil, fmt.Errorf("%w: %q", ErrCacheName, name)
 	}
 	if name != "" {
 		h.prepared.add(name)

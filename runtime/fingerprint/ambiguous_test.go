@@ -84,6 +84,48 @@ func TestAmbiguousBodies(t *testing.T) {
 	}
 }
 
+// The members a body-carried key's pointer passes through are held to the
+// fingerprinted fields' rule: a member that encoding/json would read as
+// the key, or as an object on the way to it, is refused, by Lookup and
+// SumLookup alike, whatever the fingerprint reads. Forms match names
+// exactly.
+func TestAmbiguousKeyMember(t *testing.T) {
+	const ptr = "/meta/idempotency_key"
+	tests := []struct {
+		name, mt, body string
+		wantE          bool
+	}{
+		{"case variant after the key", jsonType, `{"meta":{"idempotency_key":"k1","IDEMPOTENCY_KEY":"k2"}}`, true},
+		{"case variant before the key", jsonType, `{"meta":{"Idempotency_Key":"k2","idempotency_key":"k1"}}`, true},
+		{"kelvin sign alone", jsonType, `{"meta":{"idempotency_\u212aey":"k1"}}`, true},
+		{"case variant on the way", jsonType, `{"meta":{"idempotency_key":"k1"},"Meta":{"idempotency_key":"k2"}}`, true},
+		{"case variant of the object alone", jsonType, `{"META":{"idempotency_key":"k2"}}`, true},
+		{"exact key", jsonType, `{"meta":{"idempotency_key":"k1","other":1,"OTHER":2},"x":1,"X":2}`, false},
+		{"no key", jsonType, `{"meta":{"idempotency_keys":"k1"},"metas":{}}`, false},
+		{"key below an array", jsonType, `{"meta":[{"IDEMPOTENCY_KEY":"k1"}]}`, false},
+		{"form", formType, `meta[idempotency_key]=k1&meta[IDEMPOTENCY_KEY]=k2&META[idempotency_key]=k3`, false},
+	}
+	for _, spec := range []Spec{ambiguousSpec, {}, {Exclude: ptr}} {
+		c := mustCompile(t, spec)
+		for _, tt := range tests {
+			in := Input{MediaType: tt.mt, Body: []byte(tt.body)}
+			_, _, _, err := c.SumLookup(in, ptr)
+			_, _, lerr := Lookup(tt.mt, in.Body, ptr)
+			if _, sumErr := c.Sum(in); sumErr != nil {
+				continue // refused for the fingerprint's sake (TestAmbiguousBodies)
+			}
+			for _, err := range []error{err, lerr} {
+				switch {
+				case tt.wantE && (!errors.Is(err, ErrBody) || !strings.Contains(err.Error(), "differ only in case")):
+					t.Errorf("%+v, %s: error %v, want an ambiguous-body ErrBody", spec, tt.name, err)
+				case !tt.wantE && err != nil:
+					t.Errorf("%+v, %s: error %v, want none", spec, tt.name, err)
+				}
+			}
+		}
+	}
+}
+
 // manyMembers returns n members "m0":0 ... spelled with a lower-case m, so
 // that an object holding them takes the path for large objects.
 func manyMembers(n int) string {
@@ -262,6 +304,9 @@ func FuzzAmbiguousJSON(f *testing.F) {
 		"{\"items\":[{\"s\":1,\"\u017f\":2}],\"kind\":\"a\"}",
 		`{"kind":"a","\u212aind":"b"}`,
 		`{"amount":1,"kind":"k","sku":"s","source":{"card":{"number":"1"},"t":"c"},"meta":{"k":1,"s":[1]},"items":[{"sku":"a","s":2}],"x":0,"k":{"a":1}}`,
+		`{"k":"k1","K":"k2","amount":1}`,
+		`{"\u212a":"k1","amount":1}`,
+		`{"meta":{"k":"k1","\u212a":"k2"},"Meta":{"k":"k3"}}`,
 	} {
 		f.Add([]byte(s), uint64(i))
 	}
@@ -306,6 +351,9 @@ func FuzzAmbiguousJSON(f *testing.F) {
 		}
 
 		for _, c := range []*Compiled{selected, whole} {
+			for _, body := range append([][]byte{data}, variants...) {
+				keyAsDecoded(t, c, body)
+			}
 			sum, err := c.Sum(Input{MediaType: jsonType, Body: data})
 			if err != nil {
 				continue
@@ -347,6 +395,49 @@ func FuzzAmbiguousJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// keyTarget receives the raw bytes of the members that keyPointers name.
+type keyTarget struct {
+	K    json.RawMessage `json:"k"`
+	Meta *struct {
+		K json.RawMessage `json:"k"`
+	} `json:"meta"`
+}
+
+// keyPointers are the key locations FuzzAmbiguousJSON reads.
+var keyPointers = []string{"/k", "/meta/k"}
+
+// keyAsDecoded checks that SumLookup either refuses body or reads the key
+// at each of keyPointers as encoding/json decodes it: the same value, or
+// none where encoding/json finds none.
+func keyAsDecoded(t *testing.T, c *Compiled, body []byte) {
+	t.Helper()
+	var target keyTarget
+	if json.Unmarshal(body, &target) != nil {
+		return
+	}
+	decoded := map[string]json.RawMessage{"/k": target.K}
+	if target.Meta != nil {
+		decoded["/meta/k"] = target.Meta.K
+	}
+	for _, ptr := range keyPointers {
+		_, v, found, err := c.SumLookup(Input{MediaType: jsonType, Body: body}, ptr)
+		if err != nil {
+			continue
+		}
+		raw := decoded[ptr]
+		if raw == nil {
+			if found {
+				t.Fatalf("%s: encoding/json finds no %s, the key is read as %s", body, ptr, v)
+			}
+			continue
+		}
+		want, err := CanonicalJSON(nil, raw)
+		if err != nil || !found || string(want) != string(v) {
+			t.Fatalf("%s: encoding/json reads %s as %s, the key as %s (found %v)", body, ptr, want, v, found)
+		}
+	}
 }
 
 // encodeOrdered writes v as JSON with each object's members in the order

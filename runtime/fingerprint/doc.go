@@ -48,7 +48,10 @@
 // through; two members of one object whose names differ only in case,
 // inside a fingerprinted value or, for a whole-body fingerprint, anywhere
 // in the body. Case variants in parts no field selects are accepted.
-// [CanonicalJSON] and [Lookup] do not apply this rule.
+// The pointer of a body-carried key ([Lookup], [Compiled.SumLookup]) is
+// held to the same rule as a field's: a member on its way whose name
+// differs only in case from the pointer's is refused. [CanonicalJSON]
+// does not apply the rule.
 //
 // Media types: application/json and any type with a +json suffix, and
 // application/x-www-form-urlencoded. Any other type with a non-empty body is

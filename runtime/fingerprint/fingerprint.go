@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Version names the canonical form. It is the first thing hashed, so that a
@@ -55,6 +56,8 @@ type Compiled struct {
 	path        []string
 	query       []string
 	pool        sync.Pool // of *state
+	// key is the pointer SumLookup last read a key at, compiled.
+	key atomic.Pointer[keyPath]
 }
 
 // state is the scratch memory of one computation.
@@ -209,9 +212,9 @@ func (c *Compiled) put(st *state) {
 
 // SumLookup returns what Sum(in) and Lookup(in.MediaType, in.Body, pointer)
 // return, from one parse of the body: an operation whose idempotency key
-// travels in the body needs both. The two cannot fail apart, since both
-// read the same parse; the error is Sum's or, for a malformed pointer,
-// ErrSpec (see CheckPointer).
+// travels in the body needs both. The error is Sum's, Lookup's refusal of
+// a key member that encoding/json would read otherwise (ErrBody), or, for
+// a malformed pointer, ErrSpec (see CheckPointer).
 func (c *Compiled) SumLookup(in Input, pointer string) (sum [32]byte, value []byte, found bool, err error) {
 	return c.SumLookupContext(context.Background(), in, pointer)
 }
@@ -219,7 +222,7 @@ func (c *Compiled) SumLookup(in Input, pointer string) (sum [32]byte, value []by
 // SumLookupContext is SumLookup for a request whose context is ctx: once
 // ctx is done it stops as SumContext does.
 func (c *Compiled) SumLookupContext(ctx context.Context, in Input, pointer string) (sum [32]byte, value []byte, found bool, err error) {
-	tokens, err := parsePointer(pointer)
+	key, err := c.keyPath(pointer)
 	if err != nil {
 		return [32]byte{}, nil, false, err
 	}
@@ -236,9 +239,11 @@ func (c *Compiled) SumLookupContext(ctx context.Context, in Input, pointer strin
 	}
 	// Copied out: the canonical form below may rewrite doc in place, and
 	// the scratch memory goes back to the pool.
-	if v, ok := st.lookup(doc, tokens); ok {
-		value, found = bytes.Clone(v), true
+	v, found, err := st.lookup(doc, key, in.MediaType)
+	if err != nil {
+		return [32]byte{}, nil, false, err
 	}
+	value = bytes.Clone(v)
 	st.stream, err = c.appendDocument(st, st.stream[:0], doc, in)
 	if err != nil {
 		return [32]byte{}, nil, false, err
@@ -487,9 +492,12 @@ func CanonicalJSON(dst, body []byte) ([]byte, error) {
 // An empty body has nothing in it. Unlike a fingerprinted field, the pointer
 // is followed through objects only: a member inside an array is not found.
 // It is how a body-carried idempotency key is read with the same parser
-// that fingerprints the body, so both agree on what the body says.
+// that fingerprints the body, so both agree on what the body says. In a
+// JSON body, a member on the pointer's way whose name differs from the
+// pointer's only in case is ErrBody, as it is for a fingerprinted field:
+// encoding/json would read it as the key (see the package documentation).
 func Lookup(mediaType string, body []byte, pointer string) ([]byte, bool, error) {
-	tokens, err := parsePointer(pointer)
+	key, err := branch(pointer)
 	if err != nil {
 		return nil, false, err
 	}
@@ -498,8 +506,7 @@ func Lookup(mediaType string, body []byte, pointer string) ([]byte, bool, error)
 	if err != nil {
 		return nil, false, err
 	}
-	v, ok := st.lookup(doc, tokens)
-	return v, ok, nil
+	return st.lookup(doc, key, mediaType)
 }
 
 // CheckPointer reports whether p is a JSON Pointer that Lookup and
@@ -510,14 +517,32 @@ func CheckPointer(p string) error {
 	return err
 }
 
-// lookup returns the value at tokens in the canonical document doc.
-func (st *state) lookup(doc []byte, tokens []string) ([]byte, bool) {
+// lookup returns the value at the end of key (see branch) in the canonical
+// document doc of a body of mediaType. A JSON body in which encoding/json
+// would read the key's member otherwise is ErrBody (see pick).
+func (st *state) lookup(doc []byte, key *node, mediaType string) ([]byte, bool, error) {
 	if doc == nil {
-		return nil, false
+		return nil, false, nil
 	}
-	_, start, end, ok := st.member(doc, tokens)
-	if !ok {
-		return nil, false
+	return st.find(doc, key, isJSON(mediaType))
+}
+
+// keyPath returns pointer compiled by branch. The engine asks for one key
+// pointer per operation, so the last one compiled is kept.
+func (c *Compiled) keyPath(pointer string) (*node, error) {
+	if k := c.key.Load(); k != nil && k.pointer == pointer {
+		return k.root, nil
 	}
-	return doc[start:end], true
+	root, err := branch(pointer)
+	if err != nil {
+		return nil, err
+	}
+	c.key.Store(&keyPath{pointer, root})
+	return root, nil
+}
+
+// keyPath is a compiled key pointer.
+type keyPath struct {
+	pointer string
+	root    *node
 }

@@ -90,6 +90,79 @@ func (n *node) add(tokens []string, field int) {
 	cur.field = field
 }
 
+// pick returns the child of n that a member named name leads to, or nil.
+// The error refuses a member whose name folds onto a child's without being
+// it, which encoding/json would read as that child (see fold.go): it is
+// the rule for every pointer the engine follows into a JSON body, a
+// fingerprinted field's as a body-carried key's. work counts the names
+// compared.
+func (n *node) pick(name []byte, work *int) (*node, error) {
+	if c := n.child(name, work); c != nil {
+		return c, nil
+	}
+	if f := n.foldsOntoChild(name, work); f != nil {
+		return nil, fmt.Errorf("%w: a member's name and %q differ only in case, which encoding/json reads as one field", ErrBody, f.name)
+	}
+	return nil, nil
+}
+
+// branch compiles one pointer into a tree of a single branch, whose end is
+// field 0.
+func branch(pointer string) (*node, error) {
+	tokens, err := parsePointer(pointer)
+	if err != nil {
+		return nil, err
+	}
+	root := &node{field: -1}
+	root.add(tokens, 0)
+	return root, nil
+}
+
+// find returns the value at the end of the single-branch tree n (see branch)
+// in the canonical document b, walking through objects only. With folds
+// set, as for a JSON body, it reads every member of each object on the way
+// and refuses the body as extract does (see pick); without, as for a form,
+// whose readers match names exactly, it compares names exactly. st.work
+// counts the bytes skipped and the names compared.
+func (st *state) find(b []byte, n *node, folds bool) (v []byte, found bool, err error) {
+	start, end := 0, len(b)
+	for len(n.children) > 0 {
+		if b[start] != '{' {
+			return nil, false, nil
+		}
+		var next *node
+		for i := start + 1; b[i] != '}'; {
+			keyEnd := skipString(b, i, &st.work)
+			valEnd := skipValue(b, keyEnd+1, &st.work)
+			name := b[i+1 : keyEnd-1]
+			var c *node
+			if folds {
+				c, err = n.pick(name, &st.work)
+			} else {
+				c = n.child(name, &st.work)
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			if c != nil {
+				next, start, end = c, keyEnd+1, valEnd
+				if !folds {
+					break
+				}
+			}
+			i = valEnd
+			if b[i] == ',' {
+				i++
+			}
+		}
+		if next == nil {
+			return nil, false, nil
+		}
+		n = next
+	}
+	return b[start:end], true, nil
+}
+
 // slot is where a selected field's canonical value sits in a buffer.
 type slot struct {
 	start, end int
@@ -120,12 +193,14 @@ func (st *state) extract(b []byte, start, end int, n *node, slots []slot) error 
 			keyEnd := skipString(b, i, &st.work)
 			valEnd := skipValue(b, keyEnd+1, &st.work)
 			name := b[i+1 : keyEnd-1]
-			if c := n.child(name, &st.work); c != nil {
+			c, err := n.pick(name, &st.work)
+			if err != nil {
+				return err
+			}
+			if c != nil {
 				if err := st.extract(b, keyEnd+1, valEnd, c, slots); err != nil {
 					return err
 				}
-			} else if f := n.foldsOntoChild(name, &st.work); f != nil {
-				return fmt.Errorf("%w: a member's name and the fingerprinted %q differ only in case, which encoding/json reads as one field", ErrBody, f.name)
 			}
 			i = valEnd
 			if b[i] == ',' {

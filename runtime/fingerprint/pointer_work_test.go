@@ -99,11 +99,13 @@ func walkWork(t *testing.T, c *Compiled, body []byte, keyPointer string) int {
 		t.Fatalf("%d bytes: %v", len(body), err)
 	}
 	if keyPointer != "" {
-		tokens, err := parsePointer(keyPointer)
+		key, err := c.keyPath(keyPointer)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.lookup(doc, tokens)
+		if _, _, err := st.lookup(doc, key, jsonType); err != nil {
+			t.Fatalf("%d bytes: %v", len(body), err)
+		}
 	}
 	if _, err := c.appendDocument(st, nil, doc, Input{MediaType: jsonType, Body: body}); err != nil {
 		t.Fatalf("%d bytes: %v", len(body), err)

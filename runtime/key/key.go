@@ -203,9 +203,10 @@ func FromQuery(q url.Values, name string, maxLen int) (string, bool, error) {
 // for application/x-www-form-urlencoded the pointer "/idempotency_key"
 // names the field idempotency_key and "/a/b" the field a[b], which must
 // appear once. An empty body or a missing member is present=false. A body
-// that cannot be parsed returns an error wrapping fingerprint.ErrBody (or
-// fingerprint.ErrMediaType), not ErrInvalid: the body is at fault, not the
-// key.
+// that cannot be parsed, or whose key member encoding/json would read
+// otherwise (see fingerprint.Lookup), returns an error wrapping
+// fingerprint.ErrBody (or fingerprint.ErrMediaType), not ErrInvalid: the
+// body is at fault, not the key.
 func FromBody(body []byte, mediaType, pointer string, maxLen int) (string, bool, error) {
 	v, found, err := fingerprint.Lookup(mediaType, body, pointer)
 	if err != nil {

@@ -185,6 +185,9 @@ func TestFromBody(t *testing.T) {
 		{js, `{"k":{"a":"b"}}`, "/k", "", true, ErrNotString},
 		{js, `{"k":"abc"`, "/k", "", false, fingerprint.ErrBody},
 		{js, `{"k":"a","k":"b"}`, "/k", "", false, fingerprint.ErrBody},
+		{js, `{"k":"a","K":"b"}`, "/k", "", false, fingerprint.ErrBody},
+		{js, `{"\u212a":"a"}`, "/k", "", false, fingerprint.ErrBody},
+		{form, `k=a&K=b`, "/k", "a", true, nil},
 		{"text/plain", `k=abc`, "/k", "", false, fingerprint.ErrMediaType},
 
 		{form, `idempotency_key=abc&amount=1`, "/idempotency_key", "abc", true, nil},

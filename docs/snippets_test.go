@@ -22,9 +22,10 @@ var (
 	fenceOpen = regexp.MustCompile("^```(\\w*)")
 )
 
-// TestStackPagesShowCompiledCode: every Go block of a stack page is marked
-// with the file it comes from, and every marked block of the README and
-// the stack pages is, byte for byte, that file or the named region of it.
+// TestStackPagesShowCompiledCode: every Go block of a stack page and of
+// effects.md is marked with the file it comes from, and every marked block
+// of the README and those pages is, byte for byte, that file or the named
+// region of it.
 // The files are the stack modules CI builds, vets and tests, so the code a
 // reader copies compiles and does what the page says.
 func TestStackPagesShowCompiledCode(t *testing.T) {
@@ -32,7 +33,7 @@ func TestStackPagesShowCompiledCode(t *testing.T) {
 	if len(stacks) == 0 {
 		t.Fatal("no stack pages in docs/stacks")
 	}
-	for _, page := range append(stacks, filepath.Join(root, "README.md")) {
+	for _, page := range append(stacks, "effects.md", filepath.Join(root, "README.md")) {
 		text, err := os.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
@@ -40,7 +41,7 @@ func TestStackPagesShowCompiledCode(t *testing.T) {
 		for _, b := range codeBlocks(string(text)) {
 			where := fmt.Sprintf("%s:%d", page, b.line)
 			if b.source == "" {
-				if b.lang == "go" && filepath.Dir(page) == "stacks" {
+				if b.lang == "go" && (filepath.Dir(page) == "stacks" || page == "effects.md") {
 					t.Errorf("%s: a Go block without a <!-- code: FILE#REGION --> line before it", where)
 				}
 				continue

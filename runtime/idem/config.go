@@ -102,6 +102,7 @@ type Engine struct {
 	ops          map[string]*operation
 	router       router
 	secrets      []idemstore.Secret // Config.Secrets, newest first
+	clearSecret  idemstore.Secret   // the empty secret, for keys stored in clear
 	rotatedAt    time.Time
 	sealer       Sealer
 	jitter       func(n int) int // Config.RetryAfterJitter
@@ -157,6 +158,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.rotatedAt, e.sealer = cfg.SecretsRotatedAt, cfg.Sealer
+	e.clearSecret = idemstore.NewSecret(nil)
 	if e.jitter = cfg.RetryAfterJitter; e.jitter == nil {
 		e.jitter = newLockedRand().IntN
 	}

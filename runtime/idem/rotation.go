@@ -37,7 +37,7 @@ func (e *Engine) olderClaims(op *operation, c Claim, k string, raw [sha256.Size]
 // meets it or is met: never do both run the handler. It reports whether
 // the request was answered.
 func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *request, own plainHold) bool {
-	for _, c := range q.older {
+	for i, c := range q.older {
 		ctx, cancel := e.storeContext(r)
 		res, err := e.timed(q, func() (Result, error) { return e.store.Claim(ctx, c) })
 		switch {
@@ -56,7 +56,7 @@ func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *reques
 				e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
 					"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 			}
-			q.id, q.key = c.Identity, c.Key
+			q.id, q.key, q.secret = c.Identity, c.Key, i+1
 			e.answerExisting(w, r, q, c, res.Existing)
 			return true
 		}
@@ -71,7 +71,7 @@ func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *reques
 // claim that loses met the row that answers the request; it reports
 // whether the request was answered.
 func (e *Engine) holdOlder(w http.ResponseWriter, r *http.Request, q *request) (held []Claim, answered bool) {
-	for _, c := range q.older {
+	for i, c := range q.older {
 		res, err := e.storeClaim(r, q, c)
 		switch {
 		case err != nil:
@@ -79,7 +79,7 @@ func (e *Engine) holdOlder(w http.ResponseWriter, r *http.Request, q *request) (
 			e.storeUnavailable(w, r, q, "claim under an older secret", err)
 			return held, true
 		case !res.Won:
-			q.id, q.key = c.Identity, c.Key
+			q.id, q.key, q.secret = c.Identity, c.Key, i+1
 			e.answerExisting(w, r, q, c, res.Existing)
 			return held, true
 		}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // run runs the handler under a won claim and ends the claim by the
@@ -142,7 +144,7 @@ func (e *Engine) unexecuted(r *http.Request, q *request, h hold, status int) boo
 // q and is itself the handler's context, so marking costs only the copy of
 // the request that carries it.
 func (e *Engine) mark(r *http.Request, q *request) *http.Request {
-	q.mark = applied{Context: r.Context(), op: q.op, problemBase: e.problemBase}
+	q.mark = applied{Context: r.Context(), op: q.op, problemBase: e.problemBase, id: q.id, effectSecret: e.effectSecret(q)}
 	q.applied = &q.mark
 	return r.WithContext(q.applied)
 }
@@ -165,6 +167,12 @@ type applied struct {
 	// problemBase is the engine's Config.ProblemBase, for the problems
 	// TxHandler answers.
 	problemBase string
+	// id is the identity the request's row is stored under; its Key is
+	// empty for a request without a key.
+	id idemstore.Identity
+	// effectSecret is the secret id.Key is stored under, which derives
+	// the request's effect keys (EffectKey).
+	effectSecret *idemstore.Secret
 }
 
 type appliedKey struct{}

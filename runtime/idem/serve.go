@@ -15,6 +15,9 @@ type request struct {
 	// id is the identity the request's row is stored under; a sealed
 	// response is bound to it.
 	id Identity
+	// secret is the index in Engine.secrets of the secret key is stored
+	// under: 0, or an older one whose row the request met.
+	secret int
 	// sum is the fingerprint the request's claims carry.
 	sum [32]byte
 	// older are the request's claims under older secrets still in their

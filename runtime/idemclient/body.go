@@ -69,6 +69,9 @@ func (t *Transport) sendOnce(ctx context.Context, req *http.Request, op *Operati
 	}{io.MultiReader(bytes.NewReader(head), req.Body), req.Body}
 	r.GetBody = nil
 	rep.Attempts = 1
+	if op == nil {
+		setEffectHeader(r)
+	}
 	if op != nil {
 		rep.Operation = op.ID
 		if op.Key.In != KeyInBody {

@@ -192,6 +192,9 @@ func (t *Transport) target(req *http.Request, prev *hop) (*Operation, string) {
 	op := t.router.find(req)
 	cop, key := prev.carries(req)
 	if key == "" {
+		if k := effectKeyFrom(req.Context()); k != "" {
+			return op, k
+		}
 		return op, keyFrom(req.Context())
 	}
 	if op == nil {
@@ -204,9 +207,10 @@ func (t *Transport) target(req *http.Request, prev *hop) (*Operation, string) {
 // when the request carries none of its own, and fills rep.
 func (t *Transport) call(ctx context.Context, req *http.Request, op *Operation, want string, rep *Report) (*http.Response, error) {
 	if op == nil && !idempotentMethod(req.Method) {
-		// Sent once, as it came: its body need not be kept for a retry.
+		// Sent once, as it came (with its effect key): its body need not
+		// be kept for a retry.
 		rep.Attempts = 1
-		return t.cfg.Base.RoundTrip(req)
+		return t.cfg.Base.RoundTrip(withEffectHeader(req))
 	}
 	body, whole, err := readBody(ctx, req, t.cfg.MaxBodyBytes)
 	if err != nil {
@@ -219,6 +223,9 @@ func (t *Transport) call(ctx context.Context, req *http.Request, op *Operation, 
 	// never changed (RoundTrip must not) and the key and body set here are
 	// the same on every attempt.
 	proto := req.Clone(ctx)
+	if op == nil {
+		setEffectHeader(proto)
+	}
 	retryable := idempotentMethod(req.Method)
 	budget := time.Duration(0)
 	if op != nil {

@@ -1,0 +1,53 @@
+package idemclient
+
+import (
+	"context"
+	"net/http"
+)
+
+// EffectKeyHeader is the header an effect key travels in to a downstream
+// outside the Transport's table: the name Stripe, Adyen and the IETF
+// draft (draft-ietf-httpapi-idempotency-key-header) share.
+const EffectKeyHeader = "Idempotency-Key"
+
+type effectKeyKey struct{}
+
+// WithEffectKey returns a context whose calls carry key, an effect key of
+// the server's request (idem.EffectKey), so that however often the
+// server's handler runs for that request the downstream acts once. A call
+// to an operation of the Transport's table sends it as its idempotency key
+// (as WithKey does, which it overrides); any other call sends it as its
+// Idempotency-Key header, once, as the call would be sent anyway: a retry
+// of the handler is the retry of that call. A request that already
+// carries its own key or Idempotency-Key header keeps it.
+func WithEffectKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, effectKeyKey{}, key)
+}
+
+func effectKeyFrom(ctx context.Context) string {
+	k, _ := ctx.Value(effectKeyKey{}).(string)
+	return k
+}
+
+// withEffectHeader returns req, or a clone of it carrying its context's
+// effect key as its Idempotency-Key header when it carries none.
+func withEffectHeader(req *http.Request) *http.Request {
+	if !wantsEffectHeader(req) {
+		return req
+	}
+	out := req.Clone(req.Context())
+	setEffectHeader(out)
+	return out
+}
+
+// setEffectHeader sets r's Idempotency-Key header to its context's effect
+// key when it carries none; r is the Transport's own clone.
+func setEffectHeader(r *http.Request) {
+	if wantsEffectHeader(r) {
+		r.Header.Set(EffectKeyHeader, effectKeyFrom(r.Context()))
+	}
+}
+
+func wantsEffectHeader(r *http.Request) bool {
+	return effectKeyFrom(r.Context()) != "" && r.Header.Get(EffectKeyHeader) == ""
+}

@@ -212,10 +212,13 @@ func (c *opCheck) checkBodyKey(body *openapi3.RequestBody, schema *openapi3.Sche
 var mediaObjectFields = []string{"schema", "example", "examples", "encoding", "itemSchema", "prefixEncoding", "itemEncoding"}
 
 // bodyMediaTypes returns the request body's media types (see mediaTypes),
-// less the content keys that are not media types: a spec error, reported
-// at the key's own line. It is most often a field mis-indented into
-// content (examples: {} one level too far out), which would otherwise read
-// as a second kind of body and be blamed on the policy.
+// less the content keys that are not media types, each reported at its own
+// line. It is most often a field mis-indented into content (examples: {}
+// one level too far out). One that carries no schema describes no body, so
+// ignoring it changes nothing the policy protects: a warning, and
+// generation goes on. One with a schema was meant as a body (json: where
+// application/json was meant), and guessing which would change what the
+// fingerprint reads: an error.
 func (c *opCheck) bodyMediaTypes(content openapi3.Content) map[string]*openapi3.MediaType {
 	mts := mediaTypes(content)
 	_, body := get(c.opNode, "requestBody")
@@ -228,7 +231,11 @@ func (c *opCheck) bodyMediaTypes(content openapi3.Content) map[string]*openapi3.
 		if slices.Contains(mediaObjectFields, p.key.Value) {
 			hint = p.key.Value + " belongs inside a media type, beside its schema"
 		}
-		c.r.errorf(c.l.t.pos(p.key), "", "content key %q is not a media type (mis-indented?): %s", p.key.Value, hint)
+		if k, _ := get(p.val, "schema"); k != nil {
+			c.r.errorf(c.l.t.pos(p.key), "", "content key %q is not a media type (mis-indented?): %s", p.key.Value, hint)
+			continue
+		}
+		c.r.warnf(c.l.t.pos(p.key), "", "content key %q is not a media type, and it carries no schema, so it is ignored (mis-indented?): %s", p.key.Value, hint)
 	}
 	for mt := range mts {
 		if !strings.Contains(mt, "/") {

@@ -127,9 +127,12 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 	l := &layer{pos: t.pos(keyNode)}
 	// A field set twice was reported and dropped while parsing.
 	l.rejected = map[string]bool{}
+	var meant []string // fields a misspelt one was meant as
+	written := map[string]bool{}
 	for _, p := range pairs(n) {
 		name, v := p.key.Value, deref(p.val)
 		pos := t.pos(p.key)
+		written[name] = true
 		before := len(*r.diags)
 		switch name {
 		case "scope":
@@ -168,6 +171,7 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 			msg := fmt.Sprintf("unknown field %q", name)
 			if s := suggest(name, fieldNames); s != "" {
 				msg += fmt.Sprintf(" (did you mean %s?)", s)
+				meant = append(meant, s)
 			} else {
 				msg += " (known fields: " + strings.Join(fieldNames, ", ") + ")"
 			}
@@ -177,6 +181,15 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 		}
 		if model.HasErrors((*r.diags)[before:]) {
 			l.rejected[name] = true
+		}
+	}
+	// A field meant but misspelt is as good as written and refused: its
+	// intended value is unknown, so the checks it would take part in stay
+	// silent rather than blame the default that stands in for it. The
+	// misspelling is the one diagnostic.
+	for _, f := range meant {
+		if !written[f] {
+			l.rejected[f] = true
 		}
 	}
 	return l

@@ -214,6 +214,17 @@ paths:
 
 	_, got = loadString(t, spec(`{lease: 5d, ttl: 4d}`))
 	wantDiags(t, got, `spec.yaml:9:23: error: POST /x (x): x-idempotency.lease: lease 5d must be shorter than ttl 4d`)
+
+	// A misspelt ttl is the one mistake: the built-in ttl that stands in
+	// for it draws no second error against the budget.
+	_, got = loadString(t, spec(`{tll: 2d}`))
+	wantDiags(t, got, `spec.yaml:9:23: error: POST /x (x): x-idempotency: unknown field "tll" (did you mean ttl?)`)
+
+	// Written correctly beside the misspelling, the real ttl is checked.
+	_, got = loadString(t, spec(`{tll: 9d, ttl: 2d}`))
+	wantDiags(t, got,
+		`spec.yaml:9:23: error: POST /x (x): x-idempotency: unknown field "tll" (did you mean ttl?)`,
+		`spec.yaml:9:32: error: POST /x (x): x-idempotency.ttl: ttl 2d is shorter than clientRetryBudget 3d: a client still retrying would meet a forgotten key and run the request again`)
 }
 
 // A body declared as JSON and multipart is ambiguous and must be reported,

@@ -18,10 +18,14 @@ func pathSpec(paths ...string) string {
 }
 
 func TestPathTemplatesOfEveryForm(t *testing.T) {
-	spec, diags := loadString(t, pathSpec("/Accounts/{Sid}.json", "/v1/{name}:cancel", "/range/{a}-{b}"))
-	if spec == nil || len(diags) != 0 {
+	spec, diags := loadString(t, pathSpec("/Accounts/{Sid}.json", "/v1/{name}:cancel", "/range/{a}-{b}", "/pets/{id}"))
+	if spec == nil {
 		t.Fatalf("diagnostics: %q", diags)
 	}
+	// Served, but not by net/http's ServeMux: one warning for the spec
+	// that names the routers that serve them, at the first such path;
+	// /pets/{id} is not among them.
+	wantDiags(t, diags, `spec.yaml:7:7: warning: POST /Accounts/{Sid}.json (opa), POST /range/{a}-{b} (opc), POST /v1/{name}:cancel (opb): the path mixes a parameter with text in one segment, which net/http's ServeMux cannot register (its wildcards are whole segments), so Engine.ServeMux refuses the route; serve these operations through chi (runtime/idemchi) or gorilla/mux, or mount Engine.Middleware in front of the router that serves them`)
 	got := map[string][]string{}
 	for _, op := range spec.Operations {
 		got[op.Path] = op.PathParams

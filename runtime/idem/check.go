@@ -67,6 +67,9 @@ func (e *Engine) checkRoute(m Mounting, lookup RouteLookup, op *operation) error
 	}
 	where := fmt.Sprintf("idem: %s %s (%s)", op.Method, req.URL.Path, op.OperationID)
 	h, route := lookup(req)
+	if rr, ok := h.(refusedRoute); ok {
+		return fmt.Errorf("%s: %w", where, rr.err)
+	}
 	if route == "" || h == nil {
 		return fmt.Errorf("%s: the router does not route it (is the router mounted below a prefix that Config.BasePath does not name?)", where)
 	}

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -97,9 +98,16 @@ func (t txInContext) takesTx() bool       { return true }
 //	mux := engine.ServeMux(http.NewServeMux())
 //	api.HandlerWithOptions(strict, api.StdHTTPServerOptions{BaseRouter: mux})
 //	err := engine.CheckRoutes(idem.PerRoute, mux.Handler)
+//
+// A pattern net/http cannot parse, such as a segment that mixes a
+// parameter with text ("/Accounts/{Sid}.json": ServeMux's wildcards are
+// whole segments), is not registered and does not panic: Err reports it,
+// the engine logs it, and CheckRoutes fails for a protected operation on
+// it, naming the routers that serve it.
 type ServeMux struct {
-	e   *Engine
-	mux *http.ServeMux
+	e       *Engine
+	mux     *http.ServeMux
+	refused []refusedRoute
 }
 
 // ServeMux returns a ServeMux that registers on mux.
@@ -108,9 +116,16 @@ func (e *Engine) ServeMux(mux *http.ServeMux) *ServeMux {
 }
 
 // Handle registers h for pattern, as http.ServeMux.Handle does, with the
-// policy of the operation the pattern names applied.
+// policy of the operation the pattern names applied. A pattern the
+// underlying mux cannot parse is refused (see Err) instead of panicking;
+// a conflict with a pattern registered before still panics, as
+// http.ServeMux.Handle does.
 func (m *ServeMux) Handle(pattern string, h http.Handler) {
 	method, path := splitPattern(pattern)
+	if err := parseOnServeMux(pattern); err != nil {
+		m.refuse(method, path, pattern, err)
+		return
+	}
 	m.mux.Handle(pattern, m.e.Route(method, path, h))
 }
 
@@ -122,8 +137,30 @@ func (m *ServeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 // ServeHTTP serves r with the underlying mux.
 func (m *ServeMux) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.mux.ServeHTTP(w, r) }
 
-// Handler is the underlying mux's Handler; it is CheckRoutes' lookup.
-func (m *ServeMux) Handler(r *http.Request) (http.Handler, string) { return m.mux.Handler(r) }
+// Handler is the underlying mux's Handler; it is CheckRoutes' lookup. A
+// request that only a refused pattern would have matched gets that
+// refusal, for CheckRoutes to report.
+func (m *ServeMux) Handler(r *http.Request) (http.Handler, string) {
+	h, route := m.mux.Handler(r)
+	if route != "" {
+		return h, route
+	}
+	for _, rr := range m.refused {
+		if rr.matches(r) {
+			return rr, ""
+		}
+	}
+	return h, route
+}
+
+// Err reports every pattern Handle refused, or nil.
+func (m *ServeMux) Err() error {
+	errs := make([]error, len(m.refused))
+	for i, rr := range m.refused {
+		errs[i] = rr.err
+	}
+	return errors.Join(errs...)
+}
 
 // splitPattern cuts a ServeMux pattern, "[METHOD ][HOST]/[PATH]", into
 // its method and path.

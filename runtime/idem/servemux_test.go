@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -146,4 +147,33 @@ func httpRequest(t *testing.T, path string) *http.Request {
 func appliesPolicy(e *idem.Engine, h http.Handler) bool {
 	err := e.CheckRoutes(idem.PerRoute, func(*http.Request) (http.Handler, string) { return h, "/x" })
 	return err == nil || !strings.Contains(err.Error(), "does not apply the policy")
+}
+
+// A path net/http's ServeMux cannot register (a parameter beside text in
+// one segment, as Twilio's "{Sid}.json") is refused, not a panic: Err and
+// CheckRoutes name the routers that serve it, the request meets a 404
+// rather than an unprotected handler, and the mux's other routes serve.
+func TestServeMuxRefusesAPatternItCannotParse(t *testing.T) {
+	sid := idemtest.Policy("updateCall", "/Accounts/{Sid}.json", func(p *idem.Policy) { p.Fingerprint.Path = []string{"Sid"} })
+	var runs atomic.Int64
+	eng := newEngine(t, idem.Config{Policies: []idem.Policy{sid, transferPolicy()}})
+	mux := eng.ServeMux(http.NewServeMux())
+	mux.HandleFunc("POST /Accounts/{Sid}.json", created(&runs))
+	mux.HandleFunc("POST /transfers", created(&runs))
+
+	for name, err := range map[string]error{"Err": mux.Err(), "CheckRoutes": eng.CheckRoutes(idem.PerRoute, mux.Handler)} {
+		if err == nil || !strings.Contains(err.Error(), `cannot register "POST /Accounts/{Sid}.json"`) || !strings.Contains(err.Error(), "chi") {
+			t.Errorf("%s = %v, want the refused pattern and the routers that serve it", name, err)
+		}
+	}
+	if w := post(t, mux, "/Accounts/CA1.json", "k1"); w.Code != http.StatusNotFound {
+		t.Errorf("request on the refused route: %d, want 404", w.Code)
+	}
+	post(t, mux, "/transfers", "k2")
+	if w := post(t, mux, "/transfers", "k2"); w.Header().Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the mux's other route: %d replayed=%q, want a replay", w.Code, w.Header().Get("Idempotent-Replayed"))
+	}
+	if runs.Load() != 1 {
+		t.Errorf("%d handler runs, want 1", runs.Load())
+	}
 }

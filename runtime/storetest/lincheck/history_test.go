@@ -50,19 +50,25 @@ const (
 // client gave up.
 type op struct {
 	ID, Client int
-	Key, Body  string
-	Call       int64
-	Return     int64
-	Status     int
-	Problem    string
-	Replayed   bool
-	Answer     []byte
-	Err        string
-	HungUp     bool
-	// Faulted: a fault was in force (or just ended) while it ran, so the
-	// model lets it leave a claim nobody waits on.
+	// Req names the request to the service, which records it with the
+	// effect of the execution it runs for it.
+	Req       string
+	Key, Body string
+	Call      int64
+	Return    int64
+	Status    int
+	Problem   string
+	Replayed  bool
+	Answer    []byte
+	Err       string
+	HungUp    bool
+	// Faulted: an injected fault was in force (or just ended) while it
+	// ran, so the model lets it leave a claim nobody waits on, which may
+	// execute unseen.
 	Faulted bool
-	result  result
+	// Overlapped: another request on the same key ran at the same time.
+	Overlapped bool
+	result     result
 }
 
 func (o *op) describe(end bool) string {
@@ -107,16 +113,23 @@ type run struct {
 	hangUps bool
 	// kill adds kill -9 and restart of the service to the faults.
 	kill bool
-	// effects reads every recorded execution, key → run ids, once the
-	// service is stopped.
-	effects func() (map[string][]string, error)
+	// effects reads every recorded execution once the service is
+	// stopped.
+	effects func() (effects, error)
 }
+
+// effect is one execution the handler recorded: its run id and the
+// request it ran for.
+type effect struct{ Run, Req string }
+
+// effects are the recorded executions by key.
+type effects map[string][]effect
 
 // report is what one run recorded.
 type report struct {
 	ops     []*op
 	windows []window
-	effects map[string][]string
+	effects effects
 }
 
 // duration is how long each store's run sends requests.
@@ -379,9 +392,9 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 			tr := &http.Transport{MaxIdleConnsPerHost: 4}
 			defer tr.CloseIdleConnections()
 			hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-			for ctx.Err() == nil {
+			for n := 0; ctx.Err() == nil; n++ {
 				key, body := wl.pick(rng)
-				o := &op{Client: c, Key: key, Body: body}
+				o := &op{Client: c, Req: fmt.Sprintf("c%d-%d", c, n), Key: key, Body: body}
 				o.HungUp = r.hangUps && rng.IntN(30) == 0
 				send(hc, url, o, since, rng)
 				wl.record(o)
@@ -404,21 +417,64 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 		t.Fatalf("read the effects back: %v", err)
 	}
 	rep.effects = effects
-	for _, o := range rep.ops {
+	prepare(rep.ops, rep.windows)
+	return rep
+}
+
+// prepare classifies each answer and marks the requests that ran while an
+// injected fault was in force and those that overlapped another request
+// on their key. Only an injected fault makes a request faulted: a 503
+// outside one (a store slower than the engine's store timeout on a loaded
+// machine) says the request was not processed, and the model holds it to
+// that.
+func prepare(ops []*op, windows []window) {
+	for _, o := range ops {
 		o.result = classify(o)
-		// A store that did not answer within the engine's store timeout
-		// is a fault of its own, injected or not (a loaded machine, the
-		// race detector): the engine says it did not process the
-		// request, and its claim may have landed after it stopped
-		// waiting.
-		o.Faulted = o.result == resUnavailable
-		for _, w := range rep.windows {
+		for _, w := range windows {
 			if w.Start <= o.Return && o.Call <= w.End+faultGrace.Nanoseconds() {
 				o.Faulted = true
 			}
 		}
 	}
-	return rep
+	markOverlaps(ops)
+}
+
+// markOverlaps marks each request whose interval, as porcupine sees it (a
+// request without an answer runs to the end), meets another's on its key.
+func markOverlaps(ops []*op) {
+	end := lastReturn(ops) + 1
+	span := func(o *op) int64 {
+		if o.result == resNoAnswer {
+			return end
+		}
+		return o.Return
+	}
+	byKey := map[string][]*op{}
+	for _, o := range ops {
+		byKey[o.Key] = append(byKey[o.Key], o)
+	}
+	for _, same := range byKey {
+		sort.Slice(same, func(i, j int) bool { return same[i].Call < same[j].Call })
+		// Sorted by call, a request meets a later one exactly when the
+		// later one is called before the earlier returns.
+		for i, a := range same {
+			for _, b := range same[i+1:] {
+				if b.Call > span(a) {
+					break
+				}
+				a.Overlapped, b.Overlapped = true, true
+			}
+		}
+	}
+}
+
+// lastReturn is when the last request of ops returned.
+func lastReturn(ops []*op) int64 {
+	var last int64
+	for _, o := range ops {
+		last = max(last, o.Return)
+	}
+	return last
 }
 
 // send makes o's request and records what came back.
@@ -435,6 +491,7 @@ func send(hc *http.Client, url string, o *op, since func() int64, rng *rand.Rand
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", o.Key)
+	req.Header.Set(requestHeader, o.Req)
 	o.Call = since()
 	resp, err := hc.Do(req)
 	if err == nil {
@@ -471,10 +528,7 @@ func runOf(answer []byte) string {
 // and its end (step). A request that got no answer returns after every
 // other, since it may still have been served after its client gave up.
 func operations(ops []*op) []porcupine.Operation {
-	var last int64
-	for _, o := range ops {
-		last = max(last, o.Return)
-	}
+	last := lastReturn(ops)
 	var history []porcupine.Operation
 	for _, o := range ops {
 		ret := o.Return
@@ -527,21 +581,53 @@ func check(rep report, m model) (violations []string, viz string) {
 			}
 		}
 	}
-	for key, runs := range rep.effects {
-		if len(runs) > 1 {
-			violations = append(violations, fmt.Sprintf("key %s: the handler's effect is recorded %d times (runs %v)", key, len(runs), runs))
+	return append(violations, checkEffects(rep)...), viz
+}
+
+// checkEffects judges the effects read back: no key has more than one,
+// every executed answer and every replay names the key's, and no request
+// whose answer says it was not processed owns one.
+func checkEffects(rep report) []string {
+	var violations []string
+	byReq := map[string]*op{}
+	for _, o := range rep.ops {
+		byReq[o.Req] = o
+	}
+	for key, es := range rep.effects {
+		if len(es) > 1 {
+			violations = append(violations, fmt.Sprintf("key %s: the handler's effect is recorded %d times (%v)", key, len(es), es))
+		}
+		for _, e := range es {
+			if o := byReq[e.Req]; o != nil && notProcessed(o) {
+				violations = append(violations, fmt.Sprintf("%s: its answer says it was not processed, and it owns the committed effect of run %s", o.describe(false), e.Run))
+			}
 		}
 	}
 	for _, o := range rep.ops {
 		if o.result != resExecuted && o.result != resReplayed {
 			continue
 		}
-		runs := rep.effects[o.Key]
-		if len(runs) == 0 || runs[0] != runOf(o.Answer) {
-			violations = append(violations, fmt.Sprintf("%s: its run is not the effect recorded for the key (%v)", o.describe(false), runs))
+		es := rep.effects[o.Key]
+		if len(es) == 0 || es[0].Run != runOf(o.Answer) {
+			violations = append(violations, fmt.Sprintf("%s: its run is not the effect recorded for the key (%v)", o.describe(false), es))
 		}
 	}
-	return violations, viz
+	return violations
+}
+
+// notProcessed reports whether o's answer says that its handler did not
+// run for it, or ran and left nothing: a replay, 422, 409, and a 503 or
+// the handler's own 500 outside an injected fault. Under a fault the
+// engine may answer 503 to a commit whose reply was lost, and so is
+// allowed an execution it did not see.
+func notProcessed(o *op) bool {
+	switch o.result {
+	case resReplayed, resMismatch, resInProgress, resIndeterminate:
+		return true
+	case resUnavailable, resHandlerFailed:
+		return !o.Faulted
+	}
+	return false
 }
 
 // summary counts what a run did, for the log and docs/verification.md.
@@ -590,17 +676,18 @@ func checkRun(t *testing.T, r run) {
 	}
 }
 
-// fileEffects reads the effects file the non-transactional handler appends to.
-func fileEffects(path string) func() (map[string][]string, error) {
-	return func() (map[string][]string, error) {
+// fileEffects reads the effects file the non-transactional handler
+// appends to, one "key run request" line per execution.
+func fileEffects(path string) func() (effects, error) {
+	return func() (effects, error) {
 		b, err := os.ReadFile(path)
 		if err != nil && !os.IsNotExist(err) {
 			return nil, err
 		}
-		out := map[string][]string{}
+		out := effects{}
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if key, run, ok := strings.Cut(line, " "); ok {
-				out[key] = append(out[key], run)
+			if f := strings.Fields(line); len(f) == 3 {
+				out[f[0]] = append(out[f[0]], effect{Run: f[1], Req: f[2]})
 			}
 		}
 		return out, nil

@@ -78,12 +78,15 @@ const phantom = -1
 // keyState is the model's state of one (tenant, scope, key). Body is the
 // request whose claim stands (the fingerprint: the policy fingerprints the
 // whole body), Answer the executed answer's bytes once known, Holder the
-// operation holding a live claim.
+// operation holding a live claim. Unrun marks a claim nobody waits on
+// whose handler is known not to have run (or whose writes were rolled
+// back): the claim of a 503 outside a fault, which can never complete.
 type keyState struct {
 	Kind   kind
 	Body   string
 	Answer string
 	Holder int
+	Unrun  bool
 }
 
 func (s keyState) String() string {
@@ -92,7 +95,10 @@ func (s keyState) String() string {
 		return "free"
 	case held:
 		h := fmt.Sprintf("op %d", s.Holder)
-		if s.Holder == phantom {
+		switch {
+		case s.Holder == phantom && s.Unrun:
+			h = "nobody waiting, never run"
+		case s.Holder == phantom:
 			h = "nobody waiting"
 		}
 		return fmt.Sprintf("held by %s for %s", h, s.Body)
@@ -128,7 +134,10 @@ type step struct {
 //
 // GuardMayRefuse says that a claim may win the key's row and still give it
 // back unrun, answering 409: pgstore's transactional claim does so when the
-// key's guard lock is held elsewhere (docs/semantics.md §5.1).
+// key's guard lock is held elsewhere (docs/semantics.md §5.1). Only another
+// request on the key holds its guard, so the model allows it only to a
+// request that overlapped another on its key: a key that answers 409 with
+// nobody else there is stuck (a leaked lock), and refused.
 type model struct {
 	transactional      bool
 	otherBodyMayBeBusy bool
@@ -149,7 +158,7 @@ func (m model) porcupine() porcupine.Model {
 		Hash: func(state interface{}) uint64 {
 			s := state.(keyState)
 			h := fnv.New64a()
-			fmt.Fprintf(h, "%d|%s|%s|%d", s.Kind, s.Body, s.Answer, s.Holder)
+			fmt.Fprintf(h, "%d|%s|%s|%d|%t", s.Kind, s.Body, s.Answer, s.Holder, s.Unrun)
 			return h.Sum64()
 		},
 		DescribeOperation: func(input, _ interface{}) string {
@@ -202,14 +211,15 @@ func (m model) step(s keyState, st step) []keyState {
 
 // settle lists what a claim nobody waits on may have become by now: it may
 // still stand, be judged indeterminate after its lease, have completed
-// unseen, or (transactional stores) have vanished with its transaction.
+// unseen (unless its handler is known not to have run), or
+// (transactional stores) have vanished with its transaction.
 func (m model) settle(s keyState) []keyState {
 	if s.Kind != held || s.Holder != phantom {
 		return []keyState{s}
 	}
-	out := []keyState{s,
-		{Kind: indeterminate, Body: s.Body, Holder: phantom},
-		{Kind: done, Body: s.Body, Answer: s.Answer, Holder: phantom},
+	out := []keyState{s, {Kind: indeterminate, Body: s.Body, Holder: phantom}}
+	if !s.Unrun {
+		out = append(out, keyState{Kind: done, Body: s.Body, Answer: s.Answer, Holder: phantom})
 	}
 	if m.transactional {
 		out = append(out, keyState{Holder: phantom})
@@ -269,7 +279,7 @@ func (m model) apply(s keyState, st step) []keyState {
 		if s.Kind == held && (s.Body == o.Body || m.otherBodyMayBeBusy) {
 			out = self()
 		}
-		if m.guardMayRefuse && s.Kind == free {
+		if m.guardMayRefuse && o.Overlapped && s.Kind == free {
 			// Its own claim won the key's row but not its guard, and was
 			// given back before its handler ran.
 			out = append(out, keyState{Kind: held, Body: o.Body, Holder: o.ID})
@@ -280,38 +290,72 @@ func (m model) apply(s keyState, st step) []keyState {
 			return self()
 		}
 		return nil
-	case resUnknown, resUnavailable, resHandlerFailed, resNoAnswer:
+	case resUnavailable:
+		if o.Faulted {
+			return m.lost(s, st)
+		}
+		return notRun(s, st)
+	case resUnknown, resHandlerFailed, resNoAnswer:
 		if !o.Faulted && o.result != resNoAnswer {
 			return nil
 		}
-		if !st.end {
-			out := self()
-			if s.Kind == free {
-				out = append(out, keyState{Kind: held, Body: o.Body, Holder: o.ID})
-			}
-			return out
-		}
-		if s.Kind != held || s.Holder != o.ID {
-			return self()
-		}
-		if !o.Faulted {
-			// A client that hung up: the engine finishes its request, or
-			// rolls it back and releases the key; it never leaves the key
-			// held.
-			return []keyState{{Kind: done, Body: o.Body, Holder: phantom}, {Holder: phantom}}
-		}
-		out := []keyState{{Kind: held, Body: o.Body, Holder: phantom}}
-		if m.transactional || o.result != resNoAnswer || o.HungUp {
-			// Rolled back, or released by an engine that knows its
-			// handler did not run (a client that hung up before it did).
-			// A non-transactional request whose service died may have
-			// run its handler: its claim can only be judged, never
-			// vanish.
-			out = append(out, keyState{Holder: phantom})
-		}
-		return out
+		return m.lost(s, st)
 	}
 	return nil
+}
+
+// notRun is a 503 outside an injected fault: the engine says it did not
+// process the request. Its claim may have landed after the engine stopped
+// waiting, or its transaction may have failed to commit; it is released
+// by its own token, or stays, if that fails too, until its lease ends.
+// Either way its handler's effect is not in the store.
+func notRun(s keyState, st step) []keyState {
+	o := st.op
+	if out, ended := mayHaveClaimed(s, st); !ended {
+		return out
+	}
+	return []keyState{{Holder: phantom}, {Kind: held, Body: o.Body, Holder: phantom, Unrun: true}}
+}
+
+// mayHaveClaimed is what a request whose claim may have landed does to
+// the key, except at the end of its own claim: at its begin the key stays
+// as it is or, when free, is held by it; at its end the key stays as it
+// is unless it holds it. ended reports that it holds the key at its end,
+// which is the caller's to decide.
+func mayHaveClaimed(s keyState, st step) (out []keyState, ended bool) {
+	o := st.op
+	switch {
+	case !st.end && s.Kind == free:
+		return []keyState{s, {Kind: held, Body: o.Body, Holder: o.ID}}, false
+	case !st.end || s.Kind != held || s.Holder != o.ID:
+		return []keyState{s}, false
+	}
+	return nil, true
+}
+
+// lost is a request whose answer was lost or that a fault cut short: it
+// may leave a claim nobody waits on, which may still execute unseen.
+func (m model) lost(s keyState, st step) []keyState {
+	o := st.op
+	if out, ended := mayHaveClaimed(s, st); !ended {
+		return out
+	}
+	if !o.Faulted {
+		// A client that hung up: the engine finishes its request, or
+		// rolls it back and releases the key; it never leaves the key
+		// held.
+		return []keyState{{Kind: done, Body: o.Body, Holder: phantom}, {Holder: phantom}}
+	}
+	out := []keyState{{Kind: held, Body: o.Body, Holder: phantom}}
+	if m.transactional || o.result != resNoAnswer || o.HungUp {
+		// Rolled back, or released by an engine that knows its
+		// handler did not run (a client that hung up before it did).
+		// A non-transactional request whose service died may have
+		// run its handler: its claim can only be judged, never
+		// vanish.
+		out = append(out, keyState{Holder: phantom})
+	}
+	return out
 }
 
 // answers reports whether o's answer is one the handler gives to o's body.

@@ -21,11 +21,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
+	"github.com/idemgen/idemgen/runtime/storetest/mutant"
 )
 
 // The service is configured through its environment, since it runs as a
@@ -38,10 +40,14 @@ const (
 	envEffects  = "IDEMGEN_LINCHECK_EFFECTS" // the file a non-transactional handler appends its effects to
 	envRoutes   = "IDEMGEN_LINCHECK_ROUTES"  // Redis Cluster: node=proxy pairs the child dials through
 	envEnded    = "IDEMGEN_LINCHECK_ENDED"   // SQLite: the file each start appends the count of leases it ended to
+	envMutant   = "IDEMGEN_LINCHECK_MUTANT"  // the mutant (package mutant) the store is broken by; unset: none
 	operationID = "createTransfer"
 	// handlerFailure starts the body of the handler's own 500, answered
 	// when its transaction fails under it.
 	handlerFailure = "handler: "
+	// requestHeader names each request; the handler records it with the
+	// effect of the execution it runs for it.
+	requestHeader = "Lincheck-Request"
 )
 
 // serviceLease is the policy's lease: far above a handler's run, so that
@@ -79,6 +85,15 @@ func serve(kind string) error {
 	if err != nil {
 		return err
 	}
+	if name := os.Getenv(envMutant); name != "" {
+		m, err := mutant.ByName(name)
+		if err != nil {
+			return err
+		}
+		if store = m.Wrap(store); store == nil {
+			return fmt.Errorf("mutant %s does not apply to the %s store", name, kind)
+		}
+	}
 	engine, err := idem.New(idem.Config{
 		Store:        store,
 		Policies:     []idem.Policy{policy(transactional)},
@@ -104,7 +119,7 @@ func serve(kind string) error {
 
 // build returns the store of kind and the handler that does the effect in
 // the way that store allows.
-func build(ctx context.Context, kind string) (idem.Store, http.Handler, bool, error) {
+func build(ctx context.Context, kind string) (idemstore.Store, http.Handler, bool, error) {
 	target := os.Getenv(envTarget)
 	switch kind {
 	case "memory":
@@ -120,8 +135,8 @@ func build(ctx context.Context, kind string) (idem.Store, http.Handler, bool, er
 			return nil, nil, false, err
 		}
 		return s, idem.TxHandler(operationID, func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
-			effect(w, r, func(key, run string) error {
-				_, err := tx.ExecContext(r.Context(), "INSERT INTO lin_effects (key, run) VALUES (?, ?)", key, run)
+			execute(w, r, func(key, run, req string) error {
+				_, err := tx.ExecContext(r.Context(), "INSERT INTO lin_effects (key, run, req) VALUES (?, ?, ?)", key, run, req)
 				return err
 			})
 		}), true, nil
@@ -131,8 +146,8 @@ func build(ctx context.Context, kind string) (idem.Store, http.Handler, bool, er
 			return nil, nil, false, err
 		}
 		return pgstore.New(pool), idem.TxHandler(operationID, func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
-			effect(w, r, func(key, run string) error {
-				_, err := tx.Exec(r.Context(), "INSERT INTO lin_effects (key, run) VALUES ($1, $2)", key, run)
+			execute(w, r, func(key, run, req string) error {
+				_, err := tx.Exec(r.Context(), "INSERT INTO lin_effects (key, run, req) VALUES ($1, $2, $3)", key, run, req)
 				return err
 			})
 		}), true, nil
@@ -175,8 +190,8 @@ func build(ctx context.Context, kind string) (idem.Store, http.Handler, bool, er
 // one write in append mode, which a kill -9 after it does not undo.
 func fileHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		effect(w, r, func(key, run string) error {
-			return appendLine(os.Getenv(envEffects), key+" "+run)
+		execute(w, r, func(key, run, req string) error {
+			return appendLine(os.Getenv(envEffects), key+" "+run+" "+req)
 		})
 	})
 }
@@ -192,11 +207,12 @@ func appendLine(path, line string) error {
 	return errors.Join(err, f.Close())
 }
 
-// effect runs one execution: a short pause, so that other requests meet
+// execute runs one execution: a short pause, so that other requests meet
 // the claim, then the recorded effect under a fresh run id, then an answer
 // that names the run and echoes the request, so that every execution
-// answers differently and a replay can be matched to its execution.
-func effect(w http.ResponseWriter, r *http.Request, record func(key, run string) error) {
+// answers differently and a replay can be matched to its execution. The
+// effect records the key, the run and the request it ran for.
+func execute(w http.ResponseWriter, r *http.Request, record func(key, run, req string) error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, handlerFailure+err.Error(), http.StatusInternalServerError)
@@ -207,7 +223,7 @@ func effect(w http.ResponseWriter, r *http.Request, record func(key, run string)
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	run := hex.EncodeToString(b)
-	if err := record(r.Header.Get("Idempotency-Key"), run); err != nil {
+	if err := record(r.Header.Get("Idempotency-Key"), run, r.Header.Get(requestHeader)); err != nil {
 		http.Error(w, handlerFailure+err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -49,6 +49,14 @@ func TestLinearizableMemory(t *testing.T) {
 // model, which knows no time, accepts a takeover whenever a claim's
 // holder was killed, as it accepts one after the lease.
 func TestLinearizableSQLite(t *testing.T) {
+	r, ended := sqliteRun(t)
+	checkRun(t, r)
+	logEnded(t, ended)
+}
+
+// sqliteRun is SQLite's run on a new database file, and the file its
+// service's starts append the count of leases they ended to.
+func sqliteRun(t *testing.T) (run, string) {
 	path := filepath.Join(t.TempDir(), "idem.db")
 	ended := filepath.Join(t.TempDir(), "ended")
 	ctx := context.Background()
@@ -59,34 +67,32 @@ func TestLinearizableSQLite(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DB().Exec("CREATE TABLE lin_effects (key TEXT NOT NULL, run TEXT NOT NULL)"); err != nil {
+	if _, err := s.DB().Exec("CREATE TABLE lin_effects (key TEXT NOT NULL, run TEXT NOT NULL, req TEXT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r := run{
+	return run{
 		name:    "sqlite",
 		model:   model{transactional: true},
 		env:     []string{envService + "=sqlite", envTarget + "=" + path, envEnded + "=" + ended},
 		hangUps: true,
 		kill:    true,
-		effects: func() (map[string][]string, error) {
+		effects: func() (effects, error) {
 			s, err := sqlitestore.Open(ctx, path)
 			if err != nil {
 				return nil, err
 			}
 			defer s.Close()
-			rows, err := s.DB().QueryContext(ctx, "SELECT key, run FROM lin_effects")
+			rows, err := s.DB().QueryContext(ctx, "SELECT key, run, req FROM lin_effects")
 			if err != nil {
 				return nil, err
 			}
 			defer rows.Close()
 			return readEffects(rows)
 		},
-	}
-	checkRun(t, r)
-	logEnded(t, ended)
+	}, ended
 }
 
 // logEnded logs how many leases the service's starts ended, from the file
@@ -118,7 +124,7 @@ func TestLinearizablePostgreSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE lin_effects (key text NOT NULL, run text NOT NULL)"); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE TABLE lin_effects (key text NOT NULL, run text NOT NULL, req text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
 	p, u := tcpproxy.NewForURL(t, base, "5432")
@@ -140,18 +146,14 @@ func TestLinearizablePostgreSQL(t *testing.T) {
 		_, _ = conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pids[rng.IntN(len(pids))])
 	}}
 	r := run{
-		name: "postgres",
-		// A 409 instead of a 422 to a request whose body differs
-		// from the claim's, while that claim's transaction is open, is a
-		// known deviation of pgstore (model.otherBodyMayBeBusy);
-		// IDEMGEN_LIN_STRICT=1 shows it.
-		model:   model{transactional: true, otherBodyMayBeBusy: os.Getenv(envStrict) == "", guardMayRefuse: true},
+		name:    "postgres",
+		model:   postgresModel(),
 		env:     []string{envService + "=postgres", envTarget + "=" + u.String()},
 		faults:  append(proxyFaults(p), terminate),
 		kill:    true,
 		hangUps: true,
-		effects: func() (map[string][]string, error) {
-			rows, err := conn.Query(ctx, "SELECT key, run FROM lin_effects")
+		effects: func() (effects, error) {
+			rows, err := conn.Query(ctx, "SELECT key, run, req FROM lin_effects")
 			if err != nil {
 				return nil, err
 			}
@@ -160,6 +162,14 @@ func TestLinearizablePostgreSQL(t *testing.T) {
 		},
 	}
 	checkRun(t, r)
+}
+
+// postgresModel is the model PostgreSQL's runs are checked against. A 409
+// instead of a 422 to a request whose body differs from the claim's, while
+// that claim's transaction is open, is a known deviation of pgstore
+// (model.otherBodyMayBeBusy); IDEMGEN_LIN_STRICT=1 shows it.
+func postgresModel() model {
+	return model{transactional: true, otherBodyMayBeBusy: os.Getenv(envStrict) == "", guardMayRefuse: true}
 }
 
 // A single Redis is reached through a fault proxy, and the service is
@@ -272,15 +282,16 @@ type rows interface {
 	Err() error
 }
 
-// readEffects collects key → run ids from the rows of the effects table.
-func readEffects(rs rows) (map[string][]string, error) {
-	out := map[string][]string{}
+// readEffects collects the effects from the rows of the effects table.
+func readEffects(rs rows) (effects, error) {
+	out := effects{}
 	for rs.Next() {
-		var k, r string
-		if err := rs.Scan(&k, &r); err != nil {
+		var k string
+		var e effect
+		if err := rs.Scan(&k, &e.Run, &e.Req); err != nil {
 			return nil, err
 		}
-		out[k] = append(out[k], r)
+		out[k] = append(out[k], e)
 	}
 	return out, rs.Err()
 }

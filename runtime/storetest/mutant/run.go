@@ -1,0 +1,192 @@
+package mutant
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/storetest"
+	"github.com/idemgen/idemgen/runtime/storetest/model"
+)
+
+// envCase names, in the child process that runs it, the case and checker
+// to run ("mutant/checker").
+const envCase = "IDEMGEN_MUTANT_CASE"
+
+// childTimeout bounds one checker's run of one mutant. A checker that
+// needs longer to catch a mutant has not caught it.
+const childTimeout = 90 * time.Second
+
+// Checker is a suite that a broken store must fail.
+type Checker struct {
+	Name string
+	Run  func(t *testing.T, target storetest.Target)
+}
+
+// The conformance suites, plain and transactional.
+var (
+	Conformance   = Checker{Name: "conformance", Run: storetest.Run}
+	ConformanceTx = Checker{Name: "conformance-tx", Run: storetest.RunTx}
+)
+
+// Model is the model-based test, sized by opts.
+func Model(opts model.Options) Checker {
+	return Checker{Name: "model", Run: func(t *testing.T, target storetest.Target) { model.Run(t, opts, target) }}
+}
+
+// Case is a mutant and the checkers that must each catch it.
+type Case struct {
+	Mutant Mutant
+	// Break, when set, breaks the store's own code for the whole child
+	// process that runs the case, before the checker runs: for a mutant
+	// that needs the store's internals (a test-only hook of the store's
+	// package). Wrap may then be nil.
+	Break    func()
+	Checkers []Checker
+}
+
+// Run runs every case against target: each of its checkers on the store
+// broken by its mutant, in a child process of the test binary (the test
+// that called Run, run again with the case named in its environment),
+// stopping at the first failure. A checker that passes a mutant fails t.
+// Before the mutants, each checker runs on the store wrapped by a mutant
+// that changes nothing, and must pass: the mutants' failures are theirs,
+// not the wrapper's. Run logs the score, mutants caught of mutants run,
+// by checker.
+func Run(t *testing.T, target storetest.Target, cases []Case) {
+	if name := os.Getenv(envCase); name != "" {
+		runChild(t, target, cases, name)
+		return
+	}
+	checkers := map[string]Checker{}
+	for _, c := range cases {
+		for _, ch := range c.Checkers {
+			checkers[ch.Name] = ch
+		}
+	}
+	for _, name := range sortedKeys(checkers) {
+		ch := checkers[name]
+		t.Run("unbroken/"+ch.Name, func(t *testing.T) { ch.Run(t, broken(target, none)) })
+	}
+	if t.Failed() {
+		t.Fatal("a checker fails the store wrapped by a mutant that changes nothing; the mutation run would mean nothing")
+	}
+	caught, ran := map[string]int{}, map[string]int{}
+	for _, c := range cases {
+		for _, ch := range c.Checkers {
+			ran[ch.Name]++
+			name := c.Mutant.Name + "/" + ch.Name
+			out, ok := runParent(t, name)
+			if ok {
+				caught[ch.Name]++
+				continue
+			}
+			t.Errorf("mutant %s (%s) survived %s:\n%s", c.Mutant.Name, c.Mutant.What, ch.Name, out)
+		}
+	}
+	var score []string
+	total, totalRan := 0, 0
+	for _, name := range sortedKeys(ran) {
+		score = append(score, fmt.Sprintf("%s %d of %d", name, caught[name], ran[name]))
+		total += caught[name]
+		totalRan += ran[name]
+	}
+	t.Logf("mutation score: %d of %d runs caught (%s)", total, totalRan, strings.Join(score, ", "))
+}
+
+// runParent runs the child for name and reports its output and whether it
+// failed as a checker fails: exit status 1 and a failed test named.
+func runParent(t *testing.T, name string) (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), childTimeout)
+	defer cancel()
+	top, _, _ := strings.Cut(t.Name(), "/")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+regexp.QuoteMeta(top)+"$", "-test.count=1", "-test.failfast")
+	cmd.Env = append(os.Environ(), envCase+"="+name)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	ee, exited := err.(*exec.ExitError)
+	failed := exited && ee.ExitCode() == 1 && ctx.Err() == nil && strings.Contains(out.String(), "--- FAIL: ")
+	return tail(out.String(), 4000), failed
+}
+
+// runChild runs the case and checker name names.
+func runChild(t *testing.T, target storetest.Target, cases []Case, name string) {
+	mutant, checker, _ := strings.Cut(name, "/")
+	for _, c := range cases {
+		if c.Mutant.Name != mutant {
+			continue
+		}
+		for _, ch := range c.Checkers {
+			if ch.Name != checker {
+				continue
+			}
+			if c.Break != nil {
+				c.Break()
+			}
+			wrap := c.Mutant.Wrap
+			if wrap == nil {
+				wrap = func(s idemstore.Store) idemstore.Store { return s }
+			}
+			ch.Run(t, broken(target, wrap))
+			return
+		}
+	}
+	t.Fatalf("mutant: no case %q", name)
+}
+
+// none wraps a store in a mutant that changes nothing.
+func none(s idemstore.Store) idemstore.Store { return wrap(s, newCalls(s)) }
+
+// broken is target with every store it opens wrapped by w.
+func broken(target storetest.Target, w func(idemstore.Store) idemstore.Store) storetest.Target {
+	open := target.Open
+	target.Open = func(t *testing.T, clock *storetest.Clock) storetest.Instance {
+		in := open(t, clock)
+		s := w(in.Store)
+		if s == nil {
+			t.Fatalf("mutant: the mutant does not apply to %T", in.Store)
+		}
+		in.Store = s
+		if crash := in.Crash; crash != nil {
+			in.Crash = func(ctx context.Context, tx idemstore.Tx) error { return crash(ctx, Unwrap(tx)) }
+		}
+		return in
+	}
+	return target
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// Cases is a case for each of ms, each to be caught by every one of
+// checkers.
+func Cases(ms []Mutant, checkers ...Checker) []Case {
+	out := make([]Case, len(ms))
+	for i, m := range ms {
+		out[i] = Case{Mutant: m, Checkers: checkers}
+	}
+	return out
+}

@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -79,5 +80,43 @@ func ExampleEffectKey() {
 	// Output:
 	// 500  replayed: false
 	// 201  replayed: false
+	// charges: 1
+}
+
+func ExamplePhase() {
+	charged := 0
+	charge := func(ctx context.Context, effectKey string) (string, error) {
+		charged++ // a processor that would charge twice if called twice
+		return fmt.Sprintf("ch_%d", charged), nil
+	}
+	fail := true
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// docs:begin phase
+		id, err := idem.Phase(r.Context(), "charge", func(ctx context.Context, effectKey string) ([]byte, error) {
+			chargeID, err := charge(ctx, effectKey) // the processor's call, with the effect key
+			return []byte(chargeID), err
+		})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		// docs:end phase
+		if fail {
+			// The run dies after the charge was recorded; the retry
+			// receives the recorded charge instead of charging again.
+			fail = false
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge":%q}`, id)
+	})
+	h := exampleEngine().Middleware(handler)
+	send(h, "order-8")
+	send(h, "order-8")
+	fmt.Println("charges:", charged)
+	// Output:
+	// 500  replayed: false
+	// 201 {"charge":"ch_1"} replayed: false
 	// charges: 1
 }

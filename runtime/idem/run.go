@@ -144,7 +144,7 @@ func (e *Engine) unexecuted(r *http.Request, q *request, h hold, status int) boo
 // q and is itself the handler's context, so marking costs only the copy of
 // the request that carries it.
 func (e *Engine) mark(r *http.Request, q *request) *http.Request {
-	q.mark = applied{Context: r.Context(), op: q.op, problemBase: e.problemBase, id: q.id, effectSecret: e.effectSecret(q)}
+	q.mark = applied{Context: r.Context(), op: q.op, engine: e, problemBase: e.problemBase, id: q.id, effectSecret: e.effectSecret(q)}
 	q.applied = &q.mark
 	return r.WithContext(q.applied)
 }
@@ -173,6 +173,10 @@ type applied struct {
 	// effectSecret is the secret id.Key is stored under, which derives
 	// the request's effect keys (EffectKey).
 	effectSecret *idemstore.Secret
+	// engine serves the request; Phase records through its store.
+	engine *Engine
+	// phases are the phases the request has run (Phase).
+	phases phaseNames
 }
 
 type appliedKey struct{}

@@ -37,6 +37,8 @@ type Store struct {
 
 	mu   sync.Mutex
 	rows map[idemstore.Identity]*row
+	// phases are the recorded phases (PhaseStore), made on the first.
+	phases map[phaseID]phaseRow
 }
 
 // row is one stored key. Times are absolute instants of the store's clock.
@@ -198,7 +200,7 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 			n++
 		}
 	}
-	return n, nil
+	return n + s.sweepPhases(now, limit-n), nil
 }
 
 // Len reports how many rows the store holds, expired ones included. It

@@ -1,0 +1,60 @@
+package idemstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MaxPhaseResult bounds the result a store records for one phase: a
+// recovery point keeps what the handler needs to go on (a charge's id and
+// status), not a document.
+const MaxPhaseResult = 64 << 10
+
+// ErrPhaseResultTooLarge is wrapped by the error of a phase whose result is
+// longer than MaxPhaseResult. Nothing was recorded.
+var ErrPhaseResultTooLarge = errors.New("idem: a phase's result is larger than a store records")
+
+// PhaseStore is a Store that keeps recovery points (docs/semantics.md
+// §8.2): the result of each named phase of a request, recorded on its own
+// the moment the phase ends, so that a later run of the request (a retry
+// after a release, a takeover after a crash) receives it instead of
+// running the phase again.
+//
+// A phase is named by the identity of the request's row and its name. Its
+// record is not fenced by a lease token and not removed by Release or
+// Abandon: whoever records a phase first sets its result for good, and the
+// record lives ttl from when it was made, by the store's clock, after which
+// Sweep deletes it as it deletes expired keys.
+type PhaseStore interface {
+	Store
+	// LoadPhase returns the recorded result of phase name of the request
+	// stored under id; found is false when none is recorded (or it expired).
+	LoadPhase(ctx context.Context, id Identity, name string) (result []byte, found bool, err error)
+	// RecordPhase records result as phase name's unless a result is
+	// recorded already, and returns the result that stands: result, or
+	// the one recorded first. It commits on its own, apart from any
+	// transaction of the store that holds the request's claim.
+	RecordPhase(ctx context.Context, id Identity, name string, result []byte, ttl time.Duration) (stored []byte, err error)
+	// PhasesBesideTx reports whether RecordPhase can commit while one of
+	// the store's transactions holds a claim (Transactor): true where the
+	// record takes a connection of its own (PostgreSQL), false where that
+	// transaction holds the database's only write lock (SQLite).
+	PhasesBesideTx() bool
+}
+
+// CheckPhase reports why a store must not record a phase: an empty name,
+// a result over MaxPhaseResult, a ttl under a millisecond. Every store
+// applies it first, so they all refuse the same records.
+func CheckPhase(name string, result []byte, ttl time.Duration) error {
+	switch {
+	case name == "":
+		return errors.New("idem: a phase needs a name")
+	case len(result) > MaxPhaseResult:
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrPhaseResultTooLarge, len(result), MaxPhaseResult)
+	case ttl < time.Millisecond:
+		return fmt.Errorf("idem: a phase's ttl %v is under a millisecond", ttl)
+	}
+	return nil
+}

@@ -34,9 +34,16 @@ type RouteLookup func(r *http.Request) (h http.Handler, route string)
 // does not route at all (for a router mounted below a prefix, set
 // Config.BasePath and look up through the outer router), one routed to a
 // handler that does not apply its policy (PerRoute), one the middleware
-// would not recognise, and a transactional operation whose handler does not
-// take its transaction. Call it in a test, or at start-up, with the
-// router the server really uses:
+// would not recognise, and a transactional operation whose handler is
+// known not to take its transaction (Engine.Handler around a plain
+// handler). Behind the middleware, a transactional operation's handler
+// that the engine does not wrap (an oapi-codegen strict server, an ogen
+// server) is taken to reach its transaction through the request's context
+// (TxFor, the generated …Tx accessor), as Engine.Route takes it; the
+// engine then watches each request, and the first success answered
+// without the transaction switches the operation to committing its claims
+// before the handler runs (docs/semantics.md §5.3). Call it in a test, or
+// at start-up, with the router the server really uses:
 //
 //	if err := engine.CheckRoutes(idem.BehindMiddleware, mux.Handler); err != nil { … }
 //
@@ -87,7 +94,7 @@ func (e *Engine) checkRoute(m Mounting, lookup RouteLookup, op *operation) error
 			return fmt.Errorf("%s: the engine's middleware does not recognise the path (check Config.BasePath)", where)
 		}
 	}
-	if op.Transactional && (!marked || !rh.takesTx()) {
+	if op.Transactional && (m == PerRoute || marked) && !(marked && rh.takesTx()) {
 		return fmt.Errorf("%s: the operation is transactional, but %s's handler does not take its transaction; mount the handler with its generated adapter (or idem.TxHandler) so that its writes commit with the key", where, route)
 	}
 	return nil

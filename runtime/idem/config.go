@@ -25,12 +25,15 @@ type Config struct {
 	Policies []Policy
 	// Tenant returns the tenant of an authenticated request. It runs after
 	// authentication; a request whose tenant it cannot resolve is refused
-	// with a 500 and its handler never runs.
+	// with a 500 and its handler never runs. A service without tenants
+	// sets SingleTenant.
 	Tenant func(*http.Request) (string, bool)
 	// Observer, when set, sees the outcome of every protected request.
 	Observer Observer
 	// Logger receives the engine's own logs; keys are logged by their
-	// label (KeyLabel) unless LogKeys is set. Nil discards them.
+	// label (KeyLabel) unless LogKeys is set. Nil logs through
+	// slog.Default(); a logger over slog.DiscardHandler silences them.
+	// docs/runtime.md lists every WARN and ERROR with what to do about it.
 	Logger  *slog.Logger
 	LogKeys bool
 	// KeyLabelSecret keys the labels under which keys appear in logs and
@@ -130,7 +133,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, errors.New("idem: Config.Store is nil")
 	}
 	if cfg.Tenant == nil {
-		return nil, errors.New("idem: Config.Tenant is nil; the engine needs the authenticated tenant")
+		return nil, errors.New("idem: Config.Tenant is nil; the engine needs the authenticated tenant (a service without tenants sets Tenant: idem.SingleTenant(\"default\"))")
 	}
 	e := &Engine{
 		store:       cfg.Store,
@@ -149,7 +152,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.router = rt
 	if e.log == nil {
-		e.log = slog.New(slog.DiscardHandler)
+		e.log = slog.Default()
 	}
 	if err := checkSecretLength("Config.KeyLabelSecret", cfg.KeyLabelSecret); err != nil {
 		return nil, err

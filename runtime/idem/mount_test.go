@@ -203,14 +203,31 @@ func TestCheckRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("transactional handler without its transaction", func(t *testing.T) {
+	t.Run("transactional handler known not to take its transaction", func(t *testing.T) {
+		e := newEngine(t, idem.Config{Store: store, Policies: policies})
+		mux := http.NewServeMux()
+		mux.Handle("POST /a/{x}", noop)
+		mux.Handle("POST /pay", e.Handler("pay", noop))
+		for _, m := range []idem.Mounting{idem.BehindMiddleware, idem.PerRoute} {
+			err := e.CheckRoutes(m, mux.Handler)
+			if err == nil || !strings.Contains(err.Error(), "does not take its transaction") {
+				t.Fatalf("mounting %d: got %v", m, err)
+			}
+		}
+	})
+	t.Run("transactional handler that reaches its transaction through the context, behind the middleware", func(t *testing.T) {
+		// A strict server or an ogen server is one handler the engine does
+		// not wrap: behind the middleware it is taken to use TxFor, as
+		// Engine.Route takes it, and watched at run time (docs/semantics.md §5.3).
 		e := newEngine(t, idem.Config{Store: store, Policies: policies})
 		mux := http.NewServeMux()
 		mux.Handle("POST /a/{x}", noop)
 		mux.Handle("POST /pay", noop)
-		err := e.CheckRoutes(idem.BehindMiddleware, mux.Handler)
-		if err == nil || !strings.Contains(err.Error(), "does not take its transaction") {
-			t.Fatalf("got %v", err)
+		if err := e.CheckRoutes(idem.BehindMiddleware, mux.Handler); err != nil {
+			t.Fatalf("behind the middleware: %v", err)
+		}
+		if err := e.CheckRoutes(idem.PerRoute, mux.Handler); err == nil {
+			t.Fatal("per route, an unwrapped handler passed")
 		}
 	})
 	t.Run("not routed, base path missing", func(t *testing.T) {

@@ -39,7 +39,7 @@ func (m *ServeMux) refuse(method, path, pattern string, cause error) {
 	err := fmt.Errorf("idem: ServeMux: net/http's ServeMux cannot register %q: %w; serve the route through chi (runtime/idemchi) or gorilla/mux, or mount Engine.Middleware in front of the router that serves it", pattern, cause)
 	tmpl, _ := pathtemplate.Parse(path)
 	m.refused = append(m.refused, refusedRoute{method: method, tmpl: tmpl, err: err})
-	m.e.log.Error("route not registered", "pattern", pattern, "err", err)
+	m.e.log.Error("route not registered: net/http's ServeMux cannot parse its pattern", "pattern", pattern, "err", err)
 }
 
 // parseOnServeMux reports whether net/http's ServeMux can parse pattern,

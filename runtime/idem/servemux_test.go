@@ -40,7 +40,7 @@ func strictTransfer(runs *atomic.Int64) http.HandlerFunc {
 }
 
 // A transactional operation whose handler reaches its transaction through
-// the context, registered on a plain ServeMux, fails CheckRoutes; through
+// the context, registered on a plain ServeMux, fails CheckRoutes per route; through
 // the engine's ServeMux it passes both mountings with no per-route code,
 // and its requests are protected with no middleware in front.
 func TestServeMuxMountsTransactionalRoutes(t *testing.T) {
@@ -49,8 +49,8 @@ func TestServeMuxMountsTransactionalRoutes(t *testing.T) {
 
 	plain := http.NewServeMux()
 	plain.HandleFunc("POST /transfers", strictTransfer(&runs))
-	if err := eng.CheckRoutes(idem.BehindMiddleware, plain.Handler); err == nil || !strings.Contains(err.Error(), "does not take its transaction") {
-		t.Fatalf("plain ServeMux: CheckRoutes = %v, want the transaction refused", err)
+	if err := eng.CheckRoutes(idem.PerRoute, plain.Handler); err == nil || !strings.Contains(err.Error(), "does not apply the policy") {
+		t.Fatalf("plain ServeMux: CheckRoutes = %v, want the route refused", err)
 	}
 
 	mux := eng.ServeMux(http.NewServeMux())

@@ -22,8 +22,9 @@ var errTxNotBegun = errors.New("its transaction could not begin")
 // TxHandler cannot stand in front.
 //
 // The error wraps ErrNoTx and says why: the engine is not mounted in front
-// of the handler, the operation is not transactional, or the store's
-// transaction is another type. The handler must then write nothing and
+// of the handler, the handler's framework gave it a context that hides the
+// request's values (gin without ContextWithFallback), the operation is not
+// transactional, or the store's transaction is another type. The handler must then write nothing and
 // fail the request; running on without the transaction would write
 // outside the key's commit.
 func TxFor[Tx any](ctx context.Context, operationID string) (Tx, error) {
@@ -42,5 +43,16 @@ func TxFor[Tx any](ctx context.Context, operationID string) (Tx, error) {
 		}
 		return zero, fmt.Errorf("%w of type %s for operation %s: the store's transaction is a %T", ErrNoTx, want, operationID, a.tx.Driver())
 	}
-	return zero, fmt.Errorf("%w for operation %s: it must run behind the idempotency engine, with a transactional policy and store", ErrNoTx, operationID)
+	if a != nil {
+		return zero, fmt.Errorf("%w for operation %s: the engine protects it without a transaction; its policy must be transactional (x-idempotency transactional: true) and its store a Transactor", ErrNoTx, operationID)
+	}
+	return zero, fmt.Errorf("%w for operation %s: %w", ErrNoTx, operationID, errNoEngineInContext)
 }
+
+// errNoEngineInContext explains a context that carries nothing the engine
+// put in the request's: the two ways a request that did pass through the
+// engine loses it, and the one where it did not.
+var errNoEngineInContext = errors.New("the context carries none of the values the engine put in the request's context: " +
+	"either the idempotency engine is not mounted in front of this handler, or the framework hands the handler a context of its own " +
+	"that does not pass the request's values on (gin's *gin.Context does only with engine.ContextWithFallback = true; " +
+	"or pass c.Request.Context())")

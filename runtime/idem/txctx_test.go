@@ -143,11 +143,53 @@ func TestTxForRefusesAnotherStoresType(t *testing.T) {
 	}
 }
 
-// Without the engine in front there is no transaction: ErrNoTx, naming the
-// operation.
+// Without the engine's values in the context there is no transaction:
+// ErrNoTx, naming the operation and both causes, the engine missing and a
+// framework context that hides the request's values (gin's, which passes
+// them on only with ContextWithFallback).
 func TestTxForWithoutTheEngine(t *testing.T) {
 	_, err := idem.TxFor[*sqlitestore.Tx](context.Background(), "createTransfer")
-	if !errors.Is(err, idem.ErrNoTx) || !strings.Contains(err.Error(), "createTransfer") {
-		t.Fatalf("error %v: want ErrNoTx naming createTransfer", err)
+	if !errors.Is(err, idem.ErrNoTx) || !strings.Contains(err.Error(), "createTransfer") ||
+		!strings.Contains(err.Error(), "not mounted") || !strings.Contains(err.Error(), "ContextWithFallback") {
+		t.Fatalf("error %v: want ErrNoTx naming createTransfer, a missing engine and gin's ContextWithFallback", err)
+	}
+}
+
+// hidingContext stands for a framework's own context that does not pass the
+// request's values on, as gin's *gin.Context without ContextWithFallback.
+type hidingContext struct{ context.Context }
+
+func (hidingContext) Value(any) any { return nil }
+
+// Behind the engine, a context that hides the request's values gets the
+// framework's cause; the request's own context gets the transaction; and an
+// operation the engine protects without a transaction is named as such, not
+// as an engine missing from in front of it.
+func TestTxForNamesWhyItFoundNone(t *testing.T) {
+	eng, _ := sqliteTxEngine(t)
+	var hidden, own error
+	h := eng.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, hidden = idem.TxFor[*sqlitestore.Tx](hidingContext{r.Context()}, "createTransfer")
+		_, own = idem.TxFor[*sqlitestore.Tx](r.Context(), "createTransfer")
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	postTransfer(h, "k1")
+	if !errors.Is(hidden, idem.ErrNoTx) || !strings.Contains(hidden.Error(), "ContextWithFallback") {
+		t.Errorf("hidden values: %v, want ErrNoTx naming ContextWithFallback", hidden)
+	}
+	if own != nil {
+		t.Errorf("the request's context: %v, want its transaction", own)
+	}
+
+	p := transferPolicy()
+	plain := newEngine(t, idem.Config{Policies: []idem.Policy{p}})
+	var notTx error
+	h = plain.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, notTx = idem.TxFor[*sqlitestore.Tx](r.Context(), "createTransfer")
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	postTransfer(h, "k2")
+	if !errors.Is(notTx, idem.ErrNoTx) || !strings.Contains(notTx.Error(), "without a transaction") {
+		t.Errorf("a policy that is not transactional: %v, want ErrNoTx saying so", notTx)
 	}
 }

@@ -1,0 +1,54 @@
+//go:build soak
+
+package main_test
+
+import (
+	"testing"
+	"time"
+)
+
+// The full-size days take minutes each, so the README's go test ./...
+// leaves them out; CI runs them in a step of their own, with an explicit
+// timeout:
+//
+//	go test -tags soak -count=1 -v -run '^(TestFullDay|TestStormDay)$' -timeout 40m ./examples/petstore-payments
+//
+// The full-size day: 3,000 transfers of the storm (storm_test.go), the
+// server killed ten times in the days with kills. The storm day: 300.
+const (
+	fullTransfers = 3000
+	fullKills     = 10
+	// fullDuration is long enough for SQLite's one writer to hold its
+	// lock through 3,000 pauses of 50 ms on average, short enough to fail
+	// well within the step's timeout when transfers stall.
+	fullDuration   = 6 * time.Minute
+	stormTransfers = 300
+	stormKills     = 3
+	stormDuration  = 3 * time.Minute
+)
+
+// TestFullDay plays the full-size day on each database, without kills and
+// with ten.
+func TestFullDay(t *testing.T) {
+	t.Parallel()
+	for _, db := range databases {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, db.url(t), "--chaos-delay", stormChaosDelay)
+			checkAnswered(t, playDay(t, stormDay(t, s.URL, fullTransfers, fullDuration)))
+		})
+		t.Run(db.name+"Crash", func(t *testing.T) {
+			t.Parallel()
+			rep := playDay(t, stormCrash(t, db.url(t), fullTransfers, fullDuration, 5*time.Second, fullKills))
+			checkKills(t, rep, fullKills)
+			checkAnswered(t, rep)
+		})
+	}
+}
+
+// TestStormDay plays the storm at 300 transfers on each database, without
+// kills and with three.
+func TestStormDay(t *testing.T) {
+	t.Parallel()
+	playStorms(t, stormTransfers, stormDuration, 2*time.Second, stormKills)
+}

@@ -1,0 +1,135 @@
+package main_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/dayreplay"
+)
+
+// The storm's clients: 16 of them, whose patience runs out after 30 to
+// 80 ms, each transfer retried for up to 90 s, against a server that
+// pauses up to 100 ms after its writes. Most attempts time out while the
+// handler pauses, and every retry meets the key in flight or its replay:
+// the day in which work for clients that are gone would pile up. Every
+// transfer must get its final answer, on SQLite as on PostgreSQL, with and
+// without kills. The full-size days that play it at 300 and 3,000
+// transfers take minutes and run with the build tag soak (soak_test.go);
+// TestShortStorm plays it at a size that takes seconds.
+const (
+	stormConcurrency = 16
+	stormTimeoutMin  = 30 * time.Millisecond
+	stormTimeoutMax  = 80 * time.Millisecond
+	stormBudget      = 90 * time.Second
+	stormChaosDelay  = "100ms"
+)
+
+// stormDay is the storm's configuration against base (ignored with
+// Crash) for a day of transfers, which must end within duration.
+func stormDay(t *testing.T, base string, transfers int, duration time.Duration) dayreplay.Config {
+	c := smallDay(t, base)
+	c.Transfers = transfers
+	c.Concurrency = stormConcurrency
+	c.Timeout, c.TimeoutMax = stormTimeoutMin, stormTimeoutMax
+	c.Budget = stormBudget
+	// The budget, not a count, ends a client's retries.
+	c.Attempts = math.MaxInt32
+	c.MaxRequests = math.MaxInt64
+	c.Duration = duration
+	return c
+}
+
+// stormCrash is stormDay played by a server on databaseURL that is killed
+// kills times, every killEvery on average.
+func stormCrash(t *testing.T, databaseURL string, transfers int, duration, killEvery time.Duration, kills int) dayreplay.Config {
+	c := stormDay(t, "", transfers, duration)
+	c.Crash = true
+	c.ServerBin = serverBinary
+	c.DatabaseURL = databaseURL
+	c.ServerArgs = []string{"--chaos-delay=" + stormChaosDelay}
+	c.KillEvery = killEvery
+	c.MaxKills = kills
+	return c
+}
+
+// checkAnswered is checkSafe plus the storm's promise: no client gave up,
+// and every transfer got a final answer.
+func checkAnswered(t *testing.T, rep dayreplay.Report) {
+	t.Helper()
+	checkSafe(t, rep)
+	if rep.Unanswered != 0 || rep.GaveUp != 0 {
+		t.Errorf("%d of %d transfers got no final answer (%d requests given up), want 0", rep.Unanswered, rep.Started, rep.GaveUp)
+	}
+	if rep.Retries == 0 {
+		t.Errorf("no request was retried; the day did not exercise idempotency")
+	}
+}
+
+// checkKills fails t unless the server was killed kills times.
+func checkKills(t *testing.T, rep dayreplay.Report, kills int) {
+	t.Helper()
+	if rep.Kills != kills {
+		t.Errorf("%d kills, want %d", rep.Kills, kills)
+	}
+}
+
+// reportStorm logs the storm's figures and checks its promise: every
+// transfer got its final answer, and every one was acknowledged.
+func reportStorm(t *testing.T, rep dayreplay.Report) {
+	t.Helper()
+	share := 0.0
+	if rep.Requests > 0 {
+		share = float64(rep.TimedOut) / float64(rep.Requests)
+	}
+	t.Logf("slowest time to a final answer %v; %d of %d attempts timed out (%.0f%%)",
+		rep.Slowest.Round(10*time.Millisecond), rep.TimedOut, rep.Requests, 100*share)
+	checkAnswered(t, rep)
+	if int64(rep.Acknowledged) != int64(rep.Started) {
+		t.Errorf("%d of %d transfers acknowledged; not acknowledged:\n%s",
+			rep.Acknowledged, rep.Started, strings.Join(rep.NotAcknowledged, "\n"))
+	}
+}
+
+// playStorm plays a storm of transfers against a server on databaseURL
+// with --metrics, and logs the server's count of handler runs for clients
+// that had already hung up: admission and the idempotency layer refuse
+// those requests before they start.
+func playStorm(t *testing.T, databaseURL string, transfers int, duration time.Duration) {
+	s := startServer(t, databaseURL, "--chaos-delay", stormChaosDelay, "--metrics")
+	rep := playDay(t, stormDay(t, s.URL, transfers, duration))
+	reportStorm(t, rep)
+	t.Logf("handler runs for clients that had hung up: %s; admission refusals full %s, waited %s, gone %s",
+		metric(t, s, "petstore_handler_runs_client_gone_total"),
+		metric(t, s, `petstore_admission_refused_total{reason="full"}`),
+		metric(t, s, `petstore_admission_refused_total{reason="waited"}`),
+		metric(t, s, `petstore_admission_refused_total{reason="gone"}`))
+}
+
+// playStorms plays a storm of transfers on each database, without kills
+// and with kills, one every killEvery on average; each day must end
+// within duration.
+func playStorms(t *testing.T, transfers int, duration, killEvery time.Duration, kills int) {
+	for _, db := range databases {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			playStorm(t, db.url(t), transfers, duration)
+		})
+		t.Run(db.name+"Crash", func(t *testing.T) {
+			t.Parallel()
+			rep := playDay(t, stormCrash(t, db.url(t), transfers, duration, killEvery, kills))
+			checkKills(t, rep, kills)
+			reportStorm(t, rep)
+		})
+	}
+}
+
+// TestShortStorm plays the storm at 60 transfers, which takes seconds, on
+// each database, without kills and with one: what the full-size days of
+// the soak build (TestStormDay, TestFullDay) check at scale, checked here
+// on every run.
+func TestShortStorm(t *testing.T) {
+	t.Parallel()
+	playStorms(t, 60, 2*time.Minute, time.Second, 1)
+}

@@ -127,6 +127,10 @@ func TestAttackHandlerTerminatesItsOwnBackend(t *testing.T) {
 	if err := writeEffect(ctx, ptx, "doomed"); err != nil {
 		t.Fatal(err)
 	}
+	var pid int
+	if err := ptx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
 	_, _ = ptx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
 	if err := tx.Commit(ctx, idem.Response{Status: 201}); err == nil {
 		t.Fatalf("Commit after the backend died succeeded")
@@ -134,6 +138,9 @@ func TestAttackHandlerTerminatesItsOwnBackend(t *testing.T) {
 	if n, err := countEffects(ctx, pool, "doomed"); err != nil || n != 0 {
 		t.Fatalf("effects = %d, %v; want 0", n, err)
 	}
+	// The backend says goodbye before it has let go of its locks: the
+	// retry comes once it has.
+	waitLocksFreed(t, pool, pid)
 	res, err := s.Claim(ctx, claimFor("k1", "tok2", time.Minute))
 	if err != nil || !res.Won {
 		t.Fatalf("retry = %+v, %v; want a win", res, err)
@@ -182,4 +189,21 @@ func TestAttackHandlerCommitsThenTerminatesItsBackend(t *testing.T) {
 		t.Errorf("the retry lost to a %q record, want indeterminate", res.Existing.State)
 	}
 	wantEffects(t, pool, map[string]int{"committed": 1})
+}
+
+// waitLocksFreed waits until the backend pid holds no lock.
+func waitLocksFreed(t *testing.T, pool *pgxpool.Pool, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_locks WHERE pid = $1", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend %d still holds %d locks", pid, n)
+		}
+	}
 }

@@ -120,7 +120,8 @@ const sameTxSQL = `SELECT 1 / (coalesce(current_setting('idemgen.transaction', t
 // (idempotency_claim's p_hold) and any a handler took; the rest undoes what
 // a handler may have left on the session (SET without LOCAL, SET ROLE,
 // cursors WITH HOLD, LISTEN, temporary objects, prepared statements), which
-// would otherwise reach unrelated requests. RESET restores each setting to
+// would otherwise reach unrelated requests; queueReset adds reseedSQL.
+// RESET restores each setting to
 // the value the connection started with, including those in its connection
 // string, but not those an AfterConnect hook SET.
 //
@@ -158,21 +159,29 @@ var leanResetSQL = [...]string{
 	`DISCARD SEQUENCES`,
 }
 
-// sessionCheckSQL releases the session's advisory locks and answers true
-// when the session holds something of a handler's that only resetSQL
-// undoes, looking where PostgreSQL keeps each: a role set with SET ROLE
-// (current_user is not session_user), a session authorization set with
-// SET SESSION AUTHORIZATION (session_user is not $1, the connection's
-// user), a prepared statement of the handler's (handlerPreparedSQL), a
-// cursor WITH HOLD, a channel it listens to, and a temporary object of any
-// kind (every object in a schema depends on it in pg_depend, and
-// DISCARD TEMP drops what depends on the session's temporary schema). It
-// runs after the transaction has ended: a rolled-back handler's objects
-// are gone by then, and only cursors WITH HOLD outlive a transaction
-// (pg_cursors also lists the portal of the statement that reads it). Each
-// test reads an in-memory list of the session's own or one index range of
-// pg_depend, none builds more than its answer.
-const sessionCheckSQL = `SELECT pg_advisory_unlock_all(),
+// reseedSQL seeds random() afresh with $1, a value drawn by the process
+// (newSeed). A handler's setseed would otherwise make the next request's
+// random() predictable, and PostgreSQL has no statement that gives a
+// session back the seed a new one draws. It travels in the statements of
+// every reset: as a column of sessionCheckSQL, and after resetSQL.
+const reseedSQL = `SELECT setseed($1)`
+
+// sessionCheckSQL releases the session's advisory locks, seeds random()
+// afresh with $2 (reseedSQL), and answers true when the session holds
+// something of a handler's that only resetSQL undoes, looking where
+// PostgreSQL keeps each: a role set with SET ROLE (current_user is not
+// session_user), a session authorization set with SET SESSION
+// AUTHORIZATION (session_user is not $1, the connection's user), a
+// prepared statement of the handler's (handlerPreparedSQL), a cursor WITH
+// HOLD, a channel it listens to, and a temporary object of any kind (every
+// object in a schema depends on it in pg_depend, and DISCARD TEMP drops
+// what depends on the session's temporary schema). It runs after the
+// transaction has ended: a rolled-back handler's objects are gone by then,
+// and only cursors WITH HOLD outlive a transaction (pg_cursors also lists
+// the portal of the statement that reads it). Each test reads an in-memory
+// list of the session's own or one index range of pg_depend, none builds
+// more than its answer.
+const sessionCheckSQL = `SELECT pg_advisory_unlock_all(), setseed($2),
        current_user <> session_user OR session_user <> $1
        OR EXISTS (SELECT FROM pg_prepared_statements WHERE ` + handlerPreparedSQL + `)
        OR EXISTS (SELECT FROM pg_cursors WHERE is_holdable)

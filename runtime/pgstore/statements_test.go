@@ -140,7 +140,8 @@ func TestStatementsPerRequest(t *testing.T) {
 			// claim's, the completion, COMMIT, and the reset before the
 			// connection goes back to the pool: the check of what a handler
 			// may have left on the session, which also releases the claim's
-			// session locks (sessionCheckSQL), then RESET ALL and DISCARD
+			// session locks and seeds random() afresh (sessionCheckSQL),
+			// then RESET ALL and DISCARD
 			// SEQUENCES (leanResetSQL). This handler leaves nothing else, so
 			// the full reset (resetSQL) is not sent.
 			"SELECT 1 / (coalesce(current_setting('idemgen.transaction'",

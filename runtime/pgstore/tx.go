@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -232,11 +233,20 @@ func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx) 
 	s.putBack(ctx, conn, h, nil)
 }
 
-// queueReset queues resetSQL on b.
+// queueReset queues resetSQL and reseedSQL on b.
 func queueReset(b *pgx.Batch) {
 	for _, q := range resetSQL {
 		b.Queue(q)
 	}
+	b.Queue(reseedSQL, newSeed())
+}
+
+// newSeed returns a seed for setseed, in [-1, 1), that no handler can
+// predict.
+func newSeed() float64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return float64(binary.LittleEndian.Uint64(b[:])>>11)/(1<<53)*2 - 1
 }
 
 // sendEnding sends the statements that end the transaction marked with
@@ -289,7 +299,7 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*
 // queueLeanReset queues sessionCheckSQL, for a connection of user, and
 // leanResetSQL on b.
 func queueLeanReset(b *pgx.Batch, user string) {
-	b.Queue(sessionCheckSQL, user)
+	b.Queue(sessionCheckSQL, user, newSeed())
 	for _, q := range leanResetSQL {
 		b.Queue(q)
 	}
@@ -299,7 +309,7 @@ func queueLeanReset(b *pgx.Batch, user string) {
 // and reports whether sessionCheckSQL found that the session needs
 // resetSQL as well.
 func readLeanReset(br pgx.BatchResults) (left bool, err error) {
-	if err := br.QueryRow().Scan(nil, &left); err != nil {
+	if err := br.QueryRow().Scan(nil, nil, &left); err != nil {
 		return false, err
 	}
 	for range leanResetSQL {

@@ -12,14 +12,24 @@ import (
 //
 // SQLite lives on one host, where the kernel knows when a process dies and
 // frees its file locks. Every store that Open or OpenDB makes holds a
-// shared flock on a file beside the database (ownerSuffix) from its start
-// to its Close. A store that starts tries the lock exclusively first: if
-// that is granted, no store is open on the database anywhere, so every
-// claim in flight was made by a process that is gone (or by a store that
-// was closed), and the store ends those claims' leases before it takes
-// its own share. The invariant: leases are ended only under the exclusive
-// lock, and a store makes claims only while it holds its share, so no live
-// store's claim is ever ended early.
+// shared flock on the database file itself from its start to its Close. A
+// store that starts tries the lock exclusively first: if that is granted,
+// no store is open on the database anywhere, so every claim in flight was
+// made by a process that is gone (or by a store that was closed), and the
+// store ends those claims' leases before it takes its own share. The
+// invariant: leases are ended only under the exclusive lock, and a store
+// makes claims only while it holds its share, so no live store's claim is
+// ever ended early.
+//
+// The lock is on the file's inode, which holds the data the claims are in:
+// a file that takes the database's name, or the loss of a name, cannot
+// make a new lock that a live store does not hold, and every name of the
+// file (a symbolic or hard link, a relative path, a file: URI) reaches the
+// same lock. SQLite locks the same file with fcntl; Linux keeps flock and
+// fcntl locks independent (flock(2)), so neither refuses the other. The
+// descriptor that holds the flock is never closed (see dbFiles): closing
+// it would drop the fcntl locks of every SQLite connection of the process
+// on the file.
 //
 // flock turns an exclusive lock into a shared one by dropping it first, so
 // another store starting at that moment may be granted the exclusive lock
@@ -27,18 +37,12 @@ import (
 // not returned from Open and has made no claim yet: every claim it ends
 // was left by a dead process. A store that is refused the exclusive lock
 // waits for its share, which it gets once the starter's leases are ended.
-//
-// The lock is not the database file's: SQLite locks that with fcntl, whose
-// locks a process loses when it closes any descriptor of the file.
-
-// ownerSuffix names the owner lock's file: the database's file name with
-// this appended.
-const ownerSuffix = "-idem.lock"
 
 // own takes the owner lock of s's database for the store's lifetime and,
 // with WithDeadHolderRecovery, when no other store has the database open,
-// ends the leases that dead processes left behind. An in-memory database, and a platform without
-// flock (owner_other.go), have no lock: nothing is ended early there.
+// ends the leases that dead processes left behind. An in-memory database,
+// and a platform other than Linux (owner_other.go), have no lock: nothing
+// is ended early there.
 func (s *Store) own(ctx context.Context) error {
 	file, err := mainFile(ctx, s.db)
 	if err != nil {
@@ -49,7 +53,7 @@ func (s *Store) own(ctx context.Context) error {
 		// it outlives its process.
 		return nil
 	}
-	lock, alone, err := lockOwner(ctx, file+ownerSuffix, s.recoverDead)
+	lock, alone, err := lockOwner(ctx, file, s.recoverDead)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: owner lock: %w", err)
 	}

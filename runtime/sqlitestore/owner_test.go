@@ -1,4 +1,4 @@
-//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
+//go:build linux
 
 package sqlitestore_test
 
@@ -57,7 +57,9 @@ func TestOwnerHelperProcess(t *testing.T) {
 	path := os.Getenv(ownerHelperDBEnv)
 	switch mode {
 	case "claim":
-		helperClaimAndHang(t, openOwner(t, path))
+		helperClaimAndHang(t, openOwner(t, path), true)
+	case "claim-plain":
+		helperClaimAndHang(t, openOwner(t, path), false)
 	case "hold":
 		openOwner(t, path)
 		fmt.Println("ready")
@@ -70,18 +72,28 @@ func TestOwnerHelperProcess(t *testing.T) {
 	}
 }
 
-// helperClaimAndHang claims "k-closed" failing closed, then "k-tx" in
-// transactional mode with takeover, whose handler transaction it leaves
-// open; it says so and waits to be killed.
-func helperClaimAndHang(t *testing.T, s *sqlitestore.Store) {
+// helperClaimAndHang claims "k-closed" failing closed, then "k-tx" with
+// takeover: with withTx in transactional mode, whose handler transaction
+// it leaves open (holding SQLite's write lock), else on its own. It says
+// so and waits to be killed.
+func helperClaimAndHang(t *testing.T, s *sqlitestore.Store, withTx bool) {
 	ctx := context.Background()
 	res, err := s.Claim(ctx, ownerClaim("k-closed", "tok-child-closed", idem.FailClosed))
 	if err != nil || !res.Won {
 		t.Fatalf("child Claim = %+v, %v", res, err)
 	}
-	res, tx, err := s.ClaimTx(ctx, ownerClaim("k-tx", "tok-child-tx", idem.Takeover))
-	if err != nil || !res.Won || tx == nil {
-		t.Fatalf("child ClaimTx = %+v, %v", res, err)
+	claim := ownerClaim("k-tx", "tok-child-tx", idem.Takeover)
+	if withTx {
+		var tx idem.Tx
+		res, tx, err = s.ClaimTx(ctx, claim)
+		if tx == nil {
+			err = fmt.Errorf("no transaction: %w", err)
+		}
+	} else {
+		res, err = s.Claim(ctx, claim)
+	}
+	if err != nil || !res.Won {
+		t.Fatalf("child claim of k-tx = %+v, %v", res, err)
 	}
 	fmt.Println("ready")
 	time.Sleep(2 * time.Minute)
@@ -369,9 +381,9 @@ func TestOpenWaitsForTheStarter(t *testing.T) {
 	path := newOwnerDB(t)
 	leaveClaim(t, path, "k-left")
 
-	f, err := os.Open(path + "-idem.lock")
+	f, err := os.Open(path)
 	if err != nil {
-		t.Fatalf("the lock file a closed store leaves: %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {

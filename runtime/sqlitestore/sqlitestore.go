@@ -87,7 +87,7 @@ type Store struct {
 	db     *sql.DB
 	ownsDB bool
 	// owner is the store's share of the database's owner lock (owner.go),
-	// nil for a store made by New, in memory, or without flock.
+	// nil for a store made by New, in memory, or off Linux.
 	owner *ownerLock
 	// orphans counts the leases the store ended when it opened.
 	orphans int
@@ -159,9 +159,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // OpenDB returns a store on db, which should have been opened with DSN,
 // holding the database's owner lock until Close; Close leaves db open.
 //
-// The owner lock is a flock on the database's file name with "-idem.lock"
-// appended, which every store made by Open or OpenDB holds shared while it
-// is open, and which the kernel drops when the process dies. With
+// The owner lock is a flock on the database file itself (its inode, not
+// its name), which every store made by Open or OpenDB holds shared while
+// it is open, and which the kernel drops when the process dies. With
 // WithDeadHolderRecovery, the first store to open a database that no store
 // has open anywhere knows that every claim in flight in it was left by a
 // process that is gone, killed or crashed, and ends their leases
@@ -171,8 +171,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // other store has the database open, in this process or another, nothing
 // is ended: its claims may be live. Without the option a store only holds
 // its share, which keeps its own claims safe from a store that recovers.
-// An in-memory database, and a platform without flock, have no lock and
-// end nothing.
+// An in-memory database, and a platform other than Linux, have no lock
+// and end nothing.
 func OpenDB(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 	s := New(db, opts...)
 	if err := s.own(ctx); err != nil {

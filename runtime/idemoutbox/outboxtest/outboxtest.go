@@ -1,0 +1,73 @@
+// Package outboxtest is the suite every dialect of the transactional
+// outbox (runtime/idemoutbox) passes, for the author of a dialect: Run
+// drives an engine, a handler that stages effects and runners in one
+// process; RunKills starts real child processes and kills them with
+// SIGKILL at each point of an effect's life, with Child as the child's
+// half.
+package outboxtest
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
+)
+
+// Outbox is a dialect's outbox: the runner's Store, and Stage.
+type Outbox interface {
+	idemoutbox.Store
+	Stage(ctx context.Context, name string, payload []byte) error
+}
+
+// Instance is one fresh database with a store and an outbox on it.
+type Instance struct {
+	Store  idem.Store
+	Outbox Outbox
+	// Write makes one business write recording marker in the
+	// transaction of the request of ctx.
+	Write func(ctx context.Context, marker string) error
+	// Count reports the committed business writes recording marker.
+	Count func(ctx context.Context, marker string) (int, error)
+}
+
+// Target opens instances of a dialect.
+type Target struct {
+	// NewDB creates an empty database with the schema applied, dropped
+	// when the test ends, and returns its name for Open and Command.
+	NewDB func(t *testing.T) string
+	// Open opens an instance on db whose outbox refuses payloads over
+	// maxPayload bytes; it is closed when the test ends.
+	Open func(t *testing.T, db string, maxPayload int) Instance
+	// Command returns the command that runs the test binary's
+	// TestHelperProcess, which calls Child, on db, with env added.
+	Command func(t *testing.T, db string, env ...string) *exec.Cmd
+}
+
+// open opens an instance on a new database.
+func (tg Target) open(t *testing.T) Instance {
+	return tg.Open(t, tg.NewDB(t), maxPayload)
+}
+
+// maxPayload is the payload limit of the suite's outboxes.
+const maxPayload = 1 << 10
+
+// The paths of the suite's operations.
+const (
+	txPath    = "/orders"
+	loosePath = "/loose-orders"
+)
+
+// policies are a transactional operation and one that is not.
+func policies(lease time.Duration) []idem.Policy {
+	return []idem.Policy{
+		enginetest.EnginePolicy("createOrder", txPath, lease, idem.Takeover, true),
+		enginetest.EnginePolicy("createLooseOrder", loosePath, lease, idem.Takeover, false),
+	}
+}
+
+// body is every request's body.
+const body = `{"item":"book"}`

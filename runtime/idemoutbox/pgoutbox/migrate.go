@@ -1,0 +1,38 @@
+package pgoutbox
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+var (
+	//go:embed up.sql
+	upSQL string
+	//go:embed down.sql
+	downSQL string
+)
+
+// Schema returns the migration that creates the outbox's table and the one
+// that drops it, for a service that applies its migrations with a tool.
+func Schema() (up, down string) { return upSQL, downSQL }
+
+// migrateLockSQL serializes concurrent Migrate calls: CREATE ... IF NOT
+// EXISTS is not safe against itself without it. The number is arbitrary
+// and fixed.
+const migrateLockSQL = `SELECT pg_advisory_xact_lock(7236194020345570124)`
+
+// Migrate creates the outbox's table in the first schema of the pool's
+// search_path, the one pgstore.Migrate creates the key table in, in one
+// transaction. It is safe to run on every start and from several
+// processes at once.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	// Without arguments pgx sends the text as one simple-protocol query,
+	// so the whole script runs at once, the lock held until its COMMIT.
+	if _, err := pool.Exec(ctx, "BEGIN;\n"+migrateLockSQL+";\n"+upSQL+"\nCOMMIT;"); err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	return nil
+}

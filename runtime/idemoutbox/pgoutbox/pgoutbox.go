@@ -1,0 +1,136 @@
+// Package pgoutbox is the transactional outbox (runtime/idemoutbox) on
+// PostgreSQL, beside pgstore: a handler stages effects in the pgx.Tx of
+// its key, and runners on any number of processes deliver them, taking
+// due rows with FOR UPDATE SKIP LOCKED under a lease. Its table is a
+// migration of its own (Migrate, or Schema for a migration tool), in the
+// schema of pgstore's table.
+package pgoutbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
+)
+
+// Outbox stages effects and is the runner's and the operator's Store.
+type Outbox struct {
+	pool *pgxpool.Pool
+	opts idemoutbox.Options
+}
+
+var _ idemoutbox.Store = (*Outbox)(nil)
+
+// New returns the outbox in the idempotency_outbox table of pool's
+// database, the one pgstore's tables are in.
+func New(pool *pgxpool.Pool, opts idemoutbox.Options) *Outbox {
+	return &Outbox{pool: pool, opts: opts}
+}
+
+// Stage writes the effect name with payload in the transaction of the
+// request of ctx, a handler's context under a transactional operation on
+// pgstore: it is delivered if and only if the request commits. It fails,
+// staging nothing, with idemoutbox.ErrNotTransactional outside such a
+// request, idemoutbox.ErrTooLarge for a payload over the limit and
+// idemoutbox.ErrStagedTwice for a name the request already staged; the
+// handler then answers a problem.
+func (o *Outbox) Stage(ctx context.Context, name string, payload []byte) error {
+	return idemoutbox.Stage(ctx, o.opts, name, payload, func(tx pgx.Tx, s idemoutbox.Staged) (bool, error) {
+		tag, err := tx.Exec(ctx, stageSQL, s.Tenant, s.Scope, s.Key, s.EffectKey, s.Name, s.Payload)
+		return tag.RowsAffected() == 1, err
+	})
+}
+
+// Claim implements idemoutbox.Store.
+func (o *Outbox) Claim(ctx context.Context, limit int, lease time.Duration, token string) ([]idemoutbox.Message, error) {
+	rows, err := o.pool.Query(ctx, claimSQL, limit, lease.Microseconds(), token)
+	if err != nil {
+		return nil, fmt.Errorf("pgoutbox: claim: %w", err)
+	}
+	return collect(rows, "claim")
+}
+
+// Delivered implements idemoutbox.Store.
+func (o *Outbox) Delivered(ctx context.Context, m idemoutbox.Message) (time.Duration, error) {
+	var us int64
+	if err := o.pool.QueryRow(ctx, deliveredSQL, m.ID).Scan(&us); err != nil {
+		return 0, fmt.Errorf("pgoutbox: record delivery of %d: %w", m.ID, err)
+	}
+	return time.Duration(us) * time.Microsecond, nil
+}
+
+// Failed implements idemoutbox.Store.
+func (o *Outbox) Failed(ctx context.Context, m idemoutbox.Message, token, reason string, retryIn time.Duration, dead bool) error {
+	if _, err := o.pool.Exec(ctx, failedSQL, m.ID, reason, retryIn.Microseconds(), dead, token); err != nil {
+		return fmt.Errorf("pgoutbox: record failed attempt of %d: %w", m.ID, err)
+	}
+	return nil
+}
+
+// Release implements idemoutbox.Store.
+func (o *Outbox) Release(ctx context.Context, m idemoutbox.Message, token string) error {
+	if _, err := o.pool.Exec(ctx, releaseSQL, m.ID, token); err != nil {
+		return fmt.Errorf("pgoutbox: give back %d: %w", m.ID, err)
+	}
+	return nil
+}
+
+// List implements idemoutbox.Store.
+func (o *Outbox) List(ctx context.Context, q idemoutbox.Query) ([]idemoutbox.Message, error) {
+	states := make([]string, len(q.States))
+	for i, s := range q.States {
+		states[i] = string(s)
+	}
+	rows, err := o.pool.Query(ctx, listSQL, q.Tenant, q.Scope, q.Key, states, q.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("pgoutbox: list: %w", err)
+	}
+	return collect(rows, "list")
+}
+
+// Redrive implements idemoutbox.Store.
+func (o *Outbox) Redrive(ctx context.Context, id int64) error {
+	tag, err := o.pool.Exec(ctx, redriveSQL, id)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+		return fmt.Errorf("%w: effect %d", idemoutbox.ErrStagedTwice, id)
+	case err != nil:
+		return fmt.Errorf("pgoutbox: re-drive %d: %w", id, err)
+	case tag.RowsAffected() == 0:
+		return fmt.Errorf("%w: %d", idemoutbox.ErrNotDead, id)
+	}
+	return nil
+}
+
+// collect scans rows of columns.
+func collect(rows pgx.Rows, what string) ([]idemoutbox.Message, error) {
+	ms, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (idemoutbox.Message, error) {
+		var (
+			m         idemoutbox.Message
+			state     string
+			leased    *time.Time
+			delivered *time.Time
+		)
+		err := r.Scan(&m.ID, &m.Tenant, &m.Scope, &m.Key, &m.EffectKey, &m.Name, &m.Payload, &state,
+			&m.Attempts, &m.NextAttemptAt, &leased, &m.LastError, &m.CreatedAt, &delivered)
+		m.State = idemoutbox.State(state)
+		if leased != nil {
+			m.LeasedUntil = *leased
+		}
+		if delivered != nil {
+			m.DeliveredAt = *delivered
+		}
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgoutbox: %s: %w", what, err)
+	}
+	return ms, nil
+}

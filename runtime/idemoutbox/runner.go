@@ -1,0 +1,223 @@
+package idemoutbox
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Deliver hands one staged effect to its receiver: an e-mail service, a
+// webhook, a queue. It returns nil once the receiver has accepted it.
+// It may be called more than once for one effect (a runner killed between
+// the receiver's acceptance and its record, or a delivery that outlives
+// its lease), always with the same m.EffectKey: a receiver that honours
+// the key acts once. ctx ends when the delivery's lease does, or when a
+// shutting-down runner's drain time is up.
+type Deliver func(ctx context.Context, m Message) error
+
+// Config configures a Runner. Zero fields take the defaults below.
+type Config struct {
+	Store   Store
+	Deliver Deliver
+	// MaxAttempts bounds the deliveries of one effect; after the last
+	// failed one it is dead. Default 8.
+	MaxAttempts int
+	// Backoff is the wait before the second attempt; each later one waits
+	// twice as long, up to MaxBackoff, less a random part of up to half
+	// (jitter), so that effects failing together do not retry together.
+	// Defaults 1s and 5m.
+	Backoff, MaxBackoff time.Duration
+	// Lease is how long a claimed effect is the runner's alone, and so
+	// the longest a delivery may take: past it another runner may deliver
+	// it again. A killed runner's effects are delivered by another, or by
+	// itself once restarted, after their lease. Default 1m.
+	Lease time.Duration
+	// Batch is the most effects claimed at once, and Workers how many of
+	// them are delivered at the same time. Defaults 16 and 4.
+	Batch, Workers int
+	// Poll is the wait before looking again when nothing is due.
+	// Default 1s.
+	Poll time.Duration
+	// Drain bounds the shutdown: once Run's context ends, deliveries
+	// under way get this long to finish before their contexts end.
+	// Default 10s.
+	Drain    time.Duration
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// recordTimeout bounds each write that records an attempt's outcome, the
+// last ones after Run's context has ended too.
+const recordTimeout = 5 * time.Second
+
+// Runner delivers staged effects. Any number of runners may run at once,
+// in the service's processes or in processes of their own, on one
+// database: each effect is held by one of them at a time (a lease), and
+// a killed runner's effects pass to the others after their lease.
+type Runner struct {
+	cfg Config
+}
+
+// NewRunner returns a runner of cfg, or an error when it lacks a Store or
+// a Deliver function or a field is negative.
+func NewRunner(cfg Config) (*Runner, error) {
+	if cfg.Store == nil || cfg.Deliver == nil {
+		return nil, errors.New("idemoutbox: a runner needs a Store and a Deliver function")
+	}
+	if cfg.MaxAttempts < 0 || cfg.Backoff < 0 || cfg.MaxBackoff < 0 || cfg.Lease < 0 ||
+		cfg.Batch < 0 || cfg.Workers < 0 || cfg.Poll < 0 || cfg.Drain < 0 {
+		return nil, errors.New("idemoutbox: a runner's limits are not negative")
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&cfg.Backoff, time.Second)
+	def(&cfg.MaxBackoff, 5*time.Minute)
+	def(&cfg.Lease, time.Minute)
+	def(&cfg.Poll, time.Second)
+	def(&cfg.Drain, 10*time.Second)
+	for _, v := range []struct {
+		p *int
+		d int
+	}{{&cfg.MaxAttempts, 8}, {&cfg.Batch, 16}, {&cfg.Workers, 4}} {
+		if *v.p == 0 {
+			*v.p = v.d
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Runner{cfg: cfg}, nil
+}
+
+// Run delivers due effects until ctx ends, then drains: it claims no
+// more, gives back the effects it claimed and has not begun, and waits
+// up to Config.Drain for the deliveries under way, ending their contexts
+// after that. It returns nil after a drain, and never on its own: a store
+// that fails is logged and tried again after Poll.
+func (r *Runner) Run(ctx context.Context) error {
+	deliveries, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.Drain, cancel) })
+	defer stop()
+	for ctx.Err() == nil {
+		n, err := r.round(ctx, deliveries)
+		if err != nil {
+			r.cfg.Logger.ErrorContext(ctx, "idemoutbox: claiming due effects failed", "err", err)
+		}
+		if n < r.cfg.Batch {
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.cfg.Poll):
+			}
+		}
+	}
+	return nil
+}
+
+// round claims one batch and delivers it, returning how many it claimed.
+func (r *Runner) round(ctx, deliveries context.Context) (int, error) {
+	token, err := newToken()
+	if err != nil {
+		return 0, err
+	}
+	msgs, err := r.cfg.Store.Claim(ctx, r.cfg.Batch, r.cfg.Lease, token)
+	if err != nil {
+		return 0, err
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, r.cfg.Workers)
+	for _, m := range msgs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			r.release(ctx, m, token)
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.deliver(ctx, deliveries, m, token)
+		})
+	}
+	wg.Wait()
+	return len(msgs), nil
+}
+
+// deliver makes one attempt at m and records its outcome.
+func (r *Runner) deliver(ctx, deliveries context.Context, m Message, token string) {
+	var err error
+	if m.Attempts > r.cfg.MaxAttempts {
+		// Deliveries began that were never recorded: the runners making
+		// them died (an effect that kills its runner, say).
+		err = fmt.Errorf("%d attempts began and none was recorded", m.Attempts-1)
+	} else {
+		dctx, cancel := context.WithTimeout(deliveries, r.cfg.Lease)
+		err = r.cfg.Deliver(dctx, m)
+		cancel()
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err == nil {
+		lag, rerr := r.cfg.Store.Delivered(rctx, m)
+		if rerr != nil {
+			r.cfg.Logger.ErrorContext(ctx, "idemoutbox: an effect was delivered but its delivery could not be recorded; it will be delivered again after its lease",
+				"effect", m.Name, "id", m.ID, "err", rerr)
+			return
+		}
+		Observe(ctx, r.cfg.Observer, Event{Name: m.Name, Outcome: OutcomeDelivered, Attempt: m.Attempts, Lag: lag})
+		return
+	}
+	dead := m.Attempts >= r.cfg.MaxAttempts
+	outcome := OutcomeRetried
+	if dead {
+		outcome = OutcomeDead
+		r.cfg.Logger.WarnContext(ctx, "idemoutbox: an effect is dead after its last attempt failed",
+			"effect", m.Name, "id", m.ID, "attempts", m.Attempts, "err", err)
+	}
+	if rerr := r.cfg.Store.Failed(rctx, m, token, err.Error(), r.backoff(m.Attempts), dead); rerr != nil {
+		r.cfg.Logger.ErrorContext(ctx, "idemoutbox: a failed delivery could not be recorded; it is tried again after its lease",
+			"effect", m.Name, "id", m.ID, "err", rerr)
+		return
+	}
+	Observe(ctx, r.cfg.Observer, Event{Name: m.Name, Outcome: outcome, Attempt: m.Attempts, Err: err})
+}
+
+// release gives back m, claimed but not begun.
+func (r *Runner) release(ctx context.Context, m Message, token string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := r.cfg.Store.Release(rctx, m, token); err != nil {
+		r.cfg.Logger.ErrorContext(ctx, "idemoutbox: an effect could not be given back; it is due again after its lease",
+			"effect", m.Name, "id", m.ID, "err", err)
+	}
+}
+
+// backoff is the wait after failed attempt n (from 1): Backoff doubled
+// n-1 times, at most MaxBackoff, less up to half of it at random.
+func (r *Runner) backoff(n int) time.Duration {
+	d := r.cfg.Backoff
+	for i := 1; i < n && d < r.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.cfg.MaxBackoff)
+	return d - rand.N(d/2+1)
+}
+
+// newToken is a claim's lease token.
+func newToken() (string, error) {
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("idemoutbox: lease token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,60 @@
+package sqliteoutbox
+
+// Every statement sqliteoutbox sends is here; the table is in up.sql.
+// Times are unix milliseconds of
+// the outbox's clock, sent by the application. Each write is one
+// statement under SQLite's single write lock, so two runners, in one
+// process or two, never claim one row under a running lease.
+
+// stageSQL writes a staged effect in the handler's transaction; a second
+// staging of one pending effect key inserts nothing (see pgoutbox).
+const stageSQL = `INSERT INTO idempotency_outbox
+       (tenant, scope, key, effect_key, name, payload, next_attempt_at, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+ON CONFLICT (tenant, effect_key) WHERE state = 'pending' DO NOTHING`
+
+// columns are the columns of a Message, in scan's order.
+const columns = `id, tenant, scope, key, effect_key, name, payload, state,
+       attempts, next_attempt_at, leased_until, coalesce(last_error, ''), created_at, delivered_at`
+
+// claimSQL leases up to ?4 effects due at ?3 to the claim ?2 until ?1,
+// which is also their next attempt time (see pgoutbox's claimSQL), and
+// counts an attempt on each.
+const claimSQL = `UPDATE idempotency_outbox
+   SET leased_until = ?1, next_attempt_at = ?1, lease_token = ?2, attempts = attempts + 1
+ WHERE id IN (SELECT id FROM idempotency_outbox
+               WHERE state = 'pending' AND next_attempt_at <= ?3
+               ORDER BY next_attempt_at LIMIT ?4)
+RETURNING ` + columns
+
+// deliveredSQL records a delivery at ?2, whoever holds the row now and
+// whatever its state (see pgoutbox).
+const deliveredSQL = `UPDATE idempotency_outbox
+   SET state = 'delivered', delivered_at = coalesce(delivered_at, ?2),
+       leased_until = NULL, lease_token = NULL
+ WHERE id = ?1
+RETURNING delivered_at - created_at`
+
+// failedSQL records a failed attempt of the claim ?5: due again at ?3,
+// or dead when ?4 is 1.
+const failedSQL = `UPDATE idempotency_outbox
+   SET state = CASE WHEN ?4 THEN 'dead' ELSE 'pending' END,
+       next_attempt_at = ?3, leased_until = NULL, lease_token = NULL, last_error = ?2
+ WHERE id = ?1 AND lease_token = ?5 AND state = 'pending'`
+
+// releaseSQL gives back an effect claimed under ?2 and never begun.
+const releaseSQL = `UPDATE idempotency_outbox
+   SET next_attempt_at = ?3, leased_until = NULL, lease_token = NULL, attempts = attempts - 1
+ WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'`
+
+// redriveSQL makes a dead effect pending again at ?2.
+const redriveSQL = `UPDATE idempotency_outbox
+   SET state = 'pending', attempts = 0, next_attempt_at = ?2, leased_until = NULL, lease_token = NULL
+ WHERE id = ?1 AND state = 'dead'`
+
+// listSQL selects effects by request; the states are filtered by the
+// caller, and so is the limit.
+const listSQL = `SELECT ` + columns + `
+  FROM idempotency_outbox
+ WHERE (?1 = '' OR tenant = ?1) AND (?3 = '' OR (key = ?3 AND scope = ?2))
+ ORDER BY id`

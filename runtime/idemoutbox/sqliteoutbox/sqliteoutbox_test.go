@@ -1,0 +1,90 @@
+package sqliteoutbox_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/outboxtest"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/sqliteoutbox"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
+)
+
+// helperEnv names the database of a child process (TestHelperProcess).
+const helperEnv = "SQLITEOUTBOX_HELPER_DB"
+
+// target is the outbox in a database file of its own per test.
+var target = outboxtest.Target{NewDB: newDB, Open: open, Command: command}
+
+// newDB creates a database file with sqlitestore's tables, the outbox's,
+// and a table of business writes.
+func newDB(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	s, err := sqlitestore.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := sqliteoutbox.Migrate(context.Background(), s.DB()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.DB().Exec(`CREATE TABLE orders (marker TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func open(t *testing.T, path string, maxPayload int) outboxtest.Instance {
+	s, err := sqlitestore.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	db := s.DB()
+	return outboxtest.Instance{
+		Store:  s,
+		Outbox: sqliteoutbox.New(db, idemoutbox.Options{MaxPayload: maxPayload}),
+		Write: func(ctx context.Context, marker string) error {
+			tx, err := idem.TxFor[*sqlitestore.Tx](ctx, "createOrder")
+			if err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `INSERT INTO orders (marker) VALUES (?)`, marker)
+			return err
+		},
+		Count: func(ctx context.Context, marker string) (int, error) {
+			var n int
+			err := db.QueryRowContext(ctx, `SELECT count(*) FROM orders WHERE marker = ?`, marker).Scan(&n)
+			return n, err
+		},
+	}
+}
+
+func command(t *testing.T, path string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+path), env...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func TestOutbox(t *testing.T) { outboxtest.Run(t, target) }
+
+func TestKills(t *testing.T) { outboxtest.RunKills(t, target) }
+
+// TestHelperProcess is the child of the kill tests.
+func TestHelperProcess(t *testing.T) {
+	path := os.Getenv(helperEnv)
+	if path == "" {
+		t.Skip("the child of the kill tests")
+	}
+	outboxtest.Child(t, target, path)
+}

@@ -26,8 +26,8 @@ func TestGeneratedCodeAndOneStoreStayLean(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, dir string // dir is the module to list in, from this package
-		pkgs          []string
-		driver        string
+		pkgs      []string
+		driver    string
 	}{
 		{"generated code on PostgreSQL", "../../testdata/golden", []string{"./store-postgres/want/api", "github.com/idemgen/idemgen/runtime/pgstore"}, "postgres"},
 		{"generated code on SQLite", "../../testdata/golden", []string{"./store-sqlite/want/api", "github.com/idemgen/idemgen/runtime/sqlitestore"}, "sqlite"},

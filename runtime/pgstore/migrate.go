@@ -9,12 +9,17 @@ import (
 	"github.com/idemgen/idemgen/templates"
 )
 
-// Migrate creates the table, index and functions pgstore needs in the first
+// Migrate creates the tables, indexes and functions pgstore needs (the
+// key table's and the phases', templates.PhaseSchema) in the first
 // schema of the pool's search_path, in one transaction. It is safe to run
 // on every start and from several processes at once. Applications that
 // manage migrations with a tool apply the files idemgen generates instead.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	up, _, err := templates.Schema("postgres")
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	phases, _, err := templates.PhaseSchema("postgres")
 	if err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
 	}
@@ -26,7 +31,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	// Without arguments pgx sends the text as one simple-protocol query, so
 	// the whole file runs as one script; BEGIN/COMMIT around it make the
 	// advisory lock last until the schema is complete.
-	script := "BEGIN;\n" + migrateLockSQL + ";\n" + up + "\nCOMMIT;"
+	script := "BEGIN;\n" + migrateLockSQL + ";\n" + up + "\n" + phases + "\nCOMMIT;"
 	if _, err := conn.Exec(ctx, script); err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), rollbackSQL)

@@ -177,7 +177,11 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if err := s.pool.QueryRow(ctx, sweepSQL, limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("pgstore: sweep: %w", err)
 	}
-	return int(n), nil
+	if int(n) >= limit {
+		return int(n), nil
+	}
+	p, err := s.sweepPhases(ctx, limit-int(n))
+	return int(n) + p, err
 }
 
 // claimArgs are claimSQL's arguments; hold asks a won claim to keep its

@@ -214,14 +214,19 @@ func (s *Store) Close() error {
 	return errors.Join(err, s.releaseOwner())
 }
 
-// Migrate applies the SQLite schema that idemgen generates as a migration.
+// Migrate applies the SQLite schema that idemgen generates as a migration,
+// and the phases' (templates.PhaseSchema).
 // It is idempotent, for tests and for services that manage no migrations.
 func (s *Store) Migrate(ctx context.Context) error {
 	up, _, err := templates.Schema("sqlite")
 	if err != nil {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
-	if _, err := s.db.ExecContext(ctx, up); err != nil {
+	phases, _, err := templates.PhaseSchema("sqlite")
+	if err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, up+"\n"+phases); err != nil {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
 	return nil

@@ -139,7 +139,11 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sqlitestore: sweep: %w", err)
 	}
-	return int(n), nil
+	if int(n) >= limit {
+		return int(n), nil
+	}
+	p, err := s.sweepExpiredPhases(ctx, limit-int(n))
+	return int(n) + p, err
 }
 
 // fenced turns a token-checked write that matched no row into ErrFenced.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // idemgen is the project's command, built on first use: the operator's
@@ -129,7 +129,7 @@ func operatorResolves(t *testing.T, dbURL string, secretFile bool) {
 	// leaves a claim whose outcome no one knows.
 	s := launch(t, env, append(args, "--chaos-delay", "20s")...)
 	key, body, accountID := interruptAccountOpening(t, s, newClient(t, s, keyAcme))
-	label := idem.KeyLabel([]byte(secret), key)
+	label := idemstore.KeyLabel([]byte(secret), key)
 
 	s2 := launch(t, env, args...)
 	c := newClient(t, s2, keyAcme)

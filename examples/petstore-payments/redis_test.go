@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/api"
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 )
@@ -68,7 +68,7 @@ func TestRedisStore(t *testing.T) {
 	// whether it is in the SQL table.
 	inRedis := func(op, key string) bool {
 		t.Helper()
-		n, err := client.Exists(ctx, rs.Key(idem.Identity{Tenant: "acme", Scope: op, Key: key})).Result()
+		n, err := client.Exists(ctx, rs.Key(idemstore.Identity{Tenant: "acme", Scope: op, Key: key})).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestRedisStore(t *testing.T) {
 		}
 		// The replay came from Redis: without the Redis record the same
 		// retry opens a second account.
-		if err := client.Del(ctx, rs.Key(idem.Identity{Tenant: "acme", Scope: api.OpCreateAccount, Key: key})).Err(); err != nil {
+		if err := client.Del(ctx, rs.Key(idemstore.Identity{Tenant: "acme", Scope: api.OpCreateAccount, Key: key})).Err(); err != nil {
 			t.Fatal(err)
 		}
 		again := c.expect(201, "POST", "/accounts", key, body)

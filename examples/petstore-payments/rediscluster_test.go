@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/api"
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 )
@@ -59,7 +59,7 @@ func TestRedisClusterStore(t *testing.T) {
 	s := startServer(t, sqliteURL(t), "--idempotency-store", clusterStoreURL(addrs), "--redis-key-prefix", prefix)
 	c := newClient(t, s, keyAcme)
 	recordKey := func(op, key string) string {
-		return rs.Key(idem.Identity{Tenant: "acme", Scope: op, Key: key})
+		return rs.Key(idemstore.Identity{Tenant: "acme", Scope: op, Key: key})
 	}
 
 	// Enough keys that all of them landing on one of the three masters

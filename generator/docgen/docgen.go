@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/generator/internal/describe"
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/templates"
 )
@@ -132,7 +133,7 @@ func describeOp(op model.Operation) operation {
 		o.LeaseExpiry = "its outcome counts as unknown: retries get 409 `outcome-unknown` until an operator resolves the key."
 	}
 	var clientErrs, serverErrs []string
-	for _, s := range idem.NeverStoredStatuses() {
+	for _, s := range idemstore.NeverStoredStatuses() {
 		if s < 500 {
 			clientErrs = append(clientErrs, strconv.Itoa(s))
 		} else {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -117,7 +118,7 @@ func TestEmitNamesTheHeadersAlwaysReplayed(t *testing.T) {
 func TestEmitNamesTheStatusesNeverStored(t *testing.T) {
 	for _, op := range spec().Operations {
 		stored := describeOp(op).Stored
-		for _, s := range idem.NeverStoredStatuses() {
+		for _, s := range idemstore.NeverStoredStatuses() {
 			if (s < 500 || op.Policy.CacheServerErrors) && !strings.Contains(stored, strconv.Itoa(s)) {
 				t.Errorf("%s: %q does not name %d", op.ID, stored, s)
 			}

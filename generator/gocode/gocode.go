@@ -41,6 +41,7 @@ const (
 	pathSQLiteStore = "github.com/idemgen/idemgen/runtime/sqlitestore"
 	pathTime        = "time"
 	pathIdem        = "github.com/idemgen/idemgen/runtime/idem"
+	pathIdemstore   = "github.com/idemgen/idemgen/runtime/idemstore"
 	pathFingerprint = "github.com/idemgen/idemgen/runtime/fingerprint"
 	pathPgx         = "github.com/jackc/pgx/v5"
 )
@@ -124,6 +125,7 @@ func newFile(pkg, source string) *jen.File {
 		pathSQLiteStore: "sqlitestore",
 		pathTime:        "time",
 		pathIdem:        "idem",
+		pathIdemstore:   "idemstore",
 		pathFingerprint: "fingerprint",
 		pathPgx:         "pgx",
 		pathIdemClient:  "idemclient",
@@ -424,9 +426,9 @@ func keyInCode(in model.KeyIn) jen.Code {
 
 func leaseExpiryCode(s model.LeaseExpiry) jen.Code {
 	if s == model.Takeover {
-		return jen.Qual(pathIdem, "Takeover")
+		return jen.Qual(pathIdemstore, "Takeover")
 	}
-	return jen.Qual(pathIdem, "FailClosed")
+	return jen.Qual(pathIdemstore, "FailClosed")
 }
 
 func emitPolicies(f *jen.File, ops []model.Operation) {

@@ -74,7 +74,7 @@ func TestEmitPayments(t *testing.T) {
 		`Query:     []string{"dry_run"},`,
 		`ReplayHeaders:     []string{"X-Request-Cost"},`,
 		"Scope:             idem.ScopeTenant,",
-		"OnLeaseExpiry:     idem.FailClosed,",
+		"OnLeaseExpiry:     idemstore.FailClosed,",
 		`return idem.TxHandler("createTransfer", h)`,
 		"func CreateTransfer[Tx any](h func(w http.ResponseWriter, r *http.Request, tx Tx)) http.Handler {",
 		`OpCreateTransfer = "createTransfer"`,

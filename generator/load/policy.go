@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/key"
 )
 
@@ -534,7 +535,7 @@ func decodeReplayHeaders(t *tree, v *yaml.Node, pos model.Pos, field string, r r
 			continue
 		}
 		h := textproto.CanonicalMIMEHeaderKey(it.v)
-		if why := idem.NeverStored(h); why != "" {
+		if why := idemstore.NeverStored(h); why != "" {
 			r.errorf(it.pos, field, "%s is never stored: %s", h, why)
 			ok = false
 			continue

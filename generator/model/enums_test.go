@@ -5,6 +5,7 @@ import (
 
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // The generator's enums are the runtime's values as the extension spells
@@ -25,9 +26,9 @@ func TestEnumsAreTheRuntimes(t *testing.T) {
 		}
 	}
 
-	modes := map[model.LeaseExpiry]idem.LeaseExpiry{
-		model.Takeover:   idem.Takeover,
-		model.FailClosed: idem.FailClosed,
+	modes := map[model.LeaseExpiry]idemstore.LeaseExpiry{
+		model.Takeover:   idemstore.Takeover,
+		model.FailClosed: idemstore.FailClosed,
 	}
 	if len(model.LeaseExpiries()) != len(modes) {
 		t.Errorf("model.LeaseExpiries() = %v, want the %d modes the runtime has", model.LeaseExpiries(), len(modes))

@@ -115,7 +115,7 @@ func Scopes() []Scope { return []Scope{ScopeOperation, ScopeTenant} }
 
 // LeaseExpiry is what a claim does to an abandoned claim of the same
 // request whose lease ran out. The values are the runtime's
-// (idem.LeaseExpiry), as the extension spells them.
+// (idemstore.LeaseExpiry), as the extension spells them.
 type LeaseExpiry string
 
 // The lease-expiry modes of docs/semantics.md §3.5.

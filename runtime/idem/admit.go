@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
@@ -37,11 +38,11 @@ const (
 // admit reads what a claim needs: the tenant, the key, the body and the
 // fingerprint. It neither touches the store nor answers; the claim it
 // returns carries the key and fingerprint as the store keeps them.
-func (e *Engine) admit(r *http.Request, q *request, params map[string]string, prefix []string) (Claim, verdict, Problem) {
+func (e *Engine) admit(r *http.Request, q *request, params map[string]string, prefix []string) (idemstore.Claim, verdict, Problem) {
 	op := q.op
 	tenant, ok := e.tenant(r)
 	if !ok || tenant == "" {
-		return Claim{}, refused, e.answer(problem.TenantNotResolved)
+		return idemstore.Claim{}, refused, e.answer(problem.TenantNotResolved)
 	}
 	q.tenant, q.event.Tenant = tenant, tenant
 
@@ -60,10 +61,10 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 		var present bool
 		var err error
 		if k, present, err = readKey(r, op, query); err != nil {
-			return Claim{}, refused, e.keyProblem(op, err)
+			return idemstore.Claim{}, refused, e.keyProblem(op, err)
 		}
 		if !present {
-			return Claim{}, keyless, Problem{}
+			return idemstore.Claim{}, keyless, Problem{}
 		}
 	}
 
@@ -77,7 +78,7 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 		if sum, k, v, p = e.sumWithKey(r, op, in); v == refused {
 			return bodyRefused(r, p)
 		} else if v != admitted {
-			return Claim{}, v, p
+			return idemstore.Claim{}, v, p
 		}
 	} else {
 		var err error
@@ -94,11 +95,11 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 // bodyRefused refuses a request whose body could not be read or
 // fingerprinted with p, unless its client has hung up: reading stops then,
 // and the request is one whose client is gone.
-func bodyRefused(r *http.Request, p Problem) (Claim, verdict, Problem) {
+func bodyRefused(r *http.Request, p Problem) (idemstore.Claim, verdict, Problem) {
 	if r.Context().Err() != nil {
-		return Claim{}, gone, Problem{}
+		return idemstore.Claim{}, gone, Problem{}
 	}
-	return Claim{}, refused, p
+	return idemstore.Claim{}, refused, p
 }
 
 // readKey reads a header key, or a query key from query, r's parsed query
@@ -231,13 +232,13 @@ func withPrefix(sum [32]byte, prefix []string) [32]byte {
 // newClaim is the claim of q, admitted with key k and fingerprint sum.
 // From here on the request knows its key only as the store keeps it:
 // under Config.Secrets an HMAC (protect), so no log line can carry the key.
-func (e *Engine) newClaim(q *request, k string, sum *[32]byte) Claim {
+func (e *Engine) newClaim(q *request, k string, sum *[32]byte) idemstore.Claim {
 	op := q.op
 	// The claim's fingerprint lives in q, which the request allocates
 	// anyway, rather than in an array of its own on the heap.
 	q.sum = *sum
-	c := Claim{
-		Identity:      Identity{Tenant: q.tenant, Scope: scopeOf(op.Policy), Key: k},
+	c := idemstore.Claim{
+		Identity:      idemstore.Identity{Tenant: q.tenant, Scope: scopeOf(op.Policy), Key: k},
 		Operation:     op.scopeID(),
 		Fingerprint:   q.sum[:],
 		Token:         rand.Text(),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -146,17 +147,19 @@ func TestTransactionalAllocationsPerRequest(t *testing.T) {
 // freeTransactor wins every transactional claim with freeTx.
 type freeTransactor struct{ *memstore.Store }
 
-func (freeTransactor) ClaimTx(context.Context, idem.Claim) (idem.Result, idem.Tx, error) {
-	return idem.Result{Won: true}, freeTx{}, nil
+func (freeTransactor) ClaimTx(context.Context, idemstore.Claim) (idemstore.Result, idemstore.Tx, error) {
+	return idemstore.Result{Won: true}, freeTx{}, nil
 }
 
-func (freeTransactor) Begin(context.Context, time.Duration) (idem.Tx, error) { return freeTx{}, nil }
+func (freeTransactor) Begin(context.Context, time.Duration) (idemstore.Tx, error) {
+	return freeTx{}, nil
+}
 
 // freeTx is a transaction that writes nothing and allocates nothing.
 type freeTx struct{}
 
 type freeDriver struct{}
 
-func (freeTx) Driver() any                                 { return freeDriver{} }
-func (freeTx) Commit(context.Context, idem.Response) error { return nil }
-func (freeTx) Release(context.Context) error               { return nil }
+func (freeTx) Driver() any                                      { return freeDriver{} }
+func (freeTx) Commit(context.Context, idemstore.Response) error { return nil }
+func (freeTx) Release(context.Context) error                    { return nil }

@@ -24,7 +24,7 @@ func (e *Engine) send(w http.ResponseWriter, q *request, p Problem) {
 }
 
 // answerExisting answers a request that lost its claim (docs/semantics.md §3.5).
-func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *request, c Claim, rec Record) {
+func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *request, c idemstore.Claim, rec idemstore.Record) {
 	if !bytes.Equal(rec.Fingerprint, c.Fingerprint) || rec.Operation != c.Operation {
 		reused := problem.KeyReusedRequest
 		if rec.Operation != c.Operation {
@@ -36,7 +36,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *reque
 	}
 	q.event.State = rec.State
 	switch rec.State {
-	case StateCompleted:
+	case idemstore.StateCompleted:
 		if rec.Response == nil || rec.Response.Omitted {
 			status := 0
 			if rec.Response != nil {
@@ -52,7 +52,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *reque
 			return
 		}
 		e.replay(w, q, resp)
-	case StateInFlight:
+	case idemstore.StateInFlight:
 		q.event.Outcome = OutcomeInFlight
 		p := e.answer(problem.StillRunning)
 		p.RetryAfter = e.inFlightRetryAfter(q.op, rec.LeaseRemaining)
@@ -68,7 +68,7 @@ func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *reque
 	}
 }
 
-func (e *Engine) replay(w http.ResponseWriter, q *request, resp *Response) {
+func (e *Engine) replay(w http.ResponseWriter, q *request, resp *idemstore.Response) {
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = append([]string(nil), v...)
@@ -83,11 +83,11 @@ func (e *Engine) replay(w http.ResponseWriter, q *request, resp *Response) {
 // open is the replayable response of the row c met. Without a Sealer it
 // still refuses a sealed body, so that a replica configured without one
 // never sends ciphertext as an answer.
-func (e *Engine) open(q *request, c Claim, stored *Response) (*Response, error) {
+func (e *Engine) open(q *request, c idemstore.Claim, stored *idemstore.Response) (*idemstore.Response, error) {
 	if e.sealer == nil && !idemstore.IsSealed(*stored) {
 		return stored, nil
 	}
-	resp, err := OpenResponse(e.sealer, c.Identity, *stored)
+	resp, err := idemstore.OpenResponse(e.sealer, c.Identity, *stored)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -78,10 +79,10 @@ type lateStore struct {
 	fail atomic.Bool
 }
 
-func (s *lateStore) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+func (s *lateStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	res, err := s.Store.Claim(ctx, c)
 	if err == nil && s.fail.CompareAndSwap(true, false) {
-		return idem.Result{}, context.DeadlineExceeded
+		return idemstore.Result{}, context.DeadlineExceeded
 	}
 	return res, err
 }
@@ -119,7 +120,7 @@ func TestAttackNoFinalStatusIsNeverStored(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var runs atomic.Int64
 			p := transferPolicy()
-			p.OnLeaseExpiry = idem.Takeover
+			p.OnLeaseExpiry = idemstore.Takeover
 			e := newEngine(t, idem.Config{Policies: []idem.Policy{p}})
 			h := e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if runs.Add(1) == 1 {
@@ -186,7 +187,7 @@ func TestAttackTransactionalBodyLargerThanTheSnapshot(t *testing.T) {
 	var runs atomic.Int64
 	p := transferPolicy()
 	p.Transactional = true
-	p.OnLeaseExpiry = idem.Takeover
+	p.OnLeaseExpiry = idemstore.Takeover
 	big := bytes.Repeat([]byte("x"), int(p.MaxSnapshotBytes)*4)
 	e := newEngine(t, idem.Config{Store: &txStore{memstore.New()}, Policies: []idem.Policy{p}})
 	h := e.Middleware(idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, _ string) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -92,8 +93,8 @@ func BenchmarkFingerprintHMAC(b *testing.B) {
 	plain := func() { _, _ = fp.Sum(in) }
 	keyed := func() {
 		sum, _ := fp.Sum(in)
-		_ = idem.StoredFingerprint(secret, sum)
-		_ = idem.StoredKey(secret, "order-4711-customer-0042")
+		_ = idemstore.StoredFingerprint(secret, sum)
+		_ = idemstore.StoredKey(secret, "order-4711-customer-0042")
 	}
 	var tPlain, tKeyed time.Duration
 	n := 0

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // A body whose key member encoding/json would read otherwise than the
@@ -20,9 +21,9 @@ func TestBodyKeyInAnotherCaseIsRefused(t *testing.T) {
 		f := newFixture(t, p)
 		expect(t, f.do(call{body: `{"idempotency_key":"k1","amount":1000,"to":"acc_2"}`}), http.StatusCreated, "")
 		expect(t, f.do(call{body: `{"idempotency_key":"k1","IDEMPOTENCY_KEY":"k2","amount":1000,"to":"acc_2"}`}),
-			http.StatusBadRequest, idem.ProblemInvalidBody)
+			http.StatusBadRequest, problem.InvalidBody)
 		expect(t, f.do(call{body: `{"IDEMPOTENCY_KEY":"k2","idempotency_key":"k1","amount":1000,"to":"acc_2"}`}),
-			http.StatusBadRequest, idem.ProblemInvalidBody)
+			http.StatusBadRequest, problem.InvalidBody)
 		if f.runs.Load() != 1 {
 			t.Fatalf("handler ran %d times, want 1", f.runs.Load())
 		}
@@ -36,7 +37,7 @@ func TestBodyKeyInAnotherCaseIsRefused(t *testing.T) {
 		f := newFixture(t, p)
 		for range 3 {
 			expect(t, f.do(call{body: `{"idempotency_\u212Aey":"k1","amount":1000,"to":"acc_2"}`}),
-				http.StatusBadRequest, idem.ProblemInvalidBody)
+				http.StatusBadRequest, problem.InvalidBody)
 		}
 		if f.runs.Load() != 0 || f.store.Len() != 0 {
 			t.Fatalf("runs = %d, stored = %d; want the body refused before the handler", f.runs.Load(), f.store.Len())
@@ -47,7 +48,7 @@ func TestBodyKeyInAnotherCaseIsRefused(t *testing.T) {
 		p.Key = idem.KeySource{In: idem.KeyInBody, Name: "/meta/idempotency_key"}
 		f := newFixture(t, p)
 		expect(t, f.do(call{body: `{"meta":{"idempotency_key":"k1"},"META":{"idempotency_key":"k2"},"amount":1000}`}),
-			http.StatusBadRequest, idem.ProblemInvalidBody)
+			http.StatusBadRequest, problem.InvalidBody)
 		if f.runs.Load() != 0 {
 			t.Fatalf("handler ran %d times, want 0", f.runs.Load())
 		}

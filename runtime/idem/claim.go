@@ -10,7 +10,7 @@ import (
 )
 
 // serveClaim runs a non-transactional request: claim, handler, complete.
-func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
+func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, c idemstore.Claim, next http.Handler) {
 	res, won := e.claim(w, r, q, c)
 	if !won {
 		return
@@ -23,10 +23,10 @@ func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, 
 
 // claim makes a plain claim committed on its own. When it is not won, the
 // request has been answered (the stored row, or 503) and won is false.
-func (e *Engine) claim(w http.ResponseWriter, r *http.Request, q *request, c Claim) (res Result, won bool) {
+func (e *Engine) claim(w http.ResponseWriter, r *http.Request, q *request, c idemstore.Claim) (res idemstore.Result, won bool) {
 	res, err := e.storeClaim(r, q, c)
 	switch {
-	case errors.Is(err, ErrWaitEnded):
+	case errors.Is(err, idemstore.ErrWaitEnded):
 		e.gone(w, q, err)
 		return res, false
 	case err != nil:
@@ -44,10 +44,10 @@ func (e *Engine) claim(w http.ResponseWriter, r *http.Request, q *request, c Cla
 // certainly did not run, so the claim is released by its token: a retry
 // must not meet "in progress" or "outcome unknown" for a request that never
 // ran. Release is fenced, so it never touches another request's row.
-func (e *Engine) claimFailed(w http.ResponseWriter, r *http.Request, q *request, c Claim, err error) {
+func (e *Engine) claimFailed(w http.ResponseWriter, r *http.Request, q *request, c idemstore.Claim, err error) {
 	ctx, cancel := e.storeContext(r)
 	defer cancel()
-	if rerr := e.store.Release(ctx, c.Identity, c.Token); rerr != nil && !errors.Is(rerr, ErrFenced) {
+	if rerr := e.store.Release(ctx, c.Identity, c.Token); rerr != nil && !errors.Is(rerr, idemstore.ErrFenced) {
 		e.log.WarnContext(ctx, "a claim the store did not confirm could not be released; it stays until its lease ends",
 			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", rerr)
 	}
@@ -56,7 +56,7 @@ func (e *Engine) claimFailed(w http.ResponseWriter, r *http.Request, q *request,
 
 // serveTx runs a transactional request: the claim, the handler's writes and
 // the completion share one database transaction (docs/semantics.md §5).
-func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
+func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c idemstore.Claim, next http.Handler) {
 	if len(q.older) > 0 {
 		held, met := e.holdOlder(w, r, q)
 		defer e.releaseOlder(r, q, held)
@@ -68,15 +68,15 @@ func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c C
 		e.serveDurableTx(w, r, q, c, next)
 		return
 	}
-	var tx Tx
-	res, err := e.timed(q, func() (Result, error) {
+	var tx idemstore.Tx
+	res, err := e.timed(q, func() (idemstore.Result, error) {
 		ctx, cancel := e.claimContext(r)
 		defer cancel()
 		res, t, err := e.tx.ClaimTx(ctx, c)
 		tx = t
 		return res, err
 	})
-	if errors.Is(err, ErrWaitEnded) {
+	if errors.Is(err, idemstore.ErrWaitEnded) {
 		e.gone(w, q, err)
 		return
 	}
@@ -100,8 +100,8 @@ func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c C
 // writes made outside the transaction. The handler's transaction begins
 // only if the handler asks for it (lazyTx): one begun up front could hold
 // a lock that the handler's own writes, made around it, wait for.
-func (e *Engine) serveDurableTx(w http.ResponseWriter, r *http.Request, q *request, c Claim, next http.Handler) {
-	c.OnLeaseExpiry = FailClosed
+func (e *Engine) serveDurableTx(w http.ResponseWriter, r *http.Request, q *request, c idemstore.Claim, next http.Handler) {
+	c.OnLeaseExpiry = idemstore.FailClosed
 	res, won := e.claim(w, r, q, c)
 	if !won {
 		return
@@ -110,8 +110,8 @@ func (e *Engine) serveDurableTx(w http.ResponseWriter, r *http.Request, q *reque
 }
 
 // storeClaim makes one claim, committed on its own, under a claim context.
-func (e *Engine) storeClaim(r *http.Request, q *request, c Claim) (Result, error) {
-	return e.timed(q, func() (Result, error) {
+func (e *Engine) storeClaim(r *http.Request, q *request, c idemstore.Claim) (idemstore.Result, error) {
+	return e.timed(q, func() (idemstore.Result, error) {
 		ctx, cancel := e.claimContext(r)
 		defer cancel()
 		return e.store.Claim(ctx, c)
@@ -120,7 +120,7 @@ func (e *Engine) storeClaim(r *http.Request, q *request, c Claim) (Result, error
 
 // timed runs one store call that claims, adding its time to the
 // request's StoreDuration.
-func (e *Engine) timed(q *request, f func() (Result, error)) (Result, error) {
+func (e *Engine) timed(q *request, f func() (idemstore.Result, error)) (idemstore.Result, error) {
 	t := time.Now()
 	res, err := f()
 	q.event.StoreDuration += time.Since(t)

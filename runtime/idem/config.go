@@ -19,7 +19,7 @@ import (
 type Config struct {
 	// Store keeps the keys. It must be a Transactor when any policy is
 	// transactional.
-	Store Store
+	Store idemstore.Store
 	// Policies are the protected operations; the generated NewEngine fills
 	// them in.
 	Policies []Policy
@@ -87,13 +87,13 @@ type Config struct {
 	// (SealResponse) before it reaches the store, and opens them when a
 	// retry replays them. NewAESGCM is one; a team can back one with its
 	// KMS.
-	Sealer Sealer
+	Sealer idemstore.Sealer
 }
 
 // Engine enforces the policies of one API. It is safe for concurrent use.
 type Engine struct {
-	store        Store
-	tx           Transactor // nil when the store has no transactions
+	store        idemstore.Store
+	tx           idemstore.Transactor // nil when the store has no transactions
 	tenant       func(*http.Request) (string, bool)
 	observer     Observer
 	log          *slog.Logger
@@ -107,7 +107,7 @@ type Engine struct {
 	secrets      []idemstore.Secret // Config.Secrets, newest first
 	clearSecret  idemstore.Secret   // the empty secret, for keys stored in clear
 	rotatedAt    time.Time
-	sealer       Sealer
+	sealer       idemstore.Sealer
 	jitter       func(n int) int // Config.RetryAfterJitter
 }
 
@@ -145,7 +145,7 @@ func New(cfg Config) (*Engine, error) {
 		maxBody:     cfg.MaxRequestBytes,
 		ops:         make(map[string]*operation, len(cfg.Policies)),
 	}
-	e.tx, _ = cfg.Store.(Transactor)
+	e.tx, _ = cfg.Store.(idemstore.Transactor)
 	rt, err := newRouter(cfg.BasePath)
 	if err != nil {
 		return nil, err
@@ -218,7 +218,7 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 		return nil, fmt.Errorf("lease %s must be at least 1µs and shorter than ttl %s", p.Lease, p.TTL)
 	case p.MaxSnapshotBytes < 0:
 		return nil, fmt.Errorf("MaxSnapshotBytes %d is negative", p.MaxSnapshotBytes)
-	case p.OnLeaseExpiry != Takeover && p.OnLeaseExpiry != FailClosed:
+	case p.OnLeaseExpiry != idemstore.Takeover && p.OnLeaseExpiry != idemstore.FailClosed:
 		return nil, fmt.Errorf("unknown OnLeaseExpiry %q", p.OnLeaseExpiry)
 	case p.Key.Name == "":
 		return nil, errors.New("the key source has no name")
@@ -248,7 +248,7 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 	op := &operation{Policy: p, template: t, fingerprint: fp, replay: make(map[string]bool)}
 	for _, h := range append(AlwaysReplayed(), p.ReplayHeaders...) {
 		name := http.CanonicalHeaderKey(h)
-		if why := NeverStored(name); why != "" {
+		if why := idemstore.NeverStored(name); why != "" {
 			return nil, fmt.Errorf("header %s can never be replayed: %s", name, why)
 		}
 		op.replay[name] = true

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // stallingStore is a memstore whose Complete waits for its context to end,
@@ -24,12 +26,12 @@ type stallingStore struct {
 	completeDL atomic.Bool  // the Complete context had a deadline
 }
 
-func (s *stallingStore) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+func (s *stallingStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	s.claimErr.Store(errString(ctx.Err()))
 	return s.Store.Claim(ctx, c)
 }
 
-func (s *stallingStore) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+func (s *stallingStore) Complete(ctx context.Context, id idemstore.Identity, token string, resp idemstore.Response) error {
 	_, ok := ctx.Deadline()
 	s.completeDL.Store(ok)
 	<-ctx.Done()
@@ -76,7 +78,7 @@ type hangUpStore struct {
 	claims   atomic.Int64
 }
 
-func (s *hangUpStore) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+func (s *hangUpStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	s.claims.Add(1)
 	res, err := s.Store.Claim(ctx, c)
 	if s.hangUp != nil {
@@ -108,7 +110,7 @@ func TestGoneClientClaimsNothing(t *testing.T) {
 	h := e.Middleware(created(&runs))
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	expect(t, postFrom(gone, h, "k"), http.StatusServiceUnavailable, idem.ProblemClientGone)
+	expect(t, postFrom(gone, h, "k"), http.StatusServiceUnavailable, problem.ClientGone)
 	if n := s.claims.Load(); n != 0 {
 		t.Errorf("%d claims for a client that had hung up, want 0", n)
 	}
@@ -133,7 +135,7 @@ func TestClientGoneDuringClaim(t *testing.T) {
 	h := e.Middleware(created(&runs))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.hangUp = cancel
-	expect(t, postFrom(ctx, h, "k"), http.StatusServiceUnavailable, idem.ProblemClientGone)
+	expect(t, postFrom(ctx, h, "k"), http.StatusServiceUnavailable, problem.ClientGone)
 	if got, _ := s.claimErr.Load().(string); got != "" {
 		t.Fatalf("the claim ran under the client's context: %s", got)
 	}
@@ -155,12 +157,12 @@ func TestClientGoneDuringClaim(t *testing.T) {
 func TestNoAnswerIsNeverStored(t *testing.T) {
 	e := newEngine(t, idem.Config{Policies: []idem.Policy{pathPolicy("createOrder", "/orders")}})
 	h := e.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	expect(t, post(t, h, "/orders", "k"), http.StatusInternalServerError, idem.ProblemHandlerFailed)
+	expect(t, post(t, h, "/orders", "k"), http.StatusInternalServerError, problem.HandlerFailed)
 	w := post(t, h, "/orders", "k")
 	if w.Header().Get("Idempotent-Replayed") != "" {
 		t.Fatalf("a retry replayed an answer nobody gave: %d %s", w.Code, w.Body)
 	}
-	expect(t, w, http.StatusConflict, idem.ProblemOutcomeUnknown)
+	expect(t, w, http.StatusConflict, problem.OutcomeUnknown)
 }
 
 // hangUpBody is a request body whose client hangs up (hangUp) once after
@@ -211,7 +213,7 @@ func TestGoneClientBodyIsNotReadOn(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		cancel()
-		expect(t, w, http.StatusServiceUnavailable, idem.ProblemClientGone)
+		expect(t, w, http.StatusServiceUnavailable, problem.ClientGone)
 		if sent.read > 8<<10 {
 			t.Errorf("key in %s: read %d bytes of the body after its client left at 1 KiB", policy.Key.In, sent.read)
 		}

@@ -39,7 +39,8 @@
 // decides; stores only record, and runtime/storetest holds them all to the
 // same contract. Both interfaces, the rows they record and the at-rest
 // protection of those rows live in runtime/idemstore, which stores and
-// runtime/idemadmin import without the engine; store.go names them here.
+// runtime/idemadmin import without the engine, under those names only
+// (idemstore.Store, idemstore.Takeover).
 //
 // # Beside the request path
 //

@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // failingSealer seals with an AES-GCM key until fail is set, then fails
 // every seal, as a key service that went away does.
 type failingSealer struct {
-	*idem.AESGCM
+	*idemstore.AESGCM
 	fail atomic.Bool
 }
 
@@ -27,7 +29,7 @@ func (s *failingSealer) Seal(plaintext, aad []byte) (string, []byte, error) {
 // sealedLooseEngine is newLooseEngine's engine with a Sealer.
 func sealedLooseEngine(t *testing.T) (*looseEngine, *failingSealer) {
 	t.Helper()
-	aead, err := idem.NewAESGCM(idem.SealKey{ID: "k1", Key: make([]byte, 32)})
+	aead, err := idemstore.NewAESGCM(idemstore.SealKey{ID: "k1", Key: make([]byte, 32)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,10 +63,10 @@ func TestDurableModeSealFailureIsOutcomeUnknown(t *testing.T) {
 			le.flag(t)
 			sealer.fail.Store(true)
 			w := le.post(t, "k-"+mode, mode)
-			expect(t, w, http.StatusInternalServerError, idem.ProblemOutcomeUnknown)
+			expect(t, w, http.StatusInternalServerError, problem.OutcomeUnknown)
 			sealer.fail.Store(false)
 			again := le.post(t, "k-"+mode, mode)
-			expect(t, again, http.StatusConflict, idem.ProblemOutcomeUnknown)
+			expect(t, again, http.StatusConflict, problem.OutcomeUnknown)
 			if n := le.ran.Load(); n != 2 {
 				t.Fatalf("handler ran %d times, want 2 (the flag and the first attempt)", n)
 			}

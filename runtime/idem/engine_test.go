@@ -16,7 +16,9 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
@@ -178,9 +180,9 @@ func TestReplayIsByteIdenticalAndFiltered(t *testing.T) {
 
 func TestKeyRules(t *testing.T) {
 	f := newFixture(t, transferPolicy())
-	expect(t, f.do(call{body: body}), http.StatusBadRequest, idem.ProblemMissingKey)
+	expect(t, f.do(call{body: body}), http.StatusBadRequest, problem.MissingKey)
 	for _, k := range []string{"\"unterminated", "caf\u00e9", strings.Repeat("x", 256), "a b"} {
-		expect(t, f.do(call{key: k, body: body}), http.StatusBadRequest, idem.ProblemInvalidKey)
+		expect(t, f.do(call{key: k, body: body}), http.StatusBadRequest, problem.InvalidKey)
 	}
 	if f.runs.Load() != 0 {
 		t.Fatalf("handler ran %d times for refused keys", f.runs.Load())
@@ -207,17 +209,17 @@ func TestOptionalKeyPassesThrough(t *testing.T) {
 func TestMismatchIs422WhateverTheState(t *testing.T) {
 	f := newFixture(t, transferPolicy())
 	expect(t, f.do(call{key: "k", body: body}), http.StatusCreated, "")
-	expect(t, f.do(call{key: "k", body: `{"amount": 1001, "to": "acc_2"}`}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, f.do(call{key: "k", body: `{"amount": 1001, "to": "acc_2"}`}), http.StatusUnprocessableEntity, problem.KeyReused)
 	// A missing field differs from null.
 	expect(t, f.do(call{key: "k", body: `{"amount": 1000, "to": "acc_2", "x": 1}`}), http.StatusCreated, "")
 	expect(t, f.do(call{key: "k2", body: `{"amount": 1000}`}), http.StatusCreated, "")
-	expect(t, f.do(call{key: "k2", body: `{"amount": 1000, "to": null}`}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, f.do(call{key: "k2", body: `{"amount": 1000, "to": null}`}), http.StatusUnprocessableEntity, problem.KeyReused)
 }
 
 func TestPathParametersBelongToTheFingerprint(t *testing.T) {
 	f := newFixture(t, adoptionPolicy())
 	expect(t, f.do(call{path: "/pets/p1/adoptions", key: "k", body: `{}`}), http.StatusCreated, "")
-	expect(t, f.do(call{path: "/pets/p2/adoptions", key: "k", body: `{}`}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, f.do(call{path: "/pets/p2/adoptions", key: "k", body: `{}`}), http.StatusUnprocessableEntity, problem.KeyReused)
 	expect(t, f.do(call{path: "/pets/p1/adoptions", key: "k", body: `{}`}), http.StatusCreated, "")
 	if f.runs.Load() != 1 {
 		t.Fatalf("handler ran %d times, want 1", f.runs.Load())
@@ -235,7 +237,7 @@ func TestTenantsAndScopes(t *testing.T) {
 	if f.runs.Load() != 2 {
 		t.Fatalf("tenants share keys: %d runs, want 2", f.runs.Load())
 	}
-	expect(t, f.do(call{path: "/pets/p1/adoptions", key: "k", body: `{}`}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, f.do(call{path: "/pets/p1/adoptions", key: "k", body: `{}`}), http.StatusUnprocessableEntity, problem.KeyReused)
 }
 
 func TestInFlightIs409WithRetryAfter(t *testing.T) {
@@ -251,7 +253,7 @@ func TestInFlightIs409WithRetryAfter(t *testing.T) {
 	go func() { done <- f.do(call{key: "k", body: body}) }()
 	<-entered
 	w := f.do(call{key: "k", body: body})
-	expect(t, w, http.StatusConflict, idem.ProblemInProgress)
+	expect(t, w, http.StatusConflict, problem.InProgress)
 	if ra := w.Header().Get("Retry-After"); ra != "1" && ra != "2" {
 		t.Fatalf("Retry-After = %q, want a short hint of 1 or 2 seconds", ra)
 	}
@@ -300,7 +302,7 @@ func TestOversizedResponseIsSentButNotReplayed(t *testing.T) {
 		t.Fatalf("original: status %d, %d bytes; want 201 with %d bytes", w.Code, w.Body.Len(), len(big))
 	}
 	w = f.do(call{key: "k", body: body})
-	expect(t, w, http.StatusConflict, idem.ProblemNotReplayable)
+	expect(t, w, http.StatusConflict, problem.NotReplayable)
 	if !strings.Contains(w.Body.String(), "201") {
 		t.Fatalf("not-replayable problem does not name the original status: %s", w.Body)
 	}
@@ -310,7 +312,7 @@ func TestOversizedResponseIsSentButNotReplayed(t *testing.T) {
 }
 
 func TestPanicAbandonsTheClaim(t *testing.T) {
-	for _, mode := range []idem.LeaseExpiry{idem.FailClosed, idem.Takeover} {
+	for _, mode := range []idemstore.LeaseExpiry{idemstore.FailClosed, idemstore.Takeover} {
 		p := transferPolicy()
 		p.OnLeaseExpiry = mode
 		f := newFixture(t, p)
@@ -321,10 +323,10 @@ func TestPanicAbandonsTheClaim(t *testing.T) {
 			}
 			inner(w, r)
 		}
-		expect(t, f.do(call{key: "k", body: body}), http.StatusInternalServerError, idem.ProblemHandlerFailed)
+		expect(t, f.do(call{key: "k", body: body}), http.StatusInternalServerError, problem.HandlerFailed)
 		w := f.do(call{key: "k", body: body})
-		if mode == idem.FailClosed {
-			expect(t, w, http.StatusConflict, idem.ProblemOutcomeUnknown)
+		if mode == idemstore.FailClosed {
+			expect(t, w, http.StatusConflict, problem.OutcomeUnknown)
 			if w.Header().Get("Retry-After") != "" {
 				t.Fatal("outcome-unknown carries Retry-After")
 			}
@@ -335,7 +337,7 @@ func TestPanicAbandonsTheClaim(t *testing.T) {
 }
 
 func TestLeaseExpiry(t *testing.T) {
-	for _, mode := range []idem.LeaseExpiry{idem.FailClosed, idem.Takeover} {
+	for _, mode := range []idemstore.LeaseExpiry{idemstore.FailClosed, idemstore.Takeover} {
 		p := transferPolicy()
 		p.OnLeaseExpiry = mode
 		f := newFixture(t, p)
@@ -355,15 +357,15 @@ func TestLeaseExpiry(t *testing.T) {
 		w := f.do(call{key: "k", body: body})
 		close(release)
 		old := <-stale
-		if mode == idem.FailClosed {
-			expect(t, w, http.StatusConflict, idem.ProblemOutcomeUnknown)
+		if mode == idemstore.FailClosed {
+			expect(t, w, http.StatusConflict, problem.OutcomeUnknown)
 			// The late request is fenced out: it may not complete the key.
-			expect(t, old, http.StatusConflict, idem.ProblemInProgress)
-			expect(t, f.do(call{key: "k", body: body}), http.StatusConflict, idem.ProblemOutcomeUnknown)
+			expect(t, old, http.StatusConflict, problem.InProgress)
+			expect(t, f.do(call{key: "k", body: body}), http.StatusConflict, problem.OutcomeUnknown)
 			continue
 		}
 		expect(t, w, http.StatusCreated, "")
-		expect(t, old, http.StatusConflict, idem.ProblemInProgress)
+		expect(t, old, http.StatusConflict, problem.InProgress)
 		if r := f.do(call{key: "k", body: body}); r.Header().Get("Idempotent-Replayed") != "true" || r.Body.String() != w.Body.String() {
 			t.Fatalf("after takeover the replay is not the taker's response: %d %s", r.Code, r.Body)
 		}
@@ -382,7 +384,7 @@ func TestExpiredKeyIsNew(t *testing.T) {
 
 func TestUnparseableBodyClaimsNothing(t *testing.T) {
 	f := newFixture(t, transferPolicy())
-	expect(t, f.do(call{key: "k", body: `{"amount": 10`}), http.StatusBadRequest, idem.ProblemInvalidBody)
+	expect(t, f.do(call{key: "k", body: `{"amount": 10`}), http.StatusBadRequest, problem.InvalidBody)
 	if f.runs.Load() != 0 || f.store.Len() != 0 {
 		t.Fatal("an unparseable body ran the handler or claimed the key")
 	}
@@ -398,10 +400,10 @@ func TestHandlerSeesTheWholeBody(t *testing.T) {
 }
 
 // failing is a store that cannot be reached.
-type failing struct{ idem.Store }
+type failing struct{ idemstore.Store }
 
-func (failing) Claim(context.Context, idem.Claim) (idem.Result, error) {
-	return idem.Result{}, errors.New("dial tcp: connection refused")
+func (failing) Claim(context.Context, idemstore.Claim) (idemstore.Result, error) {
+	return idemstore.Result{}, errors.New("dial tcp: connection refused")
 }
 
 func TestStoreUnavailableIs503AndRunsNothing(t *testing.T) {
@@ -420,7 +422,7 @@ func TestStoreUnavailableIs503AndRunsNothing(t *testing.T) {
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	expect(t, w, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable)
+	expect(t, w, http.StatusServiceUnavailable, problem.StoreUnavailable)
 	if w.Header().Get("Retry-After") == "" || ran {
 		t.Fatalf("Retry-After %q, handler ran %v", w.Header().Get("Retry-After"), ran)
 	}
@@ -523,10 +525,10 @@ func TestBodyAndQueryKeys(t *testing.T) {
 	if w := f.do(call{body: `{"amount": 5, "idempotency_key": "k1"}`}); w.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("body key did not replay: %d", w.Code)
 	}
-	expect(t, f.do(call{body: `{"idempotency_key": "k1", "amount": 6}`}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
-	expect(t, f.do(call{body: `{"idempotency_key": 7}`}), http.StatusBadRequest, idem.ProblemInvalidKey)
-	expect(t, f.do(call{body: `{"idempotency_key": "k3"`}), http.StatusBadRequest, idem.ProblemInvalidBody)
-	expect(t, f.do(call{body: `{"amount": 5}`}), http.StatusBadRequest, idem.ProblemMissingKey)
+	expect(t, f.do(call{body: `{"idempotency_key": "k1", "amount": 6}`}), http.StatusUnprocessableEntity, problem.KeyReused)
+	expect(t, f.do(call{body: `{"idempotency_key": 7}`}), http.StatusBadRequest, problem.InvalidKey)
+	expect(t, f.do(call{body: `{"idempotency_key": "k3"`}), http.StatusBadRequest, problem.InvalidBody)
+	expect(t, f.do(call{body: `{"amount": 5}`}), http.StatusBadRequest, problem.MissingKey)
 	if f.runs.Load() != 2 {
 		t.Fatalf("handler ran %d times, want 2", f.runs.Load())
 	}
@@ -536,8 +538,8 @@ func TestBodyAndQueryKeys(t *testing.T) {
 	queryKey.Fingerprint = fingerprint.Spec{Query: []string{"dry_run"}}
 	g := newFixture(t, queryKey)
 	expect(t, g.do(call{path: "/transfers?idempotency_key=q1&dry_run=false", body: body}), http.StatusCreated, "")
-	expect(t, g.do(call{path: "/transfers?dry_run=true&idempotency_key=q1", body: body}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
-	expect(t, g.do(call{path: "/transfers?idempotency_key=q1&idempotency_key=q2", body: body}), http.StatusBadRequest, idem.ProblemInvalidKey)
+	expect(t, g.do(call{path: "/transfers?dry_run=true&idempotency_key=q1", body: body}), http.StatusUnprocessableEntity, problem.KeyReused)
+	expect(t, g.do(call{path: "/transfers?idempotency_key=q1&idempotency_key=q2", body: body}), http.StatusBadRequest, problem.InvalidKey)
 	if w := g.do(call{path: "/transfers?dry_run=false&idempotency_key=q1", body: body}); w.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("query key did not replay: %d", w.Code)
 	}
@@ -558,8 +560,8 @@ func TestMultiByteBodyKey(t *testing.T) {
 		t.Fatalf("the multi-byte key did not replay: %d %s", w.Code, w.Body)
 	}
 	// 14 characters in 15 bytes is within keyMaxLength 14; 15 characters is not.
-	expect(t, f.do(call{body: `{"idempotency_key": "clé-paiement-12", "amount": 5}`}), http.StatusBadRequest, idem.ProblemInvalidKey)
-	expect(t, f.do(call{body: `{"idempotency_key": "clé paiement", "amount": 5}`}), http.StatusBadRequest, idem.ProblemInvalidKey)
+	expect(t, f.do(call{body: `{"idempotency_key": "clé-paiement-12", "amount": 5}`}), http.StatusBadRequest, problem.InvalidKey)
+	expect(t, f.do(call{body: `{"idempotency_key": "clé paiement", "amount": 5}`}), http.StatusBadRequest, problem.InvalidKey)
 	form := "application/x-www-form-urlencoded"
 	expect(t, f.do(call{contentType: form, body: "idempotency_key=%E6%94%AF%E6%89%95%E3%81%84&amount=5"}), http.StatusCreated, "")
 	if f.runs.Load() != 2 {
@@ -568,7 +570,7 @@ func TestMultiByteBodyKey(t *testing.T) {
 
 	// The header keeps its own rule: a header value is visible ASCII.
 	g := newFixture(t, transferPolicy())
-	expect(t, g.do(call{key: "clé-paiement-1", body: body}), http.StatusBadRequest, idem.ProblemInvalidKey)
+	expect(t, g.do(call{key: "clé-paiement-1", body: body}), http.StatusBadRequest, problem.InvalidKey)
 }
 
 func TestFormBodies(t *testing.T) {
@@ -584,8 +586,8 @@ func TestFormBodies(t *testing.T) {
 		t.Fatalf("reordered form did not replay: %d %s", w.Code, w.Body)
 	}
 	// A form value keeps its spelling: strconv.Atoi takes 1000, not 1e3.
-	expect(t, f.do(call{key: "f", contentType: form, body: "metadata[order]=A1&amount=1e3"}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
-	expect(t, f.do(call{key: "f", contentType: form, body: "amount=1000&metadata[order]=A2"}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, f.do(call{key: "f", contentType: form, body: "metadata[order]=A1&amount=1e3"}), http.StatusUnprocessableEntity, problem.KeyReused)
+	expect(t, f.do(call{key: "f", contentType: form, body: "amount=1000&metadata[order]=A2"}), http.StatusUnprocessableEntity, problem.KeyReused)
 }
 
 func TestBodyOfAnotherMediaTypeIsRefused(t *testing.T) {
@@ -595,13 +597,13 @@ func TestBodyOfAnotherMediaTypeIsRefused(t *testing.T) {
 	// curl -d labels a JSON body as a form. Read as a form, its fields
 	// would all be missing and every amount would look the same.
 	form := "application/x-www-form-urlencoded"
-	expect(t, f.do(call{key: "k", contentType: form, body: body}), http.StatusUnsupportedMediaType, idem.ProblemUnsupportedMediaType)
-	expect(t, f.do(call{key: "k", contentType: "text/plain", body: body}), http.StatusUnsupportedMediaType, idem.ProblemUnsupportedMediaType)
+	expect(t, f.do(call{key: "k", contentType: form, body: body}), http.StatusUnsupportedMediaType, problem.UnsupportedMediaType)
+	expect(t, f.do(call{key: "k", contentType: "text/plain", body: body}), http.StatusUnsupportedMediaType, problem.UnsupportedMediaType)
 	if f.runs.Load() != 0 || f.store.Len() != 0 {
 		t.Fatal("a refused media type ran the handler or claimed the key")
 	}
 	expect(t, f.do(call{key: "k", contentType: "application/json; charset=utf-8", body: body}), http.StatusCreated, "")
-	expect(t, f.do(call{key: "k", contentType: "application/merge-patch+json", body: `{"amount": 1001, "to": "acc_2"}`}), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, f.do(call{key: "k", contentType: "application/merge-patch+json", body: `{"amount": 1001, "to": "acc_2"}`}), http.StatusUnprocessableEntity, problem.KeyReused)
 
 	// A body without Content-Type is read as the declared type.
 	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(`{"amount": 1002, "to": "acc_2"}`))
@@ -609,7 +611,7 @@ func TestBodyOfAnotherMediaTypeIsRefused(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k")
 	w := httptest.NewRecorder()
 	f.server.ServeHTTP(w, r)
-	expect(t, w, http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, w, http.StatusUnprocessableEntity, problem.KeyReused)
 }
 
 func TestReplayCarriesAFreshDate(t *testing.T) {
@@ -655,7 +657,7 @@ func TestUnresolvedTenantNeverRuns(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k")
 	w := httptest.NewRecorder()
 	f.server.ServeHTTP(w, r)
-	expect(t, w, http.StatusInternalServerError, idem.ProblemTenantUnresolved)
+	expect(t, w, http.StatusInternalServerError, problem.TenantUnresolved)
 	if f.runs.Load() != 0 || f.store.Len() != 0 {
 		t.Fatal("a request without a tenant ran the handler or claimed a key")
 	}
@@ -690,7 +692,7 @@ func TestKeylessRequestStreamsUntouched(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k")
 	w = httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	expect(t, w, http.StatusRequestEntityTooLarge, idem.ProblemBodyTooLarge)
+	expect(t, w, http.StatusRequestEntityTooLarge, problem.BodyTooLarge)
 }
 
 func TestTxHandlerWithoutTransactionNeverRuns(t *testing.T) {
@@ -698,7 +700,7 @@ func TestTxHandlerWithoutTransactionNeverRuns(t *testing.T) {
 	h := idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, tx *strings.Builder) { ran = true })
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(body)))
-	expect(t, w, http.StatusInternalServerError, idem.ProblemTransactionMissing)
+	expect(t, w, http.StatusInternalServerError, problem.TransactionMissing)
 	if ran {
 		t.Fatal("a transactional handler ran without its transaction")
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
@@ -26,7 +27,7 @@ func examplePolicy() idem.Policy {
 		TTL:              24 * time.Hour,
 		Lease:            time.Minute,
 		MaxSnapshotBytes: 1 << 20,
-		OnLeaseExpiry:    idem.FailClosed,
+		OnLeaseExpiry:    idemstore.FailClosed,
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // hold is a won claim; how it ends differs between a plain claim and one
@@ -15,16 +17,16 @@ type hold interface {
 	// release lets a retry run the handler again.
 	release(ctx context.Context) error
 	// complete stores the response; ErrFenced when the claim was taken over.
-	complete(ctx context.Context, resp Response) error
+	complete(ctx context.Context, resp idemstore.Response) error
 	// tx is the transaction handed to the handler, or nil.
-	tx() Tx
+	tx() idemstore.Tx
 }
 
 // plainHold is a claim row committed on its own: the handler's effects are
 // outside the store's reach.
 type plainHold struct {
-	store Store
-	c     Claim
+	store idemstore.Store
+	c     idemstore.Claim
 }
 
 func (h plainHold) abandon(ctx context.Context) error {
@@ -35,25 +37,25 @@ func (h plainHold) release(ctx context.Context) error {
 	return h.store.Release(ctx, h.c.Identity, h.c.Token)
 }
 
-func (h plainHold) complete(ctx context.Context, resp Response) error {
+func (h plainHold) complete(ctx context.Context, resp idemstore.Response) error {
 	return h.store.Complete(ctx, h.c.Identity, h.c.Token, resp)
 }
 
-func (h plainHold) tx() Tx { return nil }
+func (h plainHold) tx() idemstore.Tx { return nil }
 
 // txHold is a claim inside the handler's transaction: a panic or an
 // unstored status rolls the handler's writes back with the claim.
-type txHold struct{ t Tx }
+type txHold struct{ t idemstore.Tx }
 
 func (h txHold) abandon(ctx context.Context) error { return h.t.Release(ctx) }
 
 func (h txHold) release(ctx context.Context) error { return h.t.Release(ctx) }
 
-func (h txHold) complete(ctx context.Context, resp Response) error {
+func (h txHold) complete(ctx context.Context, resp idemstore.Response) error {
 	return h.t.Commit(ctx, resp)
 }
 
-func (h txHold) tx() Tx { return h.t }
+func (h txHold) tx() idemstore.Tx { return h.t }
 
 // keylessDurableHold is the transaction of a keyless request to an
 // operation whose handler writes around its transaction (durable mode):
@@ -61,7 +63,7 @@ func (h txHold) tx() Tx { return h.t }
 // outcome is unknown rather than "not processed".
 type keylessDurableHold struct{ txHold }
 
-func (h keylessDurableHold) complete(ctx context.Context, resp Response) error {
+func (h keylessDurableHold) complete(ctx context.Context, resp idemstore.Response) error {
 	if err := h.txHold.complete(ctx, resp); err != nil {
 		return writesMayStand("the handler's transaction did not commit", err, nil)
 	}
@@ -84,7 +86,7 @@ func (h durableTxHold) release(ctx context.Context) error {
 	return errors.Join(h.t.Release(ctx), h.plain.release(ctx))
 }
 
-func (h durableTxHold) complete(ctx context.Context, resp Response) error {
+func (h durableTxHold) complete(ctx context.Context, resp idemstore.Response) error {
 	if err := h.t.Commit(ctx, resp); err != nil {
 		// Writes made outside the transaction may have happened, so
 		// neither "not processed" nor the handler's answer is the truth:
@@ -98,7 +100,7 @@ func (h durableTxHold) complete(ctx context.Context, resp Response) error {
 	return nil
 }
 
-func (h durableTxHold) tx() Tx { return h.t }
+func (h durableTxHold) tx() idemstore.Tx { return h.t }
 
 // endClaim runs one store call that ends a claim, under a context of its
 // own (storeContext).
@@ -128,9 +130,9 @@ func (e *Engine) abandon(r *http.Request, q *request, h hold) error {
 func abandonFailsClosed(h hold) bool {
 	switch h := h.(type) {
 	case plainHold:
-		return h.c.OnLeaseExpiry == FailClosed
+		return h.c.OnLeaseExpiry == idemstore.FailClosed
 	case durableTxHold:
-		return h.plain.c.OnLeaseExpiry == FailClosed
+		return h.plain.c.OnLeaseExpiry == idemstore.FailClosed
 	}
 	return false
 }
@@ -159,8 +161,8 @@ func unstorable(ctx context.Context, h hold, err error) error {
 // ErrFenced means another request holds the key already, and a key left
 // in flight fails closed when its lease ends.
 func writesMayStand(what string, err, abandonErr error) error {
-	out := fmt.Errorf("%w: %s, and the handler's writes around its transaction may stand: %w", ErrOutcomeUnknown, what, err)
-	if abandonErr != nil && !errors.Is(abandonErr, ErrFenced) {
+	out := fmt.Errorf("%w: %s, and the handler's writes around its transaction may stand: %w", idemstore.ErrOutcomeUnknown, what, err)
+	if abandonErr != nil && !errors.Is(abandonErr, idemstore.ErrFenced) {
 		out = fmt.Errorf("%w (marking the key indeterminate failed: %v)", out, abandonErr)
 	}
 	return out

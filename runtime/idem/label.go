@@ -1,6 +1,10 @@
 package idem
 
-import "crypto/rand"
+import (
+	"crypto/rand"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
+)
 
 // keyLabel is how a key appears in logs and events: its keyed label unless
 // the operator asked for the keys themselves. Keys can carry customer
@@ -11,7 +15,7 @@ func (e *Engine) keyLabel(k string) string {
 	}
 	// A key stored as its HMAC carries its label: the label under the
 	// secret its row was written with, which is what finds that row.
-	return StoredKeyLabel(e.labelSecret, k)
+	return idemstore.StoredKeyLabel(e.labelSecret, k)
 }
 
 // labelSecret returns the configured secret, or a random one when none is

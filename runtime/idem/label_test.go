@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
@@ -18,14 +19,14 @@ import (
 // A label is keyed: a reader without the secret cannot test guesses
 // against it, and the same secret gives the same label on every replica.
 func TestKeyLabelIsKeyed(t *testing.T) {
-	a := idem.KeyLabel([]byte("secret-a"), "order-0048213")
-	if a != idem.KeyLabel([]byte("secret-a"), "order-0048213") {
+	a := idemstore.KeyLabel([]byte("secret-a"), "order-0048213")
+	if a != idemstore.KeyLabel([]byte("secret-a"), "order-0048213") {
 		t.Fatal("the same secret and key give different labels")
 	}
-	if a == idem.KeyLabel([]byte("secret-b"), "order-0048213") {
+	if a == idemstore.KeyLabel([]byte("secret-b"), "order-0048213") {
 		t.Fatal("two secrets give the same label")
 	}
-	if a == idem.KeyLabel([]byte("secret-a"), "order-0048214") {
+	if a == idemstore.KeyLabel([]byte("secret-a"), "order-0048214") {
 		t.Fatal("two keys give the same label")
 	}
 	// The unsalted label of old: anyone could recompute it from a guess.
@@ -78,7 +79,7 @@ func (l *labelled) post(key string) *httptest.ResponseRecorder {
 func TestIndeterminateIsLoggedAndObservedByLabel(t *testing.T) {
 	l := newLabelled(t, func(http.ResponseWriter, *http.Request) { panic("card network timed out") })
 	const key = "order-0048213"
-	label := idem.KeyLabel(labelSecret, key)
+	label := idemstore.KeyLabel(labelSecret, key)
 	expect(t, l.post(key), http.StatusInternalServerError, "handler-failed")
 	logs := l.logs.String()
 	warn := lineWith(logs, "now indeterminate")
@@ -97,7 +98,7 @@ func TestIndeterminateIsLoggedAndObservedByLabel(t *testing.T) {
 		t.Fatalf("first event: label %q, outcome %s, state %q; want %q, panicked, no state", ev.KeyLabel, ev.Outcome, ev.State, label)
 	}
 	expect(t, l.post(key), http.StatusConflict, "outcome-unknown")
-	if ev := <-l.events; ev.KeyLabel != label || ev.State != idem.StateIndeterminate {
+	if ev := <-l.events; ev.KeyLabel != label || ev.State != idemstore.StateIndeterminate {
 		t.Fatalf("retry event: label %q, state %q; want %q, indeterminate", ev.KeyLabel, ev.State, label)
 	}
 }
@@ -121,7 +122,7 @@ func TestFencedCompletionIsLoggedByLabel(t *testing.T) {
 	expect(t, w, http.StatusConflict, "request-in-progress")
 	line := lineWith(l.logs.String(), "taken over")
 	if line == "" || !strings.Contains(line, "level=WARN") || !strings.Contains(line, "tenant=acme") ||
-		!strings.Contains(line, "key="+idem.KeyLabel(labelSecret, "k-fenced")) {
+		!strings.Contains(line, "key="+idemstore.KeyLabel(labelSecret, "k-fenced")) {
 		t.Fatalf("fenced completion not logged at WARN with tenant and label:\n%s", l.logs.String())
 	}
 }

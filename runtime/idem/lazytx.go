@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"sync"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // lazyTx is a transaction that begins only when the handler first asks for
@@ -15,11 +17,11 @@ import (
 // for its own request. A lazyTx that never began commits and releases
 // nothing; once the engine has ended it, it never begins.
 type lazyTx struct {
-	begin func() (Tx, error)
+	begin func() (idemstore.Tx, error)
 
 	mu    sync.Mutex
-	t     Tx    // the begun transaction; nil until the handler asks
-	err   error // why begin failed
+	t     idemstore.Tx // the begun transaction; nil until the handler asks
+	err   error        // why begin failed
 	ended bool
 }
 
@@ -28,7 +30,7 @@ type lazyTx struct {
 // request; a failure is logged here, since the handler is told only that
 // it has no transaction.
 func (e *Engine) lazyTx(r *http.Request, q *request) *lazyTx {
-	return &lazyTx{begin: func() (Tx, error) {
+	return &lazyTx{begin: func() (idemstore.Tx, error) {
 		ctx, cancel := e.storeContext(r)
 		defer cancel()
 		tx, err := e.tx.Begin(ctx, q.op.Lease)
@@ -56,7 +58,7 @@ func (l *lazyTx) Driver() any {
 }
 
 // Commit implements Tx.
-func (l *lazyTx) Commit(ctx context.Context, resp Response) error {
+func (l *lazyTx) Commit(ctx context.Context, resp idemstore.Response) error {
 	if t := l.end(); t != nil {
 		return t.Commit(ctx, resp)
 	}
@@ -73,7 +75,7 @@ func (l *lazyTx) Release(ctx context.Context) error {
 
 // end keeps l from beginning from now on and returns its transaction, nil
 // when it never began.
-func (l *lazyTx) end() Tx {
+func (l *lazyTx) end() idemstore.Tx {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ended = true
@@ -82,7 +84,7 @@ func (l *lazyTx) end() Tx {
 
 // beginErr reports why the request's transaction tx could not begin when
 // the handler asked for it; nil when it began or was begun up front.
-func beginErr(tx Tx) error {
+func beginErr(tx idemstore.Tx) error {
 	l, ok := tx.(*lazyTx)
 	if !ok {
 		return nil

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // beginStore is txStore with its plain transactions counted, and failed
@@ -24,14 +26,14 @@ type beginStore struct {
 	completeFail atomic.Pointer[error]
 }
 
-func (s *beginStore) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+func (s *beginStore) Complete(ctx context.Context, id idemstore.Identity, token string, resp idemstore.Response) error {
 	if err := s.completeFail.Load(); err != nil {
 		return *err
 	}
 	return s.txStore.Complete(ctx, id, token, resp)
 }
 
-func (s *beginStore) Begin(ctx context.Context, lease time.Duration) (idem.Tx, error) {
+func (s *beginStore) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, error) {
 	s.begins.Add(1)
 	if err := s.fail.Load(); err != nil {
 		return nil, *err
@@ -171,7 +173,7 @@ func TestDurableModeBeginFailure(t *testing.T) {
 	down := errors.New("database down")
 	le.store.fail.Store(&down)
 	w := le.post(t, "k", "adapter")
-	expect(t, w, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable)
+	expect(t, w, http.StatusServiceUnavailable, problem.StoreUnavailable)
 	if ra := w.Header().Get("Retry-After"); ra == "" {
 		t.Error("503 without Retry-After")
 	}
@@ -206,7 +208,7 @@ func TestDurableModeCompletionFailsAfterTheCommit(t *testing.T) {
 		t.Fatalf("status %d, body %s, handler ran %d times; want the handler's 201", w.Code, w.Body, le.ran.Load())
 	}
 	le.store.completeFail.Store(nil)
-	expect(t, le.post(t, "c", "adapter"), http.StatusConflict, idem.ProblemInProgress)
+	expect(t, le.post(t, "c", "adapter"), http.StatusConflict, problem.InProgress)
 	if le.ran.Load() != 1 {
 		t.Fatalf("a retry ran the handler again (%d runs)", le.ran.Load())
 	}
@@ -247,7 +249,7 @@ func TestTxHandlerProblemsUseTheProblemBase(t *testing.T) {
 	r.Header.Set("Idempotency-Key", "k1")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), `"type":"`+base+idem.ProblemTransactionMissing+`"`) {
+	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), `"type":"`+base+problem.TransactionMissing+`"`) {
 		t.Fatalf("status %d, body %s; want 500 with a type under %s", w.Code, w.Body, base)
 	}
 }

@@ -10,14 +10,15 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
 // claimFailing is a store whose every claim fails.
 type claimFailing struct{ *memstore.Store }
 
-func (claimFailing) Claim(context.Context, idem.Claim) (idem.Result, error) {
-	return idem.Result{}, errors.New("the store is down")
+func (claimFailing) Claim(context.Context, idemstore.Claim) (idemstore.Result, error) {
+	return idemstore.Result{}, errors.New("the store is down")
 }
 
 // traceKey is a value a tracing middleware would put in the request's

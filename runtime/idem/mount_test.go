@@ -14,7 +14,9 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // pathPolicy is a minimal policy at a path, its path parameters in the
@@ -73,10 +75,10 @@ func TestPercentEncodedPathsMeetTheirPolicy(t *testing.T) {
 	h := e.Middleware(mux)
 
 	for range 2 {
-		expect(t, post(t, h, "/%61ccounts", "k1"), http.StatusBadRequest, idem.ProblemNonCanonicalPath)
+		expect(t, post(t, h, "/%61ccounts", "k1"), http.StatusBadRequest, problem.NonCanonicalPath)
 	}
-	expect(t, post(t, h, "/%6Frders", ""), http.StatusBadRequest, idem.ProblemNonCanonicalPath)
-	expect(t, post(t, h, "/caf%c3%a9", ""), http.StatusBadRequest, idem.ProblemNonCanonicalPath)
+	expect(t, post(t, h, "/%6Frders", ""), http.StatusBadRequest, problem.NonCanonicalPath)
+	expect(t, post(t, h, "/caf%c3%a9", ""), http.StatusBadRequest, problem.NonCanonicalPath)
 	if runs.Load() != 0 {
 		t.Fatalf("the handler ran %d times without its policy", runs.Load())
 	}
@@ -97,7 +99,7 @@ func TestPathCleaningRoutersCannotBypassThePolicy(t *testing.T) {
 	e := newEngine(t, idem.Config{BasePath: "/v1", Policies: []idem.Policy{pathPolicy("createOrder", "/orders")}})
 	h := e.Middleware(r)
 	for _, p := range []string{"/v1/orders/", "/v1//orders", "/v1/./orders", "/v1/x/../orders"} {
-		expect(t, post(t, h, p, ""), http.StatusBadRequest, idem.ProblemNonCanonicalPath)
+		expect(t, post(t, h, p, ""), http.StatusBadRequest, problem.NonCanonicalPath)
 	}
 	if runs.Load() != 0 {
 		t.Fatalf("the handler ran %d times without its policy", runs.Load())
@@ -115,8 +117,8 @@ func TestHandlerFingerprintsPathParametersOrRefuses(t *testing.T) {
 	mux.Handle("POST /elsewhere", e.Handler("adoptPet", created(&runs)))
 
 	expect(t, post(t, mux, "/api/pets/A/adoptions", "k"), http.StatusCreated, "")
-	expect(t, post(t, mux, "/api/pets/B/adoptions", "k"), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
-	expect(t, post(t, mux, "/elsewhere", "k2"), http.StatusInternalServerError, idem.ProblemRouteMismatch)
+	expect(t, post(t, mux, "/api/pets/B/adoptions", "k"), http.StatusUnprocessableEntity, problem.KeyReused)
+	expect(t, post(t, mux, "/elsewhere", "k2"), http.StatusInternalServerError, problem.RouteMismatch)
 	if runs.Load() != 1 {
 		t.Fatalf("handler ran %d times, want 1", runs.Load())
 	}
@@ -133,7 +135,7 @@ func TestHandlerBehindMiddleware(t *testing.T) {
 	h := e.Middleware(mux)
 	expect(t, post(t, h, "/a", "k"), http.StatusCreated, "")
 	expect(t, post(t, h, "/a", "k"), http.StatusCreated, "")
-	expect(t, post(t, h, "/b", "k"), http.StatusInternalServerError, idem.ProblemRouteMismatch)
+	expect(t, post(t, h, "/b", "k"), http.StatusInternalServerError, problem.RouteMismatch)
 	if runs.Load() != 1 {
 		t.Fatalf("handler ran %d times, want 1 (one run, one replay, one refusal)", runs.Load())
 	}
@@ -150,11 +152,11 @@ func TestMixedSegmentTemplates(t *testing.T) {
 	}})
 	h := e.Middleware(created(&runs))
 	expect(t, post(t, h, "/Accounts/AC1/Calls.json", "k1"), http.StatusCreated, "")
-	expect(t, post(t, h, "/Accounts/AC2/Calls.json", "k1"), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, post(t, h, "/Accounts/AC2/Calls.json", "k1"), http.StatusUnprocessableEntity, problem.KeyReused)
 	expect(t, post(t, h, "/ops/x:cancel", "k2"), http.StatusCreated, "")
-	expect(t, post(t, h, "/ops/y:cancel", "k2"), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, post(t, h, "/ops/y:cancel", "k2"), http.StatusUnprocessableEntity, problem.KeyReused)
 	expect(t, post(t, h, "/range/1-2", "k3"), http.StatusCreated, "")
-	expect(t, post(t, h, "/range/1-3", "k3"), http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+	expect(t, post(t, h, "/range/1-3", "k3"), http.StatusUnprocessableEntity, problem.KeyReused)
 	expect(t, post(t, h, "/range/12-", "k4"), http.StatusCreated, "") // no match: passes through
 	if runs.Load() != 4 {
 		t.Fatalf("handler ran %d times, want 4", runs.Load())
@@ -176,7 +178,7 @@ func TestNewRefusesOverlappingTemplates(t *testing.T) {
 
 func TestCheckRoutes(t *testing.T) {
 	tx := pathPolicy("pay", "/pay")
-	tx.Transactional, tx.OnLeaseExpiry = true, idem.Takeover
+	tx.Transactional, tx.OnLeaseExpiry = true, idemstore.Takeover
 	policies := []idem.Policy{pathPolicy("a", "/a/{id}", "id"), tx}
 	store := &txStore{memstore.New()}
 	noop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
@@ -250,7 +252,7 @@ func TestCheckRoutes(t *testing.T) {
 // the engine's wiring, with nothing to commit.
 type txStore struct{ *memstore.Store }
 
-func (s *txStore) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.Tx, error) {
+func (s *txStore) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Result, idemstore.Tx, error) {
 	res, err := s.Claim(ctx, c)
 	if err != nil || !res.Won {
 		return res, nil, err
@@ -258,17 +260,17 @@ func (s *txStore) ClaimTx(ctx context.Context, c idem.Claim) (idem.Result, idem.
 	return res, &memTx{s: s.Store, c: &c}, nil
 }
 
-func (s *txStore) Begin(context.Context, time.Duration) (idem.Tx, error) {
+func (s *txStore) Begin(context.Context, time.Duration) (idemstore.Tx, error) {
 	return &memTx{s: s.Store}, nil
 }
 
 type memTx struct {
 	s *memstore.Store
-	c *idem.Claim
+	c *idemstore.Claim
 }
 
 func (t *memTx) Driver() any { return "tx" }
-func (t *memTx) Commit(ctx context.Context, resp idem.Response) error {
+func (t *memTx) Commit(ctx context.Context, resp idemstore.Response) error {
 	if t.c == nil {
 		return nil
 	}
@@ -292,7 +294,7 @@ func TestHandlerRefusesOtherUnsafeMethods(t *testing.T) {
 		r := httptest.NewRequest(m, "/orders", strings.NewReader(`{}`))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		expect(t, w, http.StatusMethodNotAllowed, idem.ProblemMethodNotAllowed)
+		expect(t, w, http.StatusMethodNotAllowed, problem.MethodNotAllowed)
 		if got := w.Header().Get("Allow"); got != http.MethodPost {
 			t.Errorf("%s: Allow %q, want POST", m, got)
 		}

@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // Outcome names what the engine did with one protected request.
@@ -59,7 +61,7 @@ type Event struct {
 	// there was none (a new key, or an expired one), StateInFlight for a
 	// key held by another request or taken over, StateCompleted for a
 	// replay, StateIndeterminate for outcome-unknown.
-	State   State
+	State   idemstore.State
 	Outcome Outcome
 	// Status is the HTTP status sent to the client.
 	Status int

@@ -99,7 +99,7 @@ func TestPhaseSkippedAfterRelease(t *testing.T) {
 
 func TestPhaseSkippedAfterTakeover(t *testing.T) {
 	proc := &charges{}
-	h := phaseServer(t, memstore.New(), proc, func(p *idem.Policy) { p.OnLeaseExpiry = idem.Takeover })
+	h := phaseServer(t, memstore.New(), proc, func(p *idem.Policy) { p.OnLeaseExpiry = idemstore.Takeover })
 	postCharge(h, "k1", "panic") // abandoned: the lease ends at once
 	w := postCharge(h, "k1", "")
 	if w.Code != 201 || w.Body.String() != "ch_1" {

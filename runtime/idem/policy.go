@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // Scope says across which operations a key is unique.
@@ -73,7 +74,7 @@ type Policy struct {
 	// CacheServerErrors stores and replays a 500 produced by the handler.
 	CacheServerErrors bool
 
-	OnLeaseExpiry LeaseExpiry
+	OnLeaseExpiry idemstore.LeaseExpiry
 	// Transactional runs the handler inside the store's transaction, which
 	// also writes the key's completion.
 	Transactional bool

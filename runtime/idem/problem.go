@@ -9,31 +9,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
-// The problem type names of docs/semantics.md §3.8, as runtime/problem
-// defines them. Each is appended to the engine's ProblemBase to form the
-// RFC 9457 type URI; they are stable and documented in docs/http.md, so
-// clients may switch on them.
-const (
-	ProblemMissingKey           = problem.MissingKey
-	ProblemInvalidKey           = problem.InvalidKey
-	ProblemKeyReused            = problem.KeyReused
-	ProblemInProgress           = problem.InProgress
-	ProblemOutcomeUnknown       = problem.OutcomeUnknown
-	ProblemNotReplayable        = problem.NotReplayable
-	ProblemStoreUnavailable     = problem.StoreUnavailable
-	ProblemInvalidBody          = problem.InvalidBody
-	ProblemBodyTooLarge         = problem.BodyTooLarge
-	ProblemUnsupportedMediaType = problem.UnsupportedMediaType
-	ProblemTenantUnresolved     = problem.TenantUnresolved
-	ProblemTransactionMissing   = problem.TransactionMissing
-	ProblemHandlerFailed        = problem.HandlerFailed
-	ProblemRouteMismatch        = problem.RouteMismatch
-	ProblemNonCanonicalPath     = problem.NonCanonicalPath
-	ProblemMethodNotAllowed     = problem.MethodNotAllowed
-	ProblemResponseUnreadable   = problem.ResponseUnreadable
-	ProblemClientGone           = problem.ClientGone
-)
-
 const (
 	defaultProblemBase         = "https://idemgen.dev/problems/"
 	problemContentType         = "application/problem+json"

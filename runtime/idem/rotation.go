@@ -6,17 +6,19 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // olderClaims are the claims c's request would have made under each older
 // secret still within op's window: rows written under one may live until
 // SecretsRotatedAt + ttl + lease. k and raw are the key and the
 // fingerprint in clear.
-func (e *Engine) olderClaims(op *operation, c Claim, k string, raw [sha256.Size]byte) []Claim {
+func (e *Engine) olderClaims(op *operation, c idemstore.Claim, k string, raw [sha256.Size]byte) []idemstore.Claim {
 	if len(e.secrets) == 1 || (!e.rotatedAt.IsZero() && time.Since(e.rotatedAt) > op.TTL+op.Lease) {
 		return nil
 	}
-	older := make([]Claim, 0, len(e.secrets)-1)
+	older := make([]idemstore.Claim, 0, len(e.secrets)-1)
 	for i := range e.secrets[1:] {
 		s := &e.secrets[i+1]
 		o := c
@@ -39,7 +41,7 @@ func (e *Engine) olderClaims(op *operation, c Claim, k string, raw [sha256.Size]
 func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *request, own plainHold) bool {
 	for i, c := range q.older {
 		ctx, cancel := e.storeContext(r)
-		res, err := e.timed(q, func() (Result, error) { return e.store.Claim(ctx, c) })
+		res, err := e.timed(q, func() (idemstore.Result, error) { return e.store.Claim(ctx, c) })
 		switch {
 		case err != nil:
 			err = errors.Join(err, e.releaseProbe(ctx, q, c), own.release(ctx))
@@ -70,7 +72,7 @@ func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *reques
 // could wait on that transaction's own lock (SQLite has one writer). A
 // claim that loses met the row that answers the request; it reports
 // whether the request was answered.
-func (e *Engine) holdOlder(w http.ResponseWriter, r *http.Request, q *request) (held []Claim, answered bool) {
+func (e *Engine) holdOlder(w http.ResponseWriter, r *http.Request, q *request) (held []idemstore.Claim, answered bool) {
 	for i, c := range q.older {
 		res, err := e.storeClaim(r, q, c)
 		switch {
@@ -89,7 +91,7 @@ func (e *Engine) holdOlder(w http.ResponseWriter, r *http.Request, q *request) (
 }
 
 // releaseOlder releases the claims holdOlder won.
-func (e *Engine) releaseOlder(r *http.Request, q *request, held []Claim) {
+func (e *Engine) releaseOlder(r *http.Request, q *request, held []idemstore.Claim) {
 	if len(held) == 0 {
 		return
 	}
@@ -103,9 +105,9 @@ func (e *Engine) releaseOlder(r *http.Request, q *request, held []Claim) {
 // releaseProbe releases a claim made under an older secret. One that stays
 // (the store failed) is in flight under the request's token until its
 // lease ends, and is then judged like any abandoned claim.
-func (e *Engine) releaseProbe(ctx context.Context, q *request, c Claim) error {
+func (e *Engine) releaseProbe(ctx context.Context, q *request, c idemstore.Claim) error {
 	err := e.store.Release(ctx, c.Identity, c.Token)
-	if err != nil && !errors.Is(err, ErrFenced) {
+	if err != nil && !errors.Is(err, idemstore.ErrFenced) {
 		e.log.WarnContext(ctx, "a claim under an older secret could not be released; it stays until its lease ends",
 			"operation", q.op.OperationID, "key", e.keyLabel(c.Key), "err", err)
 		return err

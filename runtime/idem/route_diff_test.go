@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -32,12 +33,12 @@ import (
 
 // claimLog records every claim by key.
 type claimLog struct {
-	idem.Store
+	idemstore.Store
 	mu     sync.Mutex
-	claims map[string]idem.Claim
+	claims map[string]idemstore.Claim
 }
 
-func (s *claimLog) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+func (s *claimLog) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	s.mu.Lock()
 	s.claims[c.Key] = c
 	s.mu.Unlock()
@@ -265,7 +266,7 @@ func runDifferential(t *testing.T, dc diffCase) {
 				policies = append(policies, pathPolicy(ids[len(ids)-1], tm, templateParams(tm)...))
 			}
 		}
-		store := &claimLog{Store: memstore.New(), claims: map[string]idem.Claim{}}
+		store := &claimLog{Store: memstore.New(), claims: map[string]idemstore.Claim{}}
 		e, err := idem.New(idem.Config{Store: store, Policies: policies, Tenant: func(*http.Request) (string, bool) { return "t", true }})
 		if err != nil {
 			continue // overlapping templates: the engine refuses to start

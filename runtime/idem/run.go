@@ -14,7 +14,7 @@ import (
 // response's class. The response is held back until it is stored, so a
 // client never sees an answer that its retry would not see too; only a
 // non-transactional body that outgrows the snapshot limit streams on.
-func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold, res Result, next http.Handler) {
+func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold, res idemstore.Result, next http.Handler) {
 	r = e.mark(r, q)
 	limit := q.op.MaxSnapshotBytes
 	if tx := h.tx(); tx != nil {
@@ -23,7 +23,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 		q.applied.tx = tx
 	}
 	if res.TookOver {
-		q.event.State = StateInFlight
+		q.event.State = idemstore.StateInFlight
 	}
 	if e.goneBeforeRun(w, r, q, h) {
 		return
@@ -59,7 +59,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 // released, so that a retry runs the handler again, and the answer sent.
 func (e *Engine) endUnstored(w http.ResponseWriter, r *http.Request, q *request, h hold, rec *recorder) {
 	err := e.endClaim(r, q, h.release)
-	if errors.Is(err, ErrOutcomeUnknown) {
+	if errors.Is(err, idemstore.ErrOutcomeUnknown) {
 		// The handler's writes may stand (it ended its transaction
 		// itself): its answer, which says the request may be sent
 		// again, would invite a second execution.
@@ -77,7 +77,7 @@ func (e *Engine) endUnstored(w http.ResponseWriter, r *http.Request, q *request,
 // endStored completes the claim with the snapshot of the answer (sealed
 // when a Sealer is configured) and sends the answer once it is stored, or
 // says why it cannot be.
-func (e *Engine) endStored(w http.ResponseWriter, r *http.Request, q *request, h hold, rec *recorder, res Result) {
+func (e *Engine) endStored(w http.ResponseWriter, r *http.Request, q *request, h hold, rec *recorder, res idemstore.Result) {
 	resp := e.snapshot(q.op, rec)
 	err := e.endClaim(r, q, func(ctx context.Context) error {
 		stored, err := e.seal(q, resp)
@@ -87,9 +87,9 @@ func (e *Engine) endStored(w http.ResponseWriter, r *http.Request, q *request, h
 		return h.complete(ctx, stored)
 	})
 	switch {
-	case errors.Is(err, ErrFenced):
+	case errors.Is(err, idemstore.ErrFenced):
 		e.fenced(w, r, q, rec, err)
-	case errors.Is(err, ErrOutcomeUnknown):
+	case errors.Is(err, idemstore.ErrOutcomeUnknown):
 		e.outcomeUnknown(w, r, q, err)
 	case err != nil && h.tx() != nil && !errors.Is(err, errCommitted):
 		// The commit failed, so the handler's writes are gone with it:
@@ -158,7 +158,7 @@ type applied struct {
 	op *operation
 	// tx is the request's transaction, set before the handler runs; its
 	// Driver is what the handler takes.
-	tx Tx
+	tx idemstore.Tx
 	// taken is set when the handler took tx (TxFrom, TxHandler).
 	taken atomic.Bool
 	// notExecuted is set when the handler said the operation did not
@@ -220,7 +220,7 @@ func (e *Engine) outcome(q *request, o Outcome) {
 	}
 }
 
-func executedOutcome(res Result) Outcome {
+func executedOutcome(res idemstore.Result) Outcome {
 	if res.TookOver {
 		return OutcomeTakeover
 	}
@@ -236,7 +236,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		return
 	}
 	if q.op.txUnused.Load() {
-		e.run(w, r, q, keylessDurableHold{txHold{e.lazyTx(r, q)}}, Result{Won: true}, next)
+		e.run(w, r, q, keylessDurableHold{txHold{e.lazyTx(r, q)}}, idemstore.Result{Won: true}, next)
 		return
 	}
 	ctx, cancel := e.storeContext(r)
@@ -246,7 +246,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		e.storeUnavailable(w, r, q, "begin", err)
 		return
 	}
-	e.run(w, r, q, txHold{tx}, Result{Won: true}, next)
+	e.run(w, r, q, txHold{tx}, idemstore.Result{Won: true}, next)
 }
 
 // runCounting runs next and reports the status it sent.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // deploy is one version of a service: an engine with its policies over a
@@ -72,7 +73,7 @@ func TestRenamedOperationKeepsItsStoredKeys(t *testing.T) {
 
 			w = newDeploy(t, store, &runs, renamed).post(t, "k1")
 			if scope == idem.ScopeTenant {
-				expect(t, w, http.StatusUnprocessableEntity, idem.ProblemKeyReused)
+				expect(t, w, http.StatusUnprocessableEntity, problem.KeyReused)
 			} else if runs.Load() != 2 {
 				t.Fatalf("without ScopeID: %d runs, want the handler to run again (2)", runs.Load())
 			}

@@ -57,7 +57,7 @@ func prepareSecrets(cfg Config) ([]idemstore.Secret, error) {
 // the store keeps them under the newest secret, and returns the claims the
 // same request would have made under older secrets (olderClaims). Without
 // secrets c is returned as it is and there are no older claims.
-func (e *Engine) protect(op *operation, c Claim, sum *[sha256.Size]byte) (Claim, []Claim) {
+func (e *Engine) protect(op *operation, c idemstore.Claim, sum *[sha256.Size]byte) (idemstore.Claim, []idemstore.Claim) {
 	if len(e.secrets) == 0 {
 		return c, nil
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -29,15 +30,15 @@ var (
 // spyStore records everything the engine hands to a store, and can change
 // what a claim reads back, as a reader or writer of the database could.
 type spyStore struct {
-	idem.Store
+	idemstore.Store
 	mu      sync.Mutex
-	claims  []idem.Claim
-	stored  []idem.Response
-	ids     []idem.Identity
-	onClaim func(idem.Result) idem.Result
+	claims  []idemstore.Claim
+	stored  []idemstore.Response
+	ids     []idemstore.Identity
+	onClaim func(idemstore.Result) idemstore.Result
 }
 
-func (s *spyStore) Claim(ctx context.Context, c idem.Claim) (idem.Result, error) {
+func (s *spyStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	s.mu.Lock()
 	s.claims = append(s.claims, c)
 	s.mu.Unlock()
@@ -48,7 +49,7 @@ func (s *spyStore) Claim(ctx context.Context, c idem.Claim) (idem.Result, error)
 	return res, err
 }
 
-func (s *spyStore) Complete(ctx context.Context, id idem.Identity, token string, resp idem.Response) error {
+func (s *spyStore) Complete(ctx context.Context, id idemstore.Identity, token string, resp idemstore.Response) error {
 	s.mu.Lock()
 	s.stored = append(s.stored, resp)
 	s.ids = append(s.ids, id)
@@ -66,7 +67,7 @@ type secretServer struct {
 	logs *bytes.Buffer
 }
 
-func newSecretServer(t *testing.T, store idem.Store, runs *atomic.Int64, cfg idem.Config) *secretServer {
+func newSecretServer(t *testing.T, store idemstore.Store, runs *atomic.Int64, cfg idem.Config) *secretServer {
 	t.Helper()
 	logs := new(bytes.Buffer)
 	cfg.Store = store
@@ -152,7 +153,7 @@ func TestWithoutSecretsTheStoreHoldsKeyAndGuessableFingerprint(t *testing.T) {
 
 func TestSecretsKeepKeyFingerprintAndBodyOutOfTheStoreAndLogs(t *testing.T) {
 	spy := &spyStore{Store: memstore.New()}
-	sealer, err := idem.NewAESGCM(idem.SealKey{ID: "k1", Key: bytes.Repeat([]byte{7}, 32)})
+	sealer, err := idemstore.NewAESGCM(idemstore.SealKey{ID: "k1", Key: bytes.Repeat([]byte{7}, 32)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,13 +174,13 @@ func TestSecretsKeepKeyFingerprintAndBodyOutOfTheStoreAndLogs(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 2", runs.Load())
 	}
 
-	want := idem.StoredKey(secretNew, secretKey)
+	want := idemstore.StoredKey(secretNew, secretKey)
 	for _, c := range spy.claims {
 		if strings.Contains(c.Key, "order-4711") {
 			t.Fatalf("the store was given the key %q", c.Key)
 		}
 	}
-	if spy.claims[0].Key != want || !idem.IsStoredHMAC(want) {
+	if spy.claims[0].Key != want || !idemstore.IsStoredHMAC(want) {
 		t.Fatalf("stored key %q, want %q", spy.claims[0].Key, want)
 	}
 	if a, ok := guessAmount(t, spy.claims[0].Fingerprint); ok {
@@ -195,7 +196,7 @@ func TestSecretsKeepKeyFingerprintAndBodyOutOfTheStoreAndLogs(t *testing.T) {
 		}
 	}
 	logs := s.logs.String()
-	if strings.Contains(logs, "order-4711") || !strings.Contains(logs, idem.KeyLabel(secretNew, secretKey+"-2")) {
+	if strings.Contains(logs, "order-4711") || !strings.Contains(logs, idemstore.KeyLabel(secretNew, secretKey+"-2")) {
 		t.Fatalf("logs hold the key, or not its label:\n%s", logs)
 	}
 }
@@ -204,19 +205,19 @@ func TestStoredKeyIsHMACAndCarriesTheLabel(t *testing.T) {
 	m := hmac.New(sha256.New, secretNew)
 	m.Write([]byte(secretKey))
 	want := "hmac " + hex.EncodeToString(m.Sum(nil))
-	if got := idem.StoredKey(secretNew, secretKey); got != want {
+	if got := idemstore.StoredKey(secretNew, secretKey); got != want {
 		t.Fatalf("StoredKey = %q, want %q", got, want)
 	}
 	long := bytes.Repeat([]byte("s"), 100) // longer than a block: hashed first
 	m = hmac.New(sha256.New, long)
 	m.Write([]byte(strings.Repeat("k", 300)))
-	if got := idem.StoredKey(long, strings.Repeat("k", 300)); got != "hmac "+hex.EncodeToString(m.Sum(nil)) {
+	if got := idemstore.StoredKey(long, strings.Repeat("k", 300)); got != "hmac "+hex.EncodeToString(m.Sum(nil)) {
 		t.Fatalf("StoredKey with a long secret and key = %q", got)
 	}
-	if got := idem.StoredKeyLabel(nil, want); got != idem.KeyLabel(secretNew, secretKey) {
-		t.Fatalf("label %q, want %q", got, idem.KeyLabel(secretNew, secretKey))
+	if got := idemstore.StoredKeyLabel(nil, want); got != idemstore.KeyLabel(secretNew, secretKey) {
+		t.Fatalf("label %q, want %q", got, idemstore.KeyLabel(secretNew, secretKey))
 	}
-	if got := idem.StoredKey(nil, secretKey); got != secretKey {
+	if got := idemstore.StoredKey(nil, secretKey); got != secretKey {
 		t.Fatalf("StoredKey without a secret = %q", got)
 	}
 }
@@ -263,7 +264,7 @@ func TestRotationReplaysRowsWrittenUnderAnOlderSecret(t *testing.T) {
 	}
 	// The claim under the older secret found nothing and was released:
 	// a replica still on the old secret runs a new key normally.
-	if got := spy.claims[len(spy.claims)-1].Key; got != idem.StoredKey(secretNew, "fresh") {
+	if got := spy.claims[len(spy.claims)-1].Key; got != idemstore.StoredKey(secretNew, "fresh") {
 		t.Fatalf("a replay under the newest secret claimed %q; want one claim only", got)
 	}
 	expect(t, before.post("fresh", secretBody), http.StatusCreated, "")
@@ -330,13 +331,13 @@ func TestRotationMixedReplicasRunOnce(t *testing.T) {
 }
 
 func TestSealedResponseRotationAndTampering(t *testing.T) {
-	k1 := idem.SealKey{ID: "2026-01", Key: bytes.Repeat([]byte{1}, 32)}
-	k2 := idem.SealKey{ID: "2026-07", Key: bytes.Repeat([]byte{2}, 32)}
-	s1, err := idem.NewAESGCM(k1)
+	k1 := idemstore.SealKey{ID: "2026-01", Key: bytes.Repeat([]byte{1}, 32)}
+	k2 := idemstore.SealKey{ID: "2026-07", Key: bytes.Repeat([]byte{2}, 32)}
+	s1, err := idemstore.NewAESGCM(k1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s21, err := idem.NewAESGCM(k2, k1)
+	s21, err := idemstore.NewAESGCM(k2, k1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +360,7 @@ func TestSealedResponseRotationAndTampering(t *testing.T) {
 	// A replica without the sealer, or with only the new key, replays nothing.
 	bare := newSecretServer(t, spy, runs, idem.Config{Secrets: [][]byte{secretNew}})
 	expect(t, bare.post(secretKey, secretBody), http.StatusInternalServerError, "stored-response-unreadable")
-	s2, err := idem.NewAESGCM(k2)
+	s2, err := idemstore.NewAESGCM(k2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,13 +370,13 @@ func TestSealedResponseRotationAndTampering(t *testing.T) {
 	// One flipped byte of the sealed body, a changed status, or the sealed
 	// response of another key's row: refused, never replayed.
 	otherRow := spy.stored[1]
-	for name, change := range map[string]func(*idem.Response){
-		"flipped byte": func(r *idem.Response) { r.Body[len(r.Body)-3] ^= 1 },
-		"status":       func(r *idem.Response) { r.Status = http.StatusOK },
-		"moved":        func(r *idem.Response) { *r = otherRow },
-		"unsealed":     func(r *idem.Response) { r.Body = []byte(`{"id":"forged"}`) },
+	for name, change := range map[string]func(*idemstore.Response){
+		"flipped byte": func(r *idemstore.Response) { r.Body[len(r.Body)-3] ^= 1 },
+		"status":       func(r *idemstore.Response) { r.Status = http.StatusOK },
+		"moved":        func(r *idemstore.Response) { *r = otherRow },
+		"unsealed":     func(r *idemstore.Response) { r.Body = []byte(`{"id":"forged"}`) },
 	} {
-		spy.onClaim = func(res idem.Result) idem.Result {
+		spy.onClaim = func(res idemstore.Result) idemstore.Result {
 			if res.Existing.Response != nil {
 				r := *res.Existing.Response
 				r.Body = append([]byte(nil), r.Body...)
@@ -401,9 +402,9 @@ func TestSealingTurnedOnAcceptsUnsealedRowsOnlyWhenAsked(t *testing.T) {
 	runs := new(atomic.Int64)
 	plain := newSecretServer(t, store, runs, idem.Config{})
 	first := plain.post(secretKey, secretBody)
-	k := idem.SealKey{ID: "k", Key: bytes.Repeat([]byte{3}, 32)}
-	strict, _ := idem.NewAESGCM(k)
-	lenient, _ := idem.NewAESGCM(k, idem.SealKey{})
+	k := idemstore.SealKey{ID: "k", Key: bytes.Repeat([]byte{3}, 32)}
+	strict, _ := idemstore.NewAESGCM(k)
+	lenient, _ := idemstore.NewAESGCM(k, idemstore.SealKey{})
 	expect(t, newSecretServer(t, store, runs, idem.Config{Sealer: strict}).post(secretKey, secretBody), http.StatusInternalServerError, "stored-response-unreadable")
 	if w := newSecretServer(t, store, runs, idem.Config{Sealer: lenient}).post(secretKey, secretBody); w.Body.String() != first.Body.String() {
 		t.Fatalf("unsealed row with an empty SealKey: %d %q", w.Code, w.Body)
@@ -443,14 +444,14 @@ func TestStoredFingerprintAndKeyAgreeWithCryptoHMAC(t *testing.T) {
 		m := hmac.New(sha256.New, secret)
 		m.Write([]byte("\x00idemgen fingerprint\x00")) // the stored format: pinned
 		m.Write(sum[:])
-		if got := idem.StoredFingerprint(secret, sum); !bytes.Equal(got[:], m.Sum(nil)) {
+		if got := idemstore.StoredFingerprint(secret, sum); !bytes.Equal(got[:], m.Sum(nil)) {
 			t.Errorf("StoredFingerprint with a %d-byte secret differs from crypto/hmac", len(secret))
 		}
 		for _, n := range []int{0, 1, 255, 256, 257, 1000} {
 			key := strings.Repeat("k", n)
 			m := hmac.New(sha256.New, secret)
 			m.Write([]byte(key))
-			if got := idem.StoredKey(secret, key); got != "hmac "+hex.EncodeToString(m.Sum(nil)) {
+			if got := idemstore.StoredKey(secret, key); got != "hmac "+hex.EncodeToString(m.Sum(nil)) {
 				t.Errorf("StoredKey of a %d-byte key under a %d-byte secret differs from crypto/hmac", n, len(secret))
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // request is one protected request on its way through the engine.
@@ -14,7 +16,7 @@ type request struct {
 	key    string // as stored; logged through keyLabel only
 	// id is the identity the request's row is stored under; a sealed
 	// response is bound to it.
-	id Identity
+	id idemstore.Identity
 	// secret is the index in Engine.secrets of the secret key is stored
 	// under: 0, or an older one whose row the request met.
 	secret int
@@ -22,7 +24,7 @@ type request struct {
 	sum [32]byte
 	// older are the request's claims under older secrets still in their
 	// rotation window (Config.Secrets); nil in the common case.
-	older []Claim
+	older []idemstore.Claim
 	// applied is the request's mark of protection; it carries the
 	// transaction to a transactional handler.
 	applied *applied

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // SweepConfig configures Sweep.
@@ -22,7 +24,7 @@ type SweepConfig struct {
 // batches of cfg.Batch rows until a batch comes back short. It is safe to
 // run from every replica at once; a failed sweep is logged and tried again
 // at the next tick. It returns ctx's error.
-func Sweep(ctx context.Context, s Sweeper, cfg SweepConfig) error {
+func Sweep(ctx context.Context, s idemstore.Sweeper, cfg SweepConfig) error {
 	if cfg.Every <= 0 {
 		cfg.Every = time.Minute
 	}
@@ -52,7 +54,7 @@ func Sweep(ctx context.Context, s Sweeper, cfg SweepConfig) error {
 }
 
 // sweepOnce deletes batches until one comes back short.
-func sweepOnce(ctx context.Context, s Sweeper, batch int) (int, error) {
+func sweepOnce(ctx context.Context, s idemstore.Sweeper, batch int) (int, error) {
 	total := 0
 	for ctx.Err() == nil {
 		n, err := s.Sweep(ctx, batch)

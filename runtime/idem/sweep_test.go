@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
@@ -21,9 +22,9 @@ func TestSweepDeletesExpiredKeysInBatches(t *testing.T) {
 	ctx := context.Background()
 	claim := func(key string, ttl time.Duration) {
 		t.Helper()
-		res, err := store.Claim(ctx, idem.Claim{
-			Identity: idem.Identity{Tenant: "t", Scope: "op", Key: key}, Operation: "op",
-			Fingerprint: []byte{1}, Token: "tok", Lease: time.Second, TTL: ttl, OnLeaseExpiry: idem.FailClosed,
+		res, err := store.Claim(ctx, idemstore.Claim{
+			Identity: idemstore.Identity{Tenant: "t", Scope: "op", Key: key}, Operation: "op",
+			Fingerprint: []byte{1}, Token: "tok", Lease: time.Second, TTL: ttl, OnLeaseExpiry: idemstore.FailClosed,
 		})
 		if err != nil || !res.Won {
 			t.Fatalf("claim %s: %+v %v", key, res, err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -56,7 +57,7 @@ func sqliteTxEngine(t *testing.T) (*idem.Engine, *sql.DB) {
 	}
 	p := transferPolicy()
 	p.Transactional = true
-	p.OnLeaseExpiry = idem.Takeover
+	p.OnLeaseExpiry = idemstore.Takeover
 	eng, err := idem.New(idem.Config{
 		Store:    s,
 		Policies: []idem.Policy{p},

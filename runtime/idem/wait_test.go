@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // waitingStore is a store whose claims wait for a lock that never comes
@@ -34,15 +35,15 @@ func (s *waitingStore) wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (s *waitingStore) Claim(ctx context.Context, _ idem.Claim) (idem.Result, error) {
-	return idem.Result{}, s.wait(ctx)
+func (s *waitingStore) Claim(ctx context.Context, _ idemstore.Claim) (idemstore.Result, error) {
+	return idemstore.Result{}, s.wait(ctx)
 }
 
-func (s *waitingStore) ClaimTx(ctx context.Context, _ idem.Claim) (idem.Result, idem.Tx, error) {
-	return idem.Result{}, nil, s.wait(ctx)
+func (s *waitingStore) ClaimTx(ctx context.Context, _ idemstore.Claim) (idemstore.Result, idemstore.Tx, error) {
+	return idemstore.Result{}, nil, s.wait(ctx)
 }
 
-func (s *waitingStore) Release(ctx context.Context, id idem.Identity, token string) error {
+func (s *waitingStore) Release(ctx context.Context, id idemstore.Identity, token string) error {
 	s.releases.Add(1)
 	return s.txStore.Release(ctx, id, token)
 }
@@ -68,7 +69,7 @@ func TestClaimWaitEndsWithItsClient(t *testing.T) {
 		w := postFrom(ctx, h, "k")
 		took := time.Since(began)
 		cancel()
-		expect(t, w, http.StatusServiceUnavailable, idem.ProblemClientGone)
+		expect(t, w, http.StatusServiceUnavailable, problem.ClientGone)
 		if took > time.Second {
 			t.Errorf("transactional %v: answered after %v, want as the client left", transactional, took.Round(time.Millisecond))
 		}

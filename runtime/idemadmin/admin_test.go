@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
-// adminStore is an idem.Store that also serves the operator.
+// adminStore is an idemstore.Store that also serves the operator.
 type adminStore interface {
-	idem.Store
+	idemstore.Store
 	idemadmin.Store
 }
 
@@ -38,12 +38,12 @@ func newPostgres(t *testing.T) adminStore {
 	return s
 }
 
-func claim(t *testing.T, s idem.Store, key, token string, lease time.Duration) idem.Identity {
+func claim(t *testing.T, s idemstore.Store, key, token string, lease time.Duration) idemstore.Identity {
 	t.Helper()
-	c := idem.Claim{
-		Identity:  idem.Identity{Tenant: "acme", Scope: "createTransfer", Key: key},
+	c := idemstore.Claim{
+		Identity:  idemstore.Identity{Tenant: "acme", Scope: "createTransfer", Key: key},
 		Operation: "createTransfer", Fingerprint: []byte{1, 2, 3}, Token: token,
-		Lease: lease, TTL: time.Hour, OnLeaseExpiry: idem.FailClosed,
+		Lease: lease, TTL: time.Hour, OnLeaseExpiry: idemstore.FailClosed,
 	}
 	res, err := s.Claim(context.Background(), c)
 	if err != nil || !res.Won {
@@ -81,11 +81,11 @@ func TestSettleIsFenced(t *testing.T) {
 				t.Fatalf("Settle of a running claim: %v, want ErrChanged", err)
 			}
 
-			if err := s.Abandon(ctx, id, "token-1", idem.FailClosed); err != nil {
+			if err := s.Abandon(ctx, id, "token-1", idemstore.FailClosed); err != nil {
 				t.Fatal(err)
 			}
 			seen, err := a.Show(ctx, id)
-			if err != nil || seen.State != idem.StateIndeterminate || !seen.Resolvable() {
+			if err != nil || seen.State != idemstore.StateIndeterminate || !seen.Resolvable() {
 				t.Fatalf("after fail-closed abandon: %+v, %v", seen, err)
 			}
 			// Another operator forgets it and a new request claims it again
@@ -94,10 +94,10 @@ func TestSettleIsFenced(t *testing.T) {
 				t.Fatal(err)
 			}
 			claim(t, s, "k1", "token-2", time.Hour)
-			if err := s.Abandon(ctx, id, "token-2", idem.FailClosed); err != nil {
+			if err := s.Abandon(ctx, id, "token-2", idemstore.FailClosed); err != nil {
 				t.Fatal(err)
 			}
-			resp := &idem.Response{Status: 201, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("stale")}
+			resp := &idemstore.Response{Status: 201, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("stale")}
 			if err := s.Settle(ctx, seen, resp); !errors.Is(err, idemadmin.ErrChanged) {
 				t.Fatalf("Settle with a stale view: %v, want ErrChanged", err)
 			}
@@ -105,7 +105,7 @@ func TestSettleIsFenced(t *testing.T) {
 				t.Fatalf("Resolve with a stale version: %v, want ErrChanged", err)
 			}
 			now, err := a.Show(ctx, id)
-			if err != nil || now.State != idem.StateIndeterminate {
+			if err != nil || now.State != idemstore.StateIndeterminate {
 				t.Fatalf("the new claim's row changed: %+v, %v", now, err)
 			}
 			// The current version resolves it; a late completion from the
@@ -113,11 +113,11 @@ func TestSettleIsFenced(t *testing.T) {
 			if err := a.Resolve(ctx, id, now.Version, *resp); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Complete(ctx, id, "token-2", idem.Response{Status: 500}); !errors.Is(err, idem.ErrFenced) {
+			if err := s.Complete(ctx, id, "token-2", idemstore.Response{Status: 500}); !errors.Is(err, idemstore.ErrFenced) {
 				t.Fatalf("late completion after resolve: %v, want ErrFenced", err)
 			}
 			done, err := a.Show(ctx, id)
-			if err != nil || done.State != idem.StateCompleted || done.Status != 201 || string(done.Body) != "stale" ||
+			if err != nil || done.State != idemstore.StateCompleted || done.Status != 201 || string(done.Body) != "stale" ||
 				done.Header.Get("Content-Type") != "text/plain" {
 				t.Fatalf("resolved key: %+v, %v", done, err)
 			}
@@ -134,8 +134,8 @@ func TestLapsedClaimIsResolvable(t *testing.T) {
 	a := idemadmin.New(s, []byte("secret"))
 	id := claim(t, s, "k1", "token-1", time.Minute)
 	c.Advance(2 * time.Minute)
-	es, err := a.List(ctx, idemadmin.Query{Label: idem.KeyLabel([]byte("secret"), "k1")})
-	if err != nil || len(es) != 1 || !es[0].Resolvable() || es[0].State != idem.StateInFlight {
+	es, err := a.List(ctx, idemadmin.Query{Label: idemstore.KeyLabel([]byte("secret"), "k1")})
+	if err != nil || len(es) != 1 || !es[0].Resolvable() || es[0].State != idemstore.StateInFlight {
 		t.Fatalf("List by label: %+v, %v; want the lapsed claim, resolvable", es, err)
 	}
 	if err := a.Forget(ctx, id, es[0].Version); err != nil {
@@ -155,12 +155,12 @@ func TestCheckResponseRefusesWhatIsNeverStored(t *testing.T) {
 		408: false, 409: true, 422: true, 425: false, 429: false, 500: true, 502: false,
 		503: false, 504: false, 600: false,
 	} {
-		err := idemadmin.CheckResponse(idem.Response{Status: status})
+		err := idemadmin.CheckResponse(idemstore.Response{Status: status})
 		if (err == nil) != ok {
 			t.Errorf("CheckResponse(%d) = %v, want accepted %v", status, err, ok)
 		}
 	}
-	if err := idemadmin.CheckResponse(idem.Response{Status: 201, Header: map[string][]string{"Set-Cookie": {"a=b"}}}); err == nil {
+	if err := idemadmin.CheckResponse(idemstore.Response{Status: 201, Header: map[string][]string{"Set-Cookie": {"a=b"}}}); err == nil {
 		t.Error("CheckResponse accepted a never-stored header")
 	}
 }
@@ -179,12 +179,12 @@ func TestCheckResponseRefusesMalformedHeaders(t *testing.T) {
 		"X-Del":         "a\x7fb",
 		"X-Bad\nHeader": "v",
 	} {
-		resp := idem.Response{Status: 201, Header: map[string][]string{name: {value}}}
+		resp := idemstore.Response{Status: 201, Header: map[string][]string{name: {value}}}
 		if err := idemadmin.CheckResponse(resp); err == nil {
 			t.Errorf("CheckResponse accepted header %q: %q", name, value)
 		}
 	}
-	ok := idem.Response{Status: 201, Header: map[string][]string{"Content-Type": {"application/json; charset=utf-8"}, "X-Tab": {"a\tb"}}}
+	ok := idemstore.Response{Status: 201, Header: map[string][]string{"Content-Type": {"application/json; charset=utf-8"}, "X-Tab": {"a\tb"}}}
 	if err := idemadmin.CheckResponse(ok); err != nil {
 		t.Errorf("CheckResponse refused well-formed headers: %v", err)
 	}

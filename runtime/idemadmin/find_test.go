@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
@@ -22,10 +22,10 @@ func TestFindReadsTheRowItMatched(t *testing.T) {
 	c := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := newSQLite(t, c)
 	clear := claim(t, s, "order-7", "token-clear", time.Minute)
-	claim(t, s, idem.StoredKey(older, "order-7"), "token-hmac", time.Minute)
+	claim(t, s, idemstore.StoredKey(older, "order-7"), "token-hmac", time.Minute)
 	a := idemadmin.New(s, newest, older)
 
-	label := idem.KeyLabel(newest, "order-7")
+	label := idemstore.KeyLabel(newest, "order-7")
 	e, err := a.Find(ctx, label, idemadmin.Query{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,21 +49,21 @@ func TestSettleTheRowFindMatched(t *testing.T) {
 	c := storetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	s := newSQLite(t, c)
 	claim(t, s, "order-7", "token-clear", time.Minute)
-	hmac := claim(t, s, idem.StoredKey(older, "order-7"), "token-hmac", time.Minute)
+	hmac := claim(t, s, idemstore.StoredKey(older, "order-7"), "token-hmac", time.Minute)
 	c.Advance(2 * time.Minute) // both leases ran out: both resolvable
 	a := idemadmin.New(s, newest, older)
 
-	e, err := a.Find(ctx, idem.KeyLabel(newest, "order-7"), idemadmin.Query{})
+	e, err := a.Find(ctx, idemstore.KeyLabel(newest, "order-7"), idemadmin.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Forget(ctx, e.Identity, e.Version); err != nil {
 		t.Fatalf("Forget of the row Find matched: %v", err)
 	}
-	if _, err := a.Find(ctx, idem.KeyLabel(newest, "order-7"), idemadmin.Query{}); !errors.Is(err, idemadmin.ErrNotFound) {
+	if _, err := a.Find(ctx, idemstore.KeyLabel(newest, "order-7"), idemadmin.Query{}); !errors.Is(err, idemadmin.ErrNotFound) {
 		t.Fatalf("the clear row after Forget: err %v; want ErrNotFound", err)
 	}
-	if other, err := s.Get(ctx, hmac); err != nil || other.State != idem.StateInFlight {
+	if other, err := s.Get(ctx, hmac); err != nil || other.State != idemstore.StateInFlight {
 		t.Fatalf("the HMAC row after forgetting the clear one: state %v, err %v; want it untouched", other.State, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
@@ -27,7 +28,7 @@ func TestAdminThroughSecretsAndSealer(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := mk(t)
-			sealer, err := idem.NewAESGCM(idem.SealKey{ID: "k1", Key: bytes.Repeat([]byte{9}, 32)})
+			sealer, err := idemstore.NewAESGCM(idemstore.SealKey{ID: "k1", Key: bytes.Repeat([]byte{9}, 32)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +65,7 @@ func TestAdminThroughSecretsAndSealer(t *testing.T) {
 
 			// After rotation the operator holds both secrets.
 			a := idemadmin.New(s, newSecret, oldSecret).WithSealer(sealer)
-			id := idem.Identity{Tenant: "acme", Scope: "createTransfer", Key: "done-1"}
+			id := idemstore.Identity{Tenant: "acme", Scope: "createTransfer", Key: "done-1"}
 			e, err := a.Show(ctx, id)
 			if err != nil {
 				t.Fatalf("Show by the client's key: %v", err)
@@ -72,7 +73,7 @@ func TestAdminThroughSecretsAndSealer(t *testing.T) {
 			if e.Key == "done-1" || e.Sealed || string(e.Body) != `{"memo":"card 4111111111111111"}` {
 				t.Fatalf("shown %q sealed=%v body %q", e.Key, e.Sealed, e.Body)
 			}
-			if want := idem.KeyLabel(oldSecret, "done-1"); e.Label != want {
+			if want := idemstore.KeyLabel(oldSecret, "done-1"); e.Label != want {
 				t.Fatalf("label %s, want %s (the label the engine logged)", e.Label, want)
 			}
 			// Without the sealer the body is not shown in clear.
@@ -80,11 +81,11 @@ func TestAdminThroughSecretsAndSealer(t *testing.T) {
 				t.Fatalf("without the sealer: sealed=%v body %q err %v", e.Sealed, e.Body, err)
 			}
 
-			crashed, err := a.Find(ctx, idem.KeyLabel(oldSecret, "crash-1"), idemadmin.Query{})
+			crashed, err := a.Find(ctx, idemstore.KeyLabel(oldSecret, "crash-1"), idemadmin.Query{})
 			if err != nil {
 				t.Fatalf("Find by the logged label: %v", err)
 			}
-			if err := a.Resolve(ctx, crashed.Identity, crashed.Version, idem.Response{Status: http.StatusCreated, Body: []byte(`{"resolved":true}`)}); err != nil {
+			if err := a.Resolve(ctx, crashed.Identity, crashed.Version, idemstore.Response{Status: http.StatusCreated, Body: []byte(`{"resolved":true}`)}); err != nil {
 				t.Fatal(err)
 			}
 			// The resolution is sealed like the engine's own answers, so the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemchi"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -21,7 +22,7 @@ func ExampleRouter() {
 			OperationID: "createOrder", Method: http.MethodPost, Path: "/orders", Scope: idem.ScopeOperation,
 			Key:          idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
-			MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idem.FailClosed,
+			MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idemstore.FailClosed,
 		}},
 		Tenant: func(*http.Request) (string, bool) { return "acme", true },
 	})

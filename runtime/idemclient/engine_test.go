@@ -14,24 +14,8 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
-
-// The client's restated problem names must be the engine's.
-func TestProblemNamesMatchEngine(t *testing.T) {
-	for got, want := range map[string]string{
-		idemclient.ProblemMissingKey:       idem.ProblemMissingKey,
-		idemclient.ProblemInvalidKey:       idem.ProblemInvalidKey,
-		idemclient.ProblemKeyReused:        idem.ProblemKeyReused,
-		idemclient.ProblemInProgress:       idem.ProblemInProgress,
-		idemclient.ProblemOutcomeUnknown:   idem.ProblemOutcomeUnknown,
-		idemclient.ProblemNotReplayable:    idem.ProblemNotReplayable,
-		idemclient.ProblemStoreUnavailable: idem.ProblemStoreUnavailable,
-	} {
-		if got != want {
-			t.Errorf("client names %q, the engine %q", got, want)
-		}
-	}
-}
 
 // server is the engine over a memstore in front of a handler whose first
 // run is slower than the client's attempt timeout.
@@ -132,8 +116,8 @@ func TestKeyReusedIsFinal(t *testing.T) {
 		}
 		b, _ := io.ReadAll(res.Body)
 		res.Body.Close()
-		if i == 1 && (res.StatusCode != http.StatusUnprocessableEntity || idemclient.ProblemType(b) != idemclient.ProblemKeyReused || rep.Attempts != 1) {
-			t.Errorf("changed body under a used key: %d %s after %d attempts, want one 422 %s", res.StatusCode, b, rep.Attempts, idemclient.ProblemKeyReused)
+		if i == 1 && (res.StatusCode != http.StatusUnprocessableEntity || idemclient.ProblemType(b) != problem.KeyReused || rep.Attempts != 1) {
+			t.Errorf("changed body under a used key: %d %s after %d attempts, want one 422 %s", res.StatusCode, b, rep.Attempts, problem.KeyReused)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // redirect answers with status and a Location.
@@ -40,7 +42,7 @@ func do(t *testing.T, tr *Transport, url, body string) (*http.Response, Report) 
 func TestRedirectChainKeepsTheKey(t *testing.T) {
 	s := &script{answers: []func(*http.Request) (*http.Response, error){
 		redirect(307, "/elsewhere"),
-		problemAnswer(503, ProblemStoreUnavailable, ""),
+		problemAnswer(503, problem.StoreUnavailable, ""),
 		redirect(308, "http://other.test/transfers"),
 		answer(201, http.Header{"Idempotent-Replayed": {"true"}}, ""),
 	}}

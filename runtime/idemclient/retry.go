@@ -16,20 +16,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
-// The server's problem types a client tells apart (docs/semantics.md
-// §3.8), from the engine's one
-// table (runtime/problem, which imports only the standard library, so a
-// client binary does not carry the server).
-const (
-	ProblemMissingKey       = problem.MissingKey
-	ProblemInvalidKey       = problem.InvalidKey
-	ProblemKeyReused        = problem.KeyReused
-	ProblemInProgress       = problem.InProgress
-	ProblemOutcomeUnknown   = problem.OutcomeUnknown
-	ProblemNotReplayable    = problem.NotReplayable
-	ProblemStoreUnavailable = problem.StoreUnavailable
-)
-
 const (
 	headerReplayed   = "Idempotent-Replayed"
 	headerRetryAfter = "Retry-After"
@@ -65,7 +51,7 @@ func (t *Transport) verdict(res *http.Response, head []byte, err error, keyed bo
 	if !mayRetry(res, keyed) {
 		return false, 0, 0
 	}
-	if res.StatusCode == http.StatusConflict && ProblemType(head) != ProblemInProgress {
+	if res.StatusCode == http.StatusConflict && ProblemType(head) != problem.InProgress {
 		// Only request-in-progress is worth waiting for; outcome-unknown
 		// and response-not-replayable stay what they are, and a 409 of the
 		// application's own is a business answer.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // transferOp is a header-keyed operation like the example's createTransfer.
@@ -106,8 +108,8 @@ func post(t *testing.T, tr *Transport, ctx context.Context, url, body string) (*
 func TestRetrySameKeySameBody(t *testing.T) {
 	s := &script{answers: []func(*http.Request) (*http.Response, error){
 		fail(errors.New("connection reset by peer")),
-		problemAnswer(409, ProblemInProgress, "1"),
-		problemAnswer(503, ProblemStoreUnavailable, "2"),
+		problemAnswer(409, problem.InProgress, "1"),
+		problemAnswer(503, problem.StoreUnavailable, "2"),
 		answer(429, nil, ""),
 		answer(500, nil, ""),
 		answer(201, http.Header{"Idempotent-Replayed": {"true"}}, `{"id":"tr_1"}`),
@@ -161,11 +163,11 @@ func TestFinalAnswersNotRetried(t *testing.T) {
 		name   string
 		answer func(*http.Request) (*http.Response, error)
 	}{
-		{"422 key reused", problemAnswer(422, ProblemKeyReused, "")},
-		{"409 outcome unknown", problemAnswer(409, ProblemOutcomeUnknown, "")},
-		{"409 not replayable", problemAnswer(409, ProblemNotReplayable, "")},
+		{"422 key reused", problemAnswer(422, problem.KeyReused, "")},
+		{"409 outcome unknown", problemAnswer(409, problem.OutcomeUnknown, "")},
+		{"409 not replayable", problemAnswer(409, problem.NotReplayable, "")},
 		{"409 of the application", answer(409, nil, `{"error":"insufficient funds"}`)},
-		{"400", problemAnswer(400, ProblemInvalidKey, "")},
+		{"400", problemAnswer(400, problem.InvalidKey, "")},
 		{"404", answer(404, nil, "")},
 		{"certificate", fail(&tlsErr)},
 		{"permanent", fail(fmt.Errorf("quota: %w", ErrPermanent))},
@@ -182,7 +184,7 @@ func TestFinalAnswersNotRetried(t *testing.T) {
 }
 
 func TestFinalBodyReadable(t *testing.T) {
-	s := &script{answers: []func(*http.Request) (*http.Response, error){problemAnswer(409, ProblemOutcomeUnknown, "")}}
+	s := &script{answers: []func(*http.Request) (*http.Response, error){problemAnswer(409, problem.OutcomeUnknown, "")}}
 	tr, _ := newTest(t, s, Config{})
 	req, _ := http.NewRequest(http.MethodPost, "http://api.test/transfers", strings.NewReader("{}"))
 	res, err := tr.RoundTrip(req)
@@ -191,7 +193,7 @@ func TestFinalBodyReadable(t *testing.T) {
 	}
 	b, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if ProblemType(b) != ProblemOutcomeUnknown {
+	if ProblemType(b) != problem.OutcomeUnknown {
 		t.Errorf("body %q lost its start after the problem type was read", b)
 	}
 }
@@ -217,7 +219,7 @@ func TestWithoutPolicy(t *testing.T) {
 func TestGivesUpWithinAttempts(t *testing.T) {
 	var answers []func(*http.Request) (*http.Response, error)
 	for range 3 {
-		answers = append(answers, problemAnswer(503, ProblemStoreUnavailable, ""))
+		answers = append(answers, problemAnswer(503, problem.StoreUnavailable, ""))
 	}
 	s := &script{answers: answers}
 	tr, _ := newTest(t, s, Config{MaxAttempts: 3})
@@ -228,7 +230,7 @@ func TestGivesUpWithinAttempts(t *testing.T) {
 }
 
 func TestRetryAfterBeyondBudget(t *testing.T) {
-	s := &script{answers: []func(*http.Request) (*http.Response, error){problemAnswer(409, ProblemInProgress, "10")}}
+	s := &script{answers: []func(*http.Request) (*http.Response, error){problemAnswer(409, problem.InProgress, "10")}}
 	tr, waits := newTest(t, s, Config{Budget: 5 * time.Second})
 	res, rep, _ := post(t, tr, context.Background(), "http://api.test/transfers", `{}`)
 	if res.StatusCode != 409 || !rep.GaveUp || len(*waits) != 0 {
@@ -249,7 +251,7 @@ func TestRetryAfterSpread(t *testing.T) {
 		{4500 * time.Millisecond, 4 * time.Second, 4500 * time.Millisecond},
 	} {
 		s := &script{answers: []func(*http.Request) (*http.Response, error){
-			problemAnswer(409, ProblemInProgress, "4"),
+			problemAnswer(409, problem.InProgress, "4"),
 			answer(201, nil, `{"id":"tr_1"}`),
 		}}
 		tr, waits := newTest(t, s, Config{Budget: c.budget})

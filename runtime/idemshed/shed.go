@@ -59,7 +59,7 @@ type Config struct {
 	// DefaultRetryAfter.
 	RetryAfter time.Duration
 	// ProblemBase prefixes the refusal's problem type name
-	// (ProblemOverloaded); empty is DefaultProblemBase.
+	// (problem.Overloaded); empty is DefaultProblemBase.
 	ProblemBase string
 	// Rand draws the jitter of Retry-After from [0, n); nil uses
 	// math/rand/v2's N. Tests pass a fixed one.
@@ -73,10 +73,6 @@ const (
 	DefaultRetryAfter    = time.Second
 	DefaultProblemBase   = "https://idemgen.dev/problems/"
 )
-
-// ProblemOverloaded is the problem type name of a refusal
-// (problem.AtCapacity).
-const ProblemOverloaded = problem.Overloaded
 
 // Reason says why a request was not served.
 type Reason int

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // blocking is a handler that holds each request until its release is
@@ -91,7 +93,7 @@ func TestOverCapacityRefusedAtOnce(t *testing.T) {
 		t.Errorf("Retry-After %q, want 6 (3 s and the largest jitter)", got)
 	}
 	var p details
-	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Type != DefaultProblemBase+ProblemOverloaded || p.Status != 503 {
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Type != DefaultProblemBase+problem.Overloaded || p.Status != 503 {
 		t.Errorf("body %q is not the overloaded problem (%v)", rec.Body, err)
 	}
 	close(b.release)

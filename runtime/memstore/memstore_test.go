@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
@@ -24,15 +24,15 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, target)
 }
 
-func claim(key, token string) idem.Claim {
-	return idem.Claim{
-		Identity:      idem.Identity{Tenant: "t", Scope: "op", Key: key},
+func claim(key, token string) idemstore.Claim {
+	return idemstore.Claim{
+		Identity:      idemstore.Identity{Tenant: "t", Scope: "op", Key: key},
 		Operation:     "op",
 		Fingerprint:   []byte{1, 2, 3},
 		Token:         token,
 		Lease:         10 * time.Second,
 		TTL:           time.Hour,
-		OnLeaseExpiry: idem.Takeover,
+		OnLeaseExpiry: idemstore.Takeover,
 	}
 }
 
@@ -75,11 +75,11 @@ func TestClockBoundaries(t *testing.T) {
 
 func TestInvalidClaims(t *testing.T) {
 	s := memstore.New()
-	for name, mutate := range map[string]func(*idem.Claim){
-		"empty token": func(c *idem.Claim) { c.Token = "" },
-		"zero lease":  func(c *idem.Claim) { c.Lease = 0 },
-		"zero ttl":    func(c *idem.Claim) { c.TTL = 0 },
-		"no mode":     func(c *idem.Claim) { c.OnLeaseExpiry = "" },
+	for name, mutate := range map[string]func(*idemstore.Claim){
+		"empty token": func(c *idemstore.Claim) { c.Token = "" },
+		"zero lease":  func(c *idemstore.Claim) { c.Lease = 0 },
+		"zero ttl":    func(c *idemstore.Claim) { c.TTL = 0 },
+		"no mode":     func(c *idemstore.Claim) { c.OnLeaseExpiry = "" },
 	} {
 		c := claim("k", "a")
 		mutate(&c)

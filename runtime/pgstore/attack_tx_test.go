@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -18,7 +18,7 @@ import (
 
 // wonTx claims key with token in a transaction of s and fails the test
 // unless the claim is won.
-func wonTx(t *testing.T, s *pgstore.Store, key, token string) idem.Tx {
+func wonTx(t *testing.T, s *pgstore.Store, key, token string) idemstore.Tx {
 	t.Helper()
 	res, tx, err := s.ClaimTx(context.Background(), claimFor(key, token, time.Minute))
 	if err != nil || !res.Won {
@@ -73,7 +73,7 @@ func TestAttackNestedTxCannotEscape(t *testing.T) {
 	if c := deeper.Conn(); c != nil {
 		t.Errorf("a nested nested transaction's Conn() is the raw connection")
 	}
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	for name, n := range map[string]pgx.Tx{"ended": ended, "left open": open, "deeper": deeper} {
@@ -110,7 +110,7 @@ func TestAttackNestedRollbackKeepsTheOuterTransaction(t *testing.T) {
 	if err := sp.Rollback(ctx); !errors.Is(err, pgx.ErrTxClosed) {
 		t.Errorf("second nested Rollback = %v, want pgx.ErrTxClosed", err)
 	}
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	wantEffects(t, pool, map[string]int{"outer": 1, "undone": 0})
@@ -132,7 +132,7 @@ func TestAttackHandlerTerminatesItsOwnBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = ptx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err == nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err == nil {
 		t.Fatalf("Commit after the backend died succeeded")
 	}
 	if n, err := countEffects(ctx, pool, "doomed"); err != nil || n != 0 {
@@ -168,7 +168,7 @@ func TestAttackHandlerCommitsThenTerminatesItsBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = ptx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err == nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err == nil {
 		t.Fatalf("Commit after the handler committed and its backend died succeeded")
 	}
 	time.Sleep(lease + 100*time.Millisecond)
@@ -181,11 +181,11 @@ func TestAttackHandlerCommitsThenTerminatesItsBackend(t *testing.T) {
 		if err := writeEffect(ctx, tx.Driver(), "committed"); err != nil {
 			t.Fatal(err)
 		}
-		if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+		if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 			t.Fatalf("retry's Commit: %v", err)
 		}
 		t.Errorf("the retry took the key over (TookOver %v) from a handler that had committed on its own", res.TookOver)
-	} else if res.Existing.State != idem.StateIndeterminate {
+	} else if res.Existing.State != idemstore.StateIndeterminate {
 		t.Errorf("the retry lost to a %q record, want indeterminate", res.Existing.State)
 	}
 	wantEffects(t, pool, map[string]int{"committed": 1})

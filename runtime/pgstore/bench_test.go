@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -43,8 +43,8 @@ const benchWorkers = 4
 const benchKeys = 1000
 
 // benchResponse is the response every benchmark stores: a transfer's.
-func benchResponse() idem.Response {
-	return idem.Response{
+func benchResponse() idemstore.Response {
+	return idemstore.Response{
 		Status: 201,
 		Header: map[string][]string{"Content-Type": {"application/json"}, "Location": {"/transfers/tr_1"}},
 		Body:   []byte(`{"id":"tr_1","amount":100,"currency":"EUR","status":"pending"}`),
@@ -156,7 +156,7 @@ func BenchmarkReplay(b *testing.B) {
 		c := replay // the fingerprint is computed once, as the bare side has none
 		c.Key = "k" + strconv.FormatInt(i%benchKeys, 10)
 		res, err := s.Claim(ctx, c)
-		if err == nil && res.Existing.State != idem.StateCompleted {
+		if err == nil && res.Existing.State != idemstore.StateCompleted {
 			return fmt.Errorf("replay met %q", res.Existing.State)
 		}
 		return err

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/headerwire"
 )
 
@@ -63,11 +63,11 @@ func TestDecodeStoredRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.result(idem.Claim{})
+	res, err := r.result(idemstore.Claim{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Won || res.Existing.State != idem.StateInFlight || res.Existing.Operation != "op" ||
+	if res.Won || res.Existing.State != idemstore.StateInFlight || res.Existing.Operation != "op" ||
 		res.Existing.LeaseRemaining != lease*time.Microsecond {
 		t.Fatalf("result = %+v, want in flight with %v left", res, lease*time.Microsecond)
 	}
@@ -96,12 +96,12 @@ func TestDecodeFunctionRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.result(idem.Claim{})
+	res, err := r.result(idemstore.Claim{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp := res.Existing.Response
-	if res.Existing.State != idem.StateCompleted || resp == nil || resp.Status != 201 ||
+	if res.Existing.State != idemstore.StateCompleted || resp == nil || resp.Status != 201 ||
 		string(resp.Body) != "body" || resp.Header.Get("Location") != "/x" {
 		t.Fatalf("result = %+v (response %+v), want the completed row", res, resp)
 	}
@@ -168,10 +168,10 @@ func TestDecodeRejectsOtherShapes(t *testing.T) {
 }
 
 func TestUnknownOutcomeIsAnError(t *testing.T) {
-	if _, err := (claimRow{outcome: "maybe"}).result(idem.Claim{}); err == nil {
+	if _, err := (claimRow{outcome: "maybe"}).result(idemstore.Claim{}); err == nil {
 		t.Fatal("an unknown outcome was accepted")
 	}
-	if _, err := (claimRow{outcome: outcomeLost}).result(idem.Claim{}); err == nil {
+	if _, err := (claimRow{outcome: outcomeLost}).result(idemstore.Claim{}); err == nil {
 		t.Fatal("a lost outcome without a row was accepted")
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
@@ -22,7 +24,7 @@ const durableBody = `{"amount":2500,"currency":"EUR"}`
 // durablePolicy is the transactional operation whose handler writes around
 // its transaction, in the child and in the parent alike.
 func durablePolicy() idem.Policy {
-	return enginetest.EnginePolicy("createLoosePayment", "/loose-payments", durableLease, idem.Takeover, true)
+	return enginetest.EnginePolicy("createLoosePayment", "/loose-payments", durableLease, idemstore.Takeover, true)
 }
 
 // looseWrites is that operation's handler, mounted without its adapter: by
@@ -56,7 +58,7 @@ func writeOwn(ctx context.Context, s *pgstore.Store, marker string) error {
 	if err := writeEffect(ctx, own.Driver(), marker); err != nil {
 		return errors.Join(err, own.Release(ctx))
 	}
-	return own.Commit(ctx, idem.Response{})
+	return own.Commit(ctx, idemstore.Response{})
 }
 
 // helperDurable is the child of TestKillDuringDurableModeHandler: its
@@ -88,13 +90,13 @@ func TestKillDuringDurableModeHandler(t *testing.T) {
 	early := restarted.MustPost(t, "/loose-payments", "k-durable", durableBody, "X-Mode", "own")
 	if time.Since(killed) < durableLease {
 		// Within the lease the dead request's claim still holds the key.
-		if err := enginetest.CheckProblem(early, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+		if err := enginetest.CheckProblem(early, http.StatusConflict, problem.InProgress, true); err != nil {
 			t.Errorf("retry within the lease: %v", err)
 		}
 	}
 	time.Sleep(durableLease + 200*time.Millisecond)
 	retry := restarted.MustPost(t, "/loose-payments", "k-durable", durableBody, "X-Mode", "own")
-	if err := enginetest.CheckProblem(retry, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+	if err := enginetest.CheckProblem(retry, http.StatusConflict, problem.OutcomeUnknown, false); err != nil {
 		t.Errorf("retry after the lease, in the restarted service: %v", err)
 	}
 	if n, err := countEffects(ctx, pool, "k-durable"); err != nil || n != 1 {

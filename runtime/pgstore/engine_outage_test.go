@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
@@ -38,7 +39,7 @@ func TestEngineDatabaseOutage(t *testing.T) {
 		enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 	})
 	es := enginetest.ServeEngine(t, pgstore.New(pool), handler,
-		enginetest.EnginePolicy("createTransfer", "/transfers", lease, idem.FailClosed, false))
+		enginetest.EnginePolicy("createTransfer", "/transfers", lease, idemstore.FailClosed, false))
 	const body = `{"amount":100,"to":"acc_1"}`
 	restart := func() { current.Store(startProxy(t, addr, upstream)) }
 	unavailable := 0 // 503s the clients saw
@@ -55,7 +56,7 @@ func TestEngineDatabaseOutage(t *testing.T) {
 	for _, key := range []string{"during-1", "during-2", "during-3", "before"} {
 		start := time.Now()
 		a := es.MustPost(t, "/transfers", key, body)
-		if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+		if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, problem.StoreUnavailable, true); err != nil {
 			t.Errorf("%s during the outage: %v", key, err)
 		}
 		unavailable++
@@ -81,7 +82,7 @@ func TestEngineDatabaseOutage(t *testing.T) {
 		if a.Status == http.StatusCreated && !a.Replayed() {
 			break
 		}
-		if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+		if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, problem.StoreUnavailable, true); err != nil {
 			t.Fatalf("during-1 after the outage: %v", err)
 		}
 		unavailable++

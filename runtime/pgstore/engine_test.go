@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
@@ -26,7 +26,7 @@ func TestEngineConcurrentDuplicates(t *testing.T) {
 		time.Sleep(3 * time.Millisecond)
 		enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 	})
-	es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
+	es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idemstore.FailClosed, false))
 	enginetest.DuplicateStorm(t, es, 64, 200)
 }
 

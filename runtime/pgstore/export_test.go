@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // GuardQuiet reports whether s's guard has nothing queued or being sent.
@@ -22,7 +22,7 @@ func SetGuardIdleClose(s *Store, d time.Duration) {
 }
 
 // Settle decides c as a claim answered 'busy_other' is decided.
-func Settle(ctx context.Context, pool *pgxpool.Pool, c idem.Claim) (idem.Result, error) {
+func Settle(ctx context.Context, pool *pgxpool.Pool, c idemstore.Claim) (idemstore.Result, error) {
 	return settle(ctx, pool, c)
 }
 

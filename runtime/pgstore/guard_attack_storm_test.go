@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -111,7 +111,7 @@ func (st *storm) attempt(t *testing.T, s *pgstore.Store, rng *rand.Rand, i int) 
 		return false
 	case !res.Won:
 		switch res.Existing.State {
-		case idem.StateCompleted, idem.StateIndeterminate:
+		case idemstore.StateCompleted, idemstore.StateIndeterminate:
 			return true
 		}
 		st.busy.Add(1)
@@ -133,7 +133,7 @@ func (st *storm) attempt(t *testing.T, s *pgstore.Store, rng *rand.Rand, i int) 
 			t.Errorf("hostile handler's write: %v", err)
 		}
 		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
-		if err := tx.Commit(ctx, idem.Response{Status: 201}); !errors.Is(err, idem.ErrOutcomeUnknown) {
+		if err := tx.Commit(ctx, idemstore.Response{Status: 201}); !errors.Is(err, idemstore.ErrOutcomeUnknown) {
 			t.Errorf("Commit after a hostile handler = %v, want outcome unknown", err)
 		}
 		return true
@@ -150,7 +150,7 @@ func (st *storm) attempt(t *testing.T, s *pgstore.Store, rng *rand.Rand, i int) 
 		t.Errorf("handler's write: %v", err)
 	}
 	time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Errorf("Commit: %v", err)
 		return false
 	}
@@ -171,7 +171,7 @@ func (st *storm) checkLiveness(t *testing.T) {
 			case res.Won:
 				_ = tx.Release(ctx)
 				t.Errorf("store %d: final claim of the settled key %s won", si, key)
-			case res.Existing.State != idem.StateCompleted && res.Existing.State != idem.StateIndeterminate:
+			case res.Existing.State != idemstore.StateCompleted && res.Existing.State != idemstore.StateIndeterminate:
 				t.Errorf("store %d: final claim of %s met %q: the key is stuck", si, key, res.Existing.State)
 			}
 		}
@@ -327,7 +327,7 @@ func TestGuardAttackConcurrentClaimsAllGiveUp(t *testing.T) {
 func claimAtOnce(t *testing.T, stores []*pgstore.Store, n int, key string) (won, failed int) {
 	ctx := context.Background()
 	start := make(chan struct{})
-	txs := make([]idem.Tx, n)
+	txs := make([]idemstore.Tx, n)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for i := range n {
@@ -350,7 +350,7 @@ func claimAtOnce(t *testing.T, stores []*pgstore.Store, n int, key string) (won,
 	wg.Wait()
 	for _, tx := range txs {
 		if tx != nil {
-			if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+			if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 				t.Errorf("Commit of %s: %v", key, err)
 			}
 		}
@@ -364,12 +364,12 @@ func claimAtOnce(t *testing.T, stores []*pgstore.Store, n int, key string) (won,
 		for {
 			res, tx, err := stores[0].ClaimTx(ctx, claimFor(key, "tok-after", time.Minute))
 			if err == nil && res.Won {
-				if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+				if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 					t.Errorf("Commit of %s: %v", key, err)
 				}
 				break
 			}
-			if err != nil || res.Existing.State != idem.StateInFlight || time.Now().After(deadline) {
+			if err != nil || res.Existing.State != idemstore.StateInFlight || time.Now().After(deadline) {
 				t.Errorf("a retry of %s after all gave up = %+v, %v; want won within 5 s", key, res, err)
 				break
 			}

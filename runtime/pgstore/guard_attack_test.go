@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -55,7 +55,7 @@ func twoStores(t *testing.T, tweak ...func(*pgxpool.Config)) (*pgstore.Store, *p
 
 // dropKeyLocks is what a hostile handler does: it ends its transaction
 // with a raw ROLLBACK and drops every advisory lock of its session.
-func dropKeyLocks(ctx context.Context, tx idem.Tx) error {
+func dropKeyLocks(ctx context.Context, tx idemstore.Tx) error {
 	ptx := tx.Driver().(pgx.Tx)
 	for _, stmt := range []string{"ROLLBACK", "SELECT pg_advisory_unlock_all()"} {
 		if _, err := ptx.Exec(ctx, stmt); err != nil {
@@ -68,7 +68,7 @@ func dropKeyLocks(ctx context.Context, tx idem.Tx) error {
 // retryMustLose claims key from s while running still holds it; a retry
 // that wins runs its handler (an effect) and commits, and the test fails
 // with why.
-func retryMustLose(t *testing.T, s *pgstore.Store, key string, running idem.Tx, why string) {
+func retryMustLose(t *testing.T, s *pgstore.Store, key string, running idemstore.Tx, why string) {
 	t.Helper()
 	ctx := context.Background()
 	res, tx, err := s.ClaimTx(ctx, claimFor(key, "tok-retry", time.Minute))
@@ -78,7 +78,7 @@ func retryMustLose(t *testing.T, s *pgstore.Store, key string, running idem.Tx, 
 	}
 	if res.Won {
 		_ = writeEffect(ctx, tx.Driver(), key)
-		_ = tx.Commit(ctx, idem.Response{Status: 201})
+		_ = tx.Commit(ctx, idemstore.Response{Status: 201})
 		t.Error(why)
 	}
 }
@@ -114,7 +114,7 @@ func TestGuardAttackStaleTicketReleasesANewerGuard(t *testing.T) {
 		_ = txC.Release(ctx)
 		t.Fatalf("guard holders while C runs, before A settles = %d, %v; want 1", n, err)
 	}
-	_ = txA.Commit(ctx, idem.Response{Status: 201})
+	_ = txA.Commit(ctx, idemstore.Response{Status: 201})
 	// A's Commit sends its unlock asynchronously; wait for the guard's
 	// connection to be idle before looking.
 	for i := 0; i < 1000 && !pgstore.GuardQuiet(s); i++ {
@@ -134,7 +134,7 @@ func TestGuardAttackStaleTicketReleasesANewerGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	retryMustLose(t, other, key, txC, "a retry of another process won the key while C ran: two executions")
-	if err := txC.Commit(ctx, idem.Response{Status: 201}); !errors.Is(err, idem.ErrOutcomeUnknown) {
+	if err := txC.Commit(ctx, idemstore.Response{Status: 201}); !errors.Is(err, idemstore.ErrOutcomeUnknown) {
 		t.Errorf("C's Commit = %v, want outcome unknown", err)
 	}
 }
@@ -162,7 +162,7 @@ func TestGuardAttackSearchPathFromPrepareConn(t *testing.T) {
 	if err != nil || !res.Won {
 		t.Fatalf("ClaimTx with search_path set in PrepareConn = %+v, %v; want won", res, err)
 	}
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -219,7 +219,7 @@ func TestGuardOfAnotherRoleIsOutOfTheHandlersReach(t *testing.T) {
 		t.Fatal(err)
 	}
 	retryMustLose(t, other, key, tx, "a retry of another process won the key while its handler still ran")
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); !errors.Is(err, idem.ErrOutcomeUnknown) {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); !errors.Is(err, idemstore.ErrOutcomeUnknown) {
 		t.Errorf("Commit = %v, want outcome unknown", err)
 	}
 	wantEffects(t, admin, map[string]int{key: 1})

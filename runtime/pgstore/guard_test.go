@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -56,14 +56,14 @@ func TestGuardKeepsARetryOutOfAKeyWhoseLocksTheHandlerDropped(t *testing.T) {
 				}
 				if res2.Won {
 					_ = writeEffect(ctx, tx2.Driver(), "k1")
-					_ = tx2.Commit(ctx, idem.Response{Status: 201})
-					_ = tx.Commit(ctx, idem.Response{Status: 201})
+					_ = tx2.Commit(ctx, idemstore.Response{Status: 201})
+					_ = tx.Commit(ctx, idemstore.Response{Status: 201})
 					t.Fatal("the retry won the key while its first handler still ran")
 				}
-				if res2.Existing.State != idem.StateInFlight {
+				if res2.Existing.State != idemstore.StateInFlight {
 					t.Errorf("retry met %q, want in flight", res2.Existing.State)
 				}
-				if err := tx.Commit(ctx, idem.Response{Status: 201}); !errors.Is(err, idem.ErrOutcomeUnknown) {
+				if err := tx.Commit(ctx, idemstore.Response{Status: 201}); !errors.Is(err, idemstore.ErrOutcomeUnknown) {
 					t.Errorf("first Commit = %v, want outcome unknown", err)
 				}
 				// Settled: a retry now meets the indeterminate key, from
@@ -72,7 +72,7 @@ func TestGuardKeepsARetryOutOfAKeyWhoseLocksTheHandlerDropped(t *testing.T) {
 				if err != nil || res3.Won || tx3 != nil {
 					t.Fatalf("retry after Commit = %+v, %v; want lost", res3, err)
 				}
-				if res3.Existing.State != idem.StateIndeterminate {
+				if res3.Existing.State != idemstore.StateIndeterminate {
 					t.Errorf("retry after Commit met %q, want indeterminate", res3.Existing.State)
 				}
 				wantEffects(t, pool, map[string]int{"k1": 1})
@@ -112,7 +112,7 @@ func TestGuardThatCannotConnectFailsTheClaim(t *testing.T) {
 	}
 	refuse.Store(false)
 	tx = wonTx(t, s, "k1", "tok2")
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -136,7 +136,7 @@ func TestGuardConnectionLostIsReplaced(t *testing.T) {
 		_ = tx.Release(ctx)
 		t.Fatalf("terminating the guard's session: %v, %d sessions", err, killed)
 	}
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatalf("Commit after the guard was lost: %v", err)
 	}
 	for i, key := range []string{"k2", "k3"} {
@@ -149,7 +149,7 @@ func TestGuardConnectionLostIsReplaced(t *testing.T) {
 		if err != nil || !res.Won {
 			t.Fatalf("ClaimTx %s after the guard was lost = %+v, %v", key, res, err)
 		}
-		if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+		if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -165,7 +165,7 @@ func TestGuardConnectOption(t *testing.T) {
 		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig)
 	}))
 	tx := wonTx(t, s, "k1", "tok1")
-	if err := tx.Commit(context.Background(), idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(context.Background(), idemstore.Response{Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 	if n := calls.Load(); n != 1 {

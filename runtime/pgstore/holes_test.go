@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -16,21 +16,23 @@ import (
 // committed or released, a keyless one (Begin) committed or rolled back.
 type txEnding struct {
 	name  string
-	begin func(t *testing.T, s *pgstore.Store, key string) idem.Tx
-	end   func(ctx context.Context, tx idem.Tx) error
+	begin func(t *testing.T, s *pgstore.Store, key string) idemstore.Tx
+	end   func(ctx context.Context, tx idemstore.Tx) error
 }
 
 func txEndings() []txEnding {
-	keyed := func(t *testing.T, s *pgstore.Store, key string) idem.Tx { return wonTx(t, s, key, "tok-"+key) }
-	keyless := func(t *testing.T, s *pgstore.Store, _ string) idem.Tx {
+	keyed := func(t *testing.T, s *pgstore.Store, key string) idemstore.Tx { return wonTx(t, s, key, "tok-"+key) }
+	keyless := func(t *testing.T, s *pgstore.Store, _ string) idemstore.Tx {
 		tx, err := s.Begin(context.Background(), time.Minute)
 		if err != nil {
 			t.Fatalf("Begin: %v", err)
 		}
 		return tx
 	}
-	commit := func(ctx context.Context, tx idem.Tx) error { return tx.Commit(ctx, idem.Response{Status: 201}) }
-	release := func(ctx context.Context, tx idem.Tx) error { return tx.Release(ctx) }
+	commit := func(ctx context.Context, tx idemstore.Tx) error {
+		return tx.Commit(ctx, idemstore.Response{Status: 201})
+	}
+	release := func(ctx context.Context, tx idemstore.Tx) error { return tx.Release(ctx) }
 	return []txEnding{
 		{"keyed Commit", keyed, commit},
 		{"keyed Release", keyed, release},

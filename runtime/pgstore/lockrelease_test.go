@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -67,9 +67,9 @@ func TestClaimMeetsAKeyLockWithoutItsRequest(t *testing.T) {
 					}
 				}()
 
-				var res idem.Result
+				var res idemstore.Result
 				if tx {
-					var h idem.Tx
+					var h idemstore.Tx
 					res, h, err = s.ClaimTx(ctx, c)
 					if h != nil {
 						_ = h.Release(ctx)
@@ -80,7 +80,7 @@ func TestClaimMeetsAKeyLockWithoutItsRequest(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if res.Won || res.Existing.State != idem.StateInFlight {
+				if res.Won || res.Existing.State != idemstore.StateInFlight {
 					t.Fatalf("claim = %+v, want the key in flight", res)
 				}
 				same := res.Existing.Operation == c.Operation && bytes.Equal(res.Existing.Fingerprint, c.Fingerprint)
@@ -115,16 +115,16 @@ func TestSettleReadsAVisibleRow(t *testing.T) {
 	}
 	cases := []struct {
 		key    string
-		state  idem.State
+		state  idemstore.State
 		same   bool
 		replay string
 		leased bool
 	}{
-		{"done", idem.StateCompleted, true, "stored", false},
-		{"running", idem.StateInFlight, true, "", true},
-		{"abandoned", idem.StateInFlight, true, "", false},
-		{"theirs", idem.StateInFlight, false, "", true},
-		{"expired", idem.StateInFlight, true, "", false},
+		{"done", idemstore.StateCompleted, true, "stored", false},
+		{"running", idemstore.StateInFlight, true, "", true},
+		{"abandoned", idemstore.StateInFlight, true, "", false},
+		{"theirs", idemstore.StateInFlight, false, "", true},
+		{"expired", idemstore.StateInFlight, true, "", false},
 	}
 	for _, tc := range cases {
 		c := claimFor(tc.key, "tok", time.Minute)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // PostgreSQL's timeouts are whole milliseconds in an int32, about 24.8
@@ -26,7 +26,7 @@ func TestLeaseBeyondPostgresTimeouts(t *testing.T) {
 			t.Fatalf("ClaimTx with a %v lease: %+v, %v", lease, res, err)
 		}
 		time.Sleep(5 * time.Millisecond) // idle longer than a 1ms timeout
-		if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+		if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 			t.Fatalf("Commit under a %v lease: %v", lease, err)
 		}
 		btx, err := s.Begin(ctx, lease)
@@ -34,7 +34,7 @@ func TestLeaseBeyondPostgresTimeouts(t *testing.T) {
 			t.Fatalf("Begin with a %v lease: %v", lease, err)
 		}
 		time.Sleep(5 * time.Millisecond)
-		if err := btx.Commit(ctx, idem.Response{}); err != nil {
+		if err := btx.Commit(ctx, idemstore.Response{}); err != nil {
 			t.Fatalf("Commit of Begin under a %v lease: %v", lease, err)
 		}
 	}

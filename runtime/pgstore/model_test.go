@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 	"github.com/idemgen/idemgen/runtime/storetest/model"
@@ -53,7 +53,7 @@ CREATE FUNCTION clock_timestamp() RETURNS timestamptz
 		_, err := admin.Exec(ctx, `UPDATE model_clock SET t = $1`, now)
 		return err
 	}
-	in.Crash = func(ctx context.Context, tx idem.Tx) error { return crashTx(ctx, admin, tx) }
+	in.Crash = func(ctx context.Context, tx idemstore.Tx) error { return crashTx(ctx, admin, tx) }
 	return in
 }
 
@@ -61,7 +61,7 @@ CREATE FUNCTION clock_timestamp() RETURNS timestamptz
 // its connection is terminated, and PostgreSQL aborts the transaction. The
 // pool gets its connection back (closed) through Release, which can change
 // nothing in the database any more.
-func crashTx(ctx context.Context, admin *pgxpool.Pool, tx idem.Tx) error {
+func crashTx(ctx context.Context, admin *pgxpool.Pool, tx idemstore.Tx) error {
 	ptx, ok := tx.Driver().(pgx.Tx)
 	if !ok {
 		return fmt.Errorf("Driver() is %T, want pgx.Tx", tx.Driver())

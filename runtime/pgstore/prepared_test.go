@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -25,7 +25,7 @@ func cacheName(sql string) string {
 // replaceCached makes tx's handler replace the statement pgx has cached
 // for sql with one of its own, prepared from SQL under the cache's name,
 // taking params and answering as replacement does.
-func replaceCached(t *testing.T, tx idem.Tx, sql, params, replacement string) {
+func replaceCached(t *testing.T, tx idemstore.Tx, sql, params, replacement string) {
 	t.Helper()
 	name := cacheName(sql)
 	stmt := "DEALLOCATE " + name + "; PREPARE " + name + "(" + params + ") AS " + replacement

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/storetest/proc"
 )
@@ -50,15 +50,15 @@ func TestConcurrentClaimsOneWinnerPerKey(t *testing.T) {
 					mu.Lock()
 					winners[key]++
 					mu.Unlock()
-					if err := s.Complete(ctx, c.Identity, c.Token, idem.Response{Status: 201, Body: []byte(key)}); err != nil {
+					if err := s.Complete(ctx, c.Identity, c.Token, idemstore.Response{Status: 201, Body: []byte(key)}); err != nil {
 						errs <- fmt.Errorf("complete %s: %w", key, err)
 						return
 					}
 					continue
 				}
 				switch st := res.Existing.State; st {
-				case idem.StateInFlight:
-				case idem.StateCompleted:
+				case idemstore.StateInFlight:
+				case idemstore.StateCompleted:
 					if got := string(res.Existing.Response.Body); got != key {
 						errs <- fmt.Errorf("replay of %s has body %q", key, got)
 						return
@@ -118,7 +118,7 @@ func helperRace(t *testing.T, s *pgstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc.RaceChild(t, n, func(key, token string) (idem.Result, error) {
+	proc.RaceChild(t, n, func(key, token string) (idemstore.Result, error) {
 		return s.Claim(context.Background(), claimFor(key, token, time.Minute))
 	})
 }
@@ -187,7 +187,7 @@ func TestKillDuringTxHandler(t *testing.T) {
 	// While the child lives, its claim is in flight and a retry answers at once.
 	start := time.Now()
 	res, tx, err := s.ClaimTx(ctx, claimFor("k-crash", "tok-early", time.Minute))
-	if err != nil || res.Won || tx != nil || res.Existing.State != idem.StateInFlight {
+	if err != nil || res.Won || tx != nil || res.Existing.State != idemstore.StateInFlight {
 		t.Fatalf("ClaimTx while the child holds the key = %+v, %v; want lost in flight", res, err)
 	}
 	if d := time.Since(start); d > time.Second {
@@ -219,14 +219,14 @@ func TestKillDuringTxHandler(t *testing.T) {
 	if err := writeEffect(ctx, tx.Driver(), "k-crash"); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	if n, err := countEffects(ctx, pool, "k-crash"); err != nil || n != 1 {
 		t.Fatalf("committed effects = %d, %v; want exactly 1", n, err)
 	}
 	res, err = s.Claim(ctx, claimFor("k-crash", "tok-replay", time.Minute))
-	if err != nil || res.Won || res.Existing.State != idem.StateCompleted {
+	if err != nil || res.Won || res.Existing.State != idemstore.StateCompleted {
 		t.Fatalf("replay after commit = %+v, %v", res, err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -72,11 +72,11 @@ func TestKillAfterHandlerRawCommit(t *testing.T) {
 			if err := writeEffect(ctx, tx.Driver(), key); err != nil {
 				t.Fatal(err)
 			}
-			if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+			if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 				t.Fatalf("retry's Commit of %s: %v", key, err)
 			}
 			t.Errorf("%s: the retry took the key over (TookOver %v) from a handler that had committed on its own", key, res.TookOver)
-		} else if res.Existing.State != idem.StateIndeterminate {
+		} else if res.Existing.State != idemstore.StateIndeterminate {
 			t.Errorf("%s: the retry lost to a %q record, want indeterminate", key, res.Existing.State)
 		}
 		if n, err := countEffects(ctx, pool, key); err != nil || n != 1 {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -31,9 +31,9 @@ func TestRoundTrips(t *testing.T) {
 	})
 	pgstore.SetGuardIdleClose(s, time.Hour)
 	ctx := context.Background()
-	resp := idem.Response{Status: 201, Header: map[string][]string{"Location": {"/x"}}, Body: []byte("{}")}
+	resp := idemstore.Response{Status: 201, Header: map[string][]string{"Location": {"/x"}}, Body: []byte("{}")}
 
-	claim := func(c idem.Claim) idem.Result {
+	claim := func(c idemstore.Claim) idemstore.Result {
 		t.Helper()
 		res, err := s.Claim(ctx, c)
 		if err != nil {
@@ -71,7 +71,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 	mismatch := claimFor("k1", "tok-m", time.Minute)
 	mismatch.Fingerprint = []byte("another request")
-	var tx idem.Tx
+	var tx idemstore.Tx
 	steps := []step{
 		{"claim (new key)", func() { mustWon(t, claim(claimFor("k1", "tok1", time.Minute))) }, 1, 0, 1},
 		{"claim (in flight)", func() { mustLost(t, claim(claimFor("k1", "tok2", time.Minute))) }, 1, 0, 1},
@@ -83,7 +83,7 @@ func TestRoundTrips(t *testing.T) {
 		{"replay", func() { mustLost(t, claim(claimFor("k1", "tok3", time.Minute))) }, 1, 0, 1},
 		{"conflict (fingerprint mismatch)", func() { mustLost(t, claim(mismatch)) }, 1, 0, 1},
 		{"ClaimTx (won)", func() {
-			var res idem.Result
+			var res idemstore.Result
 			var err error
 			res, tx, err = s.ClaimTx(ctx, claimFor("k2", "tok1", time.Minute))
 			if err != nil || !res.Won {
@@ -127,18 +127,18 @@ func TestRoundTrips(t *testing.T) {
 	}
 }
 
-func mustWon(t *testing.T, res idem.Result) {
+func mustWon(t *testing.T, res idemstore.Result) {
 	t.Helper()
 	if !res.Won {
 		t.Fatalf("lost against %+v, want won", res.Existing)
 	}
 }
 
-func mustLost(t *testing.T, res idem.Result) {
+func mustLost(t *testing.T, res idemstore.Result) {
 	t.Helper()
 	if res.Won {
 		t.Fatal("won, want lost")
 	}
 }
 
-var _ idem.Transactor = (*pgstore.Store)(nil)
+var _ idemstore.Transactor = (*pgstore.Store)(nil)

@@ -12,21 +12,21 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/templates"
 )
 
-func claimFor(key, token string, lease time.Duration) idem.Claim {
+func claimFor(key, token string, lease time.Duration) idemstore.Claim {
 	sum := sha256.Sum256([]byte(`{"amount":100}`))
-	return idem.Claim{
-		Identity:      idem.Identity{Tenant: "t1", Scope: "createTransfer", Key: key},
+	return idemstore.Claim{
+		Identity:      idemstore.Identity{Tenant: "t1", Scope: "createTransfer", Key: key},
 		Operation:     "createTransfer",
 		Fingerprint:   sum[:],
 		Token:         token,
 		Lease:         lease,
 		TTL:           time.Hour,
-		OnLeaseExpiry: idem.Takeover,
+		OnLeaseExpiry: idemstore.Takeover,
 	}
 }
 
@@ -61,13 +61,13 @@ func TestHandlerTxIsOwnedByTheStore(t *testing.T) {
 	if err := writeEffect(ctx, ptx, "kept"); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	if _, err := ptx.Exec(ctx, "SELECT 1"); !errors.Is(err, pgx.ErrTxClosed) {
 		t.Errorf("Exec after Commit = %v, want pgx.ErrTxClosed", err)
 	}
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err == nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err == nil {
 		t.Errorf("second Commit succeeded")
 	}
 	for marker, want := range map[string]int{"kept": 1, "undone": 0} {
@@ -97,7 +97,7 @@ func TestTxLeaseEndsIdleHandler(t *testing.T) {
 	}
 	idle := time.Now()
 	res, err = s.Claim(ctx, claimFor("k1", "tok2", time.Minute))
-	if err != nil || res.Won || res.Existing.State != idem.StateInFlight {
+	if err != nil || res.Won || res.Existing.State != idemstore.StateInFlight {
 		t.Fatalf("Claim during the open tx = %+v, %v; want lost, in flight", res, err)
 	}
 	if d := time.Since(idle); d > 500*time.Millisecond {
@@ -109,8 +109,8 @@ func TestTxLeaseEndsIdleHandler(t *testing.T) {
 	if err != nil || !res.Won || res.TookOver {
 		t.Fatalf("Claim after the lease = %+v, %v; want a plain win (the stale claim was rolled back)", res, err)
 	}
-	err = tx.Commit(ctx, idem.Response{Status: 201})
-	if !errors.Is(err, idem.ErrFenced) {
+	err = tx.Commit(ctx, idemstore.Response{Status: 201})
+	if !errors.Is(err, idemstore.ErrFenced) {
 		t.Fatalf("stale Commit = %v, want ErrFenced", err)
 	}
 	var pgErr *pgconn.PgError

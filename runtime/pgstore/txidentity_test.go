@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
@@ -46,9 +48,9 @@ func TestHandlerThatBeginsAnotherTransactionIsSeen(t *testing.T) {
 					}
 					w.WriteHeader(status)
 				})
-				es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.Takeover, true))
+				es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idemstore.Takeover, true))
 				a := es.MustPost(t, "/transfers", "k1", `{"amount":1}`)
-				if err := enginetest.CheckProblem(a, http.StatusInternalServerError, idem.ProblemOutcomeUnknown, false); err != nil {
+				if err := enginetest.CheckProblem(a, http.StatusInternalServerError, problem.OutcomeUnknown, false); err != nil {
 					t.Fatal(err)
 				}
 				retry := es.MustPost(t, "/transfers", "k1", `{"amount":1}`)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
@@ -19,23 +18,23 @@ func TestClaimStopsWaitingForAConnectionWhenItsWaitEnds(t *testing.T) {
 	const patience, promptly = 100 * time.Millisecond, 300 * time.Millisecond
 	ctx := context.Background()
 	s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-	claim := func(key string) idem.Claim {
-		return idem.Claim{
-			Identity:      idem.Identity{Tenant: "t", Scope: "op", Key: key},
+	claim := func(key string) idemstore.Claim {
+		return idemstore.Claim{
+			Identity:      idemstore.Identity{Tenant: "t", Scope: "op", Key: key},
 			Operation:     "op",
 			Fingerprint:   []byte{1},
 			Token:         "tok-" + key,
 			Lease:         time.Minute,
 			TTL:           time.Hour,
-			OnLeaseExpiry: idem.Takeover,
+			OnLeaseExpiry: idemstore.Takeover,
 		}
 	}
-	claims := map[string]func(ctx context.Context, c idem.Claim) error{
-		"Claim": func(ctx context.Context, c idem.Claim) error {
+	claims := map[string]func(ctx context.Context, c idemstore.Claim) error{
+		"Claim": func(ctx context.Context, c idemstore.Claim) error {
 			_, err := s.Claim(ctx, c)
 			return err
 		},
-		"ClaimTx": func(ctx context.Context, c idem.Claim) error {
+		"ClaimTx": func(ctx context.Context, c idemstore.Claim) error {
 			_, tx, err := s.ClaimTx(ctx, c)
 			if tx != nil {
 				_ = tx.Release(context.Background())

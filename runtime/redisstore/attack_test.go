@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
@@ -29,10 +29,10 @@ func TestLeaseLongerThanTTLKeepsTheRecord(t *testing.T) {
 		}
 		clock.Set(start.Add(5 * time.Second))
 		res, err := s.Claim(ctx, newClaim("long-lease"))
-		if err != nil || res.Won || res.Existing.State != idem.StateInFlight {
+		if err != nil || res.Won || res.Existing.State != idemstore.StateInFlight {
 			t.Errorf("claim past the TTL, within the first lease = %+v, %v; want lost in flight", res, err)
 		}
-		if err := s.Complete(ctx, first.Identity, first.Token, idem.Response{Status: 201}); err != nil {
+		if err := s.Complete(ctx, first.Identity, first.Token, idemstore.Response{Status: 201}); err != nil {
 			t.Errorf("holder's Complete within its lease: %v", err)
 		}
 	})
@@ -67,7 +67,7 @@ func TestRetriedTakeoverReportsTakeover(t *testing.T) {
 		if res, err := s.Claim(ctx, first); err != nil || !res.Won {
 			t.Fatalf("first claim = %+v, %v", res, err)
 		}
-		if err := s.Abandon(ctx, first.Identity, first.Token, idem.Takeover); err != nil {
+		if err := s.Abandon(ctx, first.Identity, first.Token, idemstore.Takeover); err != nil {
 			t.Fatalf("Abandon: %v", err)
 		}
 		c.AddHook(duplicator{})
@@ -93,7 +93,7 @@ func TestRetriedReleaseAnswersReleased(t *testing.T) {
 		if err := s.Release(ctx, cl.Identity, cl.Token); err != nil {
 			t.Errorf("retried Release: %v, want nil", err)
 		}
-		if err := s.Release(ctx, cl.Identity, cl.Token); !errors.Is(err, idem.ErrFenced) {
+		if err := s.Release(ctx, cl.Identity, cl.Token); !errors.Is(err, idemstore.ErrFenced) {
 			t.Errorf("second Release: %v, want ErrFenced", err)
 		}
 		if res, err := s.Claim(ctx, newClaim("retried-release")); err != nil || !res.Won {
@@ -159,8 +159,8 @@ func TestStrayClaimAfterReleaseOfNothingWinsNothing(t *testing.T) {
 		s, _ := newStore(t, b)
 		ctx := context.Background()
 		cl := claimFor("stray-late", "tok-"+randomHex(8))
-		if err := s.Release(ctx, cl.Identity, cl.Token); !errors.Is(err, idem.ErrFenced) {
-			t.Fatalf("Release of a key never claimed = %v, want idem.ErrFenced", err)
+		if err := s.Release(ctx, cl.Identity, cl.Token); !errors.Is(err, idemstore.ErrFenced) {
+			t.Fatalf("Release of a key never claimed = %v, want idemstore.ErrFenced", err)
 		}
 		if res, err := s.Claim(ctx, cl); err != nil || res.Won {
 			t.Errorf("the released claim, run after its release = %+v, %v; want not won", res, err)

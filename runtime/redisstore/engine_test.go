@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
@@ -26,7 +27,7 @@ func TestEngineConcurrentDuplicates(t *testing.T) {
 			time.Sleep(3 * time.Millisecond)
 			enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 		})
-		es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
+		es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idemstore.FailClosed, false))
 		enginetest.DuplicateStorm(t, es, 64, 200)
 	})
 }
@@ -38,7 +39,7 @@ func TestEngineRefusesTransactional(t *testing.T) {
 		s, _ := newStore(t, b)
 		_, err := idem.New(idem.Config{
 			Store:    s,
-			Policies: []idem.Policy{enginetest.EnginePolicy("createPayment", "/payments", time.Minute, idem.Takeover, true)},
+			Policies: []idem.Policy{enginetest.EnginePolicy("createPayment", "/payments", time.Minute, idemstore.Takeover, true)},
 			Tenant:   func(*http.Request) (string, bool) { return "acme", true },
 		})
 		if err == nil {

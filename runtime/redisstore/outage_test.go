@@ -11,7 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
@@ -91,7 +92,7 @@ func TestEngineStoreOutage(t *testing.T) {
 			enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 		})
 		es := enginetest.ServeEngine(t, s, handler,
-			enginetest.EnginePolicy("createTransfer", "/transfers", lease, idem.FailClosed, false))
+			enginetest.EnginePolicy("createTransfer", "/transfers", lease, idemstore.FailClosed, false))
 		const body = `{"amount":100,"to":"acc_1"}`
 		unavailable := 0 // 503s the clients saw
 
@@ -106,7 +107,7 @@ func TestEngineStoreOutage(t *testing.T) {
 		for _, key := range []string{"during-1", "during-2", "during-3", "before"} {
 			start := time.Now()
 			a := es.MustPost(t, "/transfers", key, body)
-			if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+			if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, problem.StoreUnavailable, true); err != nil {
 				t.Errorf("%s during the outage: %v", key, err)
 			}
 			unavailable++
@@ -133,7 +134,7 @@ func TestEngineStoreOutage(t *testing.T) {
 				if a.Status == http.StatusCreated && !a.Replayed() {
 					break
 				}
-				if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+				if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, problem.StoreUnavailable, true); err != nil {
 					t.Fatalf("%s after the outage: %v, want a fresh 201 (or 503 while reconnecting)", key, err)
 				}
 				unavailable++

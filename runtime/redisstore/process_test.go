@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 	"github.com/idemgen/idemgen/runtime/storetest/proc"
@@ -72,16 +74,16 @@ func helperCommand(b backend, mode, prefix, arg string) *exec.Cmd {
 	return cmd
 }
 
-func claimFor(key, token string) idem.Claim {
+func claimFor(key, token string) idemstore.Claim {
 	sum := sha256.Sum256([]byte(`{"amount":100}`))
-	return idem.Claim{
-		Identity:      idem.Identity{Tenant: "acme", Scope: "createTransfer", Key: key},
+	return idemstore.Claim{
+		Identity:      idemstore.Identity{Tenant: "acme", Scope: "createTransfer", Key: key},
 		Operation:     "createTransfer",
 		Fingerprint:   sum[:],
 		Token:         token,
 		Lease:         time.Minute,
 		TTL:           time.Hour,
-		OnLeaseExpiry: idem.FailClosed,
+		OnLeaseExpiry: idemstore.FailClosed,
 	}
 }
 
@@ -91,7 +93,7 @@ func helperRace(t *testing.T, s *redisstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc.RaceChild(t, n, func(key, token string) (idem.Result, error) {
+	proc.RaceChild(t, n, func(key, token string) (idemstore.Result, error) {
 		return s.Claim(context.Background(), claimFor(key, token))
 	})
 }
@@ -102,14 +104,14 @@ func helperRace(t *testing.T, s *redisstore.Store) {
 const crashLease = 2 * time.Second
 
 // crashPolicy is the policy both processes of the kill -9 test serve.
-func crashPolicy(mode idem.LeaseExpiry) idem.Policy {
+func crashPolicy(mode idemstore.LeaseExpiry) idem.Policy {
 	return enginetest.EnginePolicy("createTransfer", "/transfers", crashLease, mode, false)
 }
 
 // helperHang serves the engine, sends itself one request whose handler
 // says "ready" and never returns, and waits to be killed.
 func helperHang(t *testing.T, s *redisstore.Store) {
-	mode := idem.LeaseExpiry(os.Getenv(helperArgEnv))
+	mode := idemstore.LeaseExpiry(os.Getenv(helperArgEnv))
 	handler := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		fmt.Println("ready")
 		select {}
@@ -142,7 +144,7 @@ func TestTwoProcessesOneWinnerPerKey(t *testing.T) {
 // outcome-unknown for good.
 func TestKillDuringHandler(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		for _, mode := range []idem.LeaseExpiry{idem.Takeover, idem.FailClosed} {
+		for _, mode := range []idemstore.LeaseExpiry{idemstore.Takeover, idemstore.FailClosed} {
 			t.Run(string(mode), func(t *testing.T) {
 				c := b.open(t)
 				prefix := newPrefix(t, c)
@@ -167,14 +169,14 @@ func TestKillDuringHandler(t *testing.T) {
 				if time.Since(claimed) >= crashLease {
 					t.Fatalf("the child took %v to claim; the lease (%v) is over before the test could meet it", time.Since(claimed), crashLease)
 				}
-				if err := enginetest.CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+				if err := enginetest.CheckProblem(a, http.StatusConflict, problem.InProgress, true); err != nil {
 					t.Errorf("retry within the lease: %v", err)
 				}
 				time.Sleep(time.Until(readyAt.Add(crashLease + 100*time.Millisecond)))
 
 				a = es.MustPost(t, "/transfers", "k-crash", crashBody)
 				switch mode {
-				case idem.Takeover:
+				case idemstore.Takeover:
 					if a.Status != http.StatusCreated || a.Replayed() {
 						t.Fatalf("retry after the lease: %v, want a fresh 201", a)
 					}
@@ -184,9 +186,9 @@ func TestKillDuringHandler(t *testing.T) {
 					if n := es.RunsOf("k-crash"); n != 1 {
 						t.Errorf("handler ran %d times here, want 1", n)
 					}
-				case idem.FailClosed:
+				case idemstore.FailClosed:
 					for i := range 2 {
-						if err := enginetest.CheckProblem(a, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+						if err := enginetest.CheckProblem(a, http.StatusConflict, problem.OutcomeUnknown, false); err != nil {
 							t.Errorf("retry %d after the lease: %v", i, err)
 						}
 						a = es.MustPost(t, "/transfers", "k-crash", crashBody)

@@ -12,13 +12,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
-func newClaim(key string) idem.Claim {
+func newClaim(key string) idemstore.Claim {
 	c := claimFor(key, "tok-"+randomHex(8))
-	c.OnLeaseExpiry = idem.Takeover
+	c.OnLeaseExpiry = idemstore.Takeover
 	return c
 }
 
@@ -31,7 +31,7 @@ func TestBinarySafeRoundTrip(t *testing.T) {
 		ctx := context.Background()
 		c := newClaim("bin")
 		c.Fingerprint = []byte("\x00\xff{}\x00")
-		want := idem.Response{
+		want := idemstore.Response{
 			Status: http.StatusCreated,
 			Header: http.Header{
 				"X-Bytes":      {"a\x00b\xff\xfe\r\nc", ""},
@@ -63,14 +63,14 @@ func TestBinarySafeRoundTrip(t *testing.T) {
 		if _, err := s.Claim(ctx, c2); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Complete(ctx, c2.Identity, c2.Token, idem.Response{Status: 204}); err != nil {
+		if err := s.Complete(ctx, c2.Identity, c2.Token, idemstore.Response{Status: 204}); err != nil {
 			t.Fatal(err)
 		}
 		res, err = s.Claim(ctx, newClaim("no-headers"))
 		if err != nil || res.Existing.Response == nil {
 			t.Fatalf("replay = %+v, %v", res, err)
 		}
-		if diff := cmp.Diff(idem.Response{Status: 204}, *res.Existing.Response); diff != "" {
+		if diff := cmp.Diff(idemstore.Response{Status: 204}, *res.Existing.Response); diff != "" {
 			t.Errorf("replayed response differs (-want +got):\n%s", diff)
 		}
 	})
@@ -84,8 +84,8 @@ func TestKeyNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := make(map[string]idem.Identity)
-	for _, id := range []idem.Identity{
+	seen := make(map[string]idemstore.Identity)
+	for _, id := range []idemstore.Identity{
 		{Tenant: "a", Scope: "bc", Key: "k"},
 		{Tenant: "ab", Scope: "c", Key: "k"},
 		{Tenant: "t", Scope: "", Key: "op{x}"},
@@ -117,7 +117,7 @@ func TestRecordExpiresByItself(t *testing.T) {
 		ctx := context.Background()
 		// PTTL may read up to 1ms above the TTL: the deadline is rounded
 		// up to Redis's millisecond.
-		pttl := func(id idem.Identity) time.Duration {
+		pttl := func(id idemstore.Identity) time.Duration {
 			t.Helper()
 			d, err := c.PTTL(ctx, s.Key(id)).Result()
 			if err != nil {
@@ -134,7 +134,7 @@ func TestRecordExpiresByItself(t *testing.T) {
 		if d := pttl(cl.Identity); d <= time.Hour-5*time.Second || d > time.Hour+time.Millisecond {
 			t.Errorf("PTTL after a claim with a 1h TTL = %v", d)
 		}
-		if err := s.Complete(ctx, cl.Identity, cl.Token, idem.Response{Status: 201}); err != nil {
+		if err := s.Complete(ctx, cl.Identity, cl.Token, idemstore.Response{Status: 201}); err != nil {
 			t.Fatal(err)
 		}
 		if d := pttl(cl.Identity); d <= time.Hour-5*time.Second || d > time.Hour+time.Millisecond {
@@ -162,10 +162,10 @@ func TestRecordExpiresByItself(t *testing.T) {
 		time.Sleep(time.Until(start.Add(900 * time.Millisecond)))
 		if time.Since(start) < 1300*time.Millisecond {
 			res, err := s.Claim(ctx, newClaim("moved"))
-			if err != nil || res.Won || res.Existing.State != idem.StateInFlight {
+			if err != nil || res.Won || res.Existing.State != idemstore.StateInFlight {
 				t.Errorf("claim within the moved lease = %+v, %v; want lost in flight", res, err)
 			}
-			if err := s.Complete(ctx, second.Identity, second.Token, idem.Response{Status: 201}); err != nil {
+			if err := s.Complete(ctx, second.Identity, second.Token, idemstore.Response{Status: 201}); err != nil {
 				t.Errorf("holder's Complete within its lease: %v", err)
 			}
 		}
@@ -211,10 +211,10 @@ func TestRetriedScriptsAnswerAsTheFirstRun(t *testing.T) {
 		if err != nil || !res.Won {
 			t.Fatalf("retried Claim = %+v, %v; want won", res, err)
 		}
-		if err := s.Complete(ctx, cl.Identity, cl.Token, idem.Response{Status: 201, Body: []byte("x")}); err != nil {
+		if err := s.Complete(ctx, cl.Identity, cl.Token, idemstore.Response{Status: 201, Body: []byte("x")}); err != nil {
 			t.Fatalf("retried Complete: %v", err)
 		}
-		if err := s.Complete(ctx, cl.Identity, cl.Token, idem.Response{Status: 201}); !errors.Is(err, idem.ErrFenced) {
+		if err := s.Complete(ctx, cl.Identity, cl.Token, idemstore.Response{Status: 201}); !errors.Is(err, idemstore.ErrFenced) {
 			t.Errorf("second Complete: %v, want ErrFenced", err)
 		}
 		if res, err := s.Claim(ctx, newClaim("retried")); err != nil || res.Existing.Response == nil || string(res.Existing.Response.Body) != "x" {
@@ -225,10 +225,10 @@ func TestRetriedScriptsAnswerAsTheFirstRun(t *testing.T) {
 		if res, err := s.Claim(ctx, ab); err != nil || !res.Won {
 			t.Fatalf("Claim = %+v, %v", res, err)
 		}
-		if err := s.Abandon(ctx, ab.Identity, ab.Token, idem.FailClosed); err != nil {
+		if err := s.Abandon(ctx, ab.Identity, ab.Token, idemstore.FailClosed); err != nil {
 			t.Fatalf("retried Abandon(fail-closed): %v", err)
 		}
-		if err := s.Abandon(ctx, ab.Identity, ab.Token, idem.FailClosed); !errors.Is(err, idem.ErrFenced) {
+		if err := s.Abandon(ctx, ab.Identity, ab.Token, idemstore.FailClosed); !errors.Is(err, idemstore.ErrFenced) {
 			t.Errorf("second Abandon: %v, want ErrFenced", err)
 		}
 	})

@@ -9,7 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
@@ -52,9 +53,9 @@ func TestWaitWithoutReplicasFailsClosed(t *testing.T) {
 		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 		})
-		es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
+		es := enginetest.ServeEngine(t, s, handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idemstore.FailClosed, false))
 		a := es.MustPost(t, "/transfers", "via-engine", `{"amount":1}`)
-		if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+		if err := enginetest.CheckProblem(a, http.StatusServiceUnavailable, problem.StoreUnavailable, true); err != nil {
 			t.Error(err)
 		}
 		if n := es.RunsOf("via-engine"); n != 0 {
@@ -66,7 +67,7 @@ func TestWaitWithoutReplicasFailsClosed(t *testing.T) {
 // prefixOf recovers the prefix a store was made with from a key name.
 func prefixOf(t *testing.T, s *redisstore.Store) string {
 	t.Helper()
-	k := s.Key(idem.Identity{})
+	k := s.Key(idemstore.Identity{})
 	return k[:len(k)-len("{")-64-len("}")]
 }
 

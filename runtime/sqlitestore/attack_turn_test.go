@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/templates"
 )
@@ -88,7 +89,7 @@ func TestAttackTurnHandlerCallsItsOwnStore(t *testing.T) {
 			}
 			return err
 		},
-		"Complete": func() error { return s.Complete(ctx, other.Identity, other.Token, idem.Response{Status: 201}) },
+		"Complete": func() error { return s.Complete(ctx, other.Identity, other.Token, idemstore.Response{Status: 201}) },
 		"Release":  func() error { return s.Release(ctx, other.Identity, other.Token) },
 	}
 	for name, call := range calls {
@@ -102,17 +103,17 @@ func TestAttackTurnHandlerCallsItsOwnStore(t *testing.T) {
 	}
 	if err := bounded(t, "a claim of the held key", limit, func() error {
 		res, err := s.Claim(ctx, held)
-		if err == nil && (res.Won || res.Existing.State != idem.StateInFlight) {
+		if err == nil && (res.Won || res.Existing.State != idemstore.StateInFlight) {
 			return fmt.Errorf("claim of the held key: %+v, want it lost, in flight", res)
 		}
 		return err
 	}); err != nil {
 		t.Error(err)
 	}
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatalf("Commit after the calls: %v", err)
 	}
-	if err := s.Complete(ctx, other.Identity, other.Token, idem.Response{Status: 201}); err != nil {
+	if err := s.Complete(ctx, other.Identity, other.Token, idemstore.Response{Status: 201}); err != nil {
 		t.Errorf("Complete of other after the commit: %v", err)
 	}
 	if res, err := s.Claim(ctx, testClaim("new")); err != nil || !res.Won {
@@ -179,24 +180,26 @@ func TestAttackTurnTwoStoresOnOneFile(t *testing.T) {
 				}
 				return err
 			},
-			"Complete": func() error { return other.Complete(ctx, pending.Identity, pending.Token, idem.Response{Status: 201}) },
+			"Complete": func() error {
+				return other.Complete(ctx, pending.Identity, pending.Token, idemstore.Response{Status: 201})
+			},
 		}
 		for name, call := range calls {
 			if err := bounded(t, name+" of the other store", limit, call); err == nil {
 				t.Errorf("round %d: %s of the other store succeeded while the write lock was held", round, name)
 			}
 		}
-		if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+		if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 			t.Fatalf("round %d: Commit: %v", round, err)
 		}
-		if err := other.Complete(ctx, pending.Identity, pending.Token, idem.Response{Status: 201}); err != nil {
+		if err := other.Complete(ctx, pending.Identity, pending.Token, idemstore.Response{Status: 201}); err != nil {
 			t.Errorf("round %d: Complete after the commit: %v", round, err)
 		}
 		res, tx2, err := other.ClaimTx(ctx, testClaim(fmt.Sprint("newtx-", round)))
 		if err != nil || !res.Won {
 			t.Fatalf("round %d: ClaimTx after the commit = won %v, %v; want won", round, res.Won, err)
 		}
-		if err := tx2.Commit(ctx, idem.Response{Status: 201}); err != nil {
+		if err := tx2.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 			t.Errorf("round %d: Commit of the other store: %v", round, err)
 		}
 	}
@@ -240,7 +243,7 @@ func TestAttackTurnTwoStoresRaceTheSameKeys(t *testing.T) {
 						t.Errorf("write: %v", err)
 					}
 					time.Sleep(time.Millisecond)
-					if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+					if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 						t.Errorf("Commit: %v", err)
 						continue
 					}

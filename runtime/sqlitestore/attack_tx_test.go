@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -42,7 +43,7 @@ func attackEngineTenant(t *testing.T, s *sqlitestore.Store, lease time.Duration,
 		Store: s,
 		Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
 			p.Required, p.TTL, p.Lease = false, time.Hour, lease
-			p.OnLeaseExpiry, p.Transactional = idem.Takeover, true
+			p.OnLeaseExpiry, p.Transactional = idemstore.Takeover, true
 		})},
 		Tenant: tenant,
 	})
@@ -314,7 +315,7 @@ COMMIT`)
 	if took := time.Since(start); took <= lease {
 		t.Skipf("the slow query took %v, within the %v lease", took, lease)
 	}
-	if err := tx.Commit(ctx, idem.Response{}); err == nil {
+	if err := tx.Commit(ctx, idemstore.Response{}); err == nil {
 		t.Fatal("Commit after the lease succeeded")
 	}
 	if n := countMarker(t, s, "late"); n != 0 {
@@ -392,7 +393,7 @@ INSERT INTO effects (marker) VALUES ('escaped')`)
 	if took := time.Since(start); took <= lease {
 		t.Skipf("the slow query took %v, within the %v lease", took, lease)
 	}
-	_ = tx.Commit(ctx, idem.Response{})
+	_ = tx.Commit(ctx, idemstore.Response{})
 	if n := countMarker(t, s, "escaped"); n != 0 {
 		t.Fatalf("effects after the lease = %d, want 0: a write after the handler's ROLLBACK got through", n)
 	}
@@ -401,7 +402,7 @@ INSERT INTO effects (marker) VALUES ('escaped')`)
 // beginWithEffects makes sure s has the effects table and begins a keyless
 // transaction of the given lease; it returns the transaction and the
 // handler's view of it.
-func beginWithEffects(t *testing.T, s *sqlitestore.Store, lease time.Duration) (idem.Tx, *sqlitestore.Tx) {
+func beginWithEffects(t *testing.T, s *sqlitestore.Store, lease time.Duration) (idemstore.Tx, *sqlitestore.Tx) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE IF NOT EXISTS effects (marker TEXT NOT NULL)`); err != nil {

@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
-func benchClaim(key, token string) idem.Claim {
-	return idem.Claim{
-		Identity:      idem.Identity{Tenant: "t", Scope: "createTransfer", Key: key},
+func benchClaim(key, token string) idemstore.Claim {
+	return idemstore.Claim{
+		Identity:      idemstore.Identity{Tenant: "t", Scope: "createTransfer", Key: key},
 		Operation:     "createTransfer",
 		Fingerprint:   make([]byte, 32),
 		Token:         token,
 		Lease:         time.Minute,
 		TTL:           time.Hour,
-		OnLeaseExpiry: idem.Takeover,
+		OnLeaseExpiry: idemstore.Takeover,
 	}
 }
 
@@ -33,7 +33,7 @@ func parallelism() int {
 func BenchmarkNewKey(b *testing.B) {
 	s := openStore(b)
 	ctx := context.Background()
-	resp := idem.Response{Status: 201, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"tr_1"}`)}
+	resp := idemstore.Response{Status: 201, Header: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"tr_1"}`)}
 	var n atomic.Int64
 	b.SetParallelism(parallelism())
 	b.ResetTimer()
@@ -66,7 +66,7 @@ func BenchmarkReplay(b *testing.B) {
 		if _, err := s.Claim(ctx, c); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Complete(ctx, c.Identity, c.Token, idem.Response{Status: 201, Body: []byte(`{"id":"tr_1"}`)}); err != nil {
+		if err := s.Complete(ctx, c.Identity, c.Token, idemstore.Response{Status: 201, Body: []byte(`{"id":"tr_1"}`)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -77,7 +77,7 @@ func BenchmarkReplay(b *testing.B) {
 		for pb.Next() {
 			i := n.Add(1)
 			res, err := s.Claim(ctx, benchClaim(fmt.Sprintf("k%d", i%keys), "other"))
-			if err != nil || res.Won || res.Existing.State != idem.StateCompleted {
+			if err != nil || res.Won || res.Existing.State != idemstore.StateCompleted {
 				b.Errorf("replay: %+v, %v", res, err)
 				return
 			}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
@@ -25,7 +25,7 @@ func TestEngineConcurrentDuplicates(t *testing.T) {
 		time.Sleep(3 * time.Millisecond)
 		enginetest.Created(w, r.Header.Get("Idempotency-Key"))
 	})
-	es := enginetest.ServeEngine(t, openStore(t), handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false))
+	es := enginetest.ServeEngine(t, openStore(t), handler, enginetest.EnginePolicy("createTransfer", "/transfers", time.Minute, idemstore.FailClosed, false))
 	enginetest.DuplicateStorm(t, es, 64, 200)
 }
 

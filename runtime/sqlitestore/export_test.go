@@ -3,13 +3,13 @@ package sqlitestore
 import (
 	"fmt"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // CrashTx ends a handler's transaction as the death of its process would:
 // SQLite rolls back the open transaction of a connection that goes away,
 // and nothing releases the claim. Tests only.
-func CrashTx(tx idem.Tx) error {
+func CrashTx(tx idemstore.Tx) error {
 	t, ok := tx.(*storeTx)
 	if !ok {
 		return fmt.Errorf("sqlitestore: CrashTx: %T is not this store's transaction", tx)

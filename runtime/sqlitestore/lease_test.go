@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -40,7 +40,7 @@ func TestStatementPastTheLeaseIsInterrupted(t *testing.T) {
 	case <-time.After(lease + 5*time.Second):
 		t.Fatalf("the statement still runs %v past its transaction's lease", 5*time.Second)
 	}
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err == nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err == nil {
 		t.Error("Commit of a transaction past its lease succeeded")
 	}
 	other, err := s.Begin(ctx, time.Minute)
@@ -50,7 +50,7 @@ func TestStatementPastTheLeaseIsInterrupted(t *testing.T) {
 	if _, err := other.Driver().(*sqlitestore.Tx).ExecContext(ctx, `INSERT INTO effects (marker) VALUES ('after')`); err != nil {
 		t.Fatalf("write after the interrupted statement: %v", err)
 	}
-	if err := other.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := other.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatalf("Commit after the interrupted statement: %v", err)
 	}
 	if n := countMarker(t, s, "hung"); n != 0 {

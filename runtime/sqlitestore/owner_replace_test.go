@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -46,9 +46,9 @@ func TestReplacedLockFileEndsNoLiveClaim(t *testing.T) {
 			path := newOwnerDB(t)
 			live := openOwner(t, path)
 			ctx := context.Background()
-			for _, c := range []idem.Claim{
-				ownerClaim("k-tx", "tok-live-tx", idem.Takeover),
-				ownerClaim("k-closed", "tok-live-closed", idem.FailClosed),
+			for _, c := range []idemstore.Claim{
+				ownerClaim("k-tx", "tok-live-tx", idemstore.Takeover),
+				ownerClaim("k-closed", "tok-live-closed", idemstore.FailClosed),
 			} {
 				if res, err := live.Claim(ctx, c); err != nil || !res.Won {
 					t.Fatalf("Claim %s = %+v, %v", c.Key, res, err)
@@ -103,7 +103,7 @@ func TestEveryNameOfTheDatabaseMeetsOneLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := openOwner(t, path)
-	if res, err := live.Claim(context.Background(), ownerClaim("k-tx", "tok-live", idem.Takeover)); err != nil || !res.Won {
+	if res, err := live.Claim(context.Background(), ownerClaim("k-tx", "tok-live", idemstore.Takeover)); err != nil || !res.Won {
 		t.Fatalf("Claim = %+v, %v", res, err)
 	}
 	for _, name := range []string{hard, soft, "file:" + dir + "//./idem.db?cache=private"} {
@@ -111,7 +111,7 @@ func TestEveryNameOfTheDatabaseMeetsOneLock(t *testing.T) {
 		if n := s.EndedLeases(); n != 0 {
 			t.Errorf("a store opened as %s beside a live one ended %d leases", name, n)
 		}
-		res, err := s.Claim(context.Background(), ownerClaim("k-tx", "tok-retry", idem.Takeover))
+		res, err := s.Claim(context.Background(), ownerClaim("k-tx", "tok-retry", idemstore.Takeover))
 		if res.Won || (err != nil && name != hard) {
 			t.Errorf("opened as %s: retry = %+v, %v; want lost to the live claim", name, res, err)
 		}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest/proc"
 )
@@ -35,9 +35,9 @@ const (
 
 // ownerClaim is the claim of one request on key: the same request every
 // time it is made, whichever process makes it.
-func ownerClaim(key, token string, mode idem.LeaseExpiry) idem.Claim {
-	return idem.Claim{
-		Identity:      idem.Identity{Tenant: "t", Scope: "createTransfer", Key: key},
+func ownerClaim(key, token string, mode idemstore.LeaseExpiry) idemstore.Claim {
+	return idemstore.Claim{
+		Identity:      idemstore.Identity{Tenant: "t", Scope: "createTransfer", Key: key},
 		Operation:     "createTransfer",
 		Fingerprint:   make([]byte, 32),
 		Token:         token,
@@ -78,13 +78,13 @@ func TestOwnerHelperProcess(t *testing.T) {
 // so and waits to be killed.
 func helperClaimAndHang(t *testing.T, s *sqlitestore.Store, withTx bool) {
 	ctx := context.Background()
-	res, err := s.Claim(ctx, ownerClaim("k-closed", "tok-child-closed", idem.FailClosed))
+	res, err := s.Claim(ctx, ownerClaim("k-closed", "tok-child-closed", idemstore.FailClosed))
 	if err != nil || !res.Won {
 		t.Fatalf("child Claim = %+v, %v", res, err)
 	}
-	claim := ownerClaim("k-tx", "tok-child-tx", idem.Takeover)
+	claim := ownerClaim("k-tx", "tok-child-tx", idemstore.Takeover)
 	if withTx {
-		var tx idem.Tx
+		var tx idemstore.Tx
 		res, tx, err = s.ClaimTx(ctx, claim)
 		if tx == nil {
 			err = fmt.Errorf("no transaction: %w", err)
@@ -160,12 +160,12 @@ func openOwner(t *testing.T, path string) *sqlitestore.Store {
 // keys with most of their lease left: a retry of each loses.
 func claimsStandInFlight(t *testing.T, s *sqlitestore.Store, when string) {
 	t.Helper()
-	for _, c := range []idem.Claim{
-		ownerClaim("k-tx", "tok-retry-tx", idem.Takeover),
-		ownerClaim("k-closed", "tok-retry-closed", idem.FailClosed),
+	for _, c := range []idemstore.Claim{
+		ownerClaim("k-tx", "tok-retry-tx", idemstore.Takeover),
+		ownerClaim("k-closed", "tok-retry-closed", idemstore.FailClosed),
 	} {
 		res, err := s.Claim(context.Background(), c)
-		if err != nil || res.Won || res.Existing.State != idem.StateInFlight || res.Existing.LeaseRemaining < ownerLease/2 {
+		if err != nil || res.Won || res.Existing.State != idemstore.StateInFlight || res.Existing.LeaseRemaining < ownerLease/2 {
 			t.Errorf("%s: retry of %s = %+v, %v; want lost, in flight with its lease running", when, c.Key, res, err)
 		}
 	}
@@ -181,12 +181,12 @@ func claimsEndedAtOnce(t *testing.T, s *sqlitestore.Store, since time.Time) {
 	if n := s.EndedLeases(); n != 2 {
 		t.Errorf("EndedLeases = %d, want 2", n)
 	}
-	res, err := s.Claim(ctx, ownerClaim("k-tx", "tok-retry-tx", idem.Takeover))
+	res, err := s.Claim(ctx, ownerClaim("k-tx", "tok-retry-tx", idemstore.Takeover))
 	if err != nil || !res.Won || !res.TookOver {
 		t.Errorf("retry of k-tx = %+v, %v; want it taken over", res, err)
 	}
-	res, err = s.Claim(ctx, ownerClaim("k-closed", "tok-retry-closed", idem.FailClosed))
-	if err != nil || res.Won || res.Existing.State != idem.StateIndeterminate {
+	res, err = s.Claim(ctx, ownerClaim("k-closed", "tok-retry-closed", idemstore.FailClosed))
+	if err != nil || res.Won || res.Existing.State != idemstore.StateIndeterminate {
 		t.Errorf("retry of k-closed = %+v, %v; want it indeterminate", res, err)
 	}
 	if d := time.Since(since); d > ownerLease/2 {
@@ -360,13 +360,13 @@ func churnRound(path, id string) (int, error) {
 	}
 	defer s.Close()
 	key := "k-" + id
-	if res, err := s.Claim(ctx, ownerClaim(key, "tok-"+id, idem.Takeover)); err != nil || !res.Won {
+	if res, err := s.Claim(ctx, ownerClaim(key, "tok-"+id, idemstore.Takeover)); err != nil || !res.Won {
 		return 0, fmt.Errorf("claim %s = %+v, %v", key, res, err)
 	}
 	time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 	// The same request again: it must lose to the live claim. Had another
 	// store ended the lease, it would take the key over.
-	res, err := s.Claim(ctx, ownerClaim(key, "tok-again-"+id, idem.Takeover))
+	res, err := s.Claim(ctx, ownerClaim(key, "tok-again-"+id, idemstore.Takeover))
 	if err != nil || res.Won || res.Existing.LeaseRemaining < ownerLease/2 {
 		return 0, fmt.Errorf("the claim on %s, its store still open: a second claim got %+v, %v; want lost to a running lease", key, res, err)
 	}
@@ -413,8 +413,8 @@ func TestOpenWaitsForTheStarter(t *testing.T) {
 	if n := s.EndedLeases(); n != 0 {
 		t.Errorf("a store refused the exclusive lock ended %d leases", n)
 	}
-	res, err := s.Claim(context.Background(), ownerClaim("k-left", "tok-retry", idem.Takeover))
-	if err != nil || res.Won || res.Existing.State != idem.StateInFlight {
+	res, err := s.Claim(context.Background(), ownerClaim("k-left", "tok-retry", idemstore.Takeover))
+	if err != nil || res.Won || res.Existing.State != idemstore.StateInFlight {
 		t.Errorf("retry of k-left = %+v, %v; want it still in flight", res, err)
 	}
 }
@@ -489,7 +489,7 @@ func holdWriteLock(t *testing.T, path string) func() {
 func leaveClaim(t *testing.T, path, key string) {
 	t.Helper()
 	left := openOwner(t, path)
-	if res, err := left.Claim(context.Background(), ownerClaim(key, "tok-left", idem.Takeover)); err != nil || !res.Won {
+	if res, err := left.Claim(context.Background(), ownerClaim(key, "tok-left", idemstore.Takeover)); err != nil || !res.Won {
 		t.Fatalf("Claim = %+v, %v", res, err)
 	}
 	if err := left.Close(); err != nil {

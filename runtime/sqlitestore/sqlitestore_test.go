@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 	"github.com/idemgen/idemgen/templates"
@@ -116,19 +116,19 @@ func TestStoreErrorsAreReported(t *testing.T) {
 	if _, err := s.DB().ExecContext(ctx, `DROP TABLE idempotency_keys`); err != nil {
 		t.Fatal(err)
 	}
-	c := idem.Claim{
-		Identity:      idem.Identity{Tenant: "t", Scope: "op", Key: "k"},
+	c := idemstore.Claim{
+		Identity:      idemstore.Identity{Tenant: "t", Scope: "op", Key: "k"},
 		Operation:     "op",
 		Fingerprint:   []byte{1},
 		Token:         "tok",
 		Lease:         1e9,
 		TTL:           1e12,
-		OnLeaseExpiry: idem.Takeover,
+		OnLeaseExpiry: idemstore.Takeover,
 	}
 	if _, err := s.Claim(ctx, c); err == nil {
 		t.Error("Claim without a table succeeded")
 	}
-	if err := s.Complete(ctx, c.Identity, c.Token, idem.Response{Status: 200}); err == nil || errors.Is(err, idem.ErrFenced) {
+	if err := s.Complete(ctx, c.Identity, c.Token, idemstore.Response{Status: 200}); err == nil || errors.Is(err, idemstore.ErrFenced) {
 		t.Errorf("Complete without a table = %v, want a store error that is not ErrFenced", err)
 	}
 }
@@ -155,11 +155,11 @@ func TestCompletionsOutwaitASlowTransaction(t *testing.T) {
 	for i := range keys {
 		go func() {
 			c := claim(fmt.Sprint(i))
-			errs <- s.Complete(ctx, c.Identity, c.Token, idem.Response{Status: 201})
+			errs <- s.Complete(ctx, c.Identity, c.Token, idemstore.Response{Status: 201})
 		}()
 	}
 	time.Sleep(1500 * time.Millisecond) // the slow handler, holding the lock
-	if err := tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatalf("slow Commit: %v", err)
 	}
 	for range keys {
@@ -169,7 +169,7 @@ func TestCompletionsOutwaitASlowTransaction(t *testing.T) {
 	}
 	for i := range keys {
 		res, err := s.Claim(ctx, claim(fmt.Sprint(i)))
-		if err != nil || res.Won || res.Existing.State != idem.StateCompleted {
+		if err != nil || res.Won || res.Existing.State != idemstore.StateCompleted {
 			t.Errorf("key %d after its completion: %+v, %v; want completed", i, res, err)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
@@ -49,7 +49,7 @@ func openTarget(t *testing.T, clock *storetest.Clock) storetest.Instance {
 			err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE marker = ?`, marker).Scan(&n)
 			return n, err
 		},
-		Crash: func(_ context.Context, tx idem.Tx) error { return sqlitestore.CrashTx(tx) },
+		Crash: func(_ context.Context, tx idemstore.Tx) error { return sqlitestore.CrashTx(tx) },
 		Dump:  func(t *testing.T) []byte { return dumpKeys(t, s) },
 	}
 }

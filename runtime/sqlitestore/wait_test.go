@@ -53,15 +53,15 @@ func holdLock(t *testing.T, s *sqlitestore.Store) (unlock func()) {
 }
 
 // testClaim is a claim of key with a one-minute lease.
-func testClaim(key string) idem.Claim {
-	return idem.Claim{
-		Identity:      idem.Identity{Tenant: "t", Scope: "op", Key: key},
+func testClaim(key string) idemstore.Claim {
+	return idemstore.Claim{
+		Identity:      idemstore.Identity{Tenant: "t", Scope: "op", Key: key},
 		Operation:     "op",
 		Fingerprint:   []byte{1},
 		Token:         "tok-" + key,
 		Lease:         time.Minute,
 		TTL:           time.Hour,
-		OnLeaseExpiry: idem.Takeover,
+		OnLeaseExpiry: idemstore.Takeover,
 	}
 }
 
@@ -81,11 +81,11 @@ func rows(t *testing.T, s *sqlitestore.Store, key string) int {
 // transactional handler, and whether the claim waits for SQLite's lock or
 // for this process's turn behind another claim that waits for it.
 func TestClaimStopsWaitingWhenItsWaitEnds(t *testing.T) {
-	plain := func(s *sqlitestore.Store, ctx context.Context, c idem.Claim) error {
+	plain := func(s *sqlitestore.Store, ctx context.Context, c idemstore.Claim) error {
 		_, err := s.Claim(ctx, c)
 		return err
 	}
-	tx := func(s *sqlitestore.Store, ctx context.Context, c idem.Claim) error {
+	tx := func(s *sqlitestore.Store, ctx context.Context, c idemstore.Claim) error {
 		_, tx, err := s.ClaimTx(ctx, c)
 		if tx != nil {
 			_ = tx.Release(context.Background())
@@ -99,11 +99,11 @@ func TestClaimStopsWaitingWhenItsWaitEnds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return func() { _ = held.Commit(context.Background(), idem.Response{Status: 201}) }
+			return func() { _ = held.Commit(context.Background(), idemstore.Response{Status: 201}) }
 		},
 	}
 	for holder, hold := range holders {
-		for name, claim := range map[string]func(*sqlitestore.Store, context.Context, idem.Claim) error{"Claim": plain, "ClaimTx": tx} {
+		for name, claim := range map[string]func(*sqlitestore.Store, context.Context, idemstore.Claim) error{"Claim": plain, "ClaimTx": tx} {
 			t.Run(name+" behind "+holder, func(t *testing.T) {
 				t.Parallel()
 				s := openStore(t)
@@ -274,7 +274,7 @@ func TestHandlerTransactionHandsTheTurnToTheLongestWaitingKey(t *testing.T) {
 	claimsWait(t, s, 1)
 	go claim("old")
 	claimsWait(t, s, 2)
-	if err := holder.Commit(ctx, idem.Response{Status: 201}); err != nil {
+	if err := holder.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"old", "young"} {
@@ -286,7 +286,7 @@ func TestHandlerTransactionHandsTheTurnToTheLongestWaitingKey(t *testing.T) {
 			t.Errorf("the lock went to %q, want %q", w.key, want)
 		}
 		if w.tx != nil {
-			if err := w.tx.Commit(ctx, idem.Response{Status: 201}); err != nil {
+			if err := w.tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 				t.Error(err)
 			}
 		}
@@ -321,7 +321,7 @@ func TestHungHandlerTransactionPassesTheTurnWhenItsLeaseEnds(t *testing.T) {
 	if res, err := s.Claim(ctx, testClaim("next")); err != nil || !res.Won {
 		t.Fatalf("the claim behind a hung handler = won %v, %v; want won", res.Won, err)
 	}
-	if err := hung.Commit(ctx, idem.Response{Status: 201}); !errors.Is(err, idemstore.ErrFenced) {
+	if err := hung.Commit(ctx, idemstore.Response{Status: 201}); !errors.Is(err, idemstore.ErrFenced) {
 		t.Errorf("the hung handler's commit = %v, want idemstore.ErrFenced", err)
 	}
 }

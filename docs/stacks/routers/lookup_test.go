@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -23,7 +24,7 @@ func policy(id, path string, params ...string) idem.Policy {
 		OperationID: id, Method: http.MethodPost, Path: path, Scope: idem.ScopeOperation,
 		Key:          idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
 		KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
-		MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idem.FailClosed,
+		MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idemstore.FailClosed,
 	}
 }
 

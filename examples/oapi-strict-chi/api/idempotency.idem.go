@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -39,7 +40,7 @@ func CreateOrderPolicy() idem.Policy {
 		Lease:             15 * time.Second,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.Takeover,
+		OnLeaseExpiry:     idemstore.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",
@@ -67,7 +68,7 @@ func AddNotePolicy() idem.Policy {
 		Lease:             time.Minute,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -45,7 +46,7 @@ func CreateAccountPolicy() idem.Policy {
 		Lease:             30 * time.Second,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",
@@ -69,7 +70,7 @@ func CreatePetPolicy() idem.Policy {
 		Lease:             30 * time.Second,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",
@@ -94,7 +95,7 @@ func CreateAdoptionPolicy() idem.Policy {
 		Lease:             30 * time.Second,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.Takeover,
+		OnLeaseExpiry:     idemstore.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",
@@ -119,7 +120,7 @@ func CreateTransferPolicy() idem.Policy {
 		Lease:             15 * time.Second,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.Takeover,
+		OnLeaseExpiry:     idemstore.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",

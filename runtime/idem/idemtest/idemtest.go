@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/key"
 )
 
@@ -29,7 +30,7 @@ func Policy(id, path string, adjust ...func(*idem.Policy)) idem.Policy {
 		TTL:              24 * time.Hour,
 		Lease:            time.Minute,
 		MaxSnapshotBytes: 1 << 10,
-		OnLeaseExpiry:    idem.FailClosed,
+		OnLeaseExpiry:    idemstore.FailClosed,
 	}
 	for _, f := range adjust {
 		f(&p)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
@@ -25,7 +26,7 @@ type Outbox interface {
 
 // Instance is one fresh database with a store and an outbox on it.
 type Instance struct {
-	Store  idem.Store
+	Store  idemstore.Store
 	Outbox Outbox
 	// Write makes one business write recording marker in the
 	// transaction of the request of ctx.
@@ -64,8 +65,8 @@ const (
 // policies are a transactional operation and one that is not.
 func policies(lease time.Duration) []idem.Policy {
 	return []idem.Policy{
-		enginetest.EnginePolicy("createOrder", txPath, lease, idem.Takeover, true),
-		enginetest.EnginePolicy("createLooseOrder", loosePath, lease, idem.Takeover, false),
+		enginetest.EnginePolicy("createOrder", txPath, lease, idemstore.Takeover, true),
+		enginetest.EnginePolicy("createLooseOrder", loosePath, lease, idemstore.Takeover, false),
 	}
 }
 

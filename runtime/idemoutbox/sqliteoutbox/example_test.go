@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemoutbox"
 	"github.com/idemgen/idemgen/runtime/idemoutbox/sqliteoutbox"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -61,7 +62,7 @@ func Example() {
 	engine, err := idem.New(idem.Config{
 		Store: store,
 		Policies: []idem.Policy{idemtest.Policy("createOrder", "/orders", func(p *idem.Policy) {
-			p.Transactional, p.OnLeaseExpiry = true, idem.Takeover
+			p.Transactional, p.OnLeaseExpiry = true, idemstore.Takeover
 		})},
 		Tenant: func(*http.Request) (string, bool) { return "shop", true },
 	})

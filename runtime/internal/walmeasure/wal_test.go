@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 )
@@ -54,7 +54,7 @@ func BenchmarkWAL(b *testing.B) {
 				if err != nil || !res.Won {
 					b.Fatalf("claim %s: %+v %v", k, res, err)
 				}
-				if err := tx.Commit(ctx, idem.Response{Status: 201, Header: walHeader, Body: walBody}); err != nil {
+				if err := tx.Commit(ctx, idemstore.Response{Status: 201, Header: walHeader, Body: walBody}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -144,21 +144,21 @@ func writeKey(b *testing.B, s *pgstore.Store, k string, ttl time.Duration) {
 	if err != nil || !res.Won {
 		b.Fatalf("claim %s: %+v %v", k, res, err)
 	}
-	if err := s.Complete(ctx, c.Identity, c.Token, idem.Response{Status: 201, Header: walHeader, Body: walBody}); err != nil {
+	if err := s.Complete(ctx, c.Identity, c.Token, idemstore.Response{Status: 201, Header: walHeader, Body: walBody}); err != nil {
 		b.Fatal(err)
 	}
 }
 
-func claim(key string, ttl time.Duration) idem.Claim {
+func claim(key string, ttl time.Duration) idemstore.Claim {
 	fp := sha256.Sum256([]byte(key))
-	return idem.Claim{
-		Identity:      idem.Identity{Tenant: "tenant-042", Scope: "createTransfer", Key: key},
+	return idemstore.Claim{
+		Identity:      idemstore.Identity{Tenant: "tenant-042", Scope: "createTransfer", Key: key},
 		Operation:     "createTransfer",
 		Fingerprint:   fp[:],
 		Token:         "tok-" + key,
 		Lease:         min(ttl, 30*time.Second),
 		TTL:           ttl,
-		OnLeaseExpiry: idem.FailClosed,
+		OnLeaseExpiry: idemstore.FailClosed,
 	}
 }
 

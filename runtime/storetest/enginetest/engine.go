@@ -24,12 +24,14 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // EnginePolicy returns a POST policy on path, scoped to the operation, with
 // a required Idempotency-Key header, a whole-body fingerprint and a TTL of
 // an hour.
-func EnginePolicy(id, path string, lease time.Duration, mode idem.LeaseExpiry, transactional bool) idem.Policy {
+func EnginePolicy(id, path string, lease time.Duration, mode idemstore.LeaseExpiry, transactional bool) idem.Policy {
 	return idemtest.Policy(id, path, func(p *idem.Policy) {
 		p.TTL, p.Lease, p.MaxSnapshotBytes = time.Hour, lease, 64<<10
 		p.OnLeaseExpiry, p.Transactional = mode, transactional
@@ -51,7 +53,7 @@ type EngineServer struct {
 
 // ServeEngine builds an engine over store with policies and a tenant that is
 // always "acme", and serves it with handler behind it until the test ends.
-func ServeEngine(t *testing.T, store idem.Store, handler http.Handler, policies ...idem.Policy) *EngineServer {
+func ServeEngine(t *testing.T, store idemstore.Store, handler http.Handler, policies ...idem.Policy) *EngineServer {
 	t.Helper()
 	es := &EngineServer{runs: make(map[string]int), outcomes: make(map[idem.Outcome]int)}
 	engine, err := idem.New(idem.Config{
@@ -193,7 +195,7 @@ func problemName(a Answer) (string, error) {
 }
 
 // CheckProblem returns an error unless a is a complete problem+json answer
-// with status whose type ends in name (one of the idem.Problem constants).
+// with status whose type ends in name (one of the names of runtime/problem).
 // When retryAfter is set the answer must carry a Retry-After of 1 or 2
 // seconds; when it is not, no Retry-After at all.
 func CheckProblem(a Answer, status int, name string, retryAfter bool) error {
@@ -323,7 +325,7 @@ func DuplicateStorm(t *testing.T, es *EngineServer, goroutines, keys int) {
 			switch {
 			case &answers[k][i] == orig:
 			case a.Status == http.StatusConflict:
-				if err := CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+				if err := CheckProblem(a, http.StatusConflict, problem.InProgress, true); err != nil {
 					bad++
 					t.Errorf("%s: %v", key, err)
 				}
@@ -385,13 +387,13 @@ func LostCompletion(t *testing.T, es *EngineServer, key, body string, claimed ti
 		a := es.MustPost(t, "/transfers", key, body)
 		switch a.Status {
 		case http.StatusServiceUnavailable:
-			if err := CheckProblem(a, http.StatusServiceUnavailable, idem.ProblemStoreUnavailable, true); err != nil {
+			if err := CheckProblem(a, http.StatusServiceUnavailable, problem.StoreUnavailable, true); err != nil {
 				t.Fatal(err)
 			}
 			unavailable++
 			time.Sleep(50 * time.Millisecond)
 		default:
-			if err := CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+			if err := CheckProblem(a, http.StatusConflict, problem.InProgress, true); err != nil {
 				t.Fatalf("retry during the lease: %v", err)
 			}
 			inFlight = true
@@ -403,7 +405,7 @@ func LostCompletion(t *testing.T, es *EngineServer, key, body string, claimed ti
 	time.Sleep(time.Until(claimed.Add(lease + 200*time.Millisecond)))
 	for range 2 {
 		a := es.MustPost(t, "/transfers", key, body)
-		if err := CheckProblem(a, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+		if err := CheckProblem(a, http.StatusConflict, problem.OutcomeUnknown, false); err != nil {
 			t.Errorf("retry after the lease: %v", err)
 		}
 	}

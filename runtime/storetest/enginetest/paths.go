@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // RequestPath is one path a request takes through the engine, for a
@@ -30,7 +31,7 @@ type RequestPath struct {
 // sends a new key and a replay through each so that what a store does once
 // (preparing statements, opening connections) is done, and returns the
 // paths a request can take.
-func RequestPaths[Tx any](t *testing.T, store idem.Transactor, write func(ctx context.Context, tx Tx, marker string) error) []RequestPath {
+func RequestPaths[Tx any](t *testing.T, store idemstore.Transactor, write func(ctx context.Context, tx Tx, marker string) error) []RequestPath {
 	t.Helper()
 	h := &heldRequests{t: t, entered: make(chan struct{}), release: make(chan struct{})}
 	mux := http.NewServeMux()
@@ -48,8 +49,8 @@ func RequestPaths[Tx any](t *testing.T, store idem.Transactor, write func(ctx co
 		Created(w, key)
 	}))
 	h.es = ServeEngine(t, store, mux,
-		EnginePolicy("createTransfer", "/transfers", time.Minute, idem.FailClosed, false),
-		EnginePolicy("createPayment", "/payments", time.Minute, idem.Takeover, true))
+		EnginePolicy("createTransfer", "/transfers", time.Minute, idemstore.FailClosed, false),
+		EnginePolicy("createPayment", "/payments", time.Minute, idemstore.Takeover, true))
 
 	const body, other = `{"amount":1}`, `{"amount":2}`
 	post := func(path, key, body string, status int, replayed bool) func(func(func())) {

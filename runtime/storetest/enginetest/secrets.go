@@ -14,6 +14,7 @@ import (
 
 	fp "github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
@@ -24,7 +25,7 @@ import (
 // fingerprint of the request may appear in it, in the logs either. It
 // then rotates both the secret and the seal key and checks that the rows
 // written before still replay, and that a new key runs once. A store that
-// is an idem.Transactor is checked with a transactional operation too.
+// is an idemstore.Transactor is checked with a transactional operation too.
 func Secrets(t *testing.T, target storetest.Target) {
 	t.Helper()
 	in := target.Open(t, nil)
@@ -38,13 +39,13 @@ func Secrets(t *testing.T, target storetest.Target) {
 		body = `{"amount": 1234, "to": "acc_2", "memo": "card ` + card + `"}`
 	)
 	old, now := []byte("storetest-old-secret-0123456789"), []byte("storetest-new-secret-9876543210")
-	k1 := idem.SealKey{ID: "seal-1", Key: bytes.Repeat([]byte{0x11}, 32)}
-	k2 := idem.SealKey{ID: "seal-2", Key: bytes.Repeat([]byte{0x22}, 32)}
+	k1 := idemstore.SealKey{ID: "seal-1", Key: bytes.Repeat([]byte{0x11}, 32)}
+	k2 := idemstore.SealKey{ID: "seal-2", Key: bytes.Repeat([]byte{0x22}, 32)}
 
-	policies := []idem.Policy{EnginePolicy("secretPlain", "/secret-plain", time.Minute, idem.FailClosed, false)}
-	_, isTx := store.(idem.Transactor)
+	policies := []idem.Policy{EnginePolicy("secretPlain", "/secret-plain", time.Minute, idemstore.FailClosed, false)}
+	_, isTx := store.(idemstore.Transactor)
 	if isTx {
-		policies = append(policies, EnginePolicy("secretTx", "/secret-tx", time.Minute, idem.Takeover, true))
+		policies = append(policies, EnginePolicy("secretTx", "/secret-tx", time.Minute, idemstore.Takeover, true))
 	}
 	for i := range policies {
 		policies[i].ReplayHeaders = []string{"X-Request-Cost"}
@@ -53,9 +54,9 @@ func Secrets(t *testing.T, target storetest.Target) {
 	}
 	var runs atomic.Int64
 	logs := new(bytes.Buffer)
-	serve := func(secrets [][]byte, keys ...idem.SealKey) http.Handler {
+	serve := func(secrets [][]byte, keys ...idemstore.SealKey) http.Handler {
 		t.Helper()
-		sealer, err := idem.NewAESGCM(keys...)
+		sealer, err := idemstore.NewAESGCM(keys...)
 		if err != nil {
 			t.Fatal(err)
 		}

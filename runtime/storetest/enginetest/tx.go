@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
@@ -47,7 +49,7 @@ func RunTx[Tx any](t *testing.T, target storetest.Target) {
 // txEngine is a fresh transactional store and an engine serving the
 // scenarios' routes in front of it.
 type txEngine[Tx any] struct {
-	store idem.Transactor
+	store idemstore.Transactor
 	write func(ctx context.Context, tx Tx, marker string) error
 	es    *EngineServer
 	// effects reports how many committed business writes record key.
@@ -105,9 +107,9 @@ func serveTx[Tx any](t *testing.T, target storetest.Target) *txEngine[Tx] {
 		looseHandler(w, r, store, e.write)
 	})
 	e.es = ServeEngine(t, store, mux,
-		EnginePolicy("createPayment", "/payments", time.Minute, idem.Takeover, true),
-		EnginePolicy("createSlowPayment", "/slow-payments", slowLease, idem.Takeover, true),
-		EnginePolicy("createLoosePayment", "/loose-payments", time.Minute, idem.Takeover, true))
+		EnginePolicy("createPayment", "/payments", time.Minute, idemstore.Takeover, true),
+		EnginePolicy("createSlowPayment", "/slow-payments", slowLease, idemstore.Takeover, true),
+		EnginePolicy("createLoosePayment", "/loose-payments", time.Minute, idemstore.Takeover, true))
 	return e
 }
 
@@ -148,7 +150,7 @@ func txDuplicates[Tx any](t *testing.T, e *txEngine[Tx]) {
 		case &answers[i] == orig:
 		case a.Status == http.StatusConflict:
 			conflicts++
-			if err := CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+			if err := CheckProblem(a, http.StatusConflict, problem.InProgress, true); err != nil {
 				t.Error(err)
 			}
 		default:
@@ -195,7 +197,7 @@ func txUnavailable[Tx any](t *testing.T, e *txEngine[Tx]) {
 
 func txPanic[Tx any](t *testing.T, e *txEngine[Tx]) {
 	a := e.es.MustPost(t, "/payments", "boom", payBody, "X-Mode", "panic")
-	if err := CheckProblem(a, http.StatusInternalServerError, idem.ProblemHandlerFailed, false); err != nil {
+	if err := CheckProblem(a, http.StatusInternalServerError, problem.HandlerFailed, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.effects("boom"); got != 0 {
@@ -242,7 +244,7 @@ func txOutlivesLease[Tx any](t *testing.T, e *txEngine[Tx]) {
 		case a.Status == http.StatusCreated:
 			t.Fatalf("retry replayed %v before any retry ran: the stale handler's answer was stored", a)
 		default:
-			if err := CheckProblem(a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+			if err := CheckProblem(a, http.StatusConflict, problem.InProgress, true); err != nil {
 				t.Fatalf("retry sent %v after the first claim: %v", sent.Round(time.Millisecond), err)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -256,7 +258,7 @@ func txOutlivesLease[Tx any](t *testing.T, e *txEngine[Tx]) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if err := CheckProblem(r.a, http.StatusConflict, idem.ProblemInProgress, true); err != nil {
+	if err := CheckProblem(r.a, http.StatusConflict, problem.InProgress, true); err != nil {
 		t.Errorf("the request that outlived its lease: %v", err)
 	}
 	if err := CheckReplay(e.es.MustPost(t, "/slow-payments", "sleepy", payBody), *fresh); err != nil {
@@ -302,11 +304,11 @@ func txDurable[Tx any](t *testing.T, e *txEngine[Tx]) {
 	// A handler that dies after writing on its own connection leaves
 	// the key indeterminate, never free for a retry that writes again.
 	a := e.es.MustPost(t, "/loose-payments", "durable-crash", payBody, "X-Mode", "own-panic")
-	if err := CheckProblem(a, http.StatusInternalServerError, idem.ProblemHandlerFailed, false); err != nil {
+	if err := CheckProblem(a, http.StatusInternalServerError, problem.HandlerFailed, false); err != nil {
 		t.Fatal(err)
 	}
 	retry := e.es.MustPost(t, "/loose-payments", "durable-crash", payBody, "X-Mode", "own")
-	if err := CheckProblem(retry, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+	if err := CheckProblem(retry, http.StatusConflict, problem.OutcomeUnknown, false); err != nil {
 		t.Errorf("retry after the crash: %v", err)
 	}
 	if got := e.effects("durable-crash"); got != 1 {
@@ -337,7 +339,7 @@ func txDurableAfterRestart[Tx any](t *testing.T, e *txEngine[Tx]) {
 		<-hung
 		Created(w, r.Header.Get("Idempotency-Key"))
 	})
-	policy := EnginePolicy("createLatePayment", "/late-payments", lease, idem.Takeover, true)
+	policy := EnginePolicy("createLatePayment", "/late-payments", lease, idemstore.Takeover, true)
 	before := ServeEngine(t, store, handler, policy)
 	if a := before.MustPost(t, "/late-payments", "late-flag", payBody, "X-Mode", "idle"); a.Status != http.StatusCreated {
 		t.Fatalf("the request that shows the handler does not take its transaction: %v", a)
@@ -362,7 +364,7 @@ func txDurableAfterRestart[Tx any](t *testing.T, e *txEngine[Tx]) {
 
 	after := ServeEngine(t, store, handler, policy)
 	retry := after.MustPost(t, "/late-payments", "late-crash", payBody, "X-Mode", "own")
-	if err := CheckProblem(retry, http.StatusConflict, idem.ProblemOutcomeUnknown, false); err != nil {
+	if err := CheckProblem(retry, http.StatusConflict, problem.OutcomeUnknown, false); err != nil {
 		t.Errorf("retry in a process that has not seen durable mode: %v", err)
 	}
 	if got := effects("late-crash"); got != 1 {
@@ -375,7 +377,7 @@ func txDurableAfterRestart[Tx any](t *testing.T, e *txEngine[Tx]) {
 // transaction of its own from store's Begin, as a handler writing through
 // its pool does, "own-panic" does so and then panics, and "tx" takes the
 // request's transaction with idem.TxFrom and writes in it.
-func looseHandler[Tx any](w http.ResponseWriter, r *http.Request, store idem.Transactor,
+func looseHandler[Tx any](w http.ResponseWriter, r *http.Request, store idemstore.Transactor,
 	write func(ctx context.Context, tx Tx, marker string) error) {
 	ctx, key := r.Context(), r.Header.Get("Idempotency-Key")
 	var err error
@@ -402,7 +404,7 @@ func looseHandler[Tx any](w http.ResponseWriter, r *http.Request, store idem.Tra
 
 // writeOwn writes marker in a transaction of its own, outside the
 // request's.
-func writeOwn[Tx any](ctx context.Context, store idem.Transactor,
+func writeOwn[Tx any](ctx context.Context, store idemstore.Transactor,
 	write func(ctx context.Context, tx Tx, marker string) error, marker string) error {
 	own, err := store.Begin(ctx, time.Minute)
 	if err != nil {
@@ -415,5 +417,5 @@ func writeOwn[Tx any](ctx context.Context, store idem.Transactor,
 	if err := write(ctx, tx, marker); err != nil {
 		return errors.Join(err, own.Release(ctx))
 	}
-	return own.Commit(ctx, idem.Response{})
+	return own.Commit(ctx, idemstore.Response{})
 }

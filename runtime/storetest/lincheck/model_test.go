@@ -9,7 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // result is what a client made of one answer, as the model judges it.
@@ -42,15 +42,15 @@ func classify(o *op) result {
 		return resExecuted
 	case o.Status == http.StatusCreated:
 		return resReplayed
-	case o.Status == http.StatusUnprocessableEntity && o.Problem == idem.ProblemKeyReused:
+	case o.Status == http.StatusUnprocessableEntity && o.Problem == problem.KeyReused:
 		return resMismatch
-	case o.Status == http.StatusConflict && o.Problem == idem.ProblemInProgress:
+	case o.Status == http.StatusConflict && o.Problem == problem.InProgress:
 		return resInProgress
-	case o.Status == http.StatusConflict && o.Problem == idem.ProblemOutcomeUnknown:
+	case o.Status == http.StatusConflict && o.Problem == problem.OutcomeUnknown:
 		return resIndeterminate
-	case o.Status == http.StatusInternalServerError && o.Problem == idem.ProblemOutcomeUnknown:
+	case o.Status == http.StatusInternalServerError && o.Problem == problem.OutcomeUnknown:
 		return resUnknown
-	case o.Status == http.StatusServiceUnavailable && o.Problem == idem.ProblemStoreUnavailable:
+	case o.Status == http.StatusServiceUnavailable && o.Problem == problem.StoreUnavailable:
 		return resUnavailable
 	case o.Status == http.StatusInternalServerError && o.Problem == "" && bytes.HasPrefix(o.Answer, []byte(handlerFailure)):
 		return resHandlerFailed

@@ -58,9 +58,9 @@ const serviceLease = 2 * time.Second
 // fingerprint. Transactional stores run it in the key's transaction with
 // takeover; the others fail closed.
 func policy(transactional bool) idem.Policy {
-	mode := idem.FailClosed
+	mode := idemstore.FailClosed
 	if transactional {
-		mode = idem.Takeover
+		mode = idemstore.Takeover
 	}
 	return enginetest.EnginePolicy(operationID, "/transfers", serviceLease, mode, transactional)
 }

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // TwoProcesses starts two child processes made by command, which race to
@@ -106,7 +106,7 @@ func StartUntilReady(t *testing.T, cmd *exec.Cmd) (began, readyAt time.Time) {
 // RaceChild is the child's half of TwoProcesses: it claims keys "key-0" …
 // "key-<keys-1>" from 16 goroutines, each in its own random order, with
 // claim(key, token), and prints "WON <key>" for each claim it won.
-func RaceChild(t *testing.T, keys int, claim func(key, token string) (idem.Result, error)) {
+func RaceChild(t *testing.T, keys int, claim func(key, token string) (idemstore.Result, error)) {
 	t.Helper()
 	var (
 		mu  sync.Mutex

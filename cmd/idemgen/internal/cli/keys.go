@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
@@ -66,7 +66,7 @@ A service with store secrets (idem.Config.Secrets) keeps keys as their
 HMAC; give its secrets, newest first, with --secret-file (repeated) or the
 newest through $` + envSecret + `, so that --key finds a client's key whichever
 secret its row was written under. A service that seals its stored responses
-(idem.Config.Sealer with idem.NewAESGCM) needs its keys, newest first, with
+(idem.Config.Sealer with idemstore.NewAESGCM) needs its keys, newest first, with
 --seal-key ID=FILE, to show their bodies and to resolve keys.
 
 Keys carry the name of the operation they were stored under. --operation
@@ -81,7 +81,7 @@ idemgen.yaml) says which name its keys are stored under.`,
 	pf.StringVar(&kf.lock, "lock", "", "the service's lock `file` (idempotency.lock.json), which maps a renamed operation to the name its keys are stored under (default: the one of the nearest idemgen.yaml)")
 	pf.StringVar(&kf.secretFile, "label-secret-file", "", "`file` holding the key label secret (default: $"+envLabelSecret+")")
 	pf.StringArrayVar(&kf.secretFiles, "secret-file", nil, "`file` holding one of the store secrets (idem.Config.Secrets), newest first; repeatable (default: $"+envSecret+")")
-	pf.StringArrayVar(&kf.sealKeys, "seal-key", nil, "`ID=FILE`: a seal key (idem.SealKey) and the file holding its 32 bytes or 64 hex digits, newest first; repeatable")
+	pf.StringArrayVar(&kf.sealKeys, "seal-key", nil, "`ID=FILE`: a seal key (idemstore.SealKey) and the file holding its 32 bytes or 64 hex digits, newest first; repeatable")
 	pf.BoolVar(&kf.showKeys, "show-keys", false, "show the keys themselves, not only their labels")
 	pf.BoolVar(&kf.json, "json", false, "print JSON for scripts")
 	cmd.AddCommand(newKeysList(&kf, stdout), newKeysShow(&kf, stdout), newKeysResolve(&kf, stdin, stdout, stderr), newKeysStats(&kf, stdout))
@@ -288,11 +288,11 @@ func readSecret(path string) ([]byte, error) {
 }
 
 // sealer is the AES-GCM sealer of the --seal-key flags, or nil.
-func (kf *keysFlags) sealer() (idem.Sealer, error) {
+func (kf *keysFlags) sealer() (idemstore.Sealer, error) {
 	if len(kf.sealKeys) == 0 {
 		return nil, nil
 	}
-	keys := make([]idem.SealKey, 0, len(kf.sealKeys))
+	keys := make([]idemstore.SealKey, 0, len(kf.sealKeys))
 	for _, f := range kf.sealKeys {
 		id, path, ok := strings.Cut(f, "=")
 		if !ok || id == "" || path == "" {
@@ -307,9 +307,9 @@ func (kf *keysFlags) sealer() (idem.Sealer, error) {
 				b = k
 			}
 		}
-		keys = append(keys, idem.SealKey{ID: id, Key: b})
+		keys = append(keys, idemstore.SealKey{ID: id, Key: b})
 	}
-	s, err := idem.NewAESGCM(keys...)
+	s, err := idemstore.NewAESGCM(keys...)
 	if err != nil {
 		return nil, failure{err.Error()}
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 func newKeysList(kf *keysFlags, stdout io.Writer) *cobra.Command {
@@ -109,9 +109,9 @@ func (s *session) needSecret(labels bool) error {
 	return nil
 }
 
-func parseState(s string) (idem.State, error) {
-	switch st := idem.State(strings.ReplaceAll(s, "-", "_")); st {
-	case idem.StateInFlight, idem.StateCompleted, idem.StateIndeterminate:
+func parseState(s string) (idemstore.State, error) {
+	switch st := idemstore.State(strings.ReplaceAll(s, "-", "_")); st {
+	case idemstore.StateInFlight, idemstore.StateCompleted, idemstore.StateIndeterminate:
 		return st, nil
 	}
 	return "", fmt.Errorf("unknown state %q: use in_flight, completed or indeterminate", s)
@@ -166,7 +166,7 @@ func (w *which) find(ctx context.Context, s *session) (idemadmin.Entry, error) {
 		}
 		e, err = s.admin.Find(ctx, w.label, idemadmin.Query{Tenant: w.tenant, Operation: op})
 	} else {
-		e, err = s.admin.Show(ctx, idem.Identity{Tenant: w.tenant, Scope: w.scope, Key: w.key})
+		e, err = s.admin.Show(ctx, idemstore.Identity{Tenant: w.tenant, Scope: w.scope, Key: w.key})
 	}
 	if err != nil {
 		return e, failure{err.Error()}
@@ -252,7 +252,7 @@ unless --yes is given.`,
 				// answer to the confirmation too.
 				return usageError{errors.New("--body-file - needs --yes: standard input holds the body, not a confirmation")}
 			}
-			var resp idem.Response
+			var resp idemstore.Response
 			if given {
 				var err error
 				if resp, err = response(stdin, status, headers, body, bodyFile); err != nil {
@@ -307,8 +307,8 @@ unless --yes is given.`,
 }
 
 // response builds the operator's resolution from the flags.
-func response(stdin io.Reader, status int, headers []string, body, bodyFile string) (idem.Response, error) {
-	resp := idem.Response{Status: status, Header: make(http.Header), Body: []byte(body)}
+func response(stdin io.Reader, status int, headers []string, body, bodyFile string) (idemstore.Response, error) {
+	resp := idemstore.Response{Status: status, Header: make(http.Header), Body: []byte(body)}
 	for _, h := range headers {
 		name, value, ok := strings.Cut(h, ":")
 		if !ok || strings.TrimSpace(name) == "" {

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // hostileTenant, hostileKey and hostileOperation are what a client (or a
@@ -26,18 +26,18 @@ const (
 
 // putHostileRow stores a completed key whose every client-written field
 // is hostile, as a store takes it: stores do not vet what they keep.
-func putHostileRow(t *testing.T, store idem.Store) {
+func putHostileRow(t *testing.T, store idemstore.Store) {
 	t.Helper()
 	ctx := context.Background()
-	id := idem.Identity{Tenant: hostileTenant, Scope: hostileOperation, Key: hostileKey}
-	res, err := store.Claim(ctx, idem.Claim{
+	id := idemstore.Identity{Tenant: hostileTenant, Scope: hostileOperation, Key: hostileKey}
+	res, err := store.Claim(ctx, idemstore.Claim{
 		Identity: id, Operation: hostileOperation, Fingerprint: []byte{1}, Token: "t1",
-		Lease: time.Minute, TTL: time.Hour, OnLeaseExpiry: idem.FailClosed,
+		Lease: time.Minute, TTL: time.Hour, OnLeaseExpiry: idemstore.FailClosed,
 	})
 	if err != nil || !res.Won {
 		t.Fatalf("claim: won %v, err %v", res.Won, err)
 	}
-	resp := idem.Response{Status: http.StatusCreated, Header: http.Header{
+	resp := idemstore.Response{Status: http.StatusCreated, Header: http.Header{
 		"Content-Type":               {"text/plain"},
 		"X-Note":                     {"ok\x1b[2J\x1b[H", "line\r\nstatus: 200"},
 		"X-Evil\x1b[31m\nresolvable": {"true"},

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // With store secrets and sealing, the keys commands find a client's key
@@ -32,7 +33,7 @@ func TestKeysThroughSecretsAndSealKeys(t *testing.T) {
 	}
 	secretFile := write("secret", append(append([]byte(nil), secret...), '\n'))
 	sealFile := write("seal", []byte(hex.EncodeToString(sealKey)+"\n"))
-	sealer, err := idem.NewAESGCM(idem.SealKey{ID: "s1", Key: sealKey})
+	sealer, err := idemstore.NewAESGCM(idemstore.SealKey{ID: "s1", Key: sealKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestKeysThroughSecretsAndSealKeys(t *testing.T) {
 
 	flags := []string{"--secret-file", secretFile, "--seal-key", "s1=" + sealFile}
 	code, out, errOut := keys(t, ks.url, "", append([]string{"show", "--tenant", "acme", "--scope", "createTransfer", "--key", "paid-1"}, flags...)...)
-	if code != 0 || !strings.Contains(out, "4111111111111111") || !strings.Contains(out, idem.KeyLabel(secret, "paid-1")) {
+	if code != 0 || !strings.Contains(out, "4111111111111111") || !strings.Contains(out, idemstore.KeyLabel(secret, "paid-1")) {
 		t.Fatalf("show by the client's key: exit %d\n%s%s", code, out, errOut)
 	}
 	// Without the seal keys the body stays sealed.
@@ -76,7 +77,7 @@ func TestKeysThroughSecretsAndSealKeys(t *testing.T) {
 		t.Fatalf("show without seal keys: exit %d\n%s", code, out)
 	}
 
-	label := idem.KeyLabel(secret, "died-1")
+	label := idemstore.KeyLabel(secret, "died-1")
 	code, out, errOut = keys(t, ks.url, "", append([]string{"show", "--label", label}, flags...)...)
 	if code != 0 {
 		t.Fatalf("show --label: exit %d\n%s%s", code, out, errOut)

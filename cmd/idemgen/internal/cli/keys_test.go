@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
@@ -25,7 +26,7 @@ const testSecret = "deployment-label-secret"
 // the other flags it needs.
 type keysStore struct {
 	name  string
-	store idem.Store
+	store idemstore.Store
 	url   string
 	flags []string
 }
@@ -85,7 +86,7 @@ type keysService struct {
 	die    atomic.Bool
 }
 
-func newKeysService(t *testing.T, store idem.Store) *keysService {
+func newKeysService(t *testing.T, store idemstore.Store) *keysService {
 	s := &keysService{t: t}
 	e, err := idem.New(idem.Config{
 		Store:          store,
@@ -146,7 +147,7 @@ func TestKeysResolveEndToEnd(t *testing.T) {
 	eachKeysStore(t, func(t *testing.T, st keysStore) {
 		svc := newKeysService(t, st.store)
 		svc.strand("order-0048213")
-		label := idem.KeyLabel([]byte(testSecret), "order-0048213")
+		label := idemstore.KeyLabel([]byte(testSecret), "order-0048213")
 
 		// list finds it by state, under the label the logs use.
 		code, out, errOut := st.keys(t, "", "list", "--state", "indeterminate", "--json")

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -37,7 +38,7 @@ func CreateOrderPolicy() idem.Policy {
 		Lease:             15 * time.Second,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.Takeover,
+		OnLeaseExpiry:     idemstore.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",

@@ -24,6 +24,7 @@ import (
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemshed"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
@@ -277,7 +278,7 @@ func run(ctx context.Context, o options, migrations fs.FS, log *slog.Logger) err
 		MaxBodyBytes: 1 << 20,
 		Logger:       log,
 	}
-	var sweeper idem.Sweeper
+	var sweeper idemstore.Sweeper
 	var checkRoutes func(idem.RouteLookup) error
 	shed, err := idemshed.New(idemshed.Config{
 		MaxInFlight: o.maxInFlight,

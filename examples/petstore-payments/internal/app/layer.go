@@ -15,6 +15,7 @@ import (
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/database"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
@@ -28,7 +29,7 @@ type layer struct {
 	// lookup would serve without its policy (Engine.CheckRoutes of each
 	// engine).
 	check   func(lookup idem.RouteLookup) error
-	sweeper idem.Sweeper
+	sweeper idemstore.Sweeper
 	// ready pings the Redis store; nil without one.
 	ready func(context.Context) error
 	// close closes the SQL store and releases the Redis client; nil when
@@ -74,9 +75,9 @@ func newLayer(ctx context.Context, db *database.DB, storeURL, prefix string, cfg
 
 // buildLayer builds newLayer's layer over sqlStore, which newLayer made
 // and closes.
-func buildLayer(ctx context.Context, sqlStore idem.Store, mount server.TxMount, storeURL, prefix string, cfg idem.Config, log *slog.Logger) (*layer, error) {
+func buildLayer(ctx context.Context, sqlStore idemstore.Store, mount server.TxMount, storeURL, prefix string, cfg idem.Config, log *slog.Logger) (*layer, error) {
 	l := &layer{mount: mount}
-	l.sweeper, _ = sqlStore.(idem.Sweeper)
+	l.sweeper, _ = sqlStore.(idemstore.Sweeper)
 	if storeURL == "" {
 		cfg.Store = sqlStore
 		engine, err := api.NewEngine(cfg)

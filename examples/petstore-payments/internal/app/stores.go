@@ -13,6 +13,7 @@ import (
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
@@ -21,7 +22,7 @@ import (
 // operations reach it (through the generated adapters, typed by the
 // store's transaction, pgx.Tx or *sqlitestore.Tx, each adapted to the
 // ledger's DB) and what closes the store, nil if nothing needs to.
-func idempotencyStore(ctx context.Context, db *database.DB, log *slog.Logger) (idem.Store, server.TxMount, func() error, error) {
+func idempotencyStore(ctx context.Context, db *database.DB, log *slog.Logger) (idemstore.Store, server.TxMount, func() error, error) {
 	switch db.Dialect {
 	case ledger.Postgres:
 		return pgstore.New(db.Pool, pgstore.WithLogger(log)), txMount(func(tx pgx.Tx) ledger.DB { return database.Pgx(tx) }), nil, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -37,7 +38,7 @@ func RefundOrderPolicy() idem.Policy {
 		MaxSnapshotBytes:  64 << 10,
 		ReplayHeaders:     []string{"Etag", "X-Refund-Reference"},
 		CacheServerErrors: true,
-		OnLeaseExpiry:     idem.Takeover,
+		OnLeaseExpiry:     idemstore.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",

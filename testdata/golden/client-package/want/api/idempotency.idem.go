@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -36,7 +37,7 @@ func RefundOrderPolicy() idem.Policy {
 		MaxSnapshotBytes:  64 << 10,
 		ReplayHeaders:     []string{"Etag", "X-Refund-Reference"},
 		CacheServerErrors: true,
-		OnLeaseExpiry:     idem.Takeover,
+		OnLeaseExpiry:     idemstore.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",

@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -38,7 +39,7 @@ func CreateInvoicePolicy() idem.Policy {
 		Lease:             2 * time.Minute,
 		MaxSnapshotBytes:  2 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",
@@ -63,7 +64,7 @@ func UpdateInvoicePolicy() idem.Policy {
 		Lease:             2 * time.Minute,
 		MaxSnapshotBytes:  2 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",

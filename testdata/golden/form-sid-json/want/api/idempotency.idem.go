@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -45,7 +46,7 @@ func UpdateCallPolicy() idem.Policy {
 		Lease:             time.Minute,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/x-www-form-urlencoded",
@@ -72,7 +73,7 @@ func CancelCallPolicy() idem.Policy {
 		Lease:             time.Minute,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/x-www-form-urlencoded",
@@ -99,7 +100,7 @@ func CreateMessagePolicy() idem.Policy {
 		Lease:             time.Minute,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/x-www-form-urlencoded",

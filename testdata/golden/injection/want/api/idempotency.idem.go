@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -41,7 +42,7 @@ func AaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaFuncIn
 		Lease:             time.Minute,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.Takeover,
+		OnLeaseExpiry:     idemstore.Takeover,
 		Transactional:     true,
 	}
 }
@@ -63,7 +64,7 @@ func RefundBuildIgnorePolicy() idem.Policy {
 		Lease:             time.Minute,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -40,7 +41,7 @@ func CreateRefundPolicy() idem.Policy {
 		Lease:             time.Minute,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.FailClosed,
+		OnLeaseExpiry:     idemstore.FailClosed,
 		Transactional:     false,
 	}
 }
@@ -61,7 +62,7 @@ func CreateTransferPolicy() idem.Policy {
 		Lease:             time.Minute,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.Takeover,
+		OnLeaseExpiry:     idemstore.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",

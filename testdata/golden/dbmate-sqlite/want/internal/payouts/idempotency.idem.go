@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -36,7 +37,7 @@ func CreatePayoutPolicy() idem.Policy {
 		Lease:             time.Minute,
 		MaxSnapshotBytes:  1 << 20,
 		CacheServerErrors: false,
-		OnLeaseExpiry:     idem.Takeover,
+		OnLeaseExpiry:     idemstore.Takeover,
 		Transactional:     true,
 		Fingerprint: fingerprint.Spec{
 			MediaType: "application/json",

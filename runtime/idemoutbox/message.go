@@ -45,6 +45,8 @@ type Message struct {
 
 // Query selects staged effects; zero fields select every one.
 type Query struct {
+	// ID selects one effect.
+	ID     int64
 	Tenant string
 	// Key selects one key's effects, in Scope ('' for a tenant-wide
 	// key); Scope alone selects nothing more.
@@ -95,6 +97,10 @@ var ErrTooLarge = errors.New("idemoutbox: the effect's payload is over the outbo
 // request (one effect key), or a dead effect re-driven while another
 // effect with its key is pending. Nothing was staged.
 var ErrStagedTwice = errors.New("idemoutbox: an effect with this effect key is already pending")
+
+// ErrNoOutbox reports a database without the outbox's table: its
+// migration (pgoutbox.Migrate, sqliteoutbox.Migrate) was never applied.
+var ErrNoOutbox = errors.New("idemoutbox: the database has no outbox table")
 
 // ErrNotDead reports a re-drive of an effect that is not dead or absent.
 var ErrNotDead = errors.New("idemoutbox: no dead effect with this id")

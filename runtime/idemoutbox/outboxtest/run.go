@@ -246,6 +246,9 @@ func deadLetter(t *testing.T, tg Target) {
 	if got, want := obs.counts(), fmt.Sprint(map[idemoutbox.Outcome]int{"delivered": 2, "retried": 2, "dead": 1}); got != want {
 		t.Errorf("observed %s, want %s", got, want)
 	}
+	if one, err := f.inst.Outbox.List(context.Background(), idemoutbox.Query{ID: dead[0].ID}); err != nil || len(one) != 1 || one[0].Name != poison {
+		t.Errorf("List of effect %d = %+v, %v", dead[0].ID, one, err)
+	}
 	if err := f.inst.Outbox.Redrive(context.Background(), dead[0].ID); err != nil {
 		t.Fatal(err)
 	}

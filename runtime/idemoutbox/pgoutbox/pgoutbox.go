@@ -87,11 +87,12 @@ func (o *Outbox) List(ctx context.Context, q idemoutbox.Query) ([]idemoutbox.Mes
 	for i, s := range q.States {
 		states[i] = string(s)
 	}
-	rows, err := o.pool.Query(ctx, listSQL, q.Tenant, q.Scope, q.Key, states, q.Limit)
+	rows, err := o.pool.Query(ctx, listSQL, q.Tenant, q.Scope, q.Key, states, q.Limit, q.ID)
 	if err != nil {
-		return nil, fmt.Errorf("pgoutbox: list: %w", err)
+		return nil, fmt.Errorf("pgoutbox: list: %w", noOutbox(err))
 	}
-	return collect(rows, "list")
+	ms, err := collect(rows, "list")
+	return ms, noOutbox(err)
 }
 
 // Redrive implements idemoutbox.Store.
@@ -102,11 +103,21 @@ func (o *Outbox) Redrive(ctx context.Context, id int64) error {
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":
 		return fmt.Errorf("%w: effect %d", idemoutbox.ErrStagedTwice, id)
 	case err != nil:
-		return fmt.Errorf("pgoutbox: re-drive %d: %w", id, err)
+		return fmt.Errorf("pgoutbox: re-drive %d: %w", id, noOutbox(err))
 	case tag.RowsAffected() == 0:
 		return fmt.Errorf("%w: %d", idemoutbox.ErrNotDead, id)
 	}
 	return nil
+}
+
+// noOutbox is err, or idemoutbox.ErrNoOutbox beside it when it says the
+// table does not exist (undefined_table).
+func noOutbox(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+		return fmt.Errorf("%w: %w", idemoutbox.ErrNoOutbox, err)
+	}
+	return err
 }
 
 // collect scans rows of columns.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"testing"
@@ -133,4 +134,29 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("the child of the kill tests")
 	}
 	outboxtest.Child(t, target, schema)
+}
+
+// Schema's down migration drops the table, after which the outbox says
+// it has none; Migrate brings it back.
+func TestNoOutbox(t *testing.T) {
+	ctx := context.Background()
+	pool := openPool(t, newSchema(t))
+	defer pool.Close()
+	_, down := pgoutbox.Schema()
+	if _, err := pool.Exec(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	o := pgoutbox.New(pool, idemoutbox.Options{})
+	if _, err := o.List(ctx, idemoutbox.Query{}); !errors.Is(err, idemoutbox.ErrNoOutbox) {
+		t.Errorf("List without the table = %v, want ErrNoOutbox", err)
+	}
+	if err := o.Redrive(ctx, 1); !errors.Is(err, idemoutbox.ErrNoOutbox) {
+		t.Errorf("Redrive without the table = %v, want ErrNoOutbox", err)
+	}
+	if err := pgoutbox.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := o.List(ctx, idemoutbox.Query{}); err != nil || len(ms) != 0 {
+		t.Errorf("List after Migrate = %v, %v", ms, err)
+	}
 }

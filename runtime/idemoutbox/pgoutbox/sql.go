@@ -77,6 +77,7 @@ const redriveSQL = `UPDATE idempotency_outbox
 const listSQL = `SELECT ` + columns + `
   FROM idempotency_outbox o
  WHERE ($1 = '' OR o.tenant = $1) AND ($3 = '' OR (o.key = $3 AND o.scope = $2))
+   AND ($6 = 0 OR o.id = $6)
    AND (cardinality($4::text[]) = 0 OR o.state = ANY($4))
  ORDER BY o.id
  LIMIT nullif($5, 0)`

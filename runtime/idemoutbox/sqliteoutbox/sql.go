@@ -57,4 +57,5 @@ const redriveSQL = `UPDATE idempotency_outbox
 const listSQL = `SELECT ` + columns + `
   FROM idempotency_outbox
  WHERE (?1 = '' OR tenant = ?1) AND (?3 = '' OR (key = ?3 AND scope = ?2))
+   AND (?4 = 0 OR id = ?4)
  ORDER BY id`

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"modernc.org/sqlite"
@@ -88,9 +89,9 @@ func (o *Outbox) Release(ctx context.Context, m idemoutbox.Message, token string
 
 // List implements idemoutbox.Store.
 func (o *Outbox) List(ctx context.Context, q idemoutbox.Query) ([]idemoutbox.Message, error) {
-	rows, err := o.db.QueryContext(ctx, listSQL, q.Tenant, q.Scope, q.Key)
+	rows, err := o.db.QueryContext(ctx, listSQL, q.Tenant, q.Scope, q.Key, q.ID)
 	if err != nil {
-		return nil, fmt.Errorf("sqliteoutbox: list: %w", err)
+		return nil, fmt.Errorf("sqliteoutbox: list: %w", noOutbox(err))
 	}
 	ms, err := collect(rows, "list")
 	if err != nil {
@@ -113,12 +114,21 @@ func (o *Outbox) Redrive(ctx context.Context, id int64) error {
 	case errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE:
 		return fmt.Errorf("%w: effect %d", idemoutbox.ErrStagedTwice, id)
 	case err != nil:
-		return fmt.Errorf("sqliteoutbox: re-drive %d: %w", id, err)
+		return fmt.Errorf("sqliteoutbox: re-drive %d: %w", id, noOutbox(err))
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return fmt.Errorf("%w: %d", idemoutbox.ErrNotDead, id)
 	}
 	return nil
+}
+
+// noOutbox is err, or idemoutbox.ErrNoOutbox beside it when it says the
+// table does not exist. SQLite tells it only in the message.
+func noOutbox(err error) error {
+	if err != nil && strings.Contains(err.Error(), "no such table: idempotency_outbox") {
+		return fmt.Errorf("%w: %w", idemoutbox.ErrNoOutbox, err)
+	}
+	return err
 }
 
 // collect scans rows of columns.

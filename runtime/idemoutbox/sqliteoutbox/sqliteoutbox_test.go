@@ -2,6 +2,7 @@ package sqliteoutbox_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,4 +88,32 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("the child of the kill tests")
 	}
 	outboxtest.Child(t, target, path)
+}
+
+// Schema's down migration drops the table, after which the outbox says
+// it has none; Migrate brings it back.
+func TestNoOutbox(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlitestore.Open(ctx, newDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, down := sqliteoutbox.Schema()
+	if _, err := s.DB().ExecContext(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	o := sqliteoutbox.New(s.DB(), idemoutbox.Options{})
+	if _, err := o.List(ctx, idemoutbox.Query{}); !errors.Is(err, idemoutbox.ErrNoOutbox) {
+		t.Errorf("List without the table = %v, want ErrNoOutbox", err)
+	}
+	if err := o.Redrive(ctx, 1); !errors.Is(err, idemoutbox.ErrNoOutbox) {
+		t.Errorf("Redrive without the table = %v, want ErrNoOutbox", err)
+	}
+	if err := sqliteoutbox.Migrate(ctx, s.DB()); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := o.List(ctx, idemoutbox.Query{}); err != nil || len(ms) != 0 {
+		t.Errorf("List after Migrate = %v, %v", ms, err)
+	}
 }

@@ -16,6 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/pgoutbox"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/sqliteoutbox"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
@@ -69,6 +72,11 @@ secret its row was written under. A service that seals its stored responses
 (idem.Config.Sealer with idemstore.NewAESGCM) needs its keys, newest first, with
 --seal-key ID=FILE, to show their bodies and to resolve keys.
 
+The effects a request staged in the transactional outbox (runtime/idemoutbox)
+are shown with its key by show, listed by effects (--state dead for those
+whose every attempt failed), and a dead one is made pending again by
+redrive.
+
 Keys carry the name of the operation they were stored under. --operation
 takes an operation's current ID: after a rename with previousOperationId,
 the lock file (--lock, or the one beside the generated code of the nearest
@@ -84,7 +92,8 @@ idemgen.yaml) says which name its keys are stored under.`,
 	pf.StringArrayVar(&kf.sealKeys, "seal-key", nil, "`ID=FILE`: a seal key (idemstore.SealKey) and the file holding its 32 bytes or 64 hex digits, newest first; repeatable")
 	pf.BoolVar(&kf.showKeys, "show-keys", false, "show the keys themselves, not only their labels")
 	pf.BoolVar(&kf.json, "json", false, "print JSON for scripts")
-	cmd.AddCommand(newKeysList(&kf, stdout), newKeysShow(&kf, stdout), newKeysResolve(&kf, stdin, stdout, stderr), newKeysStats(&kf, stdout))
+	cmd.AddCommand(newKeysList(&kf, stdout), newKeysShow(&kf, stdout), newKeysResolve(&kf, stdin, stdout, stderr), newKeysStats(&kf, stdout),
+		newKeysEffects(&kf, stdout), newKeysRedrive(&kf, stdin, stdout, stderr))
 	return cmd
 }
 
@@ -92,7 +101,13 @@ idemgen.yaml) says which name its keys are stored under.`,
 type session struct {
 	admin     *idemadmin.Admin
 	hasSecret bool
-	close     func()
+	// outbox is the store's outbox (runtime/idemoutbox); nil for Redis,
+	// which has none.
+	outbox idemoutbox.Store
+	// labelSecret labels the keys of the outbox's rows, as the Admin
+	// labels entries.
+	labelSecret []byte
+	close       func()
 	// storedName is keysFlags.storedName.
 	storedName func(op string) (string, error)
 }
@@ -115,8 +130,9 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	var (
-		store idemadmin.Store
-		done  func()
+		store  idemadmin.Store
+		outbox idemoutbox.Store
+		done   func()
 	)
 	target, err := parseDatabaseURL(url)
 	if err != nil {
@@ -137,7 +153,7 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 			pool.Close()
 			return nil, failure{fmt.Sprintf("connect to PostgreSQL: %v", err)}
 		}
-		store, done = pgstore.New(pool), pool.Close
+		store, outbox, done = pgstore.New(pool), pgoutbox.New(pool, idemoutbox.Options{}), pool.Close
 	default:
 		// Opening a path that does not exist would create an empty
 		// database; for an operator that is always a typo.
@@ -156,13 +172,17 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 		if err != nil {
 			return nil, failure{fmt.Sprintf("SQLite database %s: cannot be opened", shownPath(target.conn))}
 		}
-		store, done = sqlitestore.New(db), func() { _ = db.Close() }
+		store, outbox, done = sqlitestore.New(db), sqliteoutbox.New(db, idemoutbox.Options{}), func() { _ = db.Close() }
 	}
 	admin := idemadmin.New(store, secrets...)
 	if sealer != nil {
 		admin = admin.WithSealer(sealer)
 	}
-	return &session{admin: admin, hasSecret: len(secrets) > 0 && len(secrets[0]) > 0, close: done, storedName: kf.storedName}, nil
+	s := &session{admin: admin, hasSecret: len(secrets) > 0 && len(secrets[0]) > 0, outbox: outbox, close: done, storedName: kf.storedName}
+	if s.hasSecret {
+		s.labelSecret = secrets[0]
+	}
+	return s, nil
 }
 
 // openRedis connects to the Redis store at url. Its errors never repeat

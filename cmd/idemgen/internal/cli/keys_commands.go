@@ -178,8 +178,9 @@ func newKeysShow(kf *keysFlags, stdout io.Writer) *cobra.Command {
 	var w which
 	cmd := &cobra.Command{
 		Use:   "show",
-		Short: "Show one key: state, times, lease, stored response, version",
-		Long: `show prints one key whole. Its version fingerprints the key's state and
+		Short: "Show one key: state, times, lease, stored response, version, effects",
+		Long: `show prints one key whole, with the effects its request staged in the
+outbox (see effects). Its version fingerprints the key's state and
 lease token: resolve --expect takes it, so that a resolution changes only
 the row that was shown.`,
 		Example: `  idemgen keys show --label hmac:3f9a0c2b7d41e8a65b10`,
@@ -193,10 +194,18 @@ the row that was shown.`,
 				if err != nil {
 					return err
 				}
+				ms, err := s.keyEffects(ctx, e)
+				if err != nil {
+					return err
+				}
 				if kf.json {
-					return writeJSON(stdout, jsonEntries([]idemadmin.Entry{e}, kf.showKeys, true)[0])
+					return writeJSON(stdout, jsonShown{jsonEntries([]idemadmin.Entry{e}, kf.showKeys, true)[0], s.jsonEffects(ms, kf.showKeys)})
 				}
 				printEntry(stdout, e, kf.showKeys)
+				if len(ms) > 0 {
+					fmt.Fprintln(stdout, "effects:")
+					s.printEffects(stdout, ms, kf.showKeys)
+				}
 				return nil
 			})
 		},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -107,6 +108,8 @@ func TestHelperProcess(t *testing.T) {
 		helperDurable(t, s)
 	case "rawcommit":
 		helperRawCommit(t, s)
+	case "phase-" + proc.HangAfterCall, "phase-" + proc.HangAfterRecord:
+		helperPhase(t, s, strings.TrimPrefix(mode, "phase-"))
 	default:
 		t.Fatalf("unknown helper mode %q", mode)
 	}

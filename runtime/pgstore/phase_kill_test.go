@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 	"github.com/idemgen/idemgen/runtime/storetest/proc"
@@ -22,7 +23,7 @@ const phaseBody = `{"amount":500}`
 
 // phasePolicy is the transactional operation of the phase kill tests.
 func phasePolicy() idem.Policy {
-	return enginetest.EnginePolicy("createCharge", "/charges", 500*time.Millisecond, idem.Takeover, true)
+	return enginetest.EnginePolicy("createCharge", "/charges", 500*time.Millisecond, idemstore.Takeover, true)
 }
 
 // phaseServer serves phasePolicy with proc.PhaseHandler, whose business

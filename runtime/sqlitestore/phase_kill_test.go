@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 	"github.com/idemgen/idemgen/runtime/storetest/proc"
@@ -27,7 +28,7 @@ const (
 // transactional (SQLite records no phase beside a handler's transaction),
 // taken over when its lease runs out.
 func phaseKillPolicy() idem.Policy {
-	return enginetest.EnginePolicy("createCharge", "/charges", 500*time.Millisecond, idem.Takeover, false)
+	return enginetest.EnginePolicy("createCharge", "/charges", 500*time.Millisecond, idemstore.Takeover, false)
 }
 
 // openPhaseDB opens the store on path with the key and phase tables.

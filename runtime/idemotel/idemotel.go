@@ -9,6 +9,11 @@
 //	idem.request.duration  histogram, seconds, handler included
 //	idem.store.duration    histogram, seconds, time waiting on the store
 //
+// As an idemoutbox.Observer (attributes idem.effect and idem.outcome):
+//
+//	idem.effects                 counter: staged, delivered, retried, dead
+//	idem.effect.delivery.lag     histogram, seconds, staging to recorded delivery
+//
 // The span, named "idem <operation>", covers the engine's work on the
 // request from its claim to its completion, as a child of the request's
 // span when the context carries one. The engine reports a request once
@@ -29,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
 )
 
 // ScopeName is the instrumentation scope of the meter and the tracer.
@@ -41,6 +47,8 @@ type Observer struct {
 	requests      metric.Int64Counter
 	duration      metric.Float64Histogram
 	storeDuration metric.Float64Histogram
+	effects       metric.Int64Counter
+	lag           metric.Float64Histogram
 	now           func() time.Time
 }
 
@@ -61,6 +69,16 @@ func New(mp metric.MeterProvider, tp trace.TracerProvider) (*Observer, error) {
 	}
 	if o.storeDuration, err = meter.Float64Histogram("idem.store.duration",
 		metric.WithDescription("Time a protected request spent waiting on the idempotency store."),
+		metric.WithUnit("s")); err != nil {
+		return nil, fmt.Errorf("idemotel: %w", err)
+	}
+	if o.effects, err = meter.Int64Counter("idem.effects",
+		metric.WithDescription("Effects of the transactional outbox by name and outcome: staged, delivered, retried, dead."),
+		metric.WithUnit("{effect}")); err != nil {
+		return nil, fmt.Errorf("idemotel: %w", err)
+	}
+	if o.lag, err = meter.Float64Histogram("idem.effect.delivery.lag",
+		metric.WithDescription("Time from an effect's staging to its recorded delivery."),
 		metric.WithUnit("s")); err != nil {
 		return nil, fmt.Errorf("idemotel: %w", err)
 	}
@@ -89,4 +107,13 @@ func (o *Observer) Observe(ctx context.Context, ev idem.Event) {
 		span.SetStatus(codes.Error, ev.Err.Error())
 	}
 	span.End(trace.WithTimestamp(end))
+}
+
+// ObserveEffect records ev; it implements idemoutbox.Observer.
+func (o *Observer) ObserveEffect(ctx context.Context, ev idemoutbox.Event) {
+	name := attribute.String("idem.effect", ev.Name)
+	o.effects.Add(ctx, 1, metric.WithAttributes(name, attribute.String("idem.outcome", string(ev.Outcome))))
+	if ev.Outcome == idemoutbox.OutcomeDelivered {
+		o.lag.Record(ctx, ev.Lag.Seconds(), metric.WithAttributes(name))
+	}
 }

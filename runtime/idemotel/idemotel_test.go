@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -16,6 +17,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemotel"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -86,5 +88,49 @@ func TestMetricsAndSpans(t *testing.T) {
 	}
 	if strings.Join(outcomes, ",") != "executed,replayed" {
 		t.Errorf("spans' outcomes = %v, want executed, replayed", outcomes)
+	}
+}
+
+// TestEffectMetrics: as the outbox's observer, the instruments count
+// effects by name and outcome and record the delivery lag of delivered
+// ones only.
+func TestEffectMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	obs, err := idemotel.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), sdktrace.NewTracerProvider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o idemoutbox.Observer = obs
+	ctx := context.Background()
+	o.ObserveEffect(ctx, idemoutbox.Event{Name: "receipt", Outcome: idemoutbox.OutcomeStaged})
+	o.ObserveEffect(ctx, idemoutbox.Event{Name: "receipt", Outcome: idemoutbox.OutcomeDelivered, Attempt: 1, Lag: 2 * time.Second})
+	o.ObserveEffect(ctx, idemoutbox.Event{Name: "webhook", Outcome: idemoutbox.OutcomeDead, Attempt: 8})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int64{}
+	var lags []float64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch m.Name {
+			case "idem.effects":
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					name, _ := dp.Attributes.Value("idem.effect")
+					outcome, _ := dp.Attributes.Value("idem.outcome")
+					counts[name.AsString()+" "+outcome.AsString()] += dp.Value
+				}
+			case "idem.effect.delivery.lag":
+				for _, dp := range m.Data.(metricdata.Histogram[float64]).DataPoints {
+					lags = append(lags, dp.Sum)
+				}
+			}
+		}
+	}
+	if counts["receipt staged"] != 1 || counts["receipt delivered"] != 1 || counts["webhook dead"] != 1 || len(counts) != 3 {
+		t.Errorf("idem.effects = %v", counts)
+	}
+	if len(lags) != 1 || lags[0] != 2 {
+		t.Errorf("delivery lags = %v, want one of 2s", lags)
 	}
 }

@@ -10,6 +10,13 @@
 //	idem_store_duration_seconds{operation}              histogram, time waiting on the store
 //	idem_indeterminate_keys                             gauge, with WithIndeterminate
 //
+// As an idemoutbox.Observer (the outbox's Options.Observer and its
+// runner's Config.Observer), by effect name and outcome
+// (idemoutbox.Outcome: staged, delivered, retried, dead):
+//
+//	idem_effects_total{effect,outcome}                  counter
+//	idem_effect_delivery_lag_seconds{effect}            histogram, staging to recorded delivery
+//
 // The tenant is not a label: tenants are unbounded, and a label per
 // tenant would grow the series without limit.
 package idemprom
@@ -22,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
 )
 
 // Metrics is an idem.Observer that records every event in Prometheus
@@ -30,7 +38,13 @@ type Metrics struct {
 	requests      *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	storeDuration *prometheus.HistogramVec
+	effects       *prometheus.CounterVec
+	lag           *prometheus.HistogramVec
 }
+
+// LagBuckets are the buckets of the delivery lag, in seconds: from a
+// delivery at once to one after an hour of retries.
+var LagBuckets = []float64{0.05, 0.25, 1, 5, 30, 120, 600, 3600}
 
 // Option configures New.
 type Option func(*config)
@@ -81,7 +95,16 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			Buckets: c.buckets,
 		}, []string{"operation"}),
 	}
-	cs := []prometheus.Collector{m.requests, m.duration, m.storeDuration}
+	m.effects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: c.namespace, Subsystem: "idem", Name: "effects_total",
+		Help: "Effects of the transactional outbox by name and outcome: staged, delivered, retried, dead.",
+	}, []string{"effect", "outcome"})
+	m.lag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: c.namespace, Subsystem: "idem", Name: "effect_delivery_lag_seconds",
+		Help:    "Time from an effect's staging to its recorded delivery.",
+		Buckets: LagBuckets,
+	}, []string{"effect"})
+	cs := []prometheus.Collector{m.requests, m.duration, m.storeDuration, m.effects, m.lag}
 	if c.indeterminate != nil {
 		cs = append(cs, &indeterminate{
 			desc:    prometheus.NewDesc(prometheus.BuildFQName(c.namespace, "idem", "indeterminate_keys"), "Keys whose outcome is unknown, waiting for an operator.", nil, nil),
@@ -103,6 +126,14 @@ func (m *Metrics) Observe(_ context.Context, ev idem.Event) {
 	m.requests.WithLabelValues(ev.Operation, outcome).Inc()
 	m.duration.WithLabelValues(ev.Operation, outcome).Observe(ev.Duration.Seconds())
 	m.storeDuration.WithLabelValues(ev.Operation).Observe(ev.StoreDuration.Seconds())
+}
+
+// ObserveEffect records ev; it implements idemoutbox.Observer.
+func (m *Metrics) ObserveEffect(_ context.Context, ev idemoutbox.Event) {
+	m.effects.WithLabelValues(ev.Name, string(ev.Outcome)).Inc()
+	if ev.Outcome == idemoutbox.OutcomeDelivered {
+		m.lag.WithLabelValues(ev.Name).Observe(ev.Lag.Seconds())
+	}
 }
 
 // indeterminate is the gauge of indeterminate keys, counted at scrape

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
 	"github.com/idemgen/idemgen/runtime/idemprom"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
@@ -113,5 +114,45 @@ func TestIndeterminateGauge(t *testing.T) {
 	n = 3
 	if got, want := scrape(t, srv), "payments_idem_indeterminate_keys 3"; !strings.Contains(got, want) {
 		t.Fatalf("/metrics lacks %s\n%s", want, got)
+	}
+}
+
+// TestEffectMetrics: as the outbox's observer, the metrics count effects
+// by name and outcome and time the delivery lag of delivered ones only.
+func TestEffectMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := idemprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obs idemoutbox.Observer = m
+	ctx := context.Background()
+	for _, ev := range []idemoutbox.Event{
+		{Name: "receipt", Outcome: idemoutbox.OutcomeStaged},
+		{Name: "receipt", Outcome: idemoutbox.OutcomeRetried, Attempt: 1},
+		{Name: "receipt", Outcome: idemoutbox.OutcomeDelivered, Attempt: 2, Lag: 3 * time.Second},
+		{Name: "webhook", Outcome: idemoutbox.OutcomeDead, Attempt: 8},
+	} {
+		obs.ObserveEffect(ctx, ev)
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	got := scrape(t, srv)
+	for _, want := range []string{
+		`idem_effects_total{effect="receipt",outcome="staged"} 1`,
+		`idem_effects_total{effect="receipt",outcome="retried"} 1`,
+		`idem_effects_total{effect="receipt",outcome="delivered"} 1`,
+		`idem_effects_total{effect="webhook",outcome="dead"} 1`,
+		`idem_effect_delivery_lag_seconds_sum{effect="receipt"} 3`,
+		`idem_effect_delivery_lag_seconds_count{effect="receipt"} 1`,
+		`idem_effect_delivery_lag_seconds_bucket{effect="receipt",le="1"} 0`,
+		`idem_effect_delivery_lag_seconds_bucket{effect="receipt",le="5"} 1`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %s\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, `idem_effect_delivery_lag_seconds_count{effect="webhook"}`) {
+		t.Error("a dead effect has a delivery lag")
 	}
 }

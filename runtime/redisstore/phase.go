@@ -1,0 +1,65 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
+)
+
+var _ idemstore.PhaseStore = (*Store)(nil)
+
+// recordPhaseScript records a phase unless one stands, and returns the
+// result that stands. KEYS[1] is the phase's key; ARGV[1] the result,
+// ARGV[2] its ttl in milliseconds. Redis deletes the key when the ttl
+// ends, by its own clock (WithClock does not move it).
+var recordPhaseScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  return cur
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return ARGV[1]
+`)
+
+// PhaseKey returns the name of the Redis key that holds phase name of the
+// request stored under id: the record's key (Key), whose braces keep it in
+// the record's hash slot, then ":phase:" and the name. The operator's
+// listing, which matches keys that end at the braces, passes over it.
+func (s *Store) PhaseKey(id idemstore.Identity, name string) string {
+	return s.Key(id) + ":phase:" + name
+}
+
+// LoadPhase implements idemstore.PhaseStore.
+func (s *Store) LoadPhase(ctx context.Context, id idemstore.Identity, name string) ([]byte, bool, error) {
+	b, err := s.client.Get(ctx, s.PhaseKey(id, name)).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("redisstore: load phase: %w", err)
+	}
+	return b, true, nil
+}
+
+// RecordPhase implements idemstore.PhaseStore, in one round trip (and the
+// replicas' acknowledgement under WithWait).
+func (s *Store) RecordPhase(ctx context.Context, id idemstore.Identity, name string, result []byte, ttl time.Duration) ([]byte, error) {
+	if err := idemstore.CheckPhase(name, result, ttl); err != nil {
+		return nil, err
+	}
+	ms := max(ttl.Milliseconds(), 1)
+	v, err := s.run(ctx, recordPhaseScript, s.PhaseKey(id, name), result, ms).Text()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: record phase: %w", err)
+	}
+	return []byte(v), nil
+}
+
+// PhasesBesideTx implements idemstore.PhaseStore; the store has no
+// transactions.
+func (s *Store) PhasesBesideTx() bool { return true }

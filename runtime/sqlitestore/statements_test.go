@@ -109,6 +109,7 @@ type sqliteConn interface {
 	driver.SessionResetter
 	driver.Validator
 	sqlite.AuthorizerRegisterer
+	sqlite.HookRegisterer
 }
 
 // countingConn is a SQLite connection that logs each statement it runs.
@@ -157,6 +158,16 @@ func (c *countingConn) QueryContext(ctx context.Context, query string, args []dr
 func (c *countingConn) ResetSession(ctx context.Context) error { return c.conn.ResetSession(ctx) }
 
 func (c *countingConn) IsValid() bool { return c.conn.IsValid() }
+
+func (c *countingConn) RegisterPreUpdateHook(fn sqlite.PreUpdateHookFn) {
+	c.conn.RegisterPreUpdateHook(fn)
+}
+
+func (c *countingConn) RegisterCommitHook(fn sqlite.CommitHookFn) { c.conn.RegisterCommitHook(fn) }
+
+func (c *countingConn) RegisterRollbackHook(fn sqlite.RollbackHookFn) {
+	c.conn.RegisterRollbackHook(fn)
+}
 
 func (c *countingConn) RegisterAuthorizer(fn sqlite.AuthorizerFn) error {
 	return c.conn.RegisterAuthorizer(fn)

@@ -114,9 +114,12 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 	t.conn = conn
 	if err := conn.Raw(func(dc any) error {
 		ar, ok := dc.(sqlite.AuthorizerRegisterer)
-		if !ok {
-			return fmt.Errorf("the driver connection %T has no authorizer", dc)
+		hr, hooks := dc.(sqlite.HookRegisterer)
+		if !ok || !hooks {
+			return fmt.Errorf("the driver connection %T has no authorizer or hooks", dc)
 		}
+		hr.RegisterRollbackHook(func() { t.rolledBack.Store(true) })
+		hr.RegisterCommitHook(t.commitHook)
 		return ar.RegisterAuthorizer(t.authorize)
 	}); err != nil {
 		return err
@@ -141,12 +144,18 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 // Nor may the handler change the connection for the requests that use it
 // after its own (see sessionAction); the temporary objects it creates are
 // dropped instead, when the transaction ends (resetSession).
+//
+// Once SQLite has rolled the transaction back on its own (see rolledBack),
+// nothing more of the handler's runs: it would run outside any
+// transaction.
 func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, _, _, _ string) sqlite.AuthorizerReturnCode {
 	if !t.handlerOwns.Load() {
 		return sqlite.AuthorizerOK
 	}
 	rollback := action == sqlite.AuthTransaction && op == "ROLLBACK"
 	switch {
+	case t.rolledBack.Load():
+		return sqlite.AuthorizerDeny
 	case t.ctx.Err() != nil && !rollback:
 		return sqlite.AuthorizerDeny
 	case t.ctx.Err() == nil && action == sqlite.AuthTransaction:
@@ -155,6 +164,21 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, _, _, _ stri
 		return sqlite.AuthorizerDeny
 	}
 	return sqlite.AuthorizerOK
+}
+
+// commitHook is the commit hook of a handler transaction's connection: it
+// turns into a rollback every commit made while the handler owns the
+// transaction, or once SQLite has rolled it back. Inside the transaction
+// nothing commits until the store commits it; outside it, after SQLite
+// ended it on its own, a write would run in autocommit mode and commit at
+// once, beyond the reach of the release that follows, for a retry to
+// repeat. The authorizer refuses such statements when they are prepared;
+// this stops one the handler prepared before.
+func (t *storeTx) commitHook() int32 {
+	if t.handlerOwns.Load() || t.rolledBack.Load() {
+		return 1
+	}
+	return 0
 }
 
 // sessionAction reports whether a handler's statement would change its
@@ -196,6 +220,7 @@ var describingPragmas = map[string]bool{
 // and the lease's deadline is released. A connection that cannot be given
 // back so is discarded rather than pooled. A held transaction passes its
 // write turn on first: the connection's cleanup does not take the lock.
+// A second call does nothing.
 func (t *storeTx) close() {
 	t.handlerOwns.Store(false)
 	if t.passTurn != nil {
@@ -205,6 +230,9 @@ func (t *storeTx) close() {
 		var err error
 		if t.authorized {
 			err = t.conn.Raw(func(dc any) error {
+				hr := dc.(sqlite.HookRegisterer)
+				hr.RegisterCommitHook(nil)
+				hr.RegisterRollbackHook(nil)
 				return dc.(sqlite.AuthorizerRegisterer).RegisterAuthorizer(nil)
 			})
 			if err == nil {
@@ -297,8 +325,14 @@ type storeTx struct {
 	conn        *sql.Conn
 	authorized  bool
 	handlerOwns atomic.Bool
-	ctx         context.Context // the transaction's own context; done when its lease ran out
-	cancel      context.CancelFunc
+	// rolledBack is set by the connection's rollback hook once the
+	// transaction has been rolled back: by SQLite on its own, when a
+	// statement in it was interrupted (its context ended) or failed for
+	// want of memory, disk or a lock, by database/sql when the lease ran
+	// out, or by the store.
+	rolledBack atomic.Bool
+	ctx        context.Context // the transaction's own context; done when its lease ran out
+	cancel     context.CancelFunc
 	// held is true when the transaction holds a claim (ClaimTx), false for
 	// a keyless one (Begin).
 	held  bool
@@ -316,6 +350,9 @@ func (t *storeTx) Driver() any { return t.h }
 func (t *storeTx) Commit(ctx context.Context, resp idemstore.Response) error {
 	t.handlerOwns.Store(false)
 	defer t.close()
+	if t.rolledBack.Load() && t.ctx.Err() == nil {
+		return t.rolledBackUnder(ctx)
+	}
 	if t.held {
 		if err := t.s.complete(ctx, t.tx, t.id, t.token, resp); err != nil {
 			_ = t.tx.Rollback()
@@ -328,7 +365,32 @@ func (t *storeTx) Commit(ctx context.Context, resp idemstore.Response) error {
 	return nil
 }
 
+// rolledBackUnder ends a transaction that SQLite rolled back on its own
+// while the handler held it, at its commit: nothing of it committed
+// (commitHook), so the claim is released as the engine's answer, that the
+// request was not processed, says, and the commit reports the rollback. A
+// transaction rolled back because its lease ran out is not one: its claim
+// is left to the lease's rule (ended).
+func (t *storeTx) rolledBackUnder(ctx context.Context) error {
+	_ = t.tx.Rollback() // database/sql's end of it; SQLite has none to end
+	// The write turn goes on first: the release queues for it.
+	t.close()
+	err := errRolledBack
+	if t.held {
+		err = errors.Join(err, t.s.Release(ctx, t.id, t.token))
+	}
+	return t.ended("commit", err)
+}
+
+// errRolledBack is the error of a commit whose transaction SQLite rolled
+// back on its own.
+var errRolledBack = errors.New("SQLite rolled the transaction back when a statement in it failed or was interrupted; nothing of it committed")
+
 // Release implements idemstore.Tx.
+//
+// SQLite may have rolled the transaction back already (rolledBack): then
+// there is nothing to roll back, which is no failure, and the claim is
+// released as usual.
 //
 // A held transaction in which the handler ran no statement holds nothing
 // but the claim's check (holdClaim changes nothing) and SQLite's write
@@ -344,10 +406,11 @@ func (t *storeTx) Release(ctx context.Context) error {
 		t.close()
 		return nil
 	}
+	rolledBack := t.rolledBack.Load()
 	rbErr := t.tx.Rollback()
 	t.close()
-	if errors.Is(rbErr, sql.ErrTxDone) {
-		// Rolled back already, when the lease ran out.
+	if errors.Is(rbErr, sql.ErrTxDone) || rolledBack {
+		// Rolled back already, when the lease ran out or by SQLite.
 		rbErr = nil
 	}
 	if rbErr != nil {
@@ -395,7 +458,10 @@ func (t *storeTx) ended(op string, err error) error {
 // Each statement runs under the caller's context and, besides, ends when
 // the transaction's lease does: a statement still running then is
 // interrupted, as PostgreSQL's statement_timeout ends one, since it holds
-// the database's only write lock.
+// the database's only write lock. SQLite rolls the whole transaction back
+// when a write in it is interrupted (or fails for want of memory or disk):
+// every statement after that is refused, the request's claim is released
+// with nothing of the transaction committed, and a commit fails.
 type Tx struct {
 	tx *sql.Tx
 	// lease is done when the transaction's lease has run out, or the

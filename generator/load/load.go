@@ -31,11 +31,6 @@ type Options struct {
 	// BasePath, when set, is the prefix the service is served under,
 	// taken instead of what the spec's servers say ("/" for none).
 	BasePath string
-
-	// steps, when set, receives the steps the loader took from a schema
-	// to another (tree.steps, schemaFacts.steps), for tests that count
-	// the work.
-	steps *int
 }
 
 // ErrNotOpenAPI3 is wrapped by Load's error when the file is YAML or JSON
@@ -102,11 +97,7 @@ func loadTree(ctx context.Context, t *tree, opts Options) (*model.Spec, []model.
 		return l.finish(nil)
 	}
 	l.validationCtx = openapi3.WithValidationOptions(ctx, validationOptions(doc)...)
-	spec := l.run()
-	if opts.steps != nil {
-		*opts.steps = t.steps + l.facts.steps
-	}
-	return l.finish(spec)
+	return l.finish(l.run())
 }
 
 func validationOptions(doc *openapi3.T) []openapi3.ValidationOption {

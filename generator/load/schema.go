@@ -9,6 +9,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/internal/work"
 )
 
 // lookupResult says what a JSON Pointer meets in a request-body schema.
@@ -52,9 +53,6 @@ type schemaFacts struct {
 	// tokenLimits are, per pointer and tokens consumed, the maxLength the
 	// next token's value has in each schema's composition.
 	tokenLimits map[lookupKey]*schemaFold[int]
-	// steps counts the steps from a schema to another that the facts
-	// took, so that tests can see the work grow with the references.
-	steps int
 }
 
 func newSchemaFacts() *schemaFacts {
@@ -63,11 +61,11 @@ func newSchemaFacts() *schemaFacts {
 		lookups:     map[lookupKey]lookupResult{},
 		tokenLimits: map[lookupKey]*schemaFold[int]{},
 	}
-	f.types = newSchemaFold(&f.steps, model.TypeAny, typeIn)
-	f.limits = newSchemaFold(&f.steps, 0, func(c *schemaFold[int], v *openapi3.Schema) int {
+	f.types = newSchemaFold(model.TypeAny, typeIn)
+	f.limits = newSchemaFold(0, func(c *schemaFold[int], v *openapi3.Schema) int {
 		return limitIn(c, v, declaredMaxLength)
 	})
-	f.broken = newSchemaFold(&f.steps, -1, brokenIn)
+	f.broken = newSchemaFold(-1, brokenIn)
 	return f
 }
 
@@ -128,7 +126,7 @@ func (f *schemaFacts) closure(v *openapi3.Schema) []*openapi3.Schema {
 	for i := 0; i < len(out); i++ {
 		for _, group := range []openapi3.SchemaRefs{out[i].AllOf, out[i].OneOf, out[i].AnyOf} {
 			for _, m := range group {
-				f.steps++
+				work.Add(1)
 				if m == nil || m.Value == nil || seen[m.Value] {
 					continue
 				}
@@ -142,7 +140,7 @@ func (f *schemaFacts) closure(v *openapi3.Schema) []*openapi3.Schema {
 }
 
 func (w *schemaWalk) find(s *openapi3.SchemaRef, done int) lookupResult {
-	w.f.steps++
+	work.Add(1)
 	if s == nil || s.Value == nil {
 		if done == len(w.toks) {
 			return lookupResult{found: true, typ: model.TypeAny, brokenRef: -1}
@@ -174,7 +172,7 @@ func (w *schemaWalk) findIn(v *openapi3.Schema, done int) lookupResult {
 	open := false
 	members := w.f.closure(v)
 	for _, m := range members {
-		w.f.steps++
+		work.Add(1)
 		if c, ok := w.own(m, done); ok {
 			candidates = append(candidates, c)
 		} else if ap := m.AdditionalProperties; ap.Has != nil && *ap.Has {
@@ -273,7 +271,7 @@ func (w *schemaWalk) tokenLimits(done int) *schemaFold[int] {
 		}
 		return 0
 	}
-	c := newSchemaFold(&w.f.steps, 0, func(c *schemaFold[int], v *openapi3.Schema) int {
+	c := newSchemaFold(0, func(c *schemaFold[int], v *openapi3.Schema) int {
 		return limitIn(c, v, own)
 	})
 	w.f.tokenLimits[key] = c
@@ -342,7 +340,6 @@ func (f *schemaFacts) propertyNames(v *openapi3.Schema) []string {
 type schemaFold[T any] struct {
 	cyclic  T
 	compute func(f *schemaFold[T], v *openapi3.Schema) T
-	steps   *int
 	// depth holds the schemas being computed, the outermost at 1.
 	depth map[*openapi3.Schema]int
 	// shallowest is the least depth the current computation met in a
@@ -352,14 +349,14 @@ type schemaFold[T any] struct {
 	walk       map[*openapi3.Schema]T // values for the current walk
 }
 
-func newSchemaFold[T any](steps *int, cyclic T, compute func(f *schemaFold[T], v *openapi3.Schema) T) *schemaFold[T] {
-	return &schemaFold[T]{cyclic: cyclic, compute: compute, steps: steps,
+func newSchemaFold[T any](cyclic T, compute func(f *schemaFold[T], v *openapi3.Schema) T) *schemaFold[T] {
+	return &schemaFold[T]{cyclic: cyclic, compute: compute,
 		depth: map[*openapi3.Schema]int{}, done: map[*openapi3.Schema]T{}, walk: map[*openapi3.Schema]T{}}
 }
 
 // of is v's value.
 func (f *schemaFold[T]) of(v *openapi3.Schema) T {
-	*f.steps++
+	work.Add(1)
 	if v == nil {
 		return f.cyclic
 	}

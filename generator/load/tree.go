@@ -11,6 +11,7 @@ import (
 	yaml "go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/internal/work"
 )
 
 // The short tags of the YAML core schema that the loader looks at.
@@ -45,9 +46,6 @@ type tree struct {
 	// index, while neutralizeRefs runs, holds the members of the large
 	// mappings resolveLocal has looked through, by key.
 	index map[*yaml.Node]map[string]*yaml.Node
-	// steps counts the mapping members resolveLocal looked through, for
-	// tests that count the work.
-	steps int
 }
 
 // brokenRef is a $ref that does not resolve within the document.
@@ -425,13 +423,13 @@ const indexedMembers = 32
 // references mostly name members of one mapping, its schemas.
 func (t *tree) member(n *yaml.Node, key string) *yaml.Node {
 	if t.index == nil || len(n.Content) <= 2*indexedMembers {
-		t.steps += len(n.Content) / 2
+		work.Add(len(n.Content) / 2)
 		_, v := get(n, key)
 		return v
 	}
 	idx, ok := t.index[n]
 	if !ok {
-		t.steps += len(n.Content) / 2
+		work.Add(len(n.Content) / 2)
 		idx = make(map[string]*yaml.Node, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if k := n.Content[i]; k.Kind == yaml.ScalarNode && idx[k.Value] == nil {
@@ -440,7 +438,7 @@ func (t *tree) member(n *yaml.Node, key string) *yaml.Node {
 		}
 		t.index[n] = idx
 	}
-	t.steps++
+	work.Add(1)
 	if v := idx[key]; v != nil {
 		return v
 	}

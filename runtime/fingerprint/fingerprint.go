@@ -66,11 +66,6 @@ type state struct {
 	form   []byte
 	pairs  []formPair // of a form body
 	values []byte     // selected form fields, which slots locate
-	// work counts the steps of reading a form (see formJSON and
-	// sortFormPairs) and of walking the canonical document along
-	// pointers (extract, member), so that tests can hold them to the
-	// body's size.
-	work   int
 	stream []byte
 	slots  []slot
 	fold   folds // scratch for checkFolds
@@ -363,18 +358,18 @@ func (st *state) document(mediaType string, body []byte) ([]byte, error) {
 		}
 	case isForm(mediaType):
 		var err error
-		st.pairs, err = formPairs(st.pairs[:0], body, &st.sc, &st.work)
+		st.pairs, err = formPairs(st.pairs[:0], body, &st.sc)
 		if err != nil {
 			return nil, err
 		}
-		st.form, err = formJSON(st.form[:0], st.pairs, &st.work)
+		st.form, err = formJSON(st.form[:0], st.pairs)
 		if err == nil {
 			err = st.sc.ended()
 		}
 		if err != nil {
 			return nil, err
 		}
-		st.work += sortFormPairs(st.pairs)
+		sortFormPairs(st.pairs)
 		if err := st.sc.canonicalize(st.form); err != nil {
 			return nil, err
 		}

@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/internal/work"
 )
 
 // encoding/json gives a struct field the value of every object member whose
@@ -48,9 +50,6 @@ type folds struct {
 	opens  []int       // where each open object's names start in names
 	folded []byte      // one name with every character folded
 	table  []int32     // open-addressing index into names, -1 for empty
-	// work counts the bytes hashed and compared, so that tests can hold
-	// the check's cost to the size of its input.
-	work int
 }
 
 // plainName reports whether name has only ASCII characters and no upper
@@ -74,7 +73,7 @@ func (f *folds) hash(name []byte) uint64 {
 	if !f.seeded {
 		f.seed, f.seeded = maphash.MakeSeed(), true
 	}
-	f.work += len(name)
+	work.Add(len(name))
 	b := f.folded[:0]
 	for i := 0; i < len(name); {
 		c := name[i]
@@ -109,12 +108,14 @@ func foldRune(r rune) rune {
 // larger objects index their hashes instead.
 const smallObject = 16
 
-// same reports whether the names a and b in buf fold together.
+// same reports whether the names a and b in buf fold together. It counts
+// the comparison of their hashes and the bytes compared when those agree.
 func (f *folds) same(buf []byte, a, b foldEntry) bool {
+	work.Add(1)
 	if a.hash != b.hash {
 		return false
 	}
-	f.work += min(a.end-a.start, b.end-b.start)
+	work.Add(min(a.end-a.start, b.end-b.start))
 	return bytes.EqualFold(buf[a.start:a.end], buf[b.start:b.end])
 }
 
@@ -148,7 +149,7 @@ func (f *folds) clash(buf []byte, es []foldEntry) bool {
 	mask := uint64(size - 1)
 	for i, e := range es {
 		for h := e.hash & mask; ; h = (h + 1) & mask {
-			f.work++
+			work.Add(1)
 			j := t[h]
 			if j < 0 {
 				t[h] = int32(i)
@@ -183,7 +184,7 @@ func (f *folds) clashWithin(b []byte) bool {
 			es = es[:base]
 			i++
 		case '"':
-			end := skipString(b, i, &f.work)
+			end := skipString(b, i)
 			if end < len(b) && b[end] == ':' {
 				es = append(es, foldEntry{f.hash(b[i+1 : end-1]), i + 1, end - 1})
 			}
@@ -196,15 +197,15 @@ func (f *folds) clashWithin(b []byte) bool {
 }
 
 // foldsOntoChild returns the child of n whose name folds together with
-// name, which is none of n's children, or nil. work counts the bytes
+// name, which is none of n's children, or nil. It counts the bytes
 // compared.
-func (n *node) foldsOntoChild(name []byte, work *int) *node {
+func (n *node) foldsOntoChild(name []byte) *node {
 	if n.plainChildren && plainName(name) {
-		*work += len(name)
+		work.Add(len(name))
 		return nil
 	}
 	for _, c := range n.children {
-		*work += len(c.key)
+		work.Add(len(c.key))
 		if bytes.EqualFold(name, c.key) {
 			return c
 		}

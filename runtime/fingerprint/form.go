@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/internal/work"
 )
 
 // formNode is one name in a form's nesting tree. A name holds plain values
@@ -33,8 +35,8 @@ type formPair struct {
 // which it once read as a separator), the body is refused: a fingerprint
 // that kept such a pair would tell apart, or confuse, requests that the
 // handler reads otherwise. It stops once sc's context is done, looking at
-// it every checkEvery bytes, and adds the bytes it reads to work.
-func formPairs(dst []formPair, body []byte, sc *scanner, work *int) ([]formPair, error) {
+// it every checkEvery bytes, and counts the bytes it reads.
+func formPairs(dst []formPair, body []byte, sc *scanner) ([]formPair, error) {
 	rest := string(body)
 	for next := 0; rest != ""; {
 		if read := len(body) - len(rest); read >= next {
@@ -45,7 +47,7 @@ func formPairs(dst []formPair, body []byte, sc *scanner, work *int) ([]formPair,
 		}
 		var pair string
 		pair, rest, _ = strings.Cut(rest, "&")
-		*work += len(pair) + 1
+		work.Add(len(pair) + 1)
 		if pair == "" {
 			continue
 		}
@@ -77,16 +79,16 @@ func formPairs(dst []formPair, body []byte, sc *scanner, work *int) ([]formPair,
 // which sorts the keys. The tree is how a body key is looked up, and its
 // refusals (a name with two shapes) apply to every form; fingerprints read
 // the pairs themselves (appendFormValues).
-// work counts the name parts walked and the indices compared.
-func formJSON(dst []byte, pairs []formPair, work *int) ([]byte, error) {
+// It counts the name parts walked and the indices compared.
+func formJSON(dst []byte, pairs []formPair) ([]byte, error) {
 	root := &formNode{}
 	for _, p := range pairs {
-		*work += len(p.segs)
+		work.Add(len(p.segs))
 		if err := root.insert(p); err != nil {
 			return dst, err
 		}
 	}
-	return root.appendJSON(dst, true, work), nil
+	return root.appendJSON(dst, true), nil
 }
 
 // formUnescape decodes '+' and percent escapes. A bad escape or a result
@@ -213,7 +215,7 @@ func index(s string) (int, bool) {
 	return i, err == nil && i >= 0
 }
 
-func (n *formNode) appendJSON(dst []byte, root bool, work *int) []byte {
+func (n *formNode) appendJSON(dst []byte, root bool) []byte {
 	switch {
 	case len(n.values) == 1:
 		return appendString(dst, n.values[0])
@@ -227,7 +229,7 @@ func (n *formNode) appendJSON(dst []byte, root bool, work *int) []byte {
 		// order of the pairs; gaps in the indices close up.
 		names := slices.Clone(n.names)
 		slices.SortFunc(names, func(a, b string) int {
-			*work++
+			work.Add(1)
 			ia, _ := index(a)
 			ib, _ := index(b)
 			return ia - ib
@@ -237,7 +239,7 @@ func (n *formNode) appendJSON(dst []byte, root bool, work *int) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = n.children[name].appendJSON(dst, false, work)
+			dst = n.children[name].appendJSON(dst, false)
 		}
 		return append(dst, ']')
 	}
@@ -248,7 +250,7 @@ func (n *formNode) appendJSON(dst []byte, root bool, work *int) []byte {
 		}
 		dst = appendString(dst, name)
 		dst = append(dst, ':')
-		dst = n.children[name].appendJSON(dst, false, work)
+		dst = n.children[name].appendJSON(dst, false)
 	}
 	return append(dst, '}')
 }
@@ -301,13 +303,12 @@ func within(name, field string) bool {
 
 // sortFormPairs puts pairs in the order appendFormValues reads them:
 // stably by name, so that the values of one name keep their order. It
-// returns the number of names compared.
-func sortFormPairs(pairs []formPair) (work int) {
+// counts the names compared.
+func sortFormPairs(pairs []formPair) {
 	slices.SortStableFunc(pairs, func(a, b formPair) int {
-		work++
+		work.Add(1)
 		return strings.Compare(a.name, b.name)
 	})
-	return work
 }
 
 // appendFormValues appends the pairs, sorted by sortFormPairs, that keep

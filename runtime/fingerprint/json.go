@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/internal/work"
 )
 
 // maxDepth bounds the nesting of arrays and objects. The scanner recurses
@@ -37,9 +39,6 @@ type scanner struct {
 	// innermost object being scanned is not plain.
 	caseful bool
 	fold    folds // the case-fold check's scratch memory
-	// work counts key comparisons and bytes moved, so that tests can hold
-	// the cost of canonicalizing to the size of the input.
-	work int
 	// ctx, when set, stops the scan once it is done: its client has hung
 	// up, and no one will read the fingerprint (see poll).
 	ctx context.Context
@@ -314,7 +313,7 @@ func (s *scanner) key(m span) []byte { return s.out[m.start+1 : m.keyEnd-1] }
 // small; only an out-of-order object pays for being rewritten.
 func (s *scanner) sortMembers(first int, ms []span) error {
 	sorted := true
-	s.work += len(ms)
+	work.Add(len(ms))
 	for i := 1; i < len(ms); i++ {
 		switch bytes.Compare(s.key(ms[i-1]), s.key(ms[i])) {
 		case 0:
@@ -325,7 +324,7 @@ func (s *scanner) sortMembers(first int, ms []span) error {
 	}
 	if !sorted {
 		slices.SortFunc(ms, func(a, b span) int {
-			s.work++
+			work.Add(1)
 			return bytes.Compare(s.key(a), s.key(b))
 		})
 		for i := 1; i < len(ms); i++ {
@@ -573,7 +572,7 @@ func (s *scanner) writeOrdered(dst []byte, lo, hi int) []byte {
 	i, _ := slices.BinarySearchFunc(s.moved, lo, byStart)
 	for i < len(s.moved) && s.moved[i].start < hi {
 		m := s.moved[i]
-		s.work += m.start - lo
+		work.Add(m.start - lo)
 		dst = append(dst, s.out[lo:m.start]...)
 		dst = append(dst, '{')
 		for k, member := range s.order[m.lo:m.hi] {
@@ -588,7 +587,7 @@ func (s *scanner) writeOrdered(dst []byte, lo, hi int) []byte {
 		j, _ := slices.BinarySearchFunc(s.moved[i+1:], lo, byStart)
 		i += 1 + j
 	}
-	s.work += hi - lo
+	work.Add(hi - lo)
 	return append(dst, s.out[lo:hi]...)
 }
 

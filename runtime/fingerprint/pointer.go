@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/internal/work"
 )
 
 // parsePointer splits an RFC 6901 JSON Pointer into its reference tokens,
@@ -59,11 +61,11 @@ type node struct {
 	below []int
 }
 
-// child returns the child of n named name, or nil. work counts the
+// child returns the child of n named name, or nil. It counts the
 // children compared.
-func (n *node) child(name []byte, work *int) *node {
+func (n *node) child(name []byte) *node {
 	for _, c := range n.children {
-		*work++
+		work.Add(1)
 		if string(name) == c.name {
 			return c
 		}
@@ -73,10 +75,9 @@ func (n *node) child(name []byte, work *int) *node {
 
 func (n *node) add(tokens []string, field int) {
 	cur := n
-	var work int // of compiling, which no request pays for
 	for _, t := range tokens {
 		cur.below = append(cur.below, field)
-		next := cur.child([]byte(t), &work)
+		next := cur.child([]byte(t))
 		if next == nil {
 			if len(cur.children) == 0 {
 				cur.plainChildren = true
@@ -94,13 +95,13 @@ func (n *node) add(tokens []string, field int) {
 // The error refuses a member whose name folds onto a child's without being
 // it, which encoding/json would read as that child (see fold.go): it is
 // the rule for every pointer the engine follows into a JSON body, a
-// fingerprinted field's as a body-carried key's. work counts the names
+// fingerprinted field's as a body-carried key's. It counts the names
 // compared.
-func (n *node) pick(name []byte, work *int) (*node, error) {
-	if c := n.child(name, work); c != nil {
+func (n *node) pick(name []byte) (*node, error) {
+	if c := n.child(name); c != nil {
 		return c, nil
 	}
-	if f := n.foldsOntoChild(name, work); f != nil {
+	if f := n.foldsOntoChild(name); f != nil {
 		return nil, fmt.Errorf("%w: a member's name and %q differ only in case, which encoding/json reads as one field", ErrBody, f.name)
 	}
 	return nil, nil
@@ -122,7 +123,7 @@ func branch(pointer string) (*node, error) {
 // in the canonical document b, walking through objects only. With folds
 // set, as for a JSON body, it reads every member of each object on the way
 // and refuses the body as extract does (see pick); without, as for a form,
-// whose readers match names exactly, it compares names exactly. st.work
+// whose readers match names exactly, it compares names exactly. It
 // counts the bytes skipped and the names compared.
 func (st *state) find(b []byte, n *node, folds bool) (v []byte, found bool, err error) {
 	start, end := 0, len(b)
@@ -132,14 +133,14 @@ func (st *state) find(b []byte, n *node, folds bool) (v []byte, found bool, err 
 		}
 		var next *node
 		for i := start + 1; b[i] != '}'; {
-			keyEnd := skipString(b, i, &st.work)
-			valEnd := skipValue(b, keyEnd+1, &st.work)
+			keyEnd := skipString(b, i)
+			valEnd := skipValue(b, keyEnd+1)
 			name := b[i+1 : keyEnd-1]
 			var c *node
 			if folds {
-				c, err = n.pick(name, &st.work)
+				c, err = n.pick(name)
 			} else {
-				c = n.child(name, &st.work)
+				c = n.child(name)
 			}
 			if err != nil {
 				return nil, false, err
@@ -174,7 +175,7 @@ type slot struct {
 // document keeps found=false. It refuses a body that encoding/json would
 // read otherwise (see fold.go): on the way down, a member whose name folds
 // onto a fingerprinted name without being it; inside a fingerprinted
-// object or array, two member names that fold together. st.work counts the
+// object or array, two member names that fold together. It counts the
 // bytes skipped and the names compared on the way, so that tests can hold
 // the walk to the body's size.
 func (st *state) extract(b []byte, start, end int, n *node, slots []slot) error {
@@ -190,10 +191,10 @@ func (st *state) extract(b []byte, start, end int, n *node, slots []slot) error 
 	switch b[start] {
 	case '{':
 		for i := start + 1; b[i] != '}'; {
-			keyEnd := skipString(b, i, &st.work)
-			valEnd := skipValue(b, keyEnd+1, &st.work)
+			keyEnd := skipString(b, i)
+			valEnd := skipValue(b, keyEnd+1)
 			name := b[i+1 : keyEnd-1]
-			c, err := n.pick(name, &st.work)
+			c, err := n.pick(name)
 			if err != nil {
 				return err
 			}
@@ -234,7 +235,7 @@ func (st *state) checkFolds(v []byte) error {
 // member finds the object member that tokens point to in the canonical
 // document b, walking through objects only. keyStart is the member's first
 // byte; the value is b[valStart:valEnd]. With no tokens it finds the whole
-// document and keyStart is -1. st.work counts the bytes skipped and the
+// document and keyStart is -1. It counts the bytes skipped and the
 // names compared.
 func (st *state) member(b []byte, tokens []string) (keyStart, valStart, valEnd int, ok bool) {
 	keyStart, valStart, valEnd = -1, 0, len(b)
@@ -244,9 +245,9 @@ func (st *state) member(b []byte, tokens []string) (keyStart, valStart, valEnd i
 		}
 		found := false
 		for i := valStart + 1; b[i] != '}'; {
-			keyEnd := skipString(b, i, &st.work)
-			end := skipValue(b, keyEnd+1, &st.work)
-			st.work++
+			keyEnd := skipString(b, i)
+			end := skipValue(b, keyEnd+1)
+			work.Add(1)
 			if string(b[i+1:keyEnd-1]) == t {
 				keyStart, valStart, valEnd, found = i, keyEnd+1, end, true
 				break
@@ -280,16 +281,16 @@ func (st *state) removeMember(b []byte, tokens []string) []byte {
 }
 
 // skipString returns the end of the canonical string starting at b[i]. A
-// quote ends the string unless an odd run of backslashes escapes it. work
+// quote ends the string unless an odd run of backslashes escapes it. It
 // counts the bytes read, the backslashes before a quote twice.
-func skipString(b []byte, i int, work *int) int {
+func skipString(b []byte, i int) int {
 	for i++; ; {
 		q := i + bytes.IndexByte(b[i:], '"')
 		n := 0
 		for q-n-1 >= i && b[q-n-1] == '\\' {
 			n++
 		}
-		*work += q + 1 - i + n
+		work.Add(q + 1 - i + n)
 		if n%2 == 0 {
 			return q + 1
 		}
@@ -297,24 +298,24 @@ func skipString(b []byte, i int, work *int) int {
 	}
 }
 
-// skipValue returns the end of the canonical value starting at b[i]. work
+// skipValue returns the end of the canonical value starting at b[i]. It
 // counts the bytes read (see skipString for those inside strings).
-func skipValue(b []byte, i int, work *int) int {
+func skipValue(b []byte, i int) int {
 	switch b[i] {
 	case '"':
-		return skipString(b, i, work)
+		return skipString(b, i)
 	case '{', '[':
 		depth, start := 0, i
 		for ; ; i++ {
 			switch b[i] {
 			case '"':
-				i = skipString(b, i, work) - 1
+				i = skipString(b, i) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
 				depth--
 				if depth == 0 {
-					*work += i + 1 - start
+					work.Add(i + 1 - start)
 					return i + 1
 				}
 			}
@@ -324,7 +325,7 @@ func skipValue(b []byte, i int, work *int) int {
 		if j < 0 {
 			j = len(b) - i
 		}
-		*work += j
+		work.Add(j)
 		return i + j
 	}
 }

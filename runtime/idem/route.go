@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemgen/idemgen/internal/work"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
@@ -71,39 +72,37 @@ type route struct {
 	// escaped form and may pick another route). Such a request is refused
 	// rather than protected by a guess.
 	near bool
-	// work counts the bytes of the path read to find the route: each
-	// pass over it, and the bytes handed to each template's matching,
-	// which reads each of them a bounded number of times (pathtemplate's
-	// TestMatchWorkIsLinear). Tests hold it to the path's length.
-	work int
 }
 
 func (rt *router) find(method, escapedPath string) route {
 	var r route
-	r.op, r.params, r.near = rt.match(method, escapedPath, &r.work)
+	r.op, r.params, r.near = rt.match(method, escapedPath)
 	return r
 }
 
-// match is find, adding the bytes it reads to work.
-func (rt *router) match(method, escapedPath string, work *int) (*operation, map[string]string, bool) {
+// match is find. It counts the bytes of the path it reads (internal/work):
+// each pass over it, and the bytes handed to each template's matching,
+// which reads each of them a bounded number of times (pathtemplate's
+// TestMatchWorkIsLinear), so that tests can hold it to the path's length.
+func (rt *router) match(method, escapedPath string) (*operation, map[string]string, bool) {
 	ops := rt.byMethod[method]
 	if len(ops) == 0 {
 		return nil, nil, false
 	}
-	*work += len(escapedPath)
+	work.Add(len(escapedPath))
 	segs, ok := pathtemplate.Split(escapedPath)
 	if !ok {
 		return nil, nil, false
 	}
-	if rest, ok := cutSegments(segs, rt.base, work); ok {
+	if rest, ok := cutSegments(segs, rt.base); ok {
 		size := bytesOf(rest)
 		for _, op := range ops {
-			*work += size
+			work.Add(size)
 			if params, ok := op.template.Match(rest); ok {
 				// An escaped "/" at the very end reads as a trailing slash
 				// to a router that matches the decoded path.
-				*work += len(segs[len(segs)-1])
-				near := !canonicalEscapes(escapedPath, work) || strings.HasSuffix(pathtemplate.Decode(segs[len(segs)-1]), "/")
+				work.Add(len(segs[len(segs)-1]))
+				near := !canonicalEscapes(escapedPath) || strings.HasSuffix(pathtemplate.Decode(segs[len(segs)-1]), "/")
 				return op, params, near
 			}
 		}
@@ -111,13 +110,13 @@ func (rt *router) match(method, escapedPath string, work *int) (*operation, map[
 		// text ("a:b:cancel" for "{name}:cancel", cut at the last ":")
 		// is the operation's to a router or handler that splits it so.
 		for _, op := range ops {
-			*work += size
+			work.Add(size)
 			if op.template.MatchAnySplit(rest) {
 				return op, nil, true
 			}
 		}
 	}
-	*work += len(escapedPath)
+	work.Add(len(escapedPath))
 	if !normalizable(escapedPath, segs) {
 		// No router reads this path as another one: the candidates
 		// below would all be segs again.
@@ -131,17 +130,17 @@ func (rt *router) match(method, escapedPath string, work *int) (*operation, map[
 	// StripSlashes routes a path with a trailing slash by its decoded form,
 	// where an escaped "%2F" separates segments.
 	trimmed := trimTrailing(segs)
-	decoded := decodeAll(segs, work)
-	*work += len(decoded) // split on "/"
+	decoded := decodeAll(segs)
+	work.Add(len(decoded)) // split on "/"
 	resplit := trimTrailing(strings.Split(decoded, "/"))
-	for _, clean := range [][]string{dropEmpty(segs, work), cleanSegments(segs, work), fillEmpty(trimmed, work), fillEmpty(resplit, work)} {
-		rest, ok := cutSegments(clean, rt.base, work)
+	for _, clean := range [][]string{dropEmpty(segs), cleanSegments(segs), fillEmpty(trimmed), fillEmpty(resplit)} {
+		rest, ok := cutSegments(clean, rt.base)
 		if !ok {
 			continue
 		}
 		size := bytesOf(rest)
 		for _, op := range ops {
-			*work += size
+			work.Add(size)
 			if _, ok := op.template.Match(rest); ok {
 				return op, nil, true
 			}
@@ -164,8 +163,7 @@ func bytesOf(segs []string) int {
 // is BasePath: only a prefix the engine does not know to be the mount can
 // name a resource.
 func (rt *router) mountPrefix(prefix []string) []string {
-	var work int
-	if rest, ok := cutSegments(prefix, rt.base, &work); ok && len(rest) == 0 {
+	if rest, ok := cutSegments(prefix, rt.base); ok && len(rest) == 0 {
 		return nil
 	}
 	out := make([]string, len(prefix))
@@ -176,13 +174,13 @@ func (rt *router) mountPrefix(prefix []string) []string {
 }
 
 // cutSegments removes prefix, decoded segments, from the front of segs,
-// segments as written. It adds the bytes it decodes to work.
-func cutSegments(segs, prefix []string, work *int) ([]string, bool) {
+// segments as written. It counts the bytes it decodes.
+func cutSegments(segs, prefix []string) ([]string, bool) {
 	if len(segs) < len(prefix) {
 		return nil, false
 	}
 	for i, p := range prefix {
-		*work += len(segs[i])
+		work.Add(len(segs[i]))
 		if pathtemplate.Decode(segs[i]) != p {
 			return nil, false
 		}
@@ -205,11 +203,11 @@ func normalizable(escapedPath string, segs []string) bool {
 }
 
 // dropEmpty drops empty segments ("//", a trailing "/"). Like every
-// candidate builder below, it adds the bytes it reads to work.
-func dropEmpty(segs []string, work *int) []string {
+// candidate builder below, it counts the bytes it reads.
+func dropEmpty(segs []string) []string {
 	out := make([]string, 0, len(segs))
 	for _, s := range segs {
-		*work += len(s) + 1
+		work.Add(len(s) + 1)
 		if s != "" {
 			out = append(out, s)
 		}
@@ -226,10 +224,10 @@ func trimTrailing(segs []string) []string {
 }
 
 // decodeAll is the decoded path after its leading "/", segments joined.
-func decodeAll(segs []string, work *int) string {
+func decodeAll(segs []string) string {
 	var b strings.Builder
 	for i, s := range segs {
-		*work += len(s) + 1
+		work.Add(len(s) + 1)
 		if i > 0 {
 			b.WriteByte('/')
 		}
@@ -240,10 +238,10 @@ func decodeAll(segs []string, work *int) string {
 
 // fillEmpty puts a stand-in value in every empty segment, so that a
 // template with a parameter there matches.
-func fillEmpty(segs []string, work *int) []string {
+func fillEmpty(segs []string) []string {
 	out := make([]string, len(segs))
 	for i, s := range segs {
-		*work += len(s) + 1
+		work.Add(len(s) + 1)
 		if s == "" {
 			s = "-"
 		}
@@ -255,10 +253,10 @@ func fillEmpty(segs []string, work *int) []string {
 // cleanSegments drops empty and "." segments and resolves "..", as path
 // cleaning routers do (ServeMux redirects to the cleaned path; chi's
 // StripSlashes serves it).
-func cleanSegments(segs []string, work *int) []string {
+func cleanSegments(segs []string) []string {
 	out := make([]string, 0, len(segs))
 	for _, s := range segs {
-		*work += len(s) + 1
+		work.Add(len(s) + 1)
 		switch pathtemplate.Decode(s) {
 		case "", ".":
 		case "..":
@@ -277,10 +275,10 @@ func cleanSegments(segs []string, work *int) []string {
 // for "/" inside a segment or a character Go's url package escapes itself
 // (space, "?", "%", non-ASCII, …). An escape of anything else ("%61",
 // "%3A") changes how routers read the path: ServeMux decodes it, chi then
-// matches the escaped form. It adds the bytes it reads to work.
-func canonicalEscapes(p string, work *int) bool {
+// matches the escaped form. It counts the bytes it reads.
+func canonicalEscapes(p string) bool {
 	for i := strings.IndexByte(p, '%'); i >= 0; i = strings.IndexByte(p, '%') {
-		*work += i + 1
+		work.Add(i + 1)
 		if i+2 >= len(p) {
 			return true // not an escape; routers keep it as it is
 		}

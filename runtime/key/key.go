@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/idemgen/idemgen/internal/work"
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 )
 
@@ -67,44 +68,37 @@ func invalid(kind error, format string, args ...any) error {
 // is the key itself. Surrounding spaces and tabs are ignored. The key must be
 // 1 to maxLen characters of visible ASCII (0x21 to 0x7E).
 func Parse(value string, maxLen int) (string, error) {
-	var work int
-	return parse(value, maxLen, &work)
-}
-
-// parse is Parse; it adds to work the bytes it reads, so that tests can
-// hold it to the value's length.
-func parse(value string, maxLen int, work *int) (string, error) {
-	v := trimOWS(value, work)
+	v := trimOWS(value)
 	if len(v) > 0 && v[0] == '"' {
-		k, err := unquote(v, work)
+		k, err := unquote(v)
 		if err != nil {
 			return "", err
 		}
 		v = k
 	}
-	if err := checkCounting(v, maxLen, work); err != nil {
+	if err := check(v, maxLen); err != nil {
 		return "", err
 	}
 	return v, nil
 }
 
-func trimOWS(s string, work *int) string {
+func trimOWS(s string) string {
 	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		*work++
+		work.Add(1)
 		s = s[1:]
 	}
 	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		*work++
+		work.Add(1)
 		s = s[:len(s)-1]
 	}
 	return s
 }
 
 // unquote decodes the structured-field string s, which starts with '"'.
-func unquote(s string, work *int) (string, error) {
+func unquote(s string) (string, error) {
 	var b []byte // allocated only when an escape makes the key differ from s
 	for i := 1; i < len(s); i++ {
-		*work++
+		work.Add(1)
 		c := s[i]
 		switch {
 		case c == '\\':
@@ -145,17 +139,11 @@ func badChar(c byte, pos int) error {
 func Check(k string, maxLen int) error { return check(k, maxLen) }
 
 func check(k string, maxLen int) error {
-	var work int
-	return checkCounting(k, maxLen, &work)
-}
-
-// checkCounting is check; it adds to work the bytes it reads.
-func checkCounting(k string, maxLen int, work *int) error {
 	if k == "" {
 		return invalid(ErrEmpty, "the idempotency key is empty; send 1 to %d visible ASCII characters, such as a UUID", maxLen)
 	}
 	for i := 0; i < len(k); i++ {
-		*work++
+		work.Add(1)
 		if c := k[i]; c < 0x21 || c > 0x7e {
 			return badChar(c, i+1)
 		}

@@ -1,9 +1,12 @@
+//go:build idemwork
+
 package key
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/idemgen/idemgen/internal/work"
 	"github.com/idemgen/idemgen/runtime/internal/worktest"
 )
 
@@ -41,9 +44,8 @@ func TestParseWorkIsLinear(t *testing.T) {
 		t.Run(shape.name, func(t *testing.T) {
 			worktest.FlatPerByte(t, 2, func(size int) (int, int) {
 				value := shape.build(size)
-				var work int
-				_, _ = parse(value, len(value), &work)
-				return work, len(value)
+				steps := work.Count(func() { _, _ = Parse(value, len(value)) })
+				return steps, len(value)
 			})
 		})
 	}

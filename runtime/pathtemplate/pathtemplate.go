@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/idemgen/idemgen/internal/work"
 )
 
 // Template is a parsed path template. Its zero value is not usable; make one
@@ -218,19 +220,12 @@ func Decode(seg string) string {
 // chi lets it be in some places and the engine must protect every request
 // a router could hand the operation's handler.
 func (t *Template) Match(segs []string) (map[string]string, bool) {
-	var work int
-	return t.match(segs, &work)
-}
-
-// match is Match; it adds to work the bytes of segs it reads, so that tests
-// can hold matching to the path's length.
-func (t *Template) match(segs []string, work *int) (map[string]string, bool) {
 	if len(segs) != len(t.segs) {
 		return nil, false
 	}
 	var params map[string]string
 	for i, s := range t.segs {
-		if !s.match(segs[i], &params, len(t.params), work) {
+		if !s.match(segs[i], &params, len(t.params)) {
 			return nil, false
 		}
 	}
@@ -246,17 +241,17 @@ func (t *Template) MatchSuffix(segs []string) (map[string]string, bool) {
 	return t.Match(segs[len(segs)-len(t.segs):])
 }
 
-func (s segment) match(raw string, params *map[string]string, n int, work *int) bool {
+func (s segment) match(raw string, params *map[string]string, n int) bool {
 	set := func(name, val string) {
 		if *params == nil {
 			*params = make(map[string]string, n)
 		}
-		*work += len(val)
+		work.Add(len(val))
 		(*params)[name] = Decode(val)
 	}
 	switch s.kind() {
 	case KindLiteral:
-		*work += len(raw)
+		work.Add(len(raw))
 		return Decode(raw) == s.parts[0].lit
 	case KindParam:
 		if raw == "" {
@@ -269,7 +264,7 @@ func (s segment) match(raw string, params *map[string]string, n int, work *int) 
 	for j := 0; j < len(s.parts); j++ {
 		p := s.parts[j]
 		if p.name == "" {
-			*work += len(p.esc)
+			work.Add(len(p.esc))
 			rest, ok := strings.CutPrefix(v, p.esc)
 			if !ok {
 				return false
@@ -286,10 +281,10 @@ func (s segment) match(raw string, params *map[string]string, n int, work *int) 
 		// follow, or the segment does not match.
 		end := strings.IndexByte(v, s.parts[j+1].esc[0])
 		if end < 0 {
-			*work += len(v)
+			work.Add(len(v))
 			return false
 		}
-		*work += end
+		work.Add(end)
 		set(p.name, v[:end])
 		v = v[end:]
 	}
@@ -304,28 +299,21 @@ func (s segment) match(raw string, params *map[string]string, n int, work *int) 
 // away; the engine refuses what only MatchAnySplit accepts, rather than let
 // it pass unprotected.
 func (t *Template) MatchAnySplit(segs []string) bool {
-	var work int
-	return t.matchAnySplit(segs, &work)
-}
-
-// matchAnySplit is MatchAnySplit; it adds to work the bytes of segs it
-// reads.
-func (t *Template) matchAnySplit(segs []string, work *int) bool {
 	if len(segs) != len(t.segs) {
 		return false
 	}
 	for i, s := range t.segs {
-		if !s.matchAnySplit(segs[i], work) {
+		if !s.matchAnySplit(segs[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-func (s segment) matchAnySplit(raw string, work *int) bool {
+func (s segment) matchAnySplit(raw string) bool {
 	switch s.kind() {
 	case KindLiteral:
-		*work += len(raw)
+		work.Add(len(raw))
 		return Decode(raw) == s.parts[0].lit
 	case KindParam:
 		return raw != ""
@@ -341,7 +329,7 @@ func (s segment) matchAnySplit(raw string, work *int) bool {
 		switch {
 		case p.name == "":
 			for _, at := range starts {
-				*work += len(p.esc)
+				work.Add(len(p.esc))
 				if strings.HasPrefix(raw[at:], p.esc) {
 					next = append(next, at+len(p.esc))
 				}
@@ -353,10 +341,10 @@ func (s segment) matchAnySplit(raw string, work *int) bool {
 			for off := starts[0]; off <= len(raw); off++ {
 				i := strings.Index(raw[off:], text)
 				if i < 0 {
-					*work += len(raw) - off
+					work.Add(len(raw) - off)
 					break
 				}
-				*work += i + len(text)
+				work.Add(i + len(text))
 				off += i
 				next = append(next, off)
 			}
@@ -456,8 +444,7 @@ func (s segment) mayOverlap(o segment) bool {
 		return s.parts[0].lit == o.parts[0].lit
 	case ks == KindLiteral:
 		var scratch map[string]string
-		var work int
-		return o.match(s.parts[0].esc, &scratch, 0, &work)
+		return o.match(s.parts[0].esc, &scratch, 0)
 	}
 	// Two mixed segments are told apart when their literal prefixes or
 	// suffixes disagree.

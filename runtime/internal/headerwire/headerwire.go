@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/idemgen/idemgen/internal/work"
 )
 
 const version = 1
@@ -26,17 +28,11 @@ const version = 1
 var ErrMalformed = errors.New("headerwire: malformed header encoding")
 
 // Encode returns h's encoding, or nil for a nil h (no headers were kept).
+// It counts its work (internal/work), the names compared in sorting and
+// the bytes written, so that tests can hold it to the encoding's size.
 func Encode(h http.Header) []byte {
-	b, _ := encode(h)
-	return b
-}
-
-// encode is Encode; it also returns its work, the names compared in
-// sorting and the bytes written, so that tests can hold it to the
-// encoding's size.
-func encode(h http.Header) ([]byte, int) {
 	if h == nil {
-		return nil, 0
+		return nil
 	}
 	names := make([]string, 0, len(h))
 	size := 1 + binary.MaxVarintLen64
@@ -47,9 +43,8 @@ func encode(h http.Header) ([]byte, int) {
 			size += binary.MaxVarintLen64 + len(v)
 		}
 	}
-	work := 0
 	slices.SortFunc(names, func(a, b string) int {
-		work++
+		work.Add(1)
 		return strings.Compare(a, b)
 	})
 	b := make([]byte, 0, size)
@@ -63,7 +58,8 @@ func encode(h http.Header) ([]byte, int) {
 			b = appendString(b, v)
 		}
 	}
-	return b, work + len(b)
+	work.Add(len(b))
+	return b
 }
 
 func appendString(b []byte, s string) []byte {
@@ -75,19 +71,15 @@ func appendString(b []byte, s string) []byte {
 // src is a nil header. The result shares no memory with src: names and
 // values share one string copied from it, and the value lists one backing
 // array (each capped, so appending to one never overwrites the next).
+//
+// It counts its work (internal/work), the bytes read and the names and
+// values stored, so that tests can hold it to src's size.
 func Decode(src []byte) (http.Header, error) {
-	h, _, err := decode(src)
-	return h, err
-}
-
-// decode is Decode; it also returns its work, the bytes read and the
-// names and values stored, so that tests can hold it to src's size.
-func decode(src []byte) (http.Header, int, error) {
 	if len(src) == 0 {
-		return nil, 0, nil
+		return nil, nil
 	}
 	if src[0] != version {
-		return nil, 0, fmt.Errorf("%w: version %d", ErrMalformed, src[0])
+		return nil, fmt.Errorf("%w: version %d", ErrMalformed, src[0])
 	}
 	d := decoder{s: string(src[1:])}
 	n := d.count()
@@ -99,7 +91,7 @@ func decode(src []byte) (http.Header, int, error) {
 		count := d.count()
 		start := len(vals)
 		for range count {
-			d.work++
+			work.Add(1)
 			vals = append(vals, d.str())
 			if d.err != nil {
 				break
@@ -108,24 +100,23 @@ func decode(src []byte) (http.Header, int, error) {
 		if d.err != nil {
 			break
 		}
-		d.work++
+		work.Add(1)
 		h[name] = vals[start:len(vals):len(vals)]
 	}
 	if d.err == nil && d.i != len(d.s) {
 		d.err = fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.s)-d.i)
 	}
+	work.Add(d.i)
 	if d.err != nil {
-		return nil, d.work + d.i, d.err
+		return nil, d.err
 	}
-	return h, d.work + d.i, nil
+	return h, nil
 }
 
 type decoder struct {
 	s   string
 	i   int // bytes read, each once
 	err error
-	// work counts the names and values stored.
-	work int
 }
 
 // count reads a varint that counts things each at least one byte long, so

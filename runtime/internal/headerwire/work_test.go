@@ -1,3 +1,5 @@
+//go:build idemwork
+
 package headerwire
 
 import (
@@ -6,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemgen/idemgen/internal/work"
 	"github.com/idemgen/idemgen/runtime/internal/worktest"
 )
 
@@ -47,12 +50,17 @@ func TestEncodingWorkIsLinear(t *testing.T) {
 	for _, shape := range hostileHeaders {
 		t.Run(shape.name, func(t *testing.T) {
 			worktest.FlatPerByte(t, 2, func(size int) (int, int) {
-				enc, encWork := encode(shape.build(size))
-				_, decWork, err := decode(enc)
+				h := shape.build(size)
+				var enc []byte
+				var err error
+				steps := work.Count(func() {
+					enc = Encode(h)
+					_, err = Decode(enc)
+				})
 				if err != nil {
 					t.Fatal(err)
 				}
-				return encWork + decWork, len(enc)
+				return steps, len(enc)
 			})
 		})
 	}

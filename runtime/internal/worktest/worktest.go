@@ -1,7 +1,7 @@
 // Package worktest is the check the bounded-work tests of the request
 // path share: the work an algorithm does per input byte, counted rather
-// than timed, stays flat as its worst inputs grow from 1 KiB to the limit
-// a server puts on them.
+// than timed (internal/work, in a build with the idemwork tag), stays flat
+// as its worst inputs grow from 1 KiB to the limit a server puts on them.
 package worktest
 
 import "testing"

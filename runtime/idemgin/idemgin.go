@@ -1,0 +1,137 @@
+// Package idemgin fits the idempotency engine to gin: Middleware applies
+// the engine's policies inside gin's middleware chain, after the
+// authentication that sets the tenant, and CheckRoutes proves at start-up
+// that every protected operation is routed behind it. It keeps gin out of
+// runtime/idem, which imports the standard library only.
+//
+//	g := gin.New()
+//	g.ContextWithFallback = true // handlers read the transaction from c
+//	g.Use(authenticate, idemgin.Middleware(engine))
+//	api.RegisterHandlersWithOptions(g, api.NewStrictHandlerWithOptions(impl, nil,
+//		api.StrictGinServerOptions{RequestErrorHandlerFunc: idemgin.RequestError}), api.GinServerOptions{})
+//	err := idemgin.CheckRoutes(engine, g)
+//
+// A handler that takes its transaction from the context it is given (an
+// oapi-codegen strict-server method gets the *gin.Context) finds it only
+// when gin's Engine.ContextWithFallback is true: gin's Context passes the
+// request's values on only then. CheckRoutes refuses an engine without
+// it, and Middleware refuses its requests (500, the handler not run).
+package idemgin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// ErrNoContextFallback is the error of a gin engine whose Context does not
+// pass the request's values on (ContextWithFallback is false).
+var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback is false, so a handler given the *gin.Context cannot find the idempotency transaction or the engine's marks in it; set it to true")
+
+// Middleware returns gin middleware that applies e's policies to the
+// requests of protected operations, as e.Middleware does for net/http:
+// the route's handlers run inside the engine, which replays, refuses or
+// runs them once. Use it after the middleware that authenticates (the
+// engine scopes keys to the tenant Config.Tenant reads from the request),
+// and before registering the routes it protects: gin gives a route only
+// the middleware Use'd before it.
+func Middleware(e *idem.Engine) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		outer := c.Writer
+		e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c.Request = r.WithContext(context.WithValue(r.Context(), probeKey{}, true))
+			if c.Value(probeKey{}) == nil {
+				// The handler could not reach its transaction: refuse
+				// before it runs rather than let it write outside it.
+				idem.NotExecuted(r.Context())
+				http.Error(w, ErrNoContextFallback.Error(), http.StatusInternalServerError)
+				return
+			}
+			gw := &writer{ResponseWriter: w, status: http.StatusOK}
+			c.Writer = gw
+			c.Next()
+			gw.WriteHeaderNow()
+		})).ServeHTTP(outer, c.Request)
+		c.Writer = outer
+		// The rest of the chain ran inside the engine, or must not run at
+		// all (a replay, a 409, a refusal): gin is not to run it again.
+		c.Abort()
+	}
+}
+
+// probeKey marks the request's context, to see whether gin's Context
+// passes the request's values on.
+type probeKey struct{}
+
+// RequestError answers a request that oapi-codegen's gin server could not
+// decode or bind with 400 and err's text, as oapi-codegen's default does,
+// and tells the engine the operation did not start executing: the answer
+// is not stored and the key is released, so the client's corrected retry
+// with the same key runs. Give it as StrictGinServerOptions'
+// RequestErrorHandlerFunc; ParamError is the same for GinServerOptions'
+// ErrorHandler.
+func RequestError(c *gin.Context, err error) {
+	idem.NotExecuted(c.Request.Context())
+	c.JSON(http.StatusBadRequest, gin.H{"msg": err.Error()})
+}
+
+// ParamError is RequestError with the status oapi-codegen's gin server
+// chose, for GinServerOptions' ErrorHandler (a parameter that does not
+// bind). A status of 500 or more is answered without the mark: it is no
+// client's mistake.
+func ParamError(c *gin.Context, err error, status int) {
+	if status < http.StatusInternalServerError {
+		idem.NotExecuted(c.Request.Context())
+	}
+	c.JSON(status, gin.H{"msg": err.Error()})
+}
+
+// CheckRoutes is e.CheckRoutes for an engine behind Middleware on g: it
+// refuses g without ContextWithFallback and reports every protected
+// operation g does not route. gin cannot find a route without serving the
+// request, so the routes g lists (Engine.Routes) are matched in a
+// ServeMux of CheckRoutes' own: call it once every route is registered.
+func CheckRoutes(e *idem.Engine, g *gin.Engine) error {
+	if !g.ContextWithFallback {
+		return ErrNoContextFallback
+	}
+	mux := http.NewServeMux()
+	for _, rt := range g.Routes() {
+		if err := register(mux, rt.Method+" "+servemuxPath(rt.Path)); err != nil {
+			return err
+		}
+	}
+	return e.CheckRoutes(idem.BehindMiddleware, mux.Handler)
+}
+
+// register adds pattern to mux; a pattern ServeMux cannot take is an
+// error rather than a panic.
+func register(mux *http.ServeMux, pattern string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("idemgin: CheckRoutes cannot match the route %s: %v", pattern, r)
+		}
+	}()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return nil
+}
+
+// servemuxPath writes gin's ":id" as "{id}" and its "*rest" as "{rest...}".
+func servemuxPath(path string) string {
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		switch {
+		case strings.HasPrefix(s, ":"):
+			segs[i] = "{" + s[1:] + "}"
+		case strings.HasPrefix(s, "*"):
+			segs[i] = "{" + s[1:] + "...}"
+		}
+	}
+	return strings.Join(segs, "/")
+}

@@ -74,6 +74,9 @@ type Store interface {
 	// Release gives back m, held under token and never handed to its
 	// receiver, uncounted and due at once.
 	Release(ctx context.Context, m Message, token string) error
+	// Prune deletes up to limit effects delivered at least age ago and
+	// returns how many it deleted.
+	Prune(ctx context.Context, age time.Duration, limit int) (int, error)
 	// List returns the effects q selects, oldest first.
 	List(ctx context.Context, q Query) ([]Message, error)
 	// Redrive makes the dead effect id pending and due at once, with its

@@ -47,10 +47,21 @@ type Config struct {
 	// Drain bounds the shutdown: once Run's context ends, deliveries
 	// under way get this long to finish before their contexts end.
 	// Default 10s.
-	Drain    time.Duration
+	Drain time.Duration
+	// Retain is how long a delivered effect is kept, for operators to
+	// see, before a runner deletes it. Dead effects are kept until an
+	// operator re-drives them. Default 7 days.
+	Retain   time.Duration
 	Observer Observer
 	Logger   *slog.Logger
 }
+
+// pruneEvery is the most often a runner deletes delivered effects; a
+// Retain shorter than it prunes as often as Retain.
+const pruneEvery = time.Minute
+
+// pruneBatch is the most effects one delete removes.
+const pruneBatch = 1000
 
 // recordTimeout bounds each write that records an attempt's outcome, the
 // last ones after Run's context has ended too.
@@ -71,7 +82,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		return nil, errors.New("idemoutbox: a runner needs a Store and a Deliver function")
 	}
 	if cfg.MaxAttempts < 0 || cfg.Backoff < 0 || cfg.MaxBackoff < 0 || cfg.Lease < 0 ||
-		cfg.Batch < 0 || cfg.Workers < 0 || cfg.Poll < 0 || cfg.Drain < 0 {
+		cfg.Batch < 0 || cfg.Workers < 0 || cfg.Poll < 0 || cfg.Drain < 0 || cfg.Retain < 0 {
 		return nil, errors.New("idemoutbox: a runner's limits are not negative")
 	}
 	def := func(v *time.Duration, d time.Duration) {
@@ -84,6 +95,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	def(&cfg.Lease, time.Minute)
 	def(&cfg.Poll, time.Second)
 	def(&cfg.Drain, 10*time.Second)
+	def(&cfg.Retain, 7*24*time.Hour)
 	for _, v := range []struct {
 		p *int
 		d int
@@ -108,12 +120,18 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.Drain, cancel) })
 	defer stop()
+	var pruned time.Time
 	for ctx.Err() == nil {
 		n, err := r.round(ctx, deliveries)
 		if err != nil {
 			r.cfg.Logger.ErrorContext(ctx, "idemoutbox: claiming due effects failed", "err", err)
 		}
 		if n < r.cfg.Batch {
+			// Idle: a moment to delete what is past keeping.
+			if time.Since(pruned) >= min(pruneEvery, r.cfg.Retain) {
+				r.prune(ctx)
+				pruned = time.Now()
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(r.cfg.Poll):
@@ -162,7 +180,7 @@ func (r *Runner) deliver(ctx, deliveries context.Context, m Message, token strin
 		err = fmt.Errorf("%d attempts began and none was recorded", m.Attempts-1)
 	} else {
 		dctx, cancel := context.WithTimeout(deliveries, r.cfg.Lease)
-		err = r.cfg.Deliver(dctx, m)
+		err = r.call(dctx, m)
 		cancel()
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
@@ -190,6 +208,31 @@ func (r *Runner) deliver(ctx, deliveries context.Context, m Message, token strin
 		return
 	}
 	Observe(ctx, r.cfg.Observer, Event{Name: m.Name, Outcome: outcome, Attempt: m.Attempts, Err: err})
+}
+
+// prune deletes the effects delivered longer ago than Retain, a batch at
+// a time.
+func (r *Runner) prune(ctx context.Context) {
+	for ctx.Err() == nil {
+		n, err := r.cfg.Store.Prune(ctx, r.cfg.Retain, pruneBatch)
+		if err != nil {
+			r.cfg.Logger.ErrorContext(ctx, "idemoutbox: deleting delivered effects failed", "err", err)
+		}
+		if n < pruneBatch {
+			return
+		}
+	}
+}
+
+// call hands m to Deliver; a panic there fails the attempt, not the
+// runner.
+func (r *Runner) call(ctx context.Context, m Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the delivery panicked: %v", p)
+		}
+	}()
+	return r.cfg.Deliver(ctx, m)
 }
 
 // release gives back m, claimed but not begun.

@@ -28,6 +28,9 @@ func Run(t *testing.T, tg Target) {
 		{"ConcurrentRunners", concurrentRunners},
 		{"DeadRunnersLease", deadRunnersLease},
 		{"ShutdownDrains", shutdownDrains},
+		{"InterruptedAttempts", interruptedAttempts},
+		{"PanickingReceiver", panickingReceiver},
+		{"DeliveredArePruned", deliveredArePruned},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, tg) })
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +128,68 @@ func shutdownDrains(t *testing.T, tg Target) {
 		if rcv.count(ek) != 1 {
 			t.Errorf("k-%d's effect delivered %d times, want 1", i, rcv.count(ek))
 		}
+	}
+}
+
+// An effect whose deliveries keep dying with their runner (each claimed,
+// none recorded) is dead once its attempts are spent, without another
+// delivery: a poison message cannot take runners down for ever.
+func interruptedAttempts(t *testing.T, tg Target) {
+	f := newFixture(t, tg)
+	ek := f.stageMany(t, 1)[0]
+	rcv := newReceiver()
+	cfg := runnerConfig(f.inst.Outbox, rcv.deliver)
+	for i := range cfg.MaxAttempts {
+		if ms, err := f.inst.Outbox.Claim(context.Background(), 1, time.Millisecond, fmt.Sprintf("dying-%d", i)); err != nil || len(ms) != 1 {
+			t.Fatalf("claim %d = %d effects, %v", i, len(ms), err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	runUntil(t, cfg, 1, pendingNone(t, f.inst.Outbox))
+	m := f.all(t)[0]
+	if m.State != idemoutbox.StateDead || !strings.Contains(m.LastError, "none was recorded") || rcv.count(ek) != 0 {
+		t.Errorf("after %d interrupted attempts: %+v, delivered %d times; want dead, undelivered", cfg.MaxAttempts, m, rcv.count(ek))
+	}
+}
+
+// A Deliver that panics fails its attempt: the runner goes on, delivers
+// the other effects, and the panicking one ends dead with the panic as
+// its error.
+func panickingReceiver(t *testing.T, tg Target) {
+	f := newFixture(t, tg)
+	f.post(t, txPath, "k-ok", "", http.StatusCreated)
+	f.post(t, txPath, "k-panic", "poison", http.StatusCreated)
+	rcv := newReceiver()
+	cfg := runnerConfig(f.inst.Outbox, func(ctx context.Context, m idemoutbox.Message) error {
+		if m.Name == poison {
+			panic("the receiver's client panics")
+		}
+		return rcv.deliver(ctx, m)
+	})
+	runUntil(t, cfg, 1, pendingNone(t, f.inst.Outbox))
+	if rcv.count(f.h.effectKey("k-ok")) != 1 {
+		t.Error("the other effect was not delivered")
+	}
+	dead, err := f.inst.Outbox.List(context.Background(), idemoutbox.Query{States: []idemoutbox.State{idemoutbox.StateDead}})
+	if err != nil || len(dead) != 1 || !strings.Contains(dead[0].LastError, "panicked") {
+		t.Errorf("dead = %+v, %v; want the panicking one", dead, err)
+	}
+}
+
+// Delivered effects are deleted once Retain has passed; a dead one is
+// kept for its operator.
+func deliveredArePruned(t *testing.T, tg Target) {
+	f := newFixture(t, tg)
+	f.stageMany(t, 2)
+	f.post(t, txPath, "k-poison", "poison", http.StatusCreated)
+	rcv := newReceiver()
+	cfg := runnerConfig(f.inst.Outbox, rcv.deliver)
+	cfg.MaxAttempts, cfg.Retain = 1, 20*time.Millisecond
+	runUntil(t, cfg, 1, func() bool { return len(f.all(t)) == 1 })
+	if m := f.all(t)[0]; m.State != idemoutbox.StateDead {
+		t.Errorf("left after pruning: %+v, want the dead effect", m)
+	}
+	if distinct, _ := rcv.totals(); distinct != 2 {
+		t.Errorf("%d effects delivered before pruning, want 2", distinct)
 	}
 }

@@ -81,6 +81,15 @@ func (o *Outbox) Release(ctx context.Context, m idemoutbox.Message, token string
 	return nil
 }
 
+// Prune implements idemoutbox.Store.
+func (o *Outbox) Prune(ctx context.Context, age time.Duration, limit int) (int, error) {
+	tag, err := o.pool.Exec(ctx, pruneSQL, age.Microseconds(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("pgoutbox: prune: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // List implements idemoutbox.Store.
 func (o *Outbox) List(ctx context.Context, q idemoutbox.Query) ([]idemoutbox.Message, error) {
 	states := make([]string, len(q.States))

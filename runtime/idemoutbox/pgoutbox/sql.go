@@ -64,6 +64,16 @@ const releaseSQL = `UPDATE idempotency_outbox
        attempts = attempts - 1
  WHERE id = $1 AND lease_token = $2 AND state = 'pending'`
 
+// pruneSQL deletes up to $2 effects delivered at least $1 µs ago. SKIP
+// LOCKED passes over rows another runner is deleting.
+const pruneSQL = `DELETE FROM idempotency_outbox o
+ USING (SELECT id FROM idempotency_outbox
+         WHERE state = 'delivered' AND delivered_at <= clock_timestamp() - $1 * interval '1 microsecond'
+         ORDER BY delivered_at
+         LIMIT $2
+           FOR UPDATE SKIP LOCKED) d
+ WHERE o.id = d.id`
+
 // redriveSQL makes a dead effect pending again. The partial unique index
 // refuses it when a pending effect has its effect key.
 const redriveSQL = `UPDATE idempotency_outbox

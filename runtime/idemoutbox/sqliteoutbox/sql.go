@@ -47,6 +47,12 @@ const releaseSQL = `UPDATE idempotency_outbox
    SET next_attempt_at = ?3, leased_until = NULL, lease_token = NULL, attempts = attempts - 1
  WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'`
 
+// pruneSQL deletes up to ?2 effects delivered at or before ?1.
+const pruneSQL = `DELETE FROM idempotency_outbox
+ WHERE id IN (SELECT id FROM idempotency_outbox
+               WHERE state = 'delivered' AND delivered_at <= ?1
+               ORDER BY delivered_at LIMIT ?2)`
+
 // redriveSQL makes a dead effect pending again at ?2.
 const redriveSQL = `UPDATE idempotency_outbox
    SET state = 'pending', attempts = 0, next_attempt_at = ?2, leased_until = NULL, lease_token = NULL

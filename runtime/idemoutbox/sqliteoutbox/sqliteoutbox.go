@@ -87,6 +87,16 @@ func (o *Outbox) Release(ctx context.Context, m idemoutbox.Message, token string
 	return nil
 }
 
+// Prune implements idemoutbox.Store.
+func (o *Outbox) Prune(ctx context.Context, age time.Duration, limit int) (int, error) {
+	res, err := o.db.ExecContext(ctx, pruneSQL, o.now().Add(-age).UnixMilli(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("sqliteoutbox: prune: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
 // List implements idemoutbox.Store.
 func (o *Outbox) List(ctx context.Context, q idemoutbox.Query) ([]idemoutbox.Message, error) {
 	rows, err := o.db.QueryContext(ctx, listSQL, q.Tenant, q.Scope, q.Key, q.ID)

@@ -36,3 +36,7 @@ func QueueLeanReset(b *pgx.Batch, user string) { queueLeanReset(b, user) }
 
 // ClaimSQL is the statement that claims a key.
 const ClaimSQL = claimSQL
+
+// RequestBadge returns the two keys of the advisory lock that a
+// transactional claim of c holds for as long as its transaction.
+func RequestBadge(c idemstore.Claim) (class, badge int32) { return badgeClass, requestBadge(c) }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -17,10 +20,11 @@ import (
 // pg_advisory_unlock_all, when a backend dies), so a holder of this very
 // request can be seen for a moment holding the key's lock without the
 // request's. The store must then look at what the holder still holds:
-// only a holder with another request's lock makes the claim a different
+// only a holder with another request's badge makes the claim a different
 // request's (docs/semantics.md §5.1, 422); one that holds the key's lock
-// alone is being given back, and the claim is in flight (409), never
-// "another request", which would tell the client to change its key.
+// alone, or beside a lock of the application's own, is being given back,
+// and the claim is in flight (409), never "another request", which would
+// tell the client to change its key (docs/semantics.md §3.5).
 func TestClaimMeetsAKeyLockWithoutItsRequest(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()
@@ -28,14 +32,28 @@ func TestClaimMeetsAKeyLockWithoutItsRequest(t *testing.T) {
 
 	cases := []struct {
 		name string
-		// holds returns the lock ids the other session holds, from the
-		// key's lock id and another request's.
-		holds func(keyLock, otherRequest int64) []int64
+		// holds returns what the other session runs to hold its locks,
+		// from the key's lock id, another request's, this request and
+		// the other.
+		holds func(keyLock, otherRequest int64, mine, theirs idemstore.Claim) []string
 		// another is whether the claim must be read as another request's.
 		another bool
 	}{
-		{"the key's lock alone, as while it is given back", func(k, _ int64) []int64 { return []int64{k} }, false},
-		{"the key's lock and another request's", func(k, o int64) []int64 { return []int64{k, o} }, true},
+		{"the key's lock alone, as while it is given back", func(k, _ int64, _, _ idemstore.Claim) []string {
+			return []string{lockSQL(k)}
+		}, false},
+		{"the key's lock and an application's", func(k, _ int64, _, _ idemstore.Claim) []string {
+			return []string{lockSQL(k), lockSQL(4242)}
+		}, false},
+		{"the key's lock and another request's", func(k, r int64, _, o idemstore.Claim) []string {
+			return []string{lockSQL(k), lockSQL(r), badgeSQL(o)}
+		}, true},
+		{"the key's lock and another request's badge, its request lock already free", func(k, _ int64, _, o idemstore.Claim) []string {
+			return []string{lockSQL(k), badgeSQL(o)}
+		}, true},
+		{"the key's lock and this request's badge, as while it is given back", func(k, _ int64, c, _ idemstore.Claim) []string {
+			return []string{lockSQL(k), badgeSQL(c)}
+		}, false},
 	}
 	for _, tc := range cases {
 		for _, tx := range []bool{false, true} {
@@ -45,6 +63,8 @@ func TestClaimMeetsAKeyLockWithoutItsRequest(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				c := claimFor("lock-"+randomHex(4), "tok", time.Minute)
+				o := c
+				o.Fingerprint = other[:]
 				var keyLock, otherRequest int64
 				if err := pool.QueryRow(ctx, `SELECT idempotency_lock_id($1, $2, $3),
 					idempotency_request_lock_id($1, $2, $3, $4, $5)`,
@@ -56,9 +76,9 @@ func TestClaimMeetsAKeyLockWithoutItsRequest(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer holder.Release()
-				for _, id := range tc.holds(keyLock, otherRequest) {
-					if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, id); err != nil {
-						t.Fatal(err)
+				for _, stmt := range tc.holds(keyLock, otherRequest, c, o) {
+					if _, err := holder.Exec(ctx, stmt); err != nil {
+						t.Fatalf("%s: %v", stmt, err)
 					}
 				}
 				defer func() {
@@ -66,17 +86,7 @@ func TestClaimMeetsAKeyLockWithoutItsRequest(t *testing.T) {
 						t.Error(err)
 					}
 				}()
-
-				var res idemstore.Result
-				if tx {
-					var h idemstore.Tx
-					res, h, err = s.ClaimTx(ctx, c)
-					if h != nil {
-						_ = h.Release(ctx)
-					}
-				} else {
-					res, err = s.Claim(ctx, c)
-				}
+				res, err := claimOnce(ctx, s, c, tx)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -86,6 +96,70 @@ func TestClaimMeetsAKeyLockWithoutItsRequest(t *testing.T) {
 				same := res.Existing.Operation == c.Operation && bytes.Equal(res.Existing.Fingerprint, c.Fingerprint)
 				if same == tc.another {
 					t.Errorf("claim read the holder as the same request: %v, want %v (record %+v)", same, !tc.another, res.Existing)
+				}
+			})
+		}
+	}
+}
+
+// lockSQL takes the session-level advisory lock id.
+func lockSQL(id int64) string { return fmt.Sprintf("SELECT pg_advisory_lock(%d)", id) }
+
+// badgeSQL takes, at session level, the badge of c's request that a
+// transactional claim holds for as long as its transaction.
+func badgeSQL(c idemstore.Claim) string {
+	class, id := pgstore.RequestBadge(c)
+	return fmt.Sprintf("SELECT pg_advisory_lock_shared(%d, %d)", class, id)
+}
+
+// claimOnce claims c, in a transaction when tx is set (and gives the
+// transaction back at once), and returns the answer.
+func claimOnce(ctx context.Context, s *pgstore.Store, c idemstore.Claim, tx bool) (idemstore.Result, error) {
+	if !tx {
+		return s.Claim(ctx, c)
+	}
+	res, h, err := s.ClaimTx(ctx, c)
+	if h != nil {
+		_ = h.Release(ctx)
+	}
+	return res, err
+}
+
+// A request whose key another request holds in a transaction is told so
+// (422) while the holder runs, whatever advisory locks the holder's
+// handler takes of its own; the holder wears its own request's badge.
+func TestClaimMeetsAnotherRequestsTransaction(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := context.Background()
+	for _, tx := range []bool{false, true} {
+		for _, appLock := range []bool{false, true} {
+			t.Run(fmt.Sprintf("transactional %v, application lock %v", tx, appLock), func(t *testing.T) {
+				key := "held-" + randomHex(4)
+				holder := wonTx(t, s, key, "tok-holder")
+				defer func() { _ = holder.Release(ctx) }()
+				class, badge := pgstore.RequestBadge(claimFor(key, "", time.Minute))
+				var worn int
+				if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+					WHERE locktype = 'advisory' AND granted AND objsubid = 2
+					  AND classid = $1::bigint::oid AND objid = $2::bigint::oid`,
+					int64(class), int64(badge)).Scan(&worn); err != nil || worn != 1 {
+					t.Fatalf("sessions wearing the holder's badge = %d, %v; want 1", worn, err)
+				}
+				if appLock {
+					if _, err := holder.Driver().(pgx.Tx).Exec(ctx, "SELECT pg_advisory_lock(4242)"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c := claimFor(key, "tok", time.Minute)
+				fp := sha256.Sum256([]byte(`{"amount":999}`))
+				c.Fingerprint = fp[:]
+				res, err := claimOnce(ctx, s, c, tx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				same := res.Existing.Operation == c.Operation && bytes.Equal(res.Existing.Fingerprint, c.Fingerprint)
+				if res.Won || res.Existing.State != idemstore.StateInFlight || same {
+					t.Fatalf("claim = %+v, want the key in flight for another request", res)
 				}
 			})
 		}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"bytes"
 	"context"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -22,18 +23,27 @@ import (
 // settleSQL decides such a claim from what is visible a moment later, in a
 // statement of its own (a new snapshot under READ COMMITTED):
 //   - the key's row, if it is committed by now: it decides as any row does;
-//   - otherwise whether the session holding the key's lock also holds a
-//     request lock that is not this claim's (any other advisory lock in the
-//     one-bigint space). A holder of another request keeps its request's
-//     lock for as long as the key's, so it has one; a holder being given
-//     back, whose request lock is already free, has none, and neither has a
-//     key that is free again by now.
+//   - otherwise whether the session holding the key's lock wears the badge
+//     of another request (requestBadge). A transactional claim wears its
+//     request's badge for as long as its transaction, which holds the
+//     key's lock; a holder being given back wears none, or this request's,
+//     and neither does a key that is free again by now.
+//
+// The badge is what tells a request's lock apart from any other: the
+// request lock itself is in the one-bigint space, where an application's
+// own advisory lock (pg_advisory_lock(4242)) looks the same, and would
+// make a retry of a request being given back look like another request
+// (a 422, which tells the client to change its key). A holder that wears
+// no badge (a claim outside a transaction, for the moment its call lasts;
+// a process of an earlier version) is answered as in flight: a 409 whose
+// retry meets the row.
 //
 // It reads pg_locks, which briefly locks the whole lock table, and costs a
 // round trip: it runs only on this rare path, never on a claim that wins,
-// replays or meets a visible row. The lock ids are split as PostgreSQL
+// replays or meets a visible row. The key's lock id is split as PostgreSQL
 // shows a one-bigint advisory lock in pg_locks: classid the high half,
-// objid the low half, objsubid 1.
+// objid the low half, objsubid 1; a badge, a lock of the two-int form, is
+// classid badgeClass and objid the badge, objsubid 2.
 const settleSQL = `SELECT k.state, k.operation, k.fingerprint,
        (extract(epoch FROM k.lease_until - clock_timestamp()) * 1000000)::bigint,
        k.status, k.headers, k.body, k.body_omitted,
@@ -41,20 +51,51 @@ const settleSQL = `SELECT k.state, k.operation, k.fingerprint,
                  FROM pg_locks h
                  JOIN pg_locks o
                    ON o.pid = h.pid AND o.locktype = 'advisory' AND o.granted
-                  AND o.objsubid = 1 AND o.database = h.database
+                  AND o.objsubid = 2 AND o.database = h.database
+                  AND o.classid = $4::bigint::oid AND o.objid <> $5::bigint::oid
                 WHERE h.locktype = 'advisory' AND h.granted AND h.objsubid = 1
                   AND h.pid <> pg_backend_pid()
                   AND h.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                  AND h.classid = l.key_hi AND h.objid = l.key_lo
-                  AND NOT (o.classid = l.key_hi AND o.objid = l.key_lo)
-                  AND NOT (o.classid = l.req_hi AND o.objid = l.req_lo))
-  FROM (SELECT ((i.k >> 32) & 4294967295)::oid AS key_hi, (i.k & 4294967295)::oid AS key_lo,
-               ((i.r >> 32) & 4294967295)::oid AS req_hi, (i.r & 4294967295)::oid AS req_lo
-          FROM (SELECT idempotency_lock_id($1, $2, $3) AS k,
-                       idempotency_request_lock_id($1, $2, $3, $4, $5) AS r) i) l
+                  AND h.classid = l.key_hi AND h.objid = l.key_lo)
+  FROM (SELECT ((i.k >> 32) & 4294967295)::oid AS key_hi, (i.k & 4294967295)::oid AS key_lo
+          FROM (SELECT idempotency_lock_id($1, $2, $3) AS k) i) l
   LEFT JOIN idempotency_keys k
     ON k.tenant = $1 AND k.scope = $2 AND k.key = $3
    AND k.expires_at > clock_timestamp()`
+
+// badgeClass is the first key of every badge (requestBadge), in the
+// two-int advisory lock space: "idmg" in ASCII.
+const badgeClass int32 = 0x69646d67
+
+// requestBadge returns the badge of c's request, the second key of an
+// advisory lock in the two-int space that a transactional claim takes,
+// shared and without waiting, as its transaction begins (txTimeoutsSQL),
+// and holds until the transaction ends. It is a 31-bit FNV-1a hash of the
+// request's identity (key, operation and fingerprint), the same in every
+// process. Two requests whose badges collide only make settle answer one
+// of them 409 rather than 422 for a moment; a request never wears a badge
+// other than its own.
+func requestBadge(c idemstore.Claim) int32 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	add := func(s string) {
+		for n, i := uint64(len(s)), 0; i < 8; i++ {
+			h = (h ^ (n>>(8*i))&0xff) * prime
+		}
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * prime
+		}
+	}
+	add(c.Tenant)
+	add(c.Scope)
+	add(c.Key)
+	add(c.Operation)
+	add(string(c.Fingerprint))
+	return int32((h ^ h>>32) & math.MaxInt32)
+}
 
 // rowQuerier is a pool, a pooled connection or a transaction.
 type rowQuerier interface {
@@ -75,7 +116,7 @@ func settle(ctx context.Context, q rowQuerier, c idemstore.Claim) (idemstore.Res
 		headers, body    []byte
 		another          bool
 	)
-	err := q.QueryRow(ctx, settleSQL, c.Tenant, c.Scope, c.Key, c.Operation, fingerprintArg(c.Fingerprint)).
+	err := q.QueryRow(ctx, settleSQL, c.Tenant, c.Scope, c.Key, int64(badgeClass), int64(requestBadge(c))).
 		Scan(&state, &operation, &fingerprint, &remaining, &status, &headers, &body, &omitted, &another)
 	if err != nil {
 		return idemstore.Result{}, err

@@ -96,10 +96,14 @@ const sweepSQL = `SELECT idempotency_sweep($1)`
 //
 // It also marks the transaction as pgstore's with $2, a value no other
 // transaction has (sameTxSQL): the mark, SET LOCAL like the timeouts, is
-// gone as soon as the transaction ends, however it ends.
+// gone as soon as the transaction ends, however it ends. And a claim's
+// transaction wears its request's badge, $4 (requestBadge; $3 is
+// badgeClass), for as long as it lasts, so that settle can tell whom the
+// key's holder serves; a keyless one passes NULLs and takes no lock.
 const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
        set_config('statement_timeout', $1, true),
-       set_config('idemgen.transaction', $2, true)`
+       set_config('idemgen.transaction', $2, true),
+       pg_try_advisory_xact_lock_shared($3, $4)`
 
 // sameTxSQL runs first in the batch that ends a handler's transaction. It
 // fails, with division_by_zero (sqlstateNotSameTx), unless the connection

@@ -69,7 +69,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	// The key's guard is asked for on the guard's connection while the
 	// claim travels on this one.
 	guard := s.guard.lock(c.Identity)
-	b := leasedBegin(c.Lease, c.Token)
+	b := leasedBegin(c.Lease, c.Token, requestBadge(c))
 	b.Queue(claimSQL, claimArgs(c, true)...)
 	br := conn.SendBatch(ctx, b)
 	err = begun(br)
@@ -140,7 +140,7 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
 	mark := newMark()
-	br := conn.SendBatch(ctx, leasedBegin(lease, mark))
+	br := conn.SendBatch(ctx, leasedBegin(lease, mark, nil))
 	err = begun(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -153,15 +153,20 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 }
 
 // leasedBegin is a batch that begins a transaction bounded by lease (its
-// statement and idle timeouts) and marked with mark (see sameTxSQL), for
-// more statements to be queued behind in the same round trip.
-// Batch.BeginTx still yields a pgx.Tx for the handler. READ COMMITTED
-// whatever the database's default: a claim needs a fresh snapshot per
-// statement.
-func leasedBegin(lease time.Duration, mark string) *pgx.Batch {
+// statement and idle timeouts), marked with mark (see sameTxSQL) and
+// wearing badge, a claim's request badge (requestBadge), or nil for a
+// keyless transaction, for more statements to be queued behind in the
+// same round trip. Batch.BeginTx still yields a pgx.Tx for the handler.
+// READ COMMITTED whatever the database's default: a claim needs a fresh
+// snapshot per statement.
+func leasedBegin(lease time.Duration, mark string, badge any) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	b.Queue(txTimeoutsSQL, timeoutSetting(lease), mark)
+	var class any
+	if badge != nil {
+		class = badgeClass
+	}
+	b.Queue(txTimeoutsSQL, timeoutSetting(lease), mark, class, badge)
 	return b
 }
 

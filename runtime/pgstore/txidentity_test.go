@@ -64,10 +64,16 @@ func TestHandlerThatBeginsAnotherTransactionIsSeen(t *testing.T) {
 				if n, err := countEffects(ctx, pool, "k1"); err != nil || n != 1 {
 					t.Errorf("writes before the handler's %s: %d (%v), want 1: they committed with it", stmt, n, err)
 				}
+				// A closed session's backend takes a moment to exit.
 				pid := <-backends
 				var alive int
-				if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&alive); err != nil {
-					t.Fatal(err)
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					if err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&alive); err != nil {
+						t.Fatal(err)
+					}
+					if alive == 0 || time.Now().After(deadline) {
+						break
+					}
 				}
 				if alive != 0 {
 					t.Errorf("the handler's session (backend %d) is still open, want it closed", pid)

@@ -70,7 +70,10 @@ type Config struct {
 	// rows written under the others are still found, at extra round trips
 	// (docs/runtime.md), until SecretsRotatedAt + ttl + lease has passed.
 	// An empty entry after the first stands for rows written before
-	// secrets were configured. Secrets[0] also keys the log labels, so
+	// secrets were configured. The last entry, the oldest, derives effect
+	// keys (EffectKey) and names recorded phases, so that a rotation
+	// changes neither: keep a retired secret last until no request begun
+	// under it can still be retried. Secrets[0] also keys the log labels, so
 	// KeyLabelSecret must then be empty or equal to it, and LogKeys unset.
 	// Without secrets, keys and fingerprints are stored as they are.
 	Secrets [][]byte

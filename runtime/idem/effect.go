@@ -36,9 +36,9 @@ const EffectNameChars = "._-"
 // It is the same on every run of the request, in any process, before and
 // after a restart or a takeover, and differs between tenants, scopes, keys
 // and names; it is EffectKeyLength hex digits and shows none of them. It is
-// derived under the secret the request's key is stored under
-// (Config.Secrets), so a rotation does not change it for a request whose
-// row was written before the rotation (docs/semantics.md §8.1).
+// derived under the oldest of Config.Secrets, so that a rotation, which
+// puts a newer secret in front, does not change it (docs/semantics.md
+// §8.1).
 //
 // The error wraps ErrNotProtected outside a request protected by a key,
 // and ErrEffectName for a name it refuses.
@@ -50,7 +50,7 @@ func EffectKey(ctx context.Context, name string) (string, error) {
 	if err := checkEffectName(name); err != nil {
 		return "", err
 	}
-	return a.effectSecret.EffectKey(a.id, name), nil
+	return a.effectSecret.EffectKey(a.anchor, name), nil
 }
 
 // EffectKeyLength is the length of every effect key.
@@ -63,7 +63,7 @@ func protectedFrom(ctx context.Context, what string) (*applied, error) {
 	switch {
 	case a == nil:
 		return nil, fmt.Errorf("%w: %s needs the handler's context of a request the idempotency engine serves", ErrNotProtected, what)
-	case a.id.Key == "":
+	case a.anchor.Key == "":
 		return nil, fmt.Errorf("%w: %s: the request to operation %s carries no idempotency key", ErrNotProtected, what, a.op.OperationID)
 	}
 	return a, nil
@@ -90,10 +90,23 @@ func effectNameByte(b byte) bool {
 		b == '.' || b == '_' || b == '-'
 }
 
-// effectSecret is the secret q's key is stored under.
-func (e *Engine) effectSecret(q *request) *idemstore.Secret {
+// effectSecret is the secret effect keys are derived under: the oldest
+// of Config.Secrets (its last entry, which may be the empty one), or the
+// empty secret without secrets. A rotation puts a newer secret in front
+// and leaves it where it is (docs/semantics.md §8.1).
+func (e *Engine) effectSecret() *idemstore.Secret {
 	if len(e.secrets) == 0 {
 		return &e.clearSecret
 	}
-	return &e.secrets[q.secret]
+	return &e.secrets[len(e.secrets)-1]
+}
+
+// anchorKey is the client's key k as the oldest secret stores it, the key
+// of the request's anchor; stored is k under the newest, which it is when
+// there is one secret or none.
+func (e *Engine) anchorKey(k, stored string) string {
+	if len(e.secrets) < 2 {
+		return stored
+	}
+	return e.effectSecret().Key(k)
 }

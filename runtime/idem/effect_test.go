@@ -172,3 +172,56 @@ func TestEffectKeyRefusesBadNames(t *testing.T) {
 		t.Fatalf("a name of %d bytes was refused: %s", idem.MaxEffectName, k)
 	}
 }
+
+// A rotation puts a newer secret in front of Config.Secrets; a request
+// begun before it, released and retried after it, keeps its effect keys
+// and its recorded phases. So does a move from no secrets to secrets,
+// which keeps the empty entry last.
+func TestEffectKeyAndPhaseSurviveRotation(t *testing.T) {
+	s1 := []byte("0123456789abcdef0123456789abcdef")
+	s2 := []byte("fedcba9876543210fedcba9876543210")
+	for _, tc := range []struct {
+		name          string
+		before, after [][]byte
+	}{
+		{"rotation", [][]byte{s1}, [][]byte{s2, s1}},
+		{"first secret", nil, [][]byte{s1, {}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := memstore.New()
+			calls := 0
+			serve := func(secrets [][]byte, status int) (effectKey, result string) {
+				e, err := idem.New(idem.Config{Store: store, Policies: []idem.Policy{idemtest.Policy("charge", "/charges")},
+					Tenant: func(*http.Request) (string, bool) { return "acme", true }, Secrets: secrets})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h := e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					k, err := idem.EffectKey(r.Context(), "charge")
+					if err != nil {
+						t.Error(err)
+					}
+					res, err := idem.Phase(r.Context(), "charge", func(context.Context, string) ([]byte, error) {
+						calls++
+						return []byte(strconv.Itoa(calls)), nil
+					})
+					if err != nil {
+						t.Error(err)
+					}
+					effectKey, result = k, string(res)
+					w.WriteHeader(status)
+				}))
+				postCharge(h, "order-1", "")
+				return effectKey, result
+			}
+			k1, r1 := serve(tc.before, http.StatusServiceUnavailable) // released
+			k2, r2 := serve(tc.after, http.StatusCreated)
+			if k1 != k2 {
+				t.Errorf("effect key %q before, %q after", k1, k2)
+			}
+			if r1 != r2 || calls != 1 {
+				t.Errorf("phase result %q before, %q after, %d calls; want one call and its result", r1, r2, calls)
+			}
+		})
+	}
+}

@@ -58,7 +58,7 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 	}
 	e := a.engine
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.storeTimeout)
-	got, found, err := ps.LoadPhase(sctx, a.id, name)
+	got, found, err := ps.LoadPhase(sctx, a.anchor, name)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("idem: phase %q: loading its record: %w", name, err)
@@ -66,7 +66,7 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 	if found {
 		return got, nil
 	}
-	res, err := run(ctx, a.effectSecret.EffectKey(a.id, name))
+	res, err := run(ctx, a.effectSecret.EffectKey(a.anchor, name))
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 	// client is still there.
 	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), e.storeTimeout)
 	defer cancel()
-	stored, err := ps.RecordPhase(sctx, a.id, name, res, a.op.TTL)
+	stored, err := ps.RecordPhase(sctx, a.anchor, name, res, a.op.TTL)
 	if err != nil {
 		return nil, fmt.Errorf("idem: phase %q ran but its result was not recorded; the next run calls it again with the same effect key: %w", name, err)
 	}

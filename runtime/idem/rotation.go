@@ -39,7 +39,7 @@ func (e *Engine) olderClaims(op *operation, c idemstore.Claim, k string, raw [sh
 // meets it or is met: never do both run the handler. It reports whether
 // the request was answered.
 func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *request, own plainHold) bool {
-	for i, c := range q.older {
+	for _, c := range q.older {
 		ctx, cancel := e.storeContext(r)
 		res, err := e.timed(q, func() (idemstore.Result, error) { return e.store.Claim(ctx, c) })
 		switch {
@@ -58,7 +58,7 @@ func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *reques
 				e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
 					"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 			}
-			q.id, q.key, q.secret = c.Identity, c.Key, i+1
+			q.id, q.key = c.Identity, c.Key
 			e.answerExisting(w, r, q, c, res.Existing)
 			return true
 		}
@@ -73,7 +73,7 @@ func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *reques
 // claim that loses met the row that answers the request; it reports
 // whether the request was answered.
 func (e *Engine) holdOlder(w http.ResponseWriter, r *http.Request, q *request) (held []idemstore.Claim, answered bool) {
-	for i, c := range q.older {
+	for _, c := range q.older {
 		res, err := e.storeClaim(r, q, c)
 		switch {
 		case err != nil:
@@ -81,7 +81,7 @@ func (e *Engine) holdOlder(w http.ResponseWriter, r *http.Request, q *request) (
 			e.storeUnavailable(w, r, q, "claim under an older secret", err)
 			return held, true
 		case !res.Won:
-			q.id, q.key, q.secret = c.Identity, c.Key, i+1
+			q.id, q.key = c.Identity, c.Key
 			e.answerExisting(w, r, q, c, res.Existing)
 			return held, true
 		}

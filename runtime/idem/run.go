@@ -144,7 +144,7 @@ func (e *Engine) unexecuted(r *http.Request, q *request, h hold, status int) boo
 // q and is itself the handler's context, so marking costs only the copy of
 // the request that carries it.
 func (e *Engine) mark(r *http.Request, q *request) *http.Request {
-	q.mark = applied{Context: r.Context(), op: q.op, engine: e, problemBase: e.problemBase, id: q.id, effectSecret: e.effectSecret(q)}
+	q.mark = applied{Context: r.Context(), op: q.op, engine: e, problemBase: e.problemBase, id: q.id, anchor: q.anchor, effectSecret: e.effectSecret()}
 	q.applied = &q.mark
 	return r.WithContext(q.applied)
 }
@@ -170,8 +170,11 @@ type applied struct {
 	// id is the identity the request's row is stored under; its Key is
 	// empty for a request without a key.
 	id idemstore.Identity
-	// effectSecret is the secret id.Key is stored under, which derives
-	// the request's effect keys (EffectKey).
+	// anchor is the identity the request's effect keys are derived and
+	// its phases recorded under (request.anchor); its Key is empty for a
+	// request without a key.
+	anchor idemstore.Identity
+	// effectSecret derives the request's effect keys (EffectKey).
 	effectSecret *idemstore.Secret
 	// engine serves the request; Phase records through its store.
 	engine *Engine

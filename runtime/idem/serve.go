@@ -17,9 +17,11 @@ type request struct {
 	// id is the identity the request's row is stored under; a sealed
 	// response is bound to it.
 	id idemstore.Identity
-	// secret is the index in Engine.secrets of the secret key is stored
-	// under: 0, or an older one whose row the request met.
-	secret int
+	// anchor is the identity the request's effect keys and phases are
+	// derived and recorded under: its key as the oldest of Config.Secrets
+	// stores it (effectSecret), so that a rotation, which adds a newer
+	// secret, changes neither (docs/semantics.md §8.1).
+	anchor idemstore.Identity
 	// sum is the fingerprint the request's claims carry.
 	sum [32]byte
 	// older are the request's claims under older secrets still in their

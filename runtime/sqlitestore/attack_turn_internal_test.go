@@ -60,7 +60,7 @@ func turnClaim(key string, lease time.Duration) idemstore.Claim {
 func turnState(s *Store) (held bool, waiting int) {
 	s.writers.mu.Lock()
 	defer s.writers.mu.Unlock()
-	return s.writers.held, len(s.writers.writes) + len(s.writers.claims)
+	return s.writers.held, s.writers.writes.Len() + s.writers.claims.Len()
 }
 
 // turnIdle fails the test unless s's write turn becomes free, with no
@@ -137,7 +137,7 @@ func queued(s *Store, claims bool, i int) bool {
 	s.writers.mu.Lock()
 	defer s.writers.mu.Unlock()
 	if !claims {
-		return len(s.writers.writes) >= i+1
+		return s.writers.writes.Len() >= i+1
 	}
 	_, ok := s.writers.seen[idemstore.Identity{Tenant: "t", Scope: "op", Key: fmt.Sprint("queued-", i)}]
 	return ok

@@ -26,5 +26,5 @@ func CrashTx(tx idemstore.Tx) error {
 func ClaimsWaiting(s *Store) int {
 	s.writers.mu.Lock()
 	defer s.writers.mu.Unlock()
-	return len(s.writers.claims)
+	return s.writers.claims.Len()
 }

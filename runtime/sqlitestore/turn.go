@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -31,10 +32,17 @@ const (
 // newer keys went first.
 // The zero turn is free.
 type turn struct {
-	mu     sync.Mutex
-	held   bool
-	writes []*turnWaiter // oldest first
-	claims []*turnWaiter
+	mu   sync.Mutex
+	held bool
+	// writes and claims are the waiters, writes in arrival order, claims
+	// by the time their keys first waited. Each is a heap, so that a
+	// waiter joins, is handed the turn, or leaves when its wait ends in
+	// time logarithmic in how many wait: under a storm thousands of claims
+	// wait, and each give and each timeout runs under mu.
+	writes waitQueue
+	claims waitQueue
+	// arrivals numbers the waiters in their order of arrival.
+	arrivals uint64
 	// seen holds when each undecided key's claims first waited.
 	seen map[idemstore.Identity]time.Time
 	// swept is when seen was last swept, and sweeps how many times it was.
@@ -45,7 +53,11 @@ type turn struct {
 // turnWaiter is one writer waiting for the turn. granted is set, under the
 // turn's lock, when the turn is handed to it; ready then receives.
 type turnWaiter struct {
-	since   time.Time
+	since time.Time
+	// arrival orders waiters of one since by their arrival.
+	arrival uint64
+	// index is the waiter's place in its queue's heap, -1 once out of it.
+	index   int
 	claim   bool
 	ready   chan struct{}
 	granted bool
@@ -65,10 +77,8 @@ func (t *turn) take(ctx context.Context, wait time.Duration, id *idemstore.Ident
 	w := &turnWaiter{since: time.Now(), claim: id != nil, ready: make(chan struct{}, 1)}
 	if w.claim {
 		w.since = t.firstWait(*id, w.since)
-		t.claims = append(t.claims, w)
-	} else {
-		t.writes = append(t.writes, w)
 	}
+	t.enqueue(w)
 	t.mu.Unlock()
 
 	timer := time.NewTimer(wait)
@@ -93,6 +103,17 @@ func (t *turn) take(ctx context.Context, wait time.Duration, id *idemstore.Ident
 		t.give()
 	}
 	return nil, err
+}
+
+// enqueue adds w to its queue. Called with t.mu held.
+func (t *turn) enqueue(w *turnWaiter) {
+	t.arrivals++
+	w.arrival = t.arrivals
+	if w.claim {
+		heap.Push(&t.claims, w)
+	} else {
+		heap.Push(&t.writes, w)
+	}
 }
 
 // firstWait is when id's claims first waited, now if none did that is
@@ -132,20 +153,14 @@ func (t *turn) give() {
 	defer t.mu.Unlock()
 	var w *turnWaiter
 	switch {
-	case len(t.writes) > 0:
-		w = t.writes[0]
-	case len(t.claims) > 0:
-		w = t.claims[0]
-		for _, c := range t.claims[1:] {
-			if c.since.Before(w.since) {
-				w = c
-			}
-		}
+	case t.writes.Len() > 0:
+		w = heap.Pop(&t.writes).(*turnWaiter)
+	case t.claims.Len() > 0:
+		w = heap.Pop(&t.claims).(*turnWaiter)
 	default:
 		t.held = false
 		return
 	}
-	t.remove(w)
 	w.granted = true
 	w.ready <- struct{}{}
 }
@@ -156,10 +171,59 @@ func (t *turn) remove(w *turnWaiter) {
 	if w.claim {
 		q = &t.claims
 	}
-	for i, x := range *q {
-		if x == w {
-			*q = append((*q)[:i], (*q)[i+1:]...)
-			return
-		}
+	if w.index >= 0 {
+		heap.Remove(q, w.index)
 	}
+}
+
+// waitQueue is a heap (container/heap) of waiters: of writes, the
+// earliest to arrive first; of claims, the earliest since first and, among
+// equals, the earliest to arrive.
+type waitQueue struct {
+	items []*turnWaiter
+	// less orders two waiters (earlier when nil). Tests count the
+	// comparisons with it.
+	less func(a, b *turnWaiter) bool
+}
+
+// earlier reports whether a goes before b.
+func earlier(a, b *turnWaiter) bool {
+	if a.claim && !a.since.Equal(b.since) {
+		return a.since.Before(b.since)
+	}
+	return a.arrival < b.arrival
+}
+
+// Len implements heap.Interface.
+func (q *waitQueue) Len() int { return len(q.items) }
+
+// Less implements heap.Interface.
+func (q *waitQueue) Less(i, j int) bool {
+	if q.less != nil {
+		return q.less(q.items[i], q.items[j])
+	}
+	return earlier(q.items[i], q.items[j])
+}
+
+// Swap implements heap.Interface.
+func (q *waitQueue) Swap(i, j int) {
+	q.items[i], q.items[j] = q.items[j], q.items[i]
+	q.items[i].index, q.items[j].index = i, j
+}
+
+// Push implements heap.Interface.
+func (q *waitQueue) Push(x any) {
+	w := x.(*turnWaiter)
+	w.index = len(q.items)
+	q.items = append(q.items, w)
+}
+
+// Pop implements heap.Interface.
+func (q *waitQueue) Pop() any {
+	n := len(q.items) - 1
+	w := q.items[n]
+	q.items[n] = nil
+	q.items = q.items[:n]
+	w.index = -1
+	return w
 }

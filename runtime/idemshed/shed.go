@@ -20,6 +20,10 @@
 //   - a request whose client has hung up (its context is done) is never
 //     started, whether it came so or gave up while it waited.
 //
+// A request's body is read before the request waits for a slot, within
+// BodyTimeout: a client that sends its body a byte at a time holds a
+// goroutine and a connection, never a slot that others need.
+//
 // The refusal is a 503 problem with Retry-After. Put the Shedder in front
 // of the idempotency engine: a 503 is never stored, and a refused request
 // claims no key, so the client's retry under the same key is a first try.
@@ -61,6 +65,16 @@ type Config struct {
 	// ProblemBase prefixes the refusal's problem type name
 	// (problem.Overloaded); empty is DefaultProblemBase.
 	ProblemBase string
+	// BodyTimeout bounds the time a request's body may take to arrive.
+	// The body is read before the request takes a slot, so that clients
+	// that send it slowly hold no capacity: a request whose body has not
+	// arrived within the bound is answered 400 and never served. Zero is
+	// DefaultBodyTimeout; a negative bound reads no body ahead.
+	BodyTimeout time.Duration
+	// MaxBodyBytes is how much of a body is read ahead; the bytes past it
+	// are left for the handler to read or refuse (the engine answers 413
+	// past its own Config.MaxRequestBytes). Zero is DefaultMaxBodyBytes.
+	MaxBodyBytes int64
 	// Rand draws the jitter of Retry-After from [0, n); nil uses
 	// math/rand/v2's N. Tests pass a fixed one.
 	Rand func(n int64) int64
@@ -72,6 +86,8 @@ const (
 	DefaultCongestedWait = 5 * time.Millisecond
 	DefaultRetryAfter    = time.Second
 	DefaultProblemBase   = "https://idemgen.dev/problems/"
+	DefaultBodyTimeout   = 10 * time.Second
+	DefaultMaxBodyBytes  = 1 << 20
 )
 
 // Reason says why a request was not served.
@@ -85,6 +101,8 @@ const (
 	Waited
 	// Gone: the request's client hung up before it started.
 	Gone
+	// SlowBody: the request's body did not arrive within BodyTimeout.
+	SlowBody
 	nReasons
 )
 
@@ -96,6 +114,8 @@ func (r Reason) String() string {
 		return "waited"
 	case Gone:
 		return "gone"
+	case SlowBody:
+		return "slow-body"
 	}
 	return "Reason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -161,6 +181,12 @@ func New(cfg Config) (*Shedder, error) {
 	if cfg.ProblemBase == "" {
 		cfg.ProblemBase = DefaultProblemBase
 	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
 	s := &Shedder{cfg: cfg, rand: cfg.Rand, now: time.Now}
 	s.emptyAt = s.now()
 	if s.rand == nil {
@@ -182,6 +208,11 @@ func (s *Shedder) Stats() Stats {
 // up within the wait bound, and refuses it with 503 otherwise.
 func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.readAhead(w, r) {
+			s.refused[SlowBody].Add(1)
+			s.writeProblem(w, problem.BodyUnread, false)
+			return
+		}
 		if !s.acquire(r) {
 			s.refuse(w)
 			return
@@ -296,9 +327,12 @@ func (s *Shedder) emptied() {
 
 // refuse answers 503 with a jittered Retry-After; nothing was done.
 func (s *Shedder) refuse(w http.ResponseWriter) {
-	secs := int64(max(1, s.cfg.RetryAfter/time.Second))
-	secs += s.rand(secs + 1)
-	a := problem.AtCapacity
+	s.writeProblem(w, problem.AtCapacity, true)
+}
+
+// writeProblem answers a, with a jittered Retry-After when retryAfter is
+// set.
+func (s *Shedder) writeProblem(w http.ResponseWriter, a problem.Answer, retryAfter bool) {
 	body, err := json.Marshal(details{Type: s.cfg.ProblemBase + a.Name(), Title: a.Title(), Status: a.Status(), Detail: a.Detail()})
 	if err != nil {
 		// A problem holds only strings and an int; Marshal cannot fail.
@@ -308,7 +342,11 @@ func (s *Shedder) refuse(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	if retryAfter {
+		secs := int64(max(1, s.cfg.RetryAfter/time.Second))
+		secs += s.rand(secs + 1)
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
 	// The connection is kept: a refusal is cheap, and closing it would
 	// cost the client a new handshake on its retry.
 	w.WriteHeader(a.Status())

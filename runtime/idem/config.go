@@ -248,6 +248,9 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint: %w", err)
 	}
+	if err := e.checkEffects(p); err != nil {
+		return nil, err
+	}
 	op := &operation{Policy: p, template: t, fingerprint: fp, replay: make(map[string]bool)}
 	for _, h := range append(AlwaysReplayed(), p.ReplayHeaders...) {
 		name := http.CanonicalHeaderKey(h)

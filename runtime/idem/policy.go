@@ -81,4 +81,8 @@ type Policy struct {
 
 	// Fingerprint says which parts of the request define the same request.
 	Fingerprint fingerprint.Spec
+	// Effects are the effects outside the database the operation's
+	// handler makes, as its x-idempotency.effects declares them
+	// (docs/effects.md).
+	Effects []Effect
 }

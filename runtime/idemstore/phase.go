@@ -22,7 +22,9 @@ var ErrPhaseResultTooLarge = errors.New("idem: a phase's result is larger than a
 // after a release, a takeover after a crash) receives it instead of
 // running the phase again.
 //
-// A phase is named by the identity of the request's row and its name. Its
+// A phase is named by an identity of its request and its name: the engine
+// gives the tenant, scope and key as the oldest of its secrets stores it,
+// so that a rotation does not lose it (docs/semantics.md §8.1). Its
 // record is not fenced by a lease token and not removed by Release or
 // Abandon: whoever records a phase first sets its result for good, and the
 // record lives ttl from when it was made, by the store's clock, after which

@@ -75,3 +75,23 @@ func TestPhaseRefusedInTransaction(t *testing.T) {
 		t.Fatalf("Phase in a transactional SQLite request: %v, want ErrNoPhases", got)
 	}
 }
+
+// New refuses a transactional operation that declares a recovery point on
+// SQLite, and takes the same declaration on an operation that is not
+// transactional.
+func TestNewRefusesRecoveryPointInTransaction(t *testing.T) {
+	s := openStore(t)
+	for _, transactional := range []bool{true, false} {
+		_, err := idem.New(idem.Config{
+			Store: s,
+			Policies: []idem.Policy{idemtest.Policy("charge", "/charges", func(p *idem.Policy) {
+				p.Transactional = transactional
+				p.Effects = []idem.Effect{{Name: "charge", RecoveryPoint: true}}
+			})},
+			Tenant: func(*http.Request) (string, bool) { return "acme", true },
+		})
+		if transactional != (err != nil) {
+			t.Errorf("transactional %v: New = %v", transactional, err)
+		}
+	}
+}

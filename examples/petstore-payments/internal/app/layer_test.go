@@ -16,8 +16,8 @@ import (
 )
 
 // TestRouteCheck: the start-up check passes the server as the example
-// mounts it, and refuses one whose transactional operations reach plain
-// handlers that write outside the key's transaction, naming both.
+// mounts it, and refuses one whose transactional operations reach each
+// other's handlers, naming both.
 func TestRouteCheck(t *testing.T) { checkRoutesOn(t, "") }
 
 // TestRouteCheckSplitOverRedis: the same with the policies split between
@@ -63,16 +63,17 @@ func checkRoutesOn(t *testing.T, storeURL string) {
 		t.Errorf("the example's own mounting fails the check: %v", err)
 	}
 
-	plain := func(op string, h server.TxHandlerFunc) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(w, r, db.Conn()) })
-	}
-	err = l.check(serverWith(plain).Route)
+	// Each transactional operation mounted on the other's adapter: its
+	// writes would commit with another operation's key.
+	other := map[string]string{server.OpCreateTransfer: server.OpCreateAdoption, server.OpCreateAdoption: server.OpCreateTransfer}
+	swapped := func(op string, h server.TxHandlerFunc) http.Handler { return l.mount(other[op], h) }
+	err = l.check(serverWith(swapped).Route)
 	if err == nil {
-		t.Fatal("transactional operations mounted as plain handlers pass the check")
+		t.Fatal("transactional operations mounted on each other's adapters pass the check")
 	}
-	for _, op := range []string{server.OpCreateTransfer, server.OpCreateAdoption} {
-		if !strings.Contains(err.Error(), op) || !strings.Contains(err.Error(), "does not take its transaction") {
-			t.Errorf("the check's error does not say that %s does not take its transaction: %v", op, err)
+	for op, applied := range other {
+		if !strings.Contains(err.Error(), "("+op+")") || !strings.Contains(err.Error(), "applies the policy of operation "+applied) {
+			t.Errorf("the check's error does not say that %s reaches %s's handler: %v", op, applied, err)
 		}
 	}
 }

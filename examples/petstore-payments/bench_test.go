@@ -100,7 +100,7 @@ func benchSetting(b *testing.B, hop time.Duration) {
 	}
 	for _, s := range sides {
 		app := "bench-" + s.name
-		s.srv = startServer(b, withApplicationName(b, serverURL, app), "--idempotency="+s.mode, benchAdmission)
+		s.srv = startLab(b, withApplicationName(b, serverURL, app), "--idempotency="+s.mode, benchAdmission)
 		s.cpu = newCPUMeter(b, dbURL, app, s.srv)
 	}
 	// One transport serves every server: it keeps one connection per

@@ -56,7 +56,7 @@ func TestKillDuringRequestPostgres(t *testing.T) {
 // the same database and retries every key: each key must end with exactly
 // one transfer, and every 201 sent before the kill must still be true.
 func killDuringRequest(t *testing.T, dbURL string, n int) {
-	s := startServer(t, dbURL, "--chaos-delay", "1500ms")
+	s := startLab(t, dbURL, "--chaos-delay", "1500ms")
 	c := newClient(t, s, keyAcme)
 	from, to := c.createAccount("from", "EUR", 1_000_000), c.createAccount("to", "EUR", 0)
 

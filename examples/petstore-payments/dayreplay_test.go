@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/examples/petstore-payments/internal/dayreplay"
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/dayreplay"
 )
 
 // The small day every subtest plays. Seed 5 plans three double-sent
@@ -100,7 +100,7 @@ func TestDayReplay(t *testing.T) {
 
 	t.Run("PostgresOn", func(t *testing.T) {
 		t.Parallel()
-		s := startServer(t, postgresURL(t), "--chaos-delay", dayChaosDelay)
+		s := startLab(t, postgresURL(t), "--chaos-delay", dayChaosDelay)
 		rep := playDay(t, smallDay(t, s.URL))
 		// Without retries the zeros below would prove nothing.
 		if rep.Retries == 0 {
@@ -111,7 +111,7 @@ func TestDayReplay(t *testing.T) {
 
 	t.Run("PostgresOff", func(t *testing.T) {
 		t.Parallel()
-		s := startServer(t, postgresURL(t), "--chaos-delay", dayChaosDelay, "--idempotency=off")
+		s := startLab(t, postgresURL(t), "--chaos-delay", dayChaosDelay, "--idempotency=off")
 		rep := playDay(t, smallDay(t, s.URL))
 		// The same day without the layer must show the damage, or the
 		// audit of the other subtests could be blind to it.
@@ -136,7 +136,7 @@ func TestDayReplay(t *testing.T) {
 	// pause still makes requests time out. It needs no PostgreSQL.
 	t.Run("SQLiteOn", func(t *testing.T) {
 		t.Parallel()
-		s := startServer(t, sqliteURL(t), "--chaos-delay", dayChaosDelay)
+		s := startLab(t, sqliteURL(t), "--chaos-delay", dayChaosDelay)
 		c := smallDay(t, s.URL)
 		c.Timeout = dayreplay.DefaultConfig().Timeout
 		c.Concurrency = 2
@@ -151,7 +151,7 @@ func TestDayReplay(t *testing.T) {
 		t.Parallel()
 		c := smallDay(t, "")
 		c.Crash = true
-		c.ServerBin = serverBinary
+		c.ServerBin = labBinary
 		c.DatabaseURL = postgresURL(t)
 		c.ServerArgs = []string{"--chaos-delay=" + dayChaosDelay}
 		c.KillEvery = time.Second

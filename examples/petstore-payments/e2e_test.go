@@ -346,7 +346,7 @@ func TestRateLimitNotStored(t *testing.T) {
 // moves the money twice; this is what the showcase measures against.
 func TestIdempotencyOff(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, sqliteURL(t), "--idempotency=off")
+	s := startLab(t, sqliteURL(t), "--idempotency=off")
 	acme := newClient(t, s, keyAcme)
 	from, to := acme.createAccount("from", "EUR", 100), acme.createAccount("to", "EUR", 0)
 	acme.expect(201, "POST", "/transfers", "", transferBody(from, to, 10, ""))

@@ -13,7 +13,7 @@ import (
 // without a key is refused.
 func TestHandwrittenKeysAreIdempotent(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, postgresURL(t), "--idempotency=handwritten")
+	s := startLab(t, postgresURL(t), "--idempotency=handwritten")
 	c := newClient(t, s, keyAcme)
 	from := c.createAccount("Ada", "EUR", 1000)
 	to := c.createAccount("Bo", "EUR", 0)

@@ -24,9 +24,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// serverBinary is the service built once for the whole run by TestMain,
-// in binDir, where tests build other commands they need (idemgenBinary).
-var serverBinary, binDir string
+// serverBinary is the service and labBinary the lab's server (the service
+// with the switches of the lab's days and benchmarks: --chaos-delay,
+// --idempotency=off or handwritten), both built once for the whole run by
+// TestMain, in binDir, where tests build other commands they need
+// (idemgenBinary).
+var serverBinary, labBinary, binDir string
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
@@ -42,10 +45,11 @@ func buildAndRun(m *testing.M) int {
 	defer redisCluster.Stop()
 	binDir = dir
 	serverBinary = filepath.Join(dir, "petstore-payments")
-	cmd := exec.Command("go", "build", "-o", serverBinary, ".")
+	labBinary = filepath.Join(dir, "petstore-lab")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), ".", "./lab/cmd/petstore-lab")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building the server:", err)
+		fmt.Fprintln(os.Stderr, "building the servers:", err)
 		return 1
 	}
 	return m.Run()
@@ -69,19 +73,26 @@ type server struct {
 
 var listening = regexp.MustCompile(`listening on (\S+?)"? `)
 
-// startServer runs the binary on a free loopback port with the database
+// startServer runs the service on a free loopback port with the database
 // and extra flags, and waits for it to log the bound address.
 func startServer(t testing.TB, databaseURL string, flags ...string) *server {
 	t.Helper()
-	return launch(t, nil, append([]string{"--database-url", databaseURL, "--api-keys", apiKeys}, flags...)...)
+	return launch(t, serverBinary, nil, append([]string{"--database-url", databaseURL, "--api-keys", apiKeys}, flags...)...)
 }
 
-// launch runs the binary with env added to the test's environment and
+// startLab is startServer for the lab's server, which also takes the
+// lab's flags.
+func startLab(t testing.TB, databaseURL string, flags ...string) *server {
+	t.Helper()
+	return launch(t, labBinary, nil, append([]string{"--database-url", databaseURL, "--api-keys", apiKeys}, flags...)...)
+}
+
+// launch runs the binary bin with env added to the test's environment and
 // args after --addr, and waits for it to log the bound address.
-func launch(t testing.TB, env []string, args ...string) *server {
+func launch(t testing.TB, bin string, env []string, args ...string) *server {
 	t.Helper()
 	args = append([]string{"--addr", "127.0.0.1:0"}, args...)
-	s := &server{t: t, cmd: exec.Command(serverBinary, args...), done: make(chan error, 1)}
+	s := &server{t: t, cmd: exec.Command(bin, args...), done: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Dir = t.TempDir()
 	stderr, err := s.cmd.StderrPipe()

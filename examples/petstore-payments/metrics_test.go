@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/idemgen/idemgen/examples/petstore-payments/internal/dayreplay"
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/dayreplay"
 )
 
 // requestsTotal matches one series of idem_requests_total in the
@@ -41,7 +41,7 @@ func TestMetricsAfterDay(t *testing.T) {
 	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
-			s := startServer(t, db.url(t), "--chaos-delay", dayChaosDelay, "--metrics")
+			s := startLab(t, db.url(t), "--chaos-delay", dayChaosDelay, "--metrics")
 			c := smallDay(t, s.URL)
 			if db.name == "SQLite" {
 				// As in TestDayReplay: SQLite's one writer queues the

@@ -127,11 +127,11 @@ func operatorResolves(t *testing.T, dbURL string, secretFile bool) {
 	// Opening an account is not transactional, so its key is fail-closed
 	// (openapi.yaml): a server that dies after the account's writes
 	// leaves a claim whose outcome no one knows.
-	s := launch(t, env, append(args, "--chaos-delay", "20s")...)
+	s := launch(t, labBinary, env, append(args, "--chaos-delay", "20s")...)
 	key, body, accountID := interruptAccountOpening(t, s, newClient(t, s, keyAcme))
 	label := idemstore.KeyLabel([]byte(secret), key)
 
-	s2 := launch(t, env, args...)
+	s2 := launch(t, serverBinary, env, args...)
 	c := newClient(t, s2, keyAcme)
 	// The retry meets the claim in flight until its lease (30 s) runs out,
 	// then the key turns indeterminate. On SQLite the lease ends as the

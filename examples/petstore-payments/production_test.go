@@ -338,7 +338,7 @@ func TestAPIKeysFromEnvAndFile(t *testing.T) {
 		newClient(t, s, bad).expectProblem(401, "unauthorized", "GET", "/accounts", "", "")
 	}
 	t.Run("env", func(t *testing.T) {
-		s := launch(t, []string{"API_KEYS=env-key=acme"}, "--database-url", sqliteURL(t))
+		s := launch(t, serverBinary, []string{"API_KEYS=env-key=acme"}, "--database-url", sqliteURL(t))
 		check(t, s, "env-key", "demo-key-acme")
 	})
 	t.Run("file", func(t *testing.T) {
@@ -347,7 +347,7 @@ func TestAPIKeysFromEnvAndFile(t *testing.T) {
 		if err := os.WriteFile(file, []byte(keys), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := launch(t, []string{"API_KEYS=env-key=acme"}, "--database-url", sqliteURL(t), "--api-keys-file", file)
+		s := launch(t, serverBinary, []string{"API_KEYS=env-key=acme"}, "--database-url", sqliteURL(t), "--api-keys-file", file)
 		check(t, s, "file-key-2", "env-key")
 		newClient(t, s, "file-key-1").expect(200, "GET", "/accounts", "", "")
 	})

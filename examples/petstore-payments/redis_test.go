@@ -129,7 +129,7 @@ func TestRedisStore(t *testing.T) {
 func TestRedisDayReplay(t *testing.T) {
 	t.Parallel()
 	storeURL, prefix, _, _ := redisStore(t)
-	s := startServer(t, postgresURL(t), "--chaos-delay", dayChaosDelay, "--idempotency-store", storeURL, "--redis-key-prefix", prefix)
+	s := startLab(t, postgresURL(t), "--chaos-delay", dayChaosDelay, "--idempotency-store", storeURL, "--redis-key-prefix", prefix)
 	rep := playDay(t, smallDay(t, s.URL))
 	if rep.Retries == 0 {
 		t.Errorf("no request was retried; the day did not exercise idempotency")

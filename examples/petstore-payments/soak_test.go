@@ -34,7 +34,7 @@ func TestFullDay(t *testing.T) {
 	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
-			s := startServer(t, db.url(t), "--chaos-delay", stormChaosDelay)
+			s := startLab(t, db.url(t), "--chaos-delay", stormChaosDelay)
 			checkAnswered(t, playDay(t, stormDay(t, s.URL, fullTransfers, fullDuration)))
 		})
 		t.Run(db.name+"Crash", func(t *testing.T) {

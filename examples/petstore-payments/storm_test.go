@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemgen/idemgen/examples/petstore-payments/internal/dayreplay"
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/dayreplay"
 )
 
 // The storm's clients: 16 of them, whose patience runs out after 30 to
@@ -46,7 +46,7 @@ func stormDay(t *testing.T, base string, transfers int, duration time.Duration) 
 func stormCrash(t *testing.T, databaseURL string, transfers int, duration, killEvery time.Duration, kills int) dayreplay.Config {
 	c := stormDay(t, "", transfers, duration)
 	c.Crash = true
-	c.ServerBin = serverBinary
+	c.ServerBin = labBinary
 	c.DatabaseURL = databaseURL
 	c.ServerArgs = []string{"--chaos-delay=" + stormChaosDelay}
 	c.KillEvery = killEvery
@@ -97,7 +97,7 @@ func reportStorm(t *testing.T, rep dayreplay.Report) {
 // that had already hung up: admission and the idempotency layer refuse
 // those requests before they start.
 func playStorm(t *testing.T, databaseURL string, transfers int, duration time.Duration) {
-	s := startServer(t, databaseURL, "--chaos-delay", stormChaosDelay, "--metrics")
+	s := startLab(t, databaseURL, "--chaos-delay", stormChaosDelay, "--metrics")
 	rep := playDay(t, stormDay(t, s.URL, transfers, duration))
 	reportStorm(t, rep)
 	t.Logf("handler runs for clients that had hung up: %s; admission refusals full %s, waited %s, gone %s",

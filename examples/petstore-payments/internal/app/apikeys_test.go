@@ -27,7 +27,7 @@ func TestMalformedAPIKeyIsNotLogged(t *testing.T) {
 		{[]string{"--api-keys-file", file}, "entry 3 "},
 	} {
 		var logs bytes.Buffer
-		if code := Main(tc.args, nil, &logs); code == 0 {
+		if code := Main(tc.args, &logs); code == 0 {
 			t.Errorf("%q: the service started", tc.args)
 		}
 		if strings.Contains(logs.String(), secret) {

@@ -37,6 +37,70 @@ type layer struct {
 	close func() error
 }
 
+// mountLayer builds the idempotency layer of o over db and mounts it in
+// cfg: the middleware, the transactional operations' adapters, and a
+// readiness check that also reaches Redis when the layer uses it.
+func mountLayer(ctx context.Context, o *Options, db *database.DB, cfg *server.Config, met *metrics, log *slog.Logger) (*layer, error) {
+	labelSecret, err := o.keyLabelSecret()
+	if err != nil {
+		return nil, err
+	}
+	l, err := newLayer(ctx, db, o.store, o.redisPrefix, idem.Config{
+		Tenant:          server.TenantFromRequest,
+		Logger:          log,
+		ProblemBase:     ProblemBase,
+		MaxRequestBytes: cfg.MaxBodyBytes,
+		Observer:        met.observer(),
+		KeyLabelSecret:  labelSecret,
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	if l.ready != nil {
+		// /healthz answers ready only when both stores answer: a replica
+		// that cannot reach Redis refuses every account.
+		cfg.Ready = func(ctx context.Context) error {
+			if err := db.Ping(ctx); err != nil {
+				return err
+			}
+			return l.ready(ctx)
+		}
+	}
+	cfg.Idempotency = l.middleware
+	cfg.Tx = l.mount
+	return l, nil
+}
+
+// checkRoutes refuses a server that would serve a protected operation
+// without its policy, or a transactional one through a handler known not
+// to take its transaction (Engine.CheckRoutes): a server never serves a
+// route it cannot protect. A nil layer, the lab's, checks nothing.
+func (l *layer) checkRoutes(lookup idem.RouteLookup) error {
+	if l == nil {
+		return nil
+	}
+	if err := l.check(lookup); err != nil {
+		return fmt.Errorf("idempotency does not protect every route it should: %w", err)
+	}
+	return nil
+}
+
+// sweep deletes the SQL store's expired keys until ctx ends; with no
+// layer, the lab's, it returns at once.
+func (l *layer) sweep(ctx context.Context, log *slog.Logger) {
+	if l == nil || l.sweeper == nil {
+		return
+	}
+	_ = idem.Sweep(ctx, l.sweeper, idem.SweepConfig{Logger: log})
+}
+
+// release closes the stores that need it; a nil layer has none.
+func (l *layer) release() {
+	if l != nil && l.close != nil {
+		_ = l.close()
+	}
+}
+
 // newLayer builds the idempotency layer over db, and over the Redis named
 // by storeURL when it is not empty. cfg is the engine's configuration
 // without Store and Policies.

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/database"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
+	"github.com/idemgen/idemgen/examples/petstore-payments/migrations"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -37,7 +38,7 @@ func checkRoutesOn(t *testing.T, storeURL string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	if err := db.Migrate(ctx, os.DirFS("../../migrations")); err != nil {
+	if err := db.Migrate(ctx, migrations.FS()); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)

@@ -18,20 +18,21 @@ const maxHeaderBytes = 64 << 10
 // body included, is bounded by --read-timeout.
 const readHeaderTimeout = 10 * time.Second
 
-// httpServer is the http.Server with the limits of o. Every slow or idle
+// httpServer is the http.Server with the limits of o, its write timeout
+// grown by the lab's pause. Every slow or idle
 // client is eventually cut off: ReadTimeout ends a body dribbled byte by
 // byte, WriteTimeout a client that stops reading its answer, IdleTimeout a
 // keep-alive connection that sends nothing more.
-func httpServer(o options, h http.Handler, log *slog.Logger) *http.Server {
+func httpServer(o *Options, pause time.Duration, h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: min(readHeaderTimeout, o.readTimeout),
 		ReadTimeout:       o.readTimeout,
 		// The write deadline starts when the request's header has been
 		// read, so it covers reading the body, the handler and the answer.
-		// The chaos pause is added so that the experiment's own delay never
-		// costs a client its answer.
-		WriteTimeout:   o.writeTimeout + o.chaosDelay,
+		// The lab's pause is added so that the experiment's own delay
+		// never costs a client its answer.
+		WriteTimeout:   o.writeTimeout + pause,
 		IdleTimeout:    o.idleTimeout,
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),

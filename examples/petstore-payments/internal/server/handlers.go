@@ -37,7 +37,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.pause()
+	s.wrote()
 	w.Header().Set("Location", "/accounts/"+a.ID)
 	writeJSON(w, http.StatusCreated, a)
 }
@@ -101,7 +101,7 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request, db ledge
 		s.fail(w, r, err)
 		return
 	}
-	s.pause()
+	s.wrote()
 	w.Header().Set("Location", "/transfers/"+t.ID)
 	writeJSON(w, http.StatusCreated, t)
 }
@@ -135,7 +135,7 @@ func (s *Server) createPet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.pause()
+	s.wrote()
 	w.Header().Set("Location", "/pets/"+p.ID)
 	writeJSON(w, http.StatusCreated, p)
 }
@@ -169,7 +169,7 @@ func (s *Server) createAdoption(w http.ResponseWriter, r *http.Request, db ledge
 		s.fail(w, r, err)
 		return
 	}
-	s.pause()
+	s.wrote()
 	writeJSON(w, http.StatusCreated, a)
 }
 

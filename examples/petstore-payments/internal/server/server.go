@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -56,9 +55,10 @@ type Config struct {
 	Tx TxMount
 	// Begin starts a plain transaction; used only when Tx is nil.
 	Begin func(ctx context.Context) (*database.Tx, error)
-	// ChaosDelay, when positive, pauses each write handler for a random
-	// time up to it, after its writes and before its response.
-	ChaosDelay time.Duration
+	// AfterWrites, when set, is called by each write handler after its
+	// writes and before its answer: the lab's days pause there, so that
+	// client timeouts and kills land where they hurt most.
+	AfterWrites func()
 	// ProblemBase prefixes every problem type name.
 	ProblemBase string
 	// MaxBodyBytes bounds request bodies.
@@ -74,7 +74,7 @@ type Server struct {
 	keys        keyring
 	authFails   *failLimiter
 	limits      *limiters
-	chaos       time.Duration
+	afterWrites func()
 	problemBase string
 	maxBody     int64
 	log         *slog.Logger
@@ -104,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 		ready:       cfg.Ready,
 		keys:        newKeyring(cfg.Keys),
 		authFails:   newFailLimiter(cfg.AuthFailures),
-		chaos:       cfg.ChaosDelay,
+		afterWrites: cfg.AfterWrites,
 		problemBase: cfg.ProblemBase,
 		maxBody:     cfg.MaxBodyBytes,
 		log:         cfg.Logger,
@@ -193,11 +193,11 @@ func (s *Server) noRoute(mux *http.ServeMux) http.HandlerFunc {
 	}
 }
 
-// pause is the chaos delay: after a handler's writes, before its answer, so
-// that client timeouts and crashes land where they hurt most.
-func (s *Server) pause() {
-	if s.chaos > 0 {
-		time.Sleep(rand.N(s.chaos))
+// wrote calls Config.AfterWrites, if any: a handler's writes are done, its
+// answer not yet written.
+func (s *Server) wrote() {
+	if s.afterWrites != nil {
+		s.afterWrites()
 	}
 }
 

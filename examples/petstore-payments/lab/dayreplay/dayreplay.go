@@ -183,7 +183,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl.IntVar(&c.Attempts, "attempts", c.Attempts, "attempts per request before a client gives up")
 	fl.DurationVar(&c.Budget, "budget", 0, "when positive, how long a client retries one request before giving up, whatever --attempts allows")
 	fl.BoolVar(&c.Crash, "crash", false, "start the server here and SIGKILL and restart it at random moments")
-	fl.StringVar(&c.ServerBin, "server-bin", "", "with --crash: the built server binary; empty builds it with go build")
+	fl.StringVar(&c.ServerBin, "server-bin", "", "with --crash: the built server binary, the lab's (lab/cmd/petstore-lab); empty builds it with go build")
 	fl.StringVar(&serverArgs, "server-args", "", "with --crash: extra server flags, space-separated, such as \"--idempotency=off --chaos-delay=300ms\"")
 	fl.StringVar(&c.DatabaseURL, "database-url", "", "with --crash: the server's database; empty uses a fresh SQLite file")
 	fl.DurationVar(&c.KillEvery, "kill-every", c.KillEvery, "with --crash: mean time between kills")

@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/idemgen/idemgen/examples/petstore-payments/internal/dayreplay"
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/dayreplay"
 )
 
 func main() {

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// serverPackage is built when --crash is given no binary.
-const serverPackage = "github.com/idemgen/idemgen/examples/petstore-payments"
+// serverPackage, the lab's server (the service with --chaos-delay), is
+// built when --crash is given no binary.
+const serverPackage = "github.com/idemgen/idemgen/examples/petstore-payments/lab/cmd/petstore-lab"
 
 // managedServer is a server process that dayreplay starts, kills and
 // restarts on one address and one database.
@@ -39,7 +40,7 @@ func startManaged(ctx context.Context, c Config) (*managedServer, error) {
 	}
 	bin := c.ServerBin
 	if bin == "" {
-		bin = filepath.Join(dir, "petstore-payments")
+		bin = filepath.Join(dir, "petstore-lab")
 		build := exec.CommandContext(ctx, "go", "build", "-o", bin, serverPackage)
 		build.Stdout, build.Stderr = c.Log, c.Log
 		if err := build.Run(); err != nil {

@@ -1,0 +1,15 @@
+// Package migrations holds the idempotency tables' migrations that idemgen
+// generated, one directory per dialect, for the service to apply at start
+// after the business tables.
+package migrations
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed postgres sqlite
+var files embed.FS
+
+// FS returns the migrations: postgres/*.sql and sqlite/*.sql.
+func FS() fs.FS { return files }

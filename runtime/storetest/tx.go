@@ -78,8 +78,16 @@ func mustClaimTx(t *testing.T, s txStore, c idemstore.Claim) idemstore.Tx {
 		t.Fatalf("ClaimTx(%q): %v", c.Key, err)
 	}
 	if !res.Won || tx == nil {
+		releaseTx(tx)
 		t.Fatalf("ClaimTx(%q) = won %v, tx %v, existing %+v; want won with a tx", c.Key, res.Won, tx, res.Existing)
 	}
+	// A test that fails with the transaction open (a broken store) would
+	// leave it holding locks that the store's cleanup waits for.
+	t.Cleanup(func() {
+		if t.Failed() {
+			releaseTx(tx)
+		}
+	})
 	if tx.Driver() == nil {
 		t.Fatalf("ClaimTx(%q): Driver() is nil", c.Key)
 	}
@@ -177,6 +185,7 @@ func testTxLost(t *testing.T, s txStore) {
 		t.Fatalf("second ClaimTx: %v", err)
 	}
 	if res.Won || tx2 != nil {
+		releaseTx(tx2)
 		t.Fatalf("second ClaimTx = won %v, tx %v; want lost without a tx", res.Won, tx2)
 	}
 	if res.Existing.State != idemstore.StateCompleted || res.Existing.Response == nil {
@@ -190,7 +199,17 @@ func testTxLost(t *testing.T, s txStore) {
 		t.Fatalf("mismatching ClaimTx: %v", err)
 	}
 	if res.Won || tx2 != nil {
+		releaseTx(tx2)
 		t.Fatalf("mismatching ClaimTx won")
+	}
+}
+
+// releaseTx releases a transaction that a broken store handed out where it
+// should have handed out none, so that the failing test does not leave it
+// open, holding locks its cleanup waits for.
+func releaseTx(tx idemstore.Tx) {
+	if tx != nil {
+		_ = tx.Release(context.Background())
 	}
 }
 

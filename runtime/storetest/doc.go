@@ -16,6 +16,8 @@
 //   - storetest/proc runs the halves of tests that need more than one
 //     process (claims racing across processes, a child that dies);
 //   - storetest/lincheck checks histories of a service under faults;
+//   - storetest/mutant breaks a store on purpose, in each of the ways a
+//     store can break, and requires the suites above to fail it;
 //   - idemadmin/admintest is the operator's suite, for a store that is an
 //     idemadmin.Store too.
 //

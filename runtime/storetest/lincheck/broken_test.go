@@ -98,13 +98,8 @@ func TestLinearizabilityCheckCatchesACommitThatReportsFailure(t *testing.T) {
 // claim that lost the key's guard only while another request is on the
 // key, so it refuses a key that stays busy alone.
 func TestLinearizabilityCheckCatchesAStuckKey(t *testing.T) {
-	effects := filepath.Join(t.TempDir(), "effects")
-	r := mutantRun(run{
-		name:    "memory",
-		model:   postgresModel(),
-		env:     []string{envService + "=memory", envEffects + "=" + effects},
-		effects: fileEffects(effects),
-	}, mutant.GuardNeverReleases)
+	r := mutantRun(memoryRun(t), mutant.GuardNeverReleases)
+	r.model = postgresModel()
 	rep := history(t, r, time.Second, seed(t))
 	violations, _ := check(rep, r.model)
 	t.Logf("%s, %d violations", summary(rep), len(violations))

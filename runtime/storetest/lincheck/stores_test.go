@@ -33,13 +33,18 @@ func randomHex(n int) string {
 // The in-memory store lives in the service's process, so the only fault
 // that leaves it standing is a client that hangs up.
 func TestLinearizableMemory(t *testing.T) {
+	checkRun(t, memoryRun(t))
+}
+
+// memoryRun is the memory store's run.
+func memoryRun(t *testing.T) run {
 	effects := filepath.Join(t.TempDir(), "effects")
-	checkRun(t, run{
+	return run{
 		name:    "memory",
 		env:     []string{envService + "=memory", envEffects + "=" + effects},
 		hangUps: true,
 		effects: fileEffects(effects),
-	})
+	}
 }
 
 // SQLite is embedded: the service is killed with -9 and restarted on the
@@ -117,13 +122,18 @@ func logEnded(t *testing.T, path string) {
 // PostgreSQL is reached through a fault proxy; besides the proxy's faults
 // its backends are terminated and the service is killed with -9.
 func TestLinearizablePostgreSQL(t *testing.T) {
+	checkRun(t, postgresRun(t))
+}
+
+// postgresRun is PostgreSQL's run, on a new schema.
+func postgresRun(t *testing.T) run {
 	_, base := pgstoretest.New(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	t.Cleanup(func() { conn.Close(ctx) })
 	if _, err := conn.Exec(ctx, "CREATE TABLE lin_effects (key text NOT NULL, run text NOT NULL, req text NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +155,7 @@ func TestLinearizablePostgreSQL(t *testing.T) {
 		}
 		_, _ = conn.Exec(ctx, "SELECT pg_terminate_backend($1)", pids[rng.IntN(len(pids))])
 	}}
-	r := run{
+	return run{
 		name:    "postgres",
 		model:   postgresModel(),
 		env:     []string{envService + "=postgres", envTarget + "=" + u.String()},
@@ -161,7 +171,6 @@ func TestLinearizablePostgreSQL(t *testing.T) {
 			return readEffects(rows)
 		},
 	}
-	checkRun(t, r)
 }
 
 // postgresModel is the model PostgreSQL's runs are checked against. A 409
@@ -175,6 +184,11 @@ func postgresModel() model {
 // A single Redis is reached through a fault proxy, and the service is
 // killed with -9.
 func TestLinearizableRedis(t *testing.T) {
+	checkRun(t, redisRun(t))
+}
+
+// redisRun is a single Redis's run, under a key prefix of its own.
+func redisRun(t *testing.T) run {
 	raw := os.Getenv(redisURLEnv)
 	if raw == "" {
 		t.Skip(redisURLEnv + " is unset; set it to a Redis URL (redis://host:port/db) to run the Redis tests")
@@ -198,14 +212,14 @@ func TestLinearizableRedis(t *testing.T) {
 		}
 	})
 	effects := filepath.Join(t.TempDir(), "effects")
-	checkRun(t, run{
+	return run{
 		name:    "redis",
 		env:     []string{envService + "=redis", envTarget + "=" + u.String(), envPrefix + "=" + prefix, envEffects + "=" + effects},
 		faults:  proxyFaults(p),
 		kill:    true,
 		hangUps: true,
 		effects: fileEffects(effects),
-	})
+	}
 }
 
 // A Redis Cluster of three masters with a replica each, every node

@@ -24,6 +24,9 @@ type Mutant struct {
 	// and an idemstore.Sweeper when s is one. It returns nil when the
 	// mutant does not apply to s.
 	Wrap func(s idemstore.Store) idemstore.Store
+	// Tx: it breaks transactional claims (ClaimTx, a transaction's
+	// Commit) too, so the transactional suite must catch it.
+	Tx bool
 }
 
 // The mutants every store is run broken by.
@@ -32,6 +35,7 @@ var (
 		Name: "commit-then-error",
 		What: "Complete and a transaction's Commit do their work, then report an error, one call in three",
 		Wrap: commitThenError,
+		Tx:   true,
 	}
 	CompleteWithoutFence = Mutant{
 		Name: "complete-without-fence",
@@ -47,11 +51,13 @@ var (
 		Name: "lose-update",
 		What: "a completion is reported stored and is lost: Complete writes nothing, a transaction's Commit rolls back",
 		Wrap: loseUpdate,
+		Tx:   true,
 	}
 	GuardNeverReleases = Mutant{
 		Name: "guard-never-releases",
 		What: "a key's guard is never let go: a claim that wins a key claimed before, or one of the keys whose guard an earlier holder leaked (one in eight), gives it back and reports it in flight",
 		Wrap: guardNeverReleases,
+		Tx:   true,
 	}
 )
 

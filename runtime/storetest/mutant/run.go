@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,18 +30,27 @@ const childTimeout = 90 * time.Second
 type Checker struct {
 	Name string
 	Run  func(t *testing.T, target storetest.Target)
+	// TxOnly: the suite drives transactional claims alone, so only a
+	// mutant that breaks them (Mutant.Tx) is for it to catch.
+	TxOnly bool
 }
 
 // The conformance suites, plain and transactional.
 var (
 	Conformance   = Checker{Name: "conformance", Run: storetest.Run}
-	ConformanceTx = Checker{Name: "conformance-tx", Run: storetest.RunTx}
+	ConformanceTx = Checker{Name: "conformance-tx", Run: storetest.RunTx, TxOnly: true}
 )
 
-// Model is the model-based test, sized by opts.
-func Model(opts model.Options) Checker {
-	return Checker{Name: "model", Run: func(t *testing.T, target storetest.Target) { model.Run(t, opts, target) }}
-}
+// children is how many child processes run at once: the suites spend most
+// of their time waiting for leases to run out.
+const children = 3
+
+// Model is the model-based test, sized for the mutation run: two seeds of
+// a thousand steps, which every mutant fails within its first seed, and a
+// second to shrink the failing sequence.
+var Model = Checker{Name: "model", Run: func(t *testing.T, target storetest.Target) {
+	model.Run(t, model.Options{Runs: 2, Steps: 1000, ShrinkFor: time.Second}, target)
+}}
 
 // Case is a mutant and the checkers that must each catch it.
 type Case struct {
@@ -62,6 +72,7 @@ type Case struct {
 // not the wrapper's. Run logs the score, mutants caught of mutants run,
 // by checker.
 func Run(t *testing.T, target storetest.Target, cases []Case) {
+	SkipUnderRace(t)
 	if name := os.Getenv(envCase); name != "" {
 		runChild(t, target, cases, name)
 		return
@@ -79,19 +90,32 @@ func Run(t *testing.T, target storetest.Target, cases []Case) {
 	if t.Failed() {
 		t.Fatal("a checker fails the store wrapped by a mutant that changes nothing; the mutation run would mean nothing")
 	}
-	caught, ran := map[string]int{}, map[string]int{}
+	var (
+		mu          sync.Mutex
+		caught, ran = map[string]int{}, map[string]int{}
+		wg          sync.WaitGroup
+		slots       = make(chan struct{}, children)
+	)
 	for _, c := range cases {
 		for _, ch := range c.Checkers {
 			ran[ch.Name]++
-			name := c.Mutant.Name + "/" + ch.Name
-			out, ok := runParent(t, name)
-			if ok {
-				caught[ch.Name]++
-				continue
-			}
-			t.Errorf("mutant %s (%s) survived %s:\n%s", c.Mutant.Name, c.Mutant.What, ch.Name, out)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				out, ok := runParent(t, c.Mutant.Name+"/"+ch.Name)
+				mu.Lock()
+				defer mu.Unlock()
+				if ok {
+					caught[ch.Name]++
+					return
+				}
+				t.Errorf("mutant %s (%s) survived %s:\n%s", c.Mutant.Name, c.Mutant.What, ch.Name, out)
+			}()
 		}
 	}
+	wg.Wait()
 	var score []string
 	total, totalRan := 0, 0
 	for _, name := range sortedKeys(ran) {
@@ -182,11 +206,25 @@ func tail(s string, n int) string {
 }
 
 // Cases is a case for each of ms, each to be caught by every one of
-// checkers.
+// checkers that is for it (Checker.TxOnly).
 func Cases(ms []Mutant, checkers ...Checker) []Case {
 	out := make([]Case, len(ms))
 	for i, m := range ms {
-		out[i] = Case{Mutant: m, Checkers: checkers}
+		out[i] = Case{Mutant: m}
+		for _, ch := range checkers {
+			if m.Tx || !ch.TxOnly {
+				out[i].Checkers = append(out[i].Checkers, ch)
+			}
+		}
 	}
 	return out
+}
+
+// SkipUnderRace skips t under the race detector: the mutation run checks
+// the checkers, not the stores' concurrency, and runs once, in the plain
+// run.
+func SkipUnderRace(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the mutation run runs without the race detector")
+	}
 }

@@ -1,0 +1,16 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/storetest/mutant"
+)
+
+// TestMutants runs the mutation run on the store: every mutant that
+// applies to it must fail the conformance suite and the model-based test.
+// The store has no way to delete a row from outside, so release-completed
+// does not apply.
+func TestMutants(t *testing.T) {
+	ms := []mutant.Mutant{mutant.CommitThenError, mutant.CompleteWithoutFence, mutant.LoseUpdate, mutant.GuardNeverReleases}
+	mutant.Run(t, target, mutant.Cases(ms, mutant.Conformance, mutant.Model))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"os/signal"
@@ -63,6 +64,15 @@ func Child(t *testing.T, tg Target, db string) {
 		}
 		runChild(t, cfg, ctx)
 		return
+	case "slow":
+		// One delivery at a time, each taking a while after the
+		// receiver got it, so that a kill often lands between the two.
+		cfg.Deliver = func(ctx context.Context, m idemoutbox.Message) error {
+			err := deliver(ctx, m)
+			time.Sleep(time.Duration(mrand.IntN(20)) * time.Millisecond)
+			return err
+		}
+		runChild(t, cfg, context.Background())
 	case "race":
 		cfg.Lease, cfg.Batch, cfg.Workers = 10*time.Second, 3, 2
 		cfg.Deliver = deliver

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -46,6 +47,7 @@ func RunKills(t *testing.T, tg Target) {
 		{"AfterReceiverBeforeRecord", killAfterReceiver},
 		{"DuringShutdown", killDuringShutdown},
 		{"TwoProcesses", twoProcesses},
+		{"RandomKills", randomKills},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			db := tg.NewDB(t)
@@ -276,4 +278,32 @@ func twoProcesses(t *testing.T, k *killed) {
 	}
 	t.Logf("deliveries per process: %v", perProcess)
 	k.restart(t, n, 0)
+}
+
+// Runner processes killed with SIGKILL again and again at random moments
+// of their work, two at a time: after the restart every effect is
+// delivered, and each duplicate is one a kill cut off between a delivery
+// and its record, so there are at most as many as deliveries were under
+// way at the kills (one per process, each delivering one at a time).
+func randomKills(t *testing.T, k *killed) {
+	const effects, rounds = 40, 6
+	k.stage(t, effects)
+	kills := 0
+	for range rounds {
+		cmds := []*exec.Cmd{k.child(t, "slow"), k.child(t, "slow")}
+		for _, c := range cmds {
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Duration(50+mrand.IntN(250)) * time.Millisecond)
+		for _, c := range cmds {
+			_ = c.Process.Signal(syscall.SIGKILL)
+			_ = c.Wait()
+			kills++
+		}
+	}
+	got := received(t, k.file)
+	t.Logf("%d kills; %d effects reached the receiver before the restart", kills, len(got))
+	k.restart(t, effects, kills)
 }

@@ -36,6 +36,20 @@ var ErrTxOwned = errors.New("pgstore: the idempotency layer commits or rolls bac
 // prepared, on a connection later requests use.
 var ErrCacheName = errors.New("pgstore: a prepared statement's name may not start with " + cachePrefix + ", the prefix of pgx's statement cache")
 
+// ErrConnClosed is returned, wrapped, by the Release of a transaction
+// whose connection closed before it ended, and by its Commit when the
+// connection had closed before the commit could be sent: typically after
+// a handler's statement whose context ended (a client that gave up),
+// when pgx closes the connection under it. Nothing of the transaction
+// commits: PostgreSQL rolls it back as soon as it sees the session gone
+// (at once for an idle session; for one still running a statement, when
+// that statement ends, within the lease), and a claim's row and locks go
+// with it, so the claim does not stay for its lease and a retry wins the
+// key. Only a handler that ended the transaction itself and began another
+// (COMMIT AND CHAIN) can have committed a claim's row first; that row
+// stays in flight until its lease ends and then fails closed.
+var ErrConnClosed = errors.New("pgstore: the transaction's connection closed before the transaction ended, so it was rolled back with its claim")
+
 // cachePrefix starts the name of every statement pgx's statement cache
 // prepares (driverNameSQL).
 const cachePrefix = "stmtcache_"
@@ -368,6 +382,12 @@ func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx, r
 	conn.Release()
 }
 
+// closedUnsent reports whether err is the failure of statements that never
+// reached the server because conn had closed (ErrConnClosed).
+func closedUnsent(conn *pgxpool.Conn, err error) bool {
+	return conn.Conn().IsClosed() && pgconn.SafeToRetry(err)
+}
+
 // isNotSameTx reports the error of sameTxSQL in a transaction pgstore did
 // not begin.
 func isNotSameTx(err error) bool {
@@ -455,6 +475,9 @@ func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 		// the key over, so a claim row that is not current any more was
 		// ended by the handler: a raw ROLLBACK, then a new transaction.
 		return t.settle(ctx, conn, errHandlerEndedTx)
+	case closedUnsent(conn, err):
+		t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
+		return fmt.Errorf("pgstore: commit: %w: %w", ErrConnClosed, err)
 	default:
 		return t.settle(ctx, conn, fmt.Errorf("pgstore: commit: %w", err))
 	}
@@ -601,6 +624,10 @@ func (t *tx) Release(ctx context.Context) error {
 		case err == nil:
 			t.s.putBack(ctx, conn, t.h, resetErr)
 			return nil
+		case conn.Conn().IsClosed() && !errors.Is(err, errHandlerEndedTx):
+			// Whether the ROLLBACK was sent or not, the session is gone.
+			t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
+			return fmt.Errorf("pgstore: release: %w: %w", ErrConnClosed, err)
 		}
 	}
 	switch {

@@ -318,6 +318,9 @@ func emitPolicy(f *jen.File, op model.Operation) {
 	if fp := fingerprintCode(op); fp != nil {
 		fields = append(fields, field("Fingerprint", fp))
 	}
+	if len(p.Effects) > 0 {
+		fields = append(fields, field("Effects", effectsCode(p.Effects)))
+	}
 	f.Func().Id(op.GoName+"Policy").Params().Qual(pathIdem, "Policy").Block(
 		jen.Return(jen.Qual(pathIdem, "Policy").Custom(multi, fields...)),
 	)

@@ -79,7 +79,10 @@ func (c *opCheck) resolve() {
 	onExpiry, onExpiryPos := pick(own.onLeaseExpiry, def.onLeaseExpiry, string(onExpiryDefault), at)
 	p.OnLeaseExpiry = model.LeaseExpiry(onExpiry)
 
+	p.Effects, _ = pick(own.effects, def.effects, nil, at)
+
 	c.l.checkLifetimes(false, scoped{own, c.r}, scoped{def, c.l.report("")})
+	c.checkEffects()
 	if p.OnLeaseExpiry == model.Takeover && !p.Transactional && (own.onLeaseExpiry.ok || def.onLeaseExpiry.ok) {
 		c.r.warnf(onExpiryPos, "onLeaseExpiry", "takeover without transactional: a retry that takes over an abandoned claim runs the handler again, so any effect the first attempt already made happens twice")
 	}

@@ -41,7 +41,7 @@ var fieldNames = []string{
 	"scope", "fingerprint", "query", "ttl", "lease", "clientRetryBudget", "key",
 	"keyMaxLength", "required", "maxSnapshotBytes", "replayHeaders",
 	"cacheServerErrors", "onLeaseExpiry", "transactional", "mediaType",
-	"previousOperationId",
+	"previousOperationId", "effects",
 }
 
 // setting is one field's value in one x-idempotency object, with where it
@@ -86,6 +86,7 @@ type layer struct {
 	fingerprint       setting[[]item]
 	query             setting[[]item]
 	mediaType         setting[string]
+	effects           setting[[]model.Effect]
 
 	// rejected names the fields that were written but refused: what the
 	// author meant is unknown, so checks that would compare it with
@@ -168,6 +169,8 @@ func decodeLayer(t *tree, keyNode, n *yaml.Node, r reporter) *layer {
 			l.mediaType = decodeMediaType(v, pos, name, r)
 		case "previousOperationId":
 			l.previousOperationID = decodePreviousID(v, pos, name, r)
+		case "effects":
+			l.effects = decodeEffects(t, v, pos, name, r)
 		default:
 			msg := fmt.Sprintf("unknown field %q", name)
 			if s := suggest(name, fieldNames); s != "" {

@@ -96,6 +96,23 @@ type Policy struct {
 	Fingerprint []Field
 	// Query lists the fingerprinted query parameters, sorted.
 	Query []string
+
+	// Effects are the declared effects outside the database, sorted by
+	// name (docs/effects.md).
+	Effects []Effect
+}
+
+// Effect is one declared effect of an operation and what its downstream
+// promises about the keys it is sent.
+type Effect struct {
+	Name          string
+	KeyRetention  time.Duration // zero when not declared
+	MaxKeyLength  int           // zero when not declared
+	RecoveryPoint bool
+	// Pos is the entry's position; RetentionPos and LengthPos its
+	// keyRetention's and maxKeyLength's, where a diagnostic about them
+	// points.
+	Pos, RetentionPos, LengthPos Pos
 }
 
 // Scope is what a key is unique within. The values are the runtime's

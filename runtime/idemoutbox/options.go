@@ -17,10 +17,13 @@ type Options struct {
 	Observer Observer
 }
 
-// Stage is the staging every dialect shares: it checks the effect
-// (Prepare) before it touches the transaction, then finds the request's
-// transaction as the dialect's driver type Tx and writes the row with
-// insert, which reports false when a pending effect has the effect key.
+// Stage is the staging every dialect shares (docs/semantics.md §8.3): it
+// checks the effect (Prepare) before it touches the transaction, then
+// finds the request's transaction as the dialect's driver type Tx and
+// writes the row with insert, which reports false when a pending effect
+// has the effect key. Written in the key's transaction
+// (docs/semantics.md §5), the row commits with the request's writes or
+// not at all.
 func Stage[Tx any](ctx context.Context, o Options, name string, payload []byte, insert func(Tx, Staged) (bool, error)) error {
 	limit := o.MaxPayload
 	if limit == 0 {

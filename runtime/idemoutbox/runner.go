@@ -67,10 +67,11 @@ const pruneBatch = 1000
 // last ones after Run's context has ended too.
 const recordTimeout = 5 * time.Second
 
-// Runner delivers staged effects. Any number of runners may run at once,
-// in the service's processes or in processes of their own, on one
-// database: each effect is held by one of them at a time (a lease), and
-// a killed runner's effects pass to the others after their lease.
+// Runner delivers staged effects at least once (docs/semantics.md §8.3).
+// Any number of runners may run at once, in the service's processes or
+// in processes of their own, on one database: each effect is held by one
+// of them at a time (a lease), and a killed runner's effects pass to the
+// others after their lease.
 type Runner struct {
 	cfg Config
 }

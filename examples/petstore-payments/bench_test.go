@@ -19,7 +19,7 @@ import (
 
 // BenchmarkTransferIdempotency measures the example end to end, over HTTP
 // against PostgreSQL, from 16 clients, three ways in one run: idemgen's
-// layer (--idempotency=on), the key table a careful team writes by hand
+// layer (--idempotency=on), the key table a strong team writes by hand
 // (--idempotency=handwritten), and no protection (--idempotency=off).
 // Two workloads: new transfers, each under a key never sent before, and
 // replays, retries of transfers completed before the rounds (the server

@@ -6,8 +6,9 @@
 // return and answer, and check each history with porcupine against a
 // model of the contract: at most one execution per key, every replay equal
 // byte for byte to the executed answer, 422 exactly when the body differs
-// from the executed one, 409 only while a claim is live, and
-// outcome-unknown or 503 only after a fault.
+// from the executed one, 409 only while a claim is live, outcome-unknown
+// only after a fault, and a 503 outside a fault as what it says: not
+// processed, with no effect of its own in the store.
 //
 // The faults are a TCP proxy between the service and PostgreSQL or Redis
 // that resets, refuses, stalls and delays connections, pg_terminate_backend

@@ -1,11 +1,19 @@
 package sqlitestore_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
@@ -124,4 +132,75 @@ func endInterrupted(t *testing.T, s *sqlitestore.Store, tx idemstore.Tx, end str
 	if err != nil || !res.Won || res.TookOver {
 		t.Errorf("retry = %+v, %v; want a first claim of the released key", res, err)
 	}
+}
+
+// The service of the report: a transactional handler runs its statements
+// under the request's context, and its client hangs up while one runs. The
+// handler fails (500, not stored), the engine releases the claim, and the
+// log says nothing of a claim left held: the retry runs the handler again
+// at once, and only its write stands.
+func TestClientHangUpDuringAStatementReleasesTheClaim(t *testing.T) {
+	s := openStore(t)
+	var logs syncBuffer
+	e, err := idem.New(idem.Config{
+		Store: s,
+		Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
+			p.TTL, p.Lease = time.Hour, time.Minute
+			p.OnLeaseExpiry, p.Transactional = idemstore.FailClosed, true
+		})},
+		Tenant: idem.SingleTenant("t1"),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`CREATE TABLE effects (marker TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	h := e.Middleware(idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
+		runs++
+		query := `INSERT INTO effects (marker) VALUES ('retry')`
+		if runs == 1 {
+			query = slowInsert
+		}
+		if _, err := tx.ExecContext(r.Context(), query); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	ctx, hangUp := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, hangUp)
+	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(`{"amount":1}`)).WithContext(ctx)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Idempotency-Key", "k")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if strings.Contains(logs.String(), "not released") {
+		t.Errorf("the claim was not released:\n%s", logs.String())
+	}
+	if w := postAttack(h, "k"); w.Code != http.StatusCreated || runs != 2 {
+		t.Errorf("retry = %d %s after %d runs, want 201 from a second run", w.Code, w.Body, runs)
+	}
+	if n, m := countMarker(t, s, "interrupted"), countMarker(t, s, "retry"); n != 0 || m != 1 {
+		t.Errorf("effects: %d of the interrupted run, %d of the retry; want 0 and 1", n, m)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a logger and a test may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

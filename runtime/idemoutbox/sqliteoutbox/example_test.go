@@ -39,7 +39,7 @@ func Example() {
 	_, _ = store.DB().Exec(`CREATE TABLE orders (id TEXT)`)
 
 	// docs:begin stage
-	outbox := sqliteoutbox.New(store.DB(), idemoutbox.Options{})
+	outbox := sqliteoutbox.New(store, idemoutbox.Options{})
 	handler := idem.TxHandler("createOrder", func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
 		if _, err := tx.ExecContext(r.Context(), `INSERT INTO orders (id) VALUES ('o-1')`); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)

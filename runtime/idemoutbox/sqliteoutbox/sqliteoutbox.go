@@ -1,7 +1,9 @@
 // Package sqliteoutbox is the transactional outbox (runtime/idemoutbox)
 // on SQLite, beside sqlitestore: a handler stages effects in the
 // *sqlitestore.Tx of its key, and runners deliver them, claiming due rows
-// under a lease in single statements that SQLite's one writer orders. Its
+// under a lease in single statements that SQLite's one writer orders,
+// each in a transaction of the store's so that it takes the process's
+// write turn. Its
 // table is a migration of its own (Migrate, or Schema for a migration
 // tool), in the database of sqlitestore's table.
 package sqliteoutbox
@@ -19,22 +21,60 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
 // Outbox stages effects and is the runner's and the operator's Store.
 type Outbox struct {
-	db   *sql.DB
-	opts idemoutbox.Options
-	now  func() time.Time
+	store *sqlitestore.Store
+	opts  idemoutbox.Options
+	now   func() time.Time
 }
 
 var _ idemoutbox.Store = (*Outbox)(nil)
 
-// New returns the outbox in the idempotency_outbox table of db, the
-// database of the service's sqlitestore (sqlitestore.Store.DB).
-func New(db *sql.DB, opts idemoutbox.Options) *Outbox {
-	return &Outbox{db: db, opts: opts, now: time.Now}
+// New returns the outbox in the idempotency_outbox table of the database
+// of the service's store.
+func New(store *sqlitestore.Store, opts idemoutbox.Options) *Outbox {
+	return &Outbox{store: store, opts: opts, now: time.Now}
+}
+
+// writeLease bounds each write transaction of a runner or an operator.
+const writeLease = 30 * time.Second
+
+// write runs f in a transaction of the store's own (sqlitestore's Begin),
+// so that a runner's writes take the process's write turn behind the
+// requests' instead of polling SQLite's lock against them. A request
+// meeting an outside writer on the lock would wait in SQLite's busy
+// handler, for up to 100 ms a step.
+func (o *Outbox) write(ctx context.Context, f func(*sqlitestore.Tx) error) error {
+	t, err := o.store.Begin(ctx, writeLease)
+	if err != nil {
+		return err
+	}
+	tx, ok := t.Driver().(*sqlitestore.Tx)
+	if !ok {
+		return errors.Join(fmt.Errorf("the store's transaction is a %T", t.Driver()), t.Release(ctx))
+	}
+	if err := f(tx); err != nil {
+		return errors.Join(err, t.Release(ctx))
+	}
+	return t.Commit(ctx, idemstore.Response{})
+}
+
+// exec runs one statement in write and returns the rows it changed.
+func (o *Outbox) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := o.write(ctx, func(tx *sqlitestore.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
 }
 
 // Stage writes the effect name with payload in the transaction of the
@@ -54,18 +94,29 @@ func (o *Outbox) Stage(ctx context.Context, name string, payload []byte) error {
 
 // Claim implements idemoutbox.Store.
 func (o *Outbox) Claim(ctx context.Context, limit int, lease time.Duration, token string) ([]idemoutbox.Message, error) {
-	now := o.now()
-	rows, err := o.db.QueryContext(ctx, claimSQL, now.Add(lease).UnixMilli(), token, now.UnixMilli(), limit)
+	var ms []idemoutbox.Message
+	err := o.write(ctx, func(tx *sqlitestore.Tx) error {
+		now := o.now()
+		rows, err := tx.QueryContext(ctx, claimSQL, now.Add(lease).UnixMilli(), token, now.UnixMilli(), limit)
+		if err != nil {
+			return err
+		}
+		ms, err = collect(rows)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sqliteoutbox: claim: %w", err)
 	}
-	return collect(rows, "claim")
+	return ms, nil
 }
 
 // Delivered implements idemoutbox.Store.
 func (o *Outbox) Delivered(ctx context.Context, m idemoutbox.Message) (time.Duration, error) {
 	var ms int64
-	if err := o.db.QueryRowContext(ctx, deliveredSQL, m.ID, o.now().UnixMilli()).Scan(&ms); err != nil {
+	err := o.write(ctx, func(tx *sqlitestore.Tx) error {
+		return tx.QueryRowContext(ctx, deliveredSQL, m.ID, o.now().UnixMilli()).Scan(&ms)
+	})
+	if err != nil {
 		return 0, fmt.Errorf("sqliteoutbox: record delivery of %d: %w", m.ID, err)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
@@ -73,7 +124,7 @@ func (o *Outbox) Delivered(ctx context.Context, m idemoutbox.Message) (time.Dura
 
 // Failed implements idemoutbox.Store.
 func (o *Outbox) Failed(ctx context.Context, m idemoutbox.Message, token, reason string, retryIn time.Duration, dead bool) error {
-	if _, err := o.db.ExecContext(ctx, failedSQL, m.ID, reason, o.now().Add(retryIn).UnixMilli(), dead, token); err != nil {
+	if _, err := o.exec(ctx, failedSQL, m.ID, reason, o.now().Add(retryIn).UnixMilli(), dead, token); err != nil {
 		return fmt.Errorf("sqliteoutbox: record failed attempt of %d: %w", m.ID, err)
 	}
 	return nil
@@ -81,7 +132,7 @@ func (o *Outbox) Failed(ctx context.Context, m idemoutbox.Message, token, reason
 
 // Release implements idemoutbox.Store.
 func (o *Outbox) Release(ctx context.Context, m idemoutbox.Message, token string) error {
-	if _, err := o.db.ExecContext(ctx, releaseSQL, m.ID, token, o.now().UnixMilli()); err != nil {
+	if _, err := o.exec(ctx, releaseSQL, m.ID, token, o.now().UnixMilli()); err != nil {
 		return fmt.Errorf("sqliteoutbox: give back %d: %w", m.ID, err)
 	}
 	return nil
@@ -89,23 +140,22 @@ func (o *Outbox) Release(ctx context.Context, m idemoutbox.Message, token string
 
 // Prune implements idemoutbox.Store.
 func (o *Outbox) Prune(ctx context.Context, age time.Duration, limit int) (int, error) {
-	res, err := o.db.ExecContext(ctx, pruneSQL, o.now().Add(-age).UnixMilli(), limit)
+	n, err := o.exec(ctx, pruneSQL, o.now().Add(-age).UnixMilli(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("sqliteoutbox: prune: %w", err)
 	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	return int(n), nil
 }
 
 // List implements idemoutbox.Store.
 func (o *Outbox) List(ctx context.Context, q idemoutbox.Query) ([]idemoutbox.Message, error) {
-	rows, err := o.db.QueryContext(ctx, listSQL, q.Tenant, q.Scope, q.Key, q.ID)
+	rows, err := o.store.DB().QueryContext(ctx, listSQL, q.Tenant, q.Scope, q.Key, q.ID)
 	if err != nil {
 		return nil, fmt.Errorf("sqliteoutbox: list: %w", noOutbox(err))
 	}
-	ms, err := collect(rows, "list")
+	ms, err := collect(rows)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sqliteoutbox: list: %w", err)
 	}
 	if len(q.States) > 0 {
 		ms = slices.DeleteFunc(ms, func(m idemoutbox.Message) bool { return !slices.Contains(q.States, m.State) })
@@ -118,15 +168,14 @@ func (o *Outbox) List(ctx context.Context, q idemoutbox.Query) ([]idemoutbox.Mes
 
 // Redrive implements idemoutbox.Store.
 func (o *Outbox) Redrive(ctx context.Context, id int64) error {
-	res, err := o.db.ExecContext(ctx, redriveSQL, id, o.now().UnixMilli())
+	n, err := o.exec(ctx, redriveSQL, id, o.now().UnixMilli())
 	var se *sqlite.Error
 	switch {
 	case errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE:
 		return fmt.Errorf("%w: effect %d", idemoutbox.ErrStagedTwice, id)
 	case err != nil:
 		return fmt.Errorf("sqliteoutbox: re-drive %d: %w", id, noOutbox(err))
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
+	case n == 0:
 		return fmt.Errorf("%w: %d", idemoutbox.ErrNotDead, id)
 	}
 	return nil
@@ -142,7 +191,7 @@ func noOutbox(err error) error {
 }
 
 // collect scans rows of columns.
-func collect(rows *sql.Rows, what string) ([]idemoutbox.Message, error) {
+func collect(rows *sql.Rows) ([]idemoutbox.Message, error) {
 	defer rows.Close()
 	var ms []idemoutbox.Message
 	for rows.Next() {
@@ -154,7 +203,7 @@ func collect(rows *sql.Rows, what string) ([]idemoutbox.Message, error) {
 		)
 		if err := rows.Scan(&m.ID, &m.Tenant, &m.Scope, &m.Key, &m.EffectKey, &m.Name, &m.Payload, &state,
 			&m.Attempts, &next, &leased, &m.LastError, &created, &delivered); err != nil {
-			return nil, fmt.Errorf("sqliteoutbox: %s: %w", what, err)
+			return nil, err
 		}
 		m.State = idemoutbox.State(state)
 		m.NextAttemptAt, m.CreatedAt = time.UnixMilli(next), time.UnixMilli(created)
@@ -167,7 +216,7 @@ func collect(rows *sql.Rows, what string) ([]idemoutbox.Message, error) {
 		ms = append(ms, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqliteoutbox: %s: %w", what, err)
+		return nil, err
 	}
 	return ms, nil
 }

@@ -53,7 +53,7 @@ func open(t *testing.T, path string, maxPayload int) outboxtest.Instance {
 	db := s.DB()
 	return outboxtest.Instance{
 		Store:  s,
-		Outbox: sqliteoutbox.New(db, idemoutbox.Options{MaxPayload: maxPayload}),
+		Outbox: sqliteoutbox.New(s, idemoutbox.Options{MaxPayload: maxPayload}),
 		Write: func(ctx context.Context, marker string) error {
 			tx, err := idem.TxFor[*sqlitestore.Tx](ctx, "createOrder")
 			if err != nil {
@@ -103,7 +103,7 @@ func TestNoOutbox(t *testing.T) {
 	if _, err := s.DB().ExecContext(ctx, down); err != nil {
 		t.Fatal(err)
 	}
-	o := sqliteoutbox.New(s.DB(), idemoutbox.Options{})
+	o := sqliteoutbox.New(s, idemoutbox.Options{})
 	if _, err := o.List(ctx, idemoutbox.Query{}); !errors.Is(err, idemoutbox.ErrNoOutbox) {
 		t.Errorf("List without the table = %v, want ErrNoOutbox", err)
 	}

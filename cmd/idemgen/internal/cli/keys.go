@@ -172,7 +172,8 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 		if err != nil {
 			return nil, failure{fmt.Sprintf("SQLite database %s: cannot be opened", shownPath(target.conn))}
 		}
-		store, outbox, done = sqlitestore.New(db), sqliteoutbox.New(db, idemoutbox.Options{}), func() { _ = db.Close() }
+		s := sqlitestore.New(db)
+		store, outbox, done = s, sqliteoutbox.New(s, idemoutbox.Options{}), func() { _ = db.Close() }
 	}
 	admin := idemadmin.New(store, secrets...)
 	if sealer != nil {

@@ -33,11 +33,11 @@ func outboxOf(t *testing.T, st keysStore) stagingOutbox {
 	ctx := context.Background()
 	switch st.name {
 	case "sqlite":
-		db := st.store.(*sqlitestore.Store).DB()
-		if err := sqliteoutbox.Migrate(ctx, db); err != nil {
+		s := st.store.(*sqlitestore.Store)
+		if err := sqliteoutbox.Migrate(ctx, s.DB()); err != nil {
 			t.Fatal(err)
 		}
-		return sqliteoutbox.New(db, idemoutbox.Options{})
+		return sqliteoutbox.New(s, idemoutbox.Options{})
 	case "postgres":
 		pool, err := pgxpool.New(ctx, st.url)
 		if err != nil {

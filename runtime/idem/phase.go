@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
@@ -36,6 +37,11 @@ var ErrPhaseReused = errors.New("idem: a phase name is used twice in one request
 // error too, and the next run calls run again with the same key; the
 // downstream must honour the key for that call to be safe.
 //
+// Under Config.Sealer the result is stored sealed (idemstore.SealPhase),
+// bound to the request and the phase's name; a recorded result that
+// cannot be opened is an error wrapping idemstore.ErrUnreadable, and run
+// is not called.
+//
 // The error wraps ErrNotProtected outside a keyed request, ErrEffectName
 // for a bad name, ErrPhaseReused for a name this request already ran,
 // ErrNoPhases when the store cannot record it, and
@@ -64,7 +70,9 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 		return nil, fmt.Errorf("idem: phase %q: loading its record: %w", name, err)
 	}
 	if found {
-		return got, nil
+		// A record that cannot be opened fails the request rather than
+		// run the phase again.
+		return idemstore.OpenPhase(e.sealer, a.anchor, name, got)
 	}
 	res, err := run(ctx, a.effectSecret.EffectKey(a.anchor, name))
 	if err != nil {
@@ -74,11 +82,24 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 	// client is still there.
 	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), e.storeTimeout)
 	defer cancel()
-	stored, err := ps.RecordPhase(sctx, a.anchor, name, res, a.op.TTL)
+	stored, err := e.recordPhase(sctx, ps, a.anchor, name, res, a.op.TTL)
 	if err != nil {
 		return nil, fmt.Errorf("idem: phase %q ran but its result was not recorded; the next run calls it again with the same effect key: %w", name, err)
 	}
-	return stored, nil
+	return idemstore.OpenPhase(e.sealer, a.anchor, name, stored)
+}
+
+// recordPhase records res as phase name of id, sealed when the engine has
+// a Sealer, and returns the record that stands, as stored.
+func (e *Engine) recordPhase(ctx context.Context, ps idemstore.PhaseStore, id idemstore.Identity, name string, res []byte, ttl time.Duration) ([]byte, error) {
+	if e.sealer != nil {
+		sealed, err := idemstore.SealPhase(e.sealer, id, name, res)
+		if err != nil {
+			return nil, err
+		}
+		res = sealed
+	}
+	return ps.RecordPhase(ctx, id, name, res, ttl)
 }
 
 // phaseStore is the store that records a's phases.

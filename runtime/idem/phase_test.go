@@ -187,3 +187,49 @@ func TestPhaseRefusals(t *testing.T) {
 		}
 	}
 }
+
+// With a Sealer a phase's result is stored sealed, bound to its request
+// and name; a replica without the sealer fails the phase rather than run
+// it again.
+func TestPhaseResultIsSealed(t *testing.T) {
+	sealer, err := idemstore.NewAESGCM(idemstore.SealKey{ID: "k1", Key: make([]byte, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New()
+	calls := 0
+	serve := func(s idemstore.Sealer, status int) (string, error) {
+		e, err := idem.New(idem.Config{Store: store, Policies: []idem.Policy{idemtest.Policy("charge", "/charges")},
+			Tenant: func(*http.Request) (string, bool) { return "acme", true }, Sealer: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res []byte
+		var perr error
+		h := e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			res, perr = idem.Phase(r.Context(), "charge", func(context.Context, string) ([]byte, error) {
+				calls++
+				return []byte("card 4242, ch_1"), nil
+			})
+			w.WriteHeader(status)
+		}))
+		postCharge(h, "k1", "")
+		return string(res), perr
+	}
+	if got, err := serve(sealer, http.StatusServiceUnavailable); err != nil || got != "card 4242, ch_1" {
+		t.Fatalf("first run: %q, %v", got, err)
+	}
+	raw, found, err := store.LoadPhase(context.Background(), idemstore.Identity{Tenant: "acme", Scope: "charge", Key: "k1"}, "charge")
+	if err != nil || !found {
+		t.Fatalf("the phase's record: found %v, %v", found, err)
+	}
+	if strings.Contains(string(raw), "4242") {
+		t.Fatalf("the store keeps the phase's result readable: %q", raw)
+	}
+	if _, err := serve(nil, http.StatusServiceUnavailable); !errors.Is(err, idemstore.ErrUnreadable) {
+		t.Fatalf("a replica without the sealer: %v, want ErrUnreadable", err)
+	}
+	if got, err := serve(sealer, http.StatusCreated); err != nil || got != "card 4242, ch_1" || calls != 1 {
+		t.Fatalf("retry with the sealer: %q, %v, %d calls; want the recorded result and one call", got, err, calls)
+	}
+}

@@ -161,15 +161,18 @@ func TestMigrateConcurrentlyAndDown(t *testing.T) {
 		}
 	}
 
-	_, down, err := templates.Schema("postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, down); err != nil {
-		t.Fatalf("down migration: %v", err)
+	// Every migration Migrate applies, undone in reverse order.
+	for _, schemaOf := range []func(string) (string, string, error){templates.PhaseSchema, templates.Schema} {
+		_, down, err := schemaOf("postgres")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, down); err != nil {
+			t.Fatalf("down migration: %v", err)
+		}
 	}
 	var left int
-	err = pool.QueryRow(ctx, `SELECT
+	err := pool.QueryRow(ctx, `SELECT
 	    (SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace AND relname LIKE 'idempotency%')
 	  + (SELECT count(*) FROM pg_proc WHERE pronamespace = $1::regnamespace AND proname LIKE 'idempotency%')`,
 		schema).Scan(&left)

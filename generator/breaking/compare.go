@@ -9,6 +9,7 @@ import (
 	"github.com/idemgen/idemgen/generator/internal/describe"
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // Kind names a kind of change; an acknowledgement names it too.
@@ -150,7 +151,7 @@ func compareOp(old, cur Entry, op model.Operation) []Change {
 	if old.StoredAs != cur.StoredAs {
 		stored := runsAgain
 		if cur.Scope == model.ScopeTenant {
-			stored = "a retry of a request made before the deploy is refused as a key reused for another operation (422), and a client that obeys makes a new key and a duplicate"
+			stored = "a retry of a request made before the deploy is refused as a key reused for another operation (" + problem.KeyReusedOperation.String() + "), and a client that obeys makes a new key and a duplicate"
 		}
 		add(OperationRenamed, model.Error, "operationId",
 			fmt.Sprintf("keys were stored under %q and would now be stored under %q", old.StoredAs, cur.StoredAs),
@@ -172,7 +173,7 @@ func compareOp(old, cur Entry, op model.Operation) []Change {
 	if !sameFingerprint(old, cur) {
 		add(FingerprintChanged, model.Error, fingerprintField(old, cur),
 			fingerprintChange(old, cur),
-			fmt.Sprintf("a retry of a request made before the deploy is fingerprinted the new way, no longer matches its stored key and meets 422 idempotency-key-reused for up to %s (the TTL); a client that obeys makes a new key and a duplicate", ttl),
+			fmt.Sprintf("a retry of a request made before the deploy is fingerprinted the new way, no longer matches its stored key and meets %s for up to %s (the TTL); a client that obeys makes a new key and a duplicate", problem.KeyReusedRequest, ttl),
 			"give the new fingerprint to a new operation (a new path or API version) and retire this one once its keys have expired, or deploy it when no client retries (see docs/extension.md); otherwise accept it")
 	}
 	if cur.TTLSeconds < old.TTLSeconds {
@@ -190,7 +191,7 @@ func compareOp(old, cur Entry, op model.Operation) []Change {
 			"keep the lease longer than the slowest handler")
 	}
 	if old.OnLeaseExpiry != cur.OnLeaseExpiry {
-		sev, stored := model.Warning, "an abandoned claim now becomes outcome-unknown (409) until an operator resolves it, where a retry used to run the handler again"
+		sev, stored := model.Warning, "the retries of an abandoned claim now meet "+problem.Interrupted.String()+" until an operator resolves it, where a retry used to run the handler again"
 		if cur.OnLeaseExpiry == model.Takeover {
 			stored = "an abandoned claim is now taken over and the handler runs again"
 			if !old.Transactional {
@@ -223,7 +224,7 @@ func expiryEffect(mode model.LeaseExpiry) string {
 	if mode == model.Takeover {
 		return "a retry takes it over and runs the handler a second time"
 	}
-	return "a retry makes the key outcome-unknown"
+	return "a retry marks the key indeterminate and meets " + problem.Interrupted.String()
 }
 
 func sameFingerprint(a, b Entry) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/templates"
 )
@@ -34,7 +35,29 @@ type page struct {
 	Version    string
 	Operations []operation
 	Errors     []errorRow
+	// Answers and ReplayedHeader are the wire words the prose cites, from
+	// runtime/problem, so that the page never restates them.
+	Answers        answers
+	ReplayedHeader string
 }
+
+// answers are the engine's answers the page's prose cites, each as its
+// status and Markdown-quoted name ("409 `request-in-progress`").
+type answers struct {
+	KeyRequired, KeyReused, StillRunning, NotKept string
+}
+
+func pageAnswers() answers {
+	return answers{
+		KeyRequired:  cite(problem.KeyRequired),
+		KeyReused:    cite(problem.KeyReusedRequest),
+		StillRunning: cite(problem.StillRunning),
+		NotKept:      cite(problem.ResponseTooLarge),
+	}
+}
+
+// cite writes an answer as its status and its name in Markdown code.
+func cite(a problem.Answer) string { return strconv.Itoa(a.Status()) + " " + code(a.Name()) }
 
 // errorRow is one problem type a client can meet, as the Errors table
 // lists it.
@@ -83,7 +106,8 @@ func Emit(spec *model.Spec, opts Options) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docgen: parse template: %w", err)
 	}
-	p := page{Source: commentText(opts.Source), Title: text(spec.Title), Version: text(spec.Version), Errors: errorRows()}
+	p := page{Source: commentText(opts.Source), Title: text(spec.Title), Version: text(spec.Version), Errors: errorRows(),
+		Answers: pageAnswers(), ReplayedHeader: problem.ReplayedHeader}
 	for _, op := range spec.Operations {
 		p.Operations = append(p.Operations, describeOp(op))
 	}
@@ -113,11 +137,11 @@ func describeOp(op model.Operation) operation {
 	}
 	o.KeyCharacters = "visible ASCII characters"
 	switch p.KeyIn {
-	case model.KeyInBody:
+	case key.InBody:
 		o.KeyCharacters = "characters (Unicode code points) without control characters or spaces"
 		o.KeyShort = "body field " + code(p.KeyName)
 		o.Key = "the body field " + code(p.KeyName)
-	case model.KeyInQuery:
+	case key.InQuery:
 		o.KeyShort = "query parameter " + code(p.KeyName)
 		o.Key = "the query parameter " + code(p.KeyName)
 	default:
@@ -130,7 +154,7 @@ func describeOp(op model.Operation) operation {
 			o.LeaseExpiry = "the next retry takes the key over and runs the operation again; the operation's effects and the key are committed together, so nothing is applied twice."
 		}
 	} else {
-		o.LeaseExpiry = "its outcome counts as unknown: retries get 409 `outcome-unknown` until an operator resolves the key."
+		o.LeaseExpiry = "its outcome counts as unknown: retries get " + cite(problem.Interrupted) + " until an operator resolves the key."
 	}
 	var clientErrs, serverErrs []string
 	for _, s := range idemstore.NeverStoredStatuses() {
@@ -164,7 +188,7 @@ func fingerprint(op model.Operation) string {
 		parts = append(parts, plural("the body field ", "the body fields ", quoteAll(ptrs)))
 	case op.BodyMediaType == "":
 		// No body: only path and query parameters remain.
-	case p.KeyIn == model.KeyInBody:
+	case p.KeyIn == key.InBody:
 		parts = append(parts, "the whole request body except "+code(p.KeyName))
 	default:
 		parts = append(parts, "the whole request body")
@@ -178,7 +202,7 @@ func fingerprint(op model.Operation) string {
 	if len(parts) == 0 {
 		return "every request with the key counts as the same request."
 	}
-	return "a retry must repeat " + list(parts) + " of the first request; one that differs is rejected with 422 `idempotency-key-reused`."
+	return "a retry must repeat " + list(parts) + " of the first request; one that differs is rejected with " + cite(problem.KeyReusedRequest) + "."
 }
 
 func plural(one, many string, items []string) string {

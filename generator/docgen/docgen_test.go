@@ -10,6 +10,7 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -21,7 +22,7 @@ func spec() *model.Spec {
 				ID: "createAdoption", Method: "POST", Path: "/pets/{pet_id}/adoptions", Summary: "Adopt a pet",
 				PathParams: []string{"pet_id"}, BodyMediaType: "application/json",
 				Policy: model.Policy{
-					Scope: "tenant", KeyIn: model.KeyInBody, KeyName: "/idempotency_key", KeyMaxLength: 64,
+					Scope: "tenant", KeyIn: key.InBody, KeyName: "/idempotency_key", KeyMaxLength: 64,
 					TTL: 36 * time.Hour, Lease: 90 * time.Second, MaxSnapshotBytes: 64 << 10,
 					ReplayHeaders: []string{"X-Request-Cost"}, CacheServerErrors: true, OnLeaseExpiry: "fail-closed",
 					Query: []string{"dry_run"},
@@ -30,7 +31,7 @@ func spec() *model.Spec {
 			{
 				ID: "createTransfer", Method: "POST", Path: "/transfers", BodyMediaType: "application/json",
 				Policy: model.Policy{
-					Scope: "operation", KeyIn: model.KeyInHeader, KeyName: "Idempotency-Key", KeyMaxLength: 255,
+					Scope: "operation", KeyIn: key.InHeader, KeyName: "Idempotency-Key", KeyMaxLength: 255,
 					Required: true, TTL: 7 * 24 * time.Hour, Lease: 15 * time.Second, MaxSnapshotBytes: 1 << 20,
 					OnLeaseExpiry: "takeover", Transactional: true,
 					Fingerprint: []model.Field{{Pointer: "/amount"}, {Pointer: "/currency"}},

@@ -61,7 +61,7 @@ func emitClientTable(f *jen.File, ops []model.Operation) {
 			field("Method", methodCode(op.Method)),
 			field("Path", jen.Lit(op.Path)),
 			field("Key", jen.Qual(pathIdemClient, "Key").Values(
-				jen.Id("In").Op(":").Add(clientKeyInCode(p.KeyIn)),
+				jen.Id("In").Op(":").Add(keyInCode(p.KeyIn)),
 				jen.Id("Name").Op(":").Lit(p.KeyName),
 			)),
 			field("KeyMaxLength", jen.Lit(p.KeyMaxLength)),
@@ -79,19 +79,4 @@ func emitClientTable(f *jen.File, ops []model.Operation) {
 		body = jen.Return(jen.Index().Qual(pathIdemClient, "Operation").Custom(multi, items...))
 	}
 	f.Func().Id(clientTableName).Params().Index().Qual(pathIdemClient, "Operation").Block(body)
-}
-
-func clientKeyInCode(in model.KeyIn) jen.Code {
-	switch in {
-	case model.KeyInBody:
-		return jen.Qual(pathIdemClient, "KeyInBody")
-	case model.KeyInQuery:
-		return jen.Qual(pathIdemClient, "KeyInQuery")
-	case model.KeyInHeader:
-		return jen.Qual(pathIdemClient, "KeyInHeader")
-	default:
-		// The loader admits only the three; a literal keeps the output
-		// honest should that ever widen.
-		return jen.Qual(pathIdemClient, "KeyIn").Call(jen.Lit(fmt.Sprint(in)))
-	}
 }

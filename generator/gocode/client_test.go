@@ -36,10 +36,10 @@ func TestEmitClientTable(t *testing.T) {
 	for _, want := range []string{
 		"ID:           OpCreateTransfer,",
 		`Path:         "/transfers",`,
-		`Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},`,
+		`Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},`,
 		"TTL:          7 * 24 * time.Hour,",
 		"RetryBudget:  10 * time.Minute,",
-		`Key:          idemclient.Key{In: idemclient.KeyInBody, Name: "/idempotency_key"},`,
+		`Key:          idemclient.Key{In: key.InBody, Name: "/idempotency_key"},`,
 		"KeyMaxLength: 64,",
 	} {
 		if !strings.Contains(table, want) {

@@ -20,6 +20,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // FileName is the name of the generated Go file inside the output directory.
@@ -42,6 +43,7 @@ const (
 	pathTime        = "time"
 	pathIdem        = "github.com/idemgen/idemgen/runtime/idem"
 	pathIdemstore   = "github.com/idemgen/idemgen/runtime/idemstore"
+	pathKey         = "github.com/idemgen/idemgen/runtime/key"
 	pathFingerprint = "github.com/idemgen/idemgen/runtime/fingerprint"
 	pathPgx         = "github.com/jackc/pgx/v5"
 )
@@ -126,6 +128,7 @@ func newFile(pkg, source string) *jen.File {
 		pathTime:        "time",
 		pathIdem:        "idem",
 		pathIdemstore:   "idemstore",
+		pathKey:         "key",
 		pathFingerprint: "fingerprint",
 		pathPgx:         "pgx",
 		pathIdemClient:  "idemclient",
@@ -360,7 +363,7 @@ func fingerprintCode(op model.Operation) jen.Code {
 			)
 		}
 		parts = append(parts, field("Body", jen.Index().Qual(pathFingerprint, "Field").Custom(multi, items...)))
-	} else if p.KeyIn == model.KeyInBody {
+	} else if p.KeyIn == key.InBody {
 		// The key differs on every retry's sibling request by design; a
 		// whole-body fingerprint that kept it would never match.
 		parts = append(parts, field("Exclude", jen.Lit(p.KeyName)))
@@ -416,14 +419,20 @@ func scopeCode(s model.Scope) jen.Code {
 	return jen.Qual(pathIdem, "ScopeOperation")
 }
 
-func keyInCode(in model.KeyIn) jen.Code {
+// keyInCode names the runtime/key constant of in; the policies and the
+// client table both use it.
+func keyInCode(in key.In) jen.Code {
 	switch in {
-	case model.KeyInBody:
-		return jen.Qual(pathIdem, "KeyInBody")
-	case model.KeyInQuery:
-		return jen.Qual(pathIdem, "KeyInQuery")
+	case key.InBody:
+		return jen.Qual(pathKey, "InBody")
+	case key.InQuery:
+		return jen.Qual(pathKey, "InQuery")
+	case key.InHeader:
+		return jen.Qual(pathKey, "InHeader")
 	default:
-		return jen.Qual(pathIdem, "KeyInHeader")
+		// The loader admits only the three; a literal keeps the output
+		// honest should that ever widen.
+		return jen.Qual(pathKey, "In").Call(jen.Lit(string(in)))
 	}
 }
 

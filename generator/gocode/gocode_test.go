@@ -12,6 +12,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // paymentsSpec is the example service's two main operations, written by
@@ -24,7 +25,7 @@ func paymentsSpec() *model.Spec {
 				ID: "createTransfer", GoName: "CreateTransfer", Method: "POST", Path: "/transfers",
 				BodyMediaType: "application/json",
 				Policy: model.Policy{
-					Scope: "operation", KeyIn: model.KeyInHeader, KeyName: "Idempotency-Key", KeyMaxLength: 255,
+					Scope: "operation", KeyIn: key.InHeader, KeyName: "Idempotency-Key", KeyMaxLength: 255,
 					Required: true, TTL: 7 * 24 * time.Hour, Lease: 15 * time.Second, MaxSnapshotBytes: 1 << 20,
 					OnLeaseExpiry: "takeover", Transactional: true,
 					Fingerprint: []model.Field{
@@ -39,7 +40,7 @@ func paymentsSpec() *model.Spec {
 				ID: "createAdoption", GoName: "CreateAdoption", Method: "POST", Path: "/pets/{pet_id}/adoptions",
 				PathParams: []string{"pet_id"}, BodyMediaType: "application/json",
 				Policy: model.Policy{
-					Scope: "tenant", KeyIn: model.KeyInBody, KeyName: "/idempotency_key", KeyMaxLength: 64,
+					Scope: "tenant", KeyIn: key.InBody, KeyName: "/idempotency_key", KeyMaxLength: 64,
 					TTL: 24 * time.Hour, Lease: 90 * time.Second, MaxSnapshotBytes: 64 << 10,
 					ReplayHeaders: []string{"X-Request-Cost"}, CacheServerErrors: true,
 					OnLeaseExpiry: "fail-closed", Query: []string{"dry_run"},

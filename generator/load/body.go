@@ -7,6 +7,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // useBrokenRef reports a broken $ref the generator needed.
@@ -19,16 +20,16 @@ func (c *opCheck) useBrokenRef(idx int, field, need string) {
 // checkBody picks the body media type and checks the fingerprint and a
 // body key against the request-body schema, in that order: the fields and
 // the key are looked up in the chosen media type's schema.
-func (c *opCheck) checkBody(key keySource, keyPos, requiredPos model.Pos) {
+func (c *opCheck) checkBody(ks keySource, keyPos, requiredPos model.Pos) {
 	fp, fpPos := pick(c.own.fingerprint, c.def.fingerprint, nil, c.own.pos)
-	need := bodyNeed{fields: len(fp) > 0, key: key, keyPos: keyPos, fpPos: fpPos}
+	need := bodyNeed{fields: len(fp) > 0, key: ks, keyPos: keyPos, fpPos: fpPos}
 	body, schema, ok := c.chooseBody(need)
 	if !ok {
 		return
 	}
-	c.checkFingerprintFields(fp, key, schema)
-	if key.in == model.KeyInBody {
-		c.checkBodyKey(body, schema, key, keyPos, requiredPos)
+	c.checkFingerprintFields(fp, ks, schema)
+	if ks.in == key.InBody {
+		c.checkBodyKey(body, schema, ks, keyPos, requiredPos)
 	}
 }
 
@@ -42,7 +43,7 @@ type bodyNeed struct {
 }
 
 // schema reports whether the policy reads fields of the body's schema.
-func (n bodyNeed) schema() bool { return n.fields || n.key.in == model.KeyInBody }
+func (n bodyNeed) schema() bool { return n.fields || n.key.in == key.InBody }
 
 // field is the policy field a missing schema is blamed on.
 func (n bodyNeed) field() string {
@@ -72,7 +73,7 @@ func (c *opCheck) chooseBody(need bodyNeed) (body *openapi3.RequestBody, schema 
 		if need.fields {
 			c.r.errorf(need.fpPos, "fingerprint", "the operation declares no request body, so there are no body fields to fingerprint; remove fingerprint (path parameters are always fingerprinted)")
 		}
-		if need.key.in == model.KeyInBody {
+		if need.key.in == key.InBody {
 			c.r.errorf(need.keyPos, "key", "the operation declares no request body to carry the key %s", need.key.name)
 		}
 		return nil, nil, false
@@ -158,10 +159,10 @@ func readableMediaType(mts map[string]*openapi3.MediaType) string {
 
 // checkFingerprintFields resolves each fingerprinted field in schema and
 // records it, with its type, in the policy, sorted by pointer.
-func (c *opCheck) checkFingerprintFields(fp []item, key keySource, schema *openapi3.SchemaRef) {
+func (c *opCheck) checkFingerprintFields(fp []item, ks keySource, schema *openapi3.SchemaRef) {
 	for _, it := range fp {
-		if key.in == model.KeyInBody && it.v == key.name {
-			c.r.errorf(it.pos, "fingerprint", "%s is the idempotency key (key: body:%s), which is never part of the fingerprint; remove it", it.v, key.name)
+		if ks.in == key.InBody && it.v == ks.name {
+			c.r.errorf(it.pos, "fingerprint", "%s is the idempotency key (key: body:%s), which is never part of the fingerprint; remove it", it.v, ks.name)
 			continue
 		}
 		res := c.l.facts.lookup(schema, it.v)
@@ -190,19 +191,19 @@ func (c *opCheck) checkFingerprintFields(fp []item, key keySource, schema *opena
 
 // checkBodyKey checks that a body key is a string field of schema, and
 // what the spec declares of it (length, required, deprecated).
-func (c *opCheck) checkBodyKey(body *openapi3.RequestBody, schema *openapi3.SchemaRef, key keySource, keyPos, requiredPos model.Pos) {
-	res := c.l.facts.lookup(schema, key.name)
+func (c *opCheck) checkBodyKey(body *openapi3.RequestBody, schema *openapi3.SchemaRef, ks keySource, keyPos, requiredPos model.Pos) {
+	res := c.l.facts.lookup(schema, ks.name)
 	switch {
 	case res.found && res.typ != model.TypeString && res.typ != model.TypeAny:
-		c.r.errorf(keyPos, "key", "the request body schema declares %s as %s, but an idempotency key is a string", key.name, res.typ)
+		c.r.errorf(keyPos, "key", "the request body schema declares %s as %s, but an idempotency key is a string", ks.name, res.typ)
 	case res.found:
-		c.checkKeyLength(&param{maxLength: res.maxLength}, "body field "+key.name)
-		required, deprecated := bodyKeyDecl(body, schema, key.name)
-		c.keyDeclared(keyDecl{required, deprecated, "body field " + key.name, "list it in the required of its object (and mark the request body required)"}, keyPos, requiredPos)
+		c.checkKeyLength(&param{maxLength: res.maxLength}, "body field "+ks.name)
+		required, deprecated := bodyKeyDecl(body, schema, ks.name)
+		c.keyDeclared(keyDecl{required, deprecated, "body field " + ks.name, "list it in the required of its object (and mark the request body required)"}, keyPos, requiredPos)
 	case res.brokenRef >= 0:
-		c.useBrokenRef(res.brokenRef, "key", "the key "+key.name+" needs the schema it points at")
+		c.useBrokenRef(res.brokenRef, "key", "the key "+ks.name+" needs the schema it points at")
 	default:
-		c.r.errorf(keyPos, "key", "%s", missingMessage(key.name, "the key "+key.name, res))
+		c.r.errorf(keyPos, "key", "%s", missingMessage(ks.name, "the key "+ks.name, res))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	yaml "go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // opCheck resolves and checks the policy of one annotated operation. The
@@ -55,7 +56,7 @@ func (c *opCheck) resolve() {
 
 	scope, _ := pick(own.scope, def.scope, defaultScope, at)
 	p.Scope = model.Scope(scope)
-	key, keyPos := pick(own.key, def.key, keySource{model.KeyInHeader, defaultKeyHeader}, at)
+	key, keyPos := pick(own.key, def.key, keySource{key.InHeader, defaultKeyHeader}, at)
 	p.KeyIn, p.KeyName = key.in, key.name
 	p.KeyMaxLength, _ = pick(own.keyMaxLength, def.keyMaxLength, defaultKeyMaxLength, at)
 	var requiredPos model.Pos

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 func TestDefaultsMergeFieldByField(t *testing.T) {
@@ -54,7 +55,7 @@ paths:
 	}
 	a, b := spec.Operations[0].Policy, spec.Operations[1].Policy
 	wantA := model.Policy{
-		Scope: "tenant", KeyIn: model.KeyInHeader, KeyName: "Idempotency-Key", KeyMaxLength: 255,
+		Scope: "tenant", KeyIn: key.InHeader, KeyName: "Idempotency-Key", KeyMaxLength: 255,
 		TTL: 48 * time.Hour, Lease: 30 * time.Second, MaxSnapshotBytes: 1 << 20,
 		ReplayHeaders: []string{"X-Cost"}, OnLeaseExpiry: "fail-closed",
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 func TestLoadPayments(t *testing.T) {
@@ -42,7 +43,7 @@ func TestLoadPayments(t *testing.T) {
 	}
 	tr := spec.Operations[2]
 	wantPolicy := model.Policy{
-		Scope: "operation", KeyIn: model.KeyInHeader, KeyName: "Idempotency-Key", KeyMaxLength: 255,
+		Scope: "operation", KeyIn: key.InHeader, KeyName: "Idempotency-Key", KeyMaxLength: 255,
 		Required: true, TTL: 7 * 24 * time.Hour, Lease: 15 * time.Second, MaxSnapshotBytes: 1 << 20,
 		ReplayHeaders: []string{"X-Request-Cost"}, OnLeaseExpiry: "takeover", Transactional: true,
 		Fingerprint: []model.Field{

@@ -8,6 +8,7 @@ import (
 	yaml "go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // param is a parameter as the spec declares it, read from the node tree
@@ -124,15 +125,15 @@ func (c *opCheck) find(params []param, in, name string) *param {
 
 // checkKeyParam checks that a header or query key the spec also declares
 // as a parameter agrees with the policy.
-func (c *opCheck) checkKeyParam(params []param, key keySource, keyPos, requiredPos model.Pos) {
-	if key.in != model.KeyInHeader && key.in != model.KeyInQuery {
+func (c *opCheck) checkKeyParam(params []param, ks keySource, keyPos, requiredPos model.Pos) {
+	if ks.in != key.InHeader && ks.in != key.InQuery {
 		return
 	}
-	decl := c.find(params, string(key.in), key.name)
+	decl := c.find(params, string(ks.in), ks.name)
 	if decl == nil {
 		return
 	}
-	what := fmt.Sprintf("%s parameter %s (line %d)", key.in, decl.name, decl.node.Line)
+	what := fmt.Sprintf("%s parameter %s (line %d)", ks.in, decl.name, decl.node.Line)
 	if decl.schemaType != "" && decl.schemaType != "string" {
 		c.r.errorf(keyPos, "key", "the spec declares the %s as %s, but an idempotency key is a string; declare its schema as type: string",
 			what, decl.schemaShown)
@@ -177,7 +178,7 @@ func (c *opCheck) keyDeclared(d keyDecl, keyPos, requiredPos model.Pos) {
 }
 
 // checkQuery checks the fingerprinted query parameters.
-func (c *opCheck) checkQuery(params []param, key keySource) {
+func (c *opCheck) checkQuery(params []param, ks keySource) {
 	items, _ := pick(c.own.query, c.def.query, nil, c.own.pos)
 	var declared []string
 	for _, p := range params {
@@ -188,8 +189,8 @@ func (c *opCheck) checkQuery(params []param, key keySource) {
 	slices.Sort(declared)
 	for _, it := range items {
 		switch {
-		case key.in == model.KeyInQuery && it.v == key.name:
-			c.r.errorf(it.pos, "query", "%s is the idempotency key (key: query:%s), which is never part of the fingerprint; remove it", it.v, key.name)
+		case ks.in == key.InQuery && it.v == ks.name:
+			c.r.errorf(it.pos, "query", "%s is the idempotency key (key: query:%s), which is never part of the fingerprint; remove it", it.v, ks.name)
 		case !slices.Contains(declared, it.v):
 			msg := fmt.Sprintf("%s is not a query parameter of this operation", it.v)
 			if s := suggest(it.v, declared); s != "" {

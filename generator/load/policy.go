@@ -62,7 +62,7 @@ type item struct {
 
 // keySource is a parsed `key` field.
 type keySource struct {
-	in   model.KeyIn
+	in   key.In
 	name string
 }
 
@@ -413,19 +413,19 @@ func decodeKey(v *yaml.Node, pos model.Pos, field string, r reporter) setting[ke
 			hint = fmt.Sprintf(" (did you mean header:%s?)", v.Value)
 		}
 		r.errorf(pos, field, "%q does not say where the key is: use %s%s", v.Value, forms, hint)
-	case in == string(model.KeyInHeader):
+	case in == string(key.InHeader):
 		if !isToken(name) {
 			r.errorf(pos, field, "%q is not a valid header name", name)
 			break
 		}
-		return setting[keySource]{v: keySource{model.KeyInHeader, textproto.CanonicalMIMEHeaderKey(name)}, pos: pos, ok: true}
-	case in == string(model.KeyInQuery):
+		return setting[keySource]{v: keySource{key.InHeader, textproto.CanonicalMIMEHeaderKey(name)}, pos: pos, ok: true}
+	case in == string(key.InQuery):
 		if name == "" {
 			r.errorf(pos, field, "query: needs a parameter name, as in query:idempotency_key")
 			break
 		}
-		return setting[keySource]{v: keySource{model.KeyInQuery, name}, pos: pos, ok: true}
-	case in == string(model.KeyInBody):
+		return setting[keySource]{v: keySource{key.InQuery, name}, pos: pos, ok: true}
+	case in == string(key.InBody):
 		if name == "" {
 			r.errorf(pos, field, "body: needs a JSON Pointer to the key's property, as in body:/idempotency_key")
 			break
@@ -434,7 +434,7 @@ func decodeKey(v *yaml.Node, pos model.Pos, field string, r reporter) setting[ke
 			r.errorf(pos, field, "%q is not a JSON Pointer: %s", name, err.Error())
 			break
 		}
-		return setting[keySource]{v: keySource{model.KeyInBody, name}, pos: pos, ok: true}
+		return setting[keySource]{v: keySource{key.InBody, name}, pos: pos, ok: true}
 	default:
 		msg := fmt.Sprintf("%q is not a key source (use %s)", in, forms)
 		if s := suggest(in, []string{"header", "body", "query"}); s != "" {

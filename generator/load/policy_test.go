@@ -9,6 +9,7 @@ import (
 	yaml "go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // decodeYAML decodes src, the body of an x-idempotency object, as one
@@ -58,7 +59,7 @@ func TestDecodeLayerFields(t *testing.T) {
 		{"ttl", l.ttl.v, 7 * 24 * time.Hour},
 		{"lease", l.lease.v, 90 * time.Second},
 		{"clientRetryBudget", l.clientRetryBudget.v, 36 * time.Hour},
-		{"key", l.key.v, keySource{model.KeyInBody, "/idempotency_key"}},
+		{"key", l.key.v, keySource{key.InBody, "/idempotency_key"}},
 		{"keyMaxLength", l.keyMaxLength.v, 64},
 		{"required", l.required.v, true},
 		{"maxSnapshotBytes", l.maxSnapshotBytes.v, int64(64 << 10)},

@@ -38,14 +38,4 @@ func TestEnumsAreTheRuntimes(t *testing.T) {
 			t.Errorf("onLeaseExpiry %q is %q in the runtime", m, r)
 		}
 	}
-
-	for in, r := range map[model.KeyIn]idem.KeyIn{
-		model.KeyInHeader: idem.KeyInHeader,
-		model.KeyInBody:   idem.KeyInBody,
-		model.KeyInQuery:  idem.KeyInQuery,
-	} {
-		if string(in) != string(r) {
-			t.Errorf("key place %q is %q in the runtime", in, r)
-		}
-	}
 }

@@ -4,7 +4,11 @@
 // package alone.
 package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/key"
+)
 
 // Pos is a position in a spec file, 1-based.
 type Pos struct {
@@ -62,21 +66,11 @@ type Operation struct {
 	BodyMediaType string
 }
 
-// KeyIn says where the key is carried.
-type KeyIn string
-
-// The places a key can come from.
-const (
-	KeyInHeader KeyIn = "header"
-	KeyInBody   KeyIn = "body"
-	KeyInQuery  KeyIn = "query"
-)
-
 // Policy is the effective policy: document defaults merged with the
 // operation's overrides, every default resolved.
 type Policy struct {
 	Scope        Scope
-	KeyIn        KeyIn
+	KeyIn        key.In
 	KeyName      string // header/query name, or JSON Pointer for a body key
 	KeyMaxLength int
 	Required     bool

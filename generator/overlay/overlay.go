@@ -1,7 +1,8 @@
 // Package overlay writes the client's view of a spec's idempotency as an
 // OpenAPI Overlay 1.0 document: for each annotated operation, the key
-// parameter, the answers the idempotency layer gives (400, 409, 422, 503 as
-// application/problem+json), the Idempotent-Replayed header on its success
+// parameter, the answers the idempotency layer gives (every status
+// runtime/problem documents for clients, as application/problem+json,
+// with Retry-After where the answers carry it), the replay header on its success
 // responses, and an x-idempotency-effective summary (key, TTL, scope) that
 // client generators and SDKs can read.
 //
@@ -30,6 +31,7 @@ import (
 	"github.com/idemgen/idemgen/generator/internal/describe"
 	"github.com/idemgen/idemgen/generator/load"
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -165,7 +167,7 @@ func quote(p string) string {
 func operationUpdate(op model.Operation, declared, root *yaml.Node, schema string) *yaml.Node {
 	p := op.Policy
 	u := mapping()
-	if p.KeyIn != model.KeyInBody && !hasParam(declared, root, string(p.KeyIn), p.KeyName) {
+	if p.KeyIn != key.InBody && !hasParam(declared, root, string(p.KeyIn), p.KeyName) {
 		set(u, "parameters", sequence(keyParam(op)))
 	}
 	responses := mapping()
@@ -178,10 +180,10 @@ func operationUpdate(op model.Operation, declared, root *yaml.Node, schema strin
 	if declaredResponses != nil {
 		for i := 0; i+1 < len(declaredResponses.Content); i += 2 {
 			code, resp := declaredResponses.Content[i].Value, declaredResponses.Content[i+1]
-			if !success(code) || get(resp, "$ref") != nil || get(get(resp, "headers"), headerReplayed) != nil {
+			if !success(code) || get(resp, "$ref") != nil || get(get(resp, "headers"), problem.ReplayedHeader) != nil {
 				continue
 			}
-			set(responses, code, mapping("headers", mapping(headerReplayed, replayedHeader())))
+			set(responses, code, mapping("headers", mapping(problem.ReplayedHeader, replayedHeader())))
 		}
 	}
 	if len(responses.Content) > 0 {
@@ -190,8 +192,6 @@ func operationUpdate(op model.Operation, declared, root *yaml.Node, schema strin
 	set(u, "x-idempotency-effective", summary(op))
 	return u
 }
-
-const headerReplayed = "Idempotent-Replayed"
 
 // success reports whether a response code names a 2xx answer.
 func success(code string) bool {
@@ -269,28 +269,38 @@ func problemResponses(required bool, schema string) []response {
 			"schema", mapping("type", str("integer"), "minimum", integer(1)),
 		))
 	}
-	// The statuses the overlay adds to every protected operation; a
-	// Retry-After header comes with those whose answers say when to retry.
-	statuses := [...]struct {
-		code       int
-		retryAfter bool
-	}{{400, false}, {409, true}, {422, false}, {503, true}}
 	var out []response
-	for _, st := range statuses {
+	for _, st := range documentedStatuses() {
 		var says []string
+		carries := false
 		for _, a := range problem.Answers() {
-			if a.Status() != st.code || a.Meaning() == "" || (a.Name() == problem.MissingKey && !required) {
+			if a.Status() != st || a.Meaning() == "" || (a.Name() == problem.MissingKey && !required) {
 				continue
 			}
 			says = append(says, a.Name()+": "+a.Meaning()+". "+sentence(a.Advice())+".")
+			carries = carries || a.RetryAfter()
 		}
 		node := mapping("description", str(strings.Join(says, " ")))
-		if st.retryAfter {
+		if carries {
 			set(node, "headers", retryAfter())
 		}
 		set(node, "content", content())
-		out = append(out, response{strconv.Itoa(st.code), node})
+		out = append(out, response{strconv.Itoa(st), node})
 	}
+	return out
+}
+
+// documentedStatuses are the statuses of the answers runtime/problem
+// documents for clients (those with a Meaning), ascending: the responses
+// the overlay adds to every protected operation.
+func documentedStatuses() []int {
+	var out []int
+	for _, a := range problem.Answers() {
+		if a.Meaning() != "" && !slices.Contains(out, a.Status()) {
+			out = append(out, a.Status())
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

@@ -49,7 +49,7 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 	// The query string costs allocations to parse: it is parsed once, and
 	// only for a policy that reads its key or fingerprint from it.
 	var query url.Values
-	if op.Key.In == KeyInQuery || len(op.Fingerprint.Query) > 0 {
+	if op.Key.In == key.InQuery || len(op.Fingerprint.Query) > 0 {
 		query = r.URL.Query()
 	}
 
@@ -57,7 +57,7 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 	// a keyless request on an operation whose key is optional passes
 	// through untouched, its body streamed to the handler.
 	var k string
-	if op.Key.In != KeyInBody {
+	if op.Key.In != key.InBody {
 		var present bool
 		var err error
 		if k, present, err = readKey(r, op, query); err != nil {
@@ -73,7 +73,7 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 		return bodyRefused(r, p)
 	}
 	var sum [32]byte
-	if op.Key.In == KeyInBody {
+	if op.Key.In == key.InBody {
 		var v verdict
 		if sum, k, v, p = e.sumWithKey(r, op, in); v == refused {
 			return bodyRefused(r, p)
@@ -106,7 +106,7 @@ func bodyRefused(r *http.Request, p Problem) (idemstore.Claim, verdict, Problem)
 // string; a body key comes with the fingerprint (sumWithKey).
 func readKey(r *http.Request, op *operation, query url.Values) (string, bool, error) {
 	switch op.Key.In {
-	case KeyInQuery:
+	case key.InQuery:
 		return key.FromQuery(query, op.Key.Name, op.KeyMaxLength)
 	default:
 		return key.FromHeader(r.Header, op.Key.Name, op.KeyMaxLength)
@@ -300,9 +300,9 @@ func (e *Engine) bodyProblem(op *operation, err error) Problem {
 
 func keyPlace(k KeySource) string {
 	switch k.In {
-	case KeyInBody:
+	case key.InBody:
 		return "the body field " + k.Name
-	case KeyInQuery:
+	case key.InQuery:
 		return "the query parameter " + k.Name
 	default:
 		return "the " + k.Name + " header"

@@ -73,7 +73,7 @@ func (e *Engine) replay(w http.ResponseWriter, q *request, resp *idemstore.Respo
 	for k, v := range resp.Header {
 		h[k] = append([]string(nil), v...)
 	}
-	h.Set(headerIdempotentReplayed, "true")
+	h.Set(problem.ReplayedHeader, "true")
 	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
 	w.WriteHeader(resp.Status)
 	_, _ = w.Write(resp.Body)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -17,7 +18,7 @@ func TestBodyKeyInAnotherCaseIsRefused(t *testing.T) {
 		// Claimed as k1 and answered with k1's replay, while encoding/json
 		// decodes the last of the two members, k2.
 		p := transferPolicy()
-		p.Key = idem.KeySource{In: idem.KeyInBody, Name: "/idempotency_key"}
+		p.Key = idem.KeySource{In: key.InBody, Name: "/idempotency_key"}
 		f := newFixture(t, p)
 		expect(t, f.do(call{body: `{"idempotency_key":"k1","amount":1000,"to":"acc_2"}`}), http.StatusCreated, "")
 		expect(t, f.do(call{body: `{"idempotency_key":"k1","IDEMPOTENCY_KEY":"k2","amount":1000,"to":"acc_2"}`}),
@@ -32,7 +33,7 @@ func TestBodyKeyInAnotherCaseIsRefused(t *testing.T) {
 		// Keyless to an engine that reads names exactly, so every retry
 		// ran the handler; encoding/json reads the member as the key.
 		p := transferPolicy()
-		p.Key = idem.KeySource{In: idem.KeyInBody, Name: "/idempotency_key"}
+		p.Key = idem.KeySource{In: key.InBody, Name: "/idempotency_key"}
 		p.Required = false
 		f := newFixture(t, p)
 		for range 3 {
@@ -45,7 +46,7 @@ func TestBodyKeyInAnotherCaseIsRefused(t *testing.T) {
 	})
 	t.Run("a case variant on the way to a nested key", func(t *testing.T) {
 		p := transferPolicy()
-		p.Key = idem.KeySource{In: idem.KeyInBody, Name: "/meta/idempotency_key"}
+		p.Key = idem.KeySource{In: key.InBody, Name: "/meta/idempotency_key"}
 		f := newFixture(t, p)
 		expect(t, f.do(call{body: `{"meta":{"idempotency_key":"k1"},"META":{"idempotency_key":"k2"},"amount":1000}`}),
 			http.StatusBadRequest, problem.InvalidBody)

@@ -225,12 +225,12 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 		return nil, fmt.Errorf("unknown OnLeaseExpiry %q", p.OnLeaseExpiry)
 	case p.Key.Name == "":
 		return nil, errors.New("the key source has no name")
-	case p.Key.In != KeyInHeader && p.Key.In != KeyInBody && p.Key.In != KeyInQuery:
+	case p.Key.In != key.InHeader && p.Key.In != key.InBody && p.Key.In != key.InQuery:
 		return nil, fmt.Errorf("unknown key location %q", p.Key.In)
 	case p.Transactional && e.tx == nil:
 		return nil, fmt.Errorf("the policy is transactional but the store %T has no transactions", e.store)
 	}
-	if p.Key.In == KeyInBody {
+	if p.Key.In == key.InBody {
 		if err := fingerprint.CheckPointer(p.Key.Name); err != nil {
 			return nil, fmt.Errorf("the body key: %w", err)
 		}

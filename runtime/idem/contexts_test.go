@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
@@ -197,7 +198,7 @@ func TestGoneClientBodyIsNotReadOn(t *testing.T) {
 	b.WriteString(`}`)
 	body := b.String()
 	inBody := pathPolicy("createOrder", "/orders")
-	inBody.Key = idem.KeySource{In: idem.KeyInBody, Name: "/idempotency_key"}
+	inBody.Key = idem.KeySource{In: key.InBody, Name: "/idempotency_key"}
 	for _, policy := range []idem.Policy{pathPolicy("createOrder", "/orders"), inBody} {
 		s := &hangUpStore{Store: memstore.New()}
 		var outcomes []idem.Outcome

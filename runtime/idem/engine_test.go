@@ -17,6 +17,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/storetest"
@@ -454,7 +455,7 @@ func TestNewRefusesWhatItCannotProtect(t *testing.T) {
 	tiny := transferPolicy()
 	tiny.Lease = 500 * time.Nanosecond
 	badPointer := transferPolicy()
-	badPointer.Key = idem.KeySource{In: idem.KeyInBody, Name: "idempotency_key"}
+	badPointer.Key = idem.KeySource{In: key.InBody, Name: "idempotency_key"}
 	tenant := func(*http.Request) (string, bool) { return "t", true }
 	for name, cfg := range map[string]idem.Config{
 		"no store":                         {Tenant: tenant},
@@ -515,7 +516,7 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 
 func TestBodyAndQueryKeys(t *testing.T) {
 	bodyKey := transferPolicy()
-	bodyKey.Key = idem.KeySource{In: idem.KeyInBody, Name: "/idempotency_key"}
+	bodyKey.Key = idem.KeySource{In: key.InBody, Name: "/idempotency_key"}
 	bodyKey.Fingerprint = fingerprint.Spec{Exclude: "/idempotency_key"}
 	f := newFixture(t, bodyKey)
 	expect(t, f.do(call{body: `{"idempotency_key": "k1", "amount": 5}`}), http.StatusCreated, "")
@@ -534,7 +535,7 @@ func TestBodyAndQueryKeys(t *testing.T) {
 	}
 
 	queryKey := transferPolicy()
-	queryKey.Key = idem.KeySource{In: idem.KeyInQuery, Name: "idempotency_key"}
+	queryKey.Key = idem.KeySource{In: key.InQuery, Name: "idempotency_key"}
 	queryKey.Fingerprint = fingerprint.Spec{Query: []string{"dry_run"}}
 	g := newFixture(t, queryKey)
 	expect(t, g.do(call{path: "/transfers?idempotency_key=q1&dry_run=false", body: body}), http.StatusCreated, "")
@@ -550,7 +551,7 @@ func TestBodyAndQueryKeys(t *testing.T) {
 // field carries any text (docs/semantics.md §2).
 func TestMultiByteBodyKey(t *testing.T) {
 	p := transferPolicy()
-	p.Key = idem.KeySource{In: idem.KeyInBody, Name: "/idempotency_key"}
+	p.Key = idem.KeySource{In: key.InBody, Name: "/idempotency_key"}
 	p.KeyMaxLength = 14
 	p.Fingerprint = fingerprint.Spec{Exclude: "/idempotency_key"}
 	f := newFixture(t, p)

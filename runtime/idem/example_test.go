@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
@@ -21,7 +22,7 @@ func examplePolicy() idem.Policy {
 		Method:           http.MethodPost,
 		Path:             "/orders",
 		Scope:            idem.ScopeOperation,
-		Key:              idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:              idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:     255,
 		Required:         true,
 		TTL:              24 * time.Hour,

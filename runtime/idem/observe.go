@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // Outcome names what the engine did with one protected request.
@@ -46,8 +47,9 @@ const (
 	// OutcomeNoKey: no key and none required; the handler ran unprotected.
 	OutcomeNoKey Outcome = "no-key"
 	// OutcomeClientGone: the client hung up before the claim or before the
-	// handler started; the handler did not run and no claim was kept.
-	OutcomeClientGone Outcome = "client-gone"
+	// handler started; the handler did not run and no claim was kept. It
+	// is named as the problem the engine answers with.
+	OutcomeClientGone = Outcome(problem.ClientGone)
 )
 
 // Event describes one protected request after the engine has answered it.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // Scope says across which operations a key is unique.
@@ -19,19 +20,9 @@ const (
 	ScopeTenant Scope = "tenant"
 )
 
-// KeyIn says where a request carries its idempotency key.
-type KeyIn string
-
-// The places a key can come from.
-const (
-	KeyInHeader KeyIn = "header"
-	KeyInBody   KeyIn = "body"
-	KeyInQuery  KeyIn = "query"
-)
-
 // KeySource names where the key is read from.
 type KeySource struct {
-	In KeyIn
+	In key.In
 	// Name is the header or query-parameter name, or for a body key the JSON
 	// Pointer of the property ("/idempotency_key").
 	Name string

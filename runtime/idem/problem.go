@@ -5,14 +5,12 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 const (
 	defaultProblemBase         = "https://idemgen.dev/problems/"
 	problemContentType         = "application/problem+json"
-	headerIdempotentReplayed   = idemstore.ReplayedHeader
 	headerRetryAfter           = "Retry-After"
 	storeUnavailableRetryAfter = 2
 )
@@ -52,7 +50,13 @@ func (e *Engine) answer(a problem.Answer, args ...any) Problem {
 	return answerUnder(e.problemBase, a, args...)
 }
 
-// answerUnder is the Problem of answer a under base.
+// answerUnder is the Problem of answer a under base. An answer that
+// carries Retry-After (problem.Answer.RetryAfter) says 1 second unless its
+// caller knows better.
 func answerUnder(base string, a problem.Answer, args ...any) Problem {
-	return Problem{Type: base + a.Name(), Title: a.Title(), Status: a.Status(), Detail: a.Detail(args...)}
+	p := Problem{Type: base + a.Name(), Title: a.Title(), Status: a.Status(), Detail: a.Detail(args...)}
+	if a.RetryAfter() {
+		p.RetryAfter = 1
+	}
+	return p
 }

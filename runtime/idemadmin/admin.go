@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // ErrNotFound reports that no live key matches.
@@ -37,7 +38,7 @@ var ErrChanged = errors.New("idemadmin: the key changed since it was shown")
 
 // ErrNotResolvable reports a key whose outcome is known or still being
 // decided: completed, or in flight with its lease running.
-var ErrNotResolvable = errors.New("idemadmin: the key is not outcome-unknown")
+var ErrNotResolvable = errors.New("idemadmin: the key is not " + problem.OutcomeUnknown)
 
 // ErrAmbiguousLabel reports a label that names more than one key (the same
 // key in several tenants or operations); narrow it with a tenant or an

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemchi"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -20,7 +21,7 @@ func ExampleRouter() {
 		Store: memstore.New(),
 		Policies: []idem.Policy{{
 			OperationID: "createOrder", Method: http.MethodPost, Path: "/orders", Scope: idem.ScopeOperation,
-			Key:          idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
 			MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idemstore.FailClosed,
 		}},

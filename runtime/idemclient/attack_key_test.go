@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // keyServer records the key header lines of each request it receives.
@@ -79,7 +81,7 @@ func TestEmptyKeyIsChosenByTheTransport(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 	t.Cleanup(srv.Close)
-	queryOp := Operation{ID: "q", Method: http.MethodPost, Path: "/q", Key: Key{In: KeyInQuery, Name: "idem"}, TTL: transferOp().TTL}
+	queryOp := Operation{ID: "q", Method: http.MethodPost, Path: "/q", Key: Key{In: key.InQuery, Name: "idem"}, TTL: transferOp().TTL}
 	tr, err := New(Config{Operations: []Operation{transferOp(), queryOp}})
 	if err != nil {
 		t.Fatal(err)

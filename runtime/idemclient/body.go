@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // withBody returns a clone of proto under ctx with a fresh reader of body.
@@ -74,7 +76,7 @@ func (t *Transport) sendOnce(ctx context.Context, req *http.Request, op *Operati
 	}
 	if op != nil {
 		rep.Operation = op.ID
-		if op.Key.In != KeyInBody {
+		if op.Key.In != key.InBody {
 			k, _, _, err := attachKey(r, nil, op, want)
 			if err != nil {
 				_ = req.Body.Close()

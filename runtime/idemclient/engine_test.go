@@ -13,6 +13,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
@@ -54,7 +55,7 @@ func transferServer(t *testing.T, cacheServerErrors bool, h http.Handler) *httpt
 func clientOps() []idemclient.Operation {
 	return []idemclient.Operation{{
 		ID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-		Key: idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"}, KeyMaxLength: 255, TTL: time.Hour,
+		Key: idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"}, KeyMaxLength: 255, TTL: time.Hour,
 	}}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 func ExampleNew() {
@@ -29,7 +30,7 @@ func ExampleNew() {
 		// The generated ClientOperations() in a real client.
 		Operations: []idemclient.Operation{{
 			ID: "createOrder", Method: http.MethodPost, Path: "/orders",
-			Key: idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key: idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			TTL: 24 * time.Hour,
 		}},
 		BackoffBase: time.Millisecond,

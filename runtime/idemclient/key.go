@@ -27,12 +27,12 @@ func freshKey() string { return rand.Text() }
 // checkKey applies the server's rule (docs/semantics.md §2) for a key carried
 // in where to a key the caller chose: key.CheckBody for a body key,
 // key.Check otherwise; maxLen 0 sets no limit of the operation's own.
-func checkKey(k string, maxLen int, where KeyIn) error {
+func checkKey(k string, maxLen int, where key.In) error {
 	if maxLen <= 0 {
 		maxLen = math.MaxInt
 	}
 	check := key.Check
-	if where == KeyInBody {
+	if where == key.InBody {
 		check = key.CheckBody
 	}
 	if err := check(k, maxLen); err != nil {
@@ -48,13 +48,13 @@ func checkKey(k string, maxLen int, where KeyIn) error {
 // a retry without a key could run the operation twice.
 func attachKey(req *http.Request, body []byte, op *Operation, want string) (k string, out []byte, ok bool, err error) {
 	switch op.Key.In {
-	case KeyInHeader, KeyInQuery:
+	case key.InHeader, key.InQuery:
 		var (
 			got     string
 			present bool
 			err     error
 		)
-		if op.Key.In == KeyInHeader {
+		if op.Key.In == key.InHeader {
 			gatherHeader(req.Header, op.Key.Name)
 			dropEmptyHeader(req.Header, op.Key.Name)
 			got, present, err = key.FromHeader(req.Header, op.Key.Name, op.KeyMaxLength)
@@ -72,7 +72,7 @@ func attachKey(req *http.Request, body []byte, op *Operation, want string) (k st
 		if err != nil {
 			return "", nil, false, err
 		}
-		if op.Key.In == KeyInHeader {
+		if op.Key.In == key.InHeader {
 			req.Header.Set(op.Key.Name, headerValue(k))
 			return k, body, true, nil
 		}

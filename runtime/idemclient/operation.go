@@ -11,20 +11,9 @@ import (
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
-// KeyIn says where an operation carries its idempotency key.
-type KeyIn string
-
-// The places a key can be carried, as the x-idempotency key field names
-// them.
-const (
-	KeyInHeader KeyIn = "header"
-	KeyInBody   KeyIn = "body"
-	KeyInQuery  KeyIn = "query"
-)
-
 // Key names where an operation's key is carried.
 type Key struct {
-	In KeyIn
+	In key.In
 	// Name is the header or query-parameter name, or for a body key the
 	// JSON Pointer of the property ("/idempotency_key").
 	Name string
@@ -83,7 +72,7 @@ func newRouter(basePath string, ops []Operation) (*router, error) {
 			return nil, fmt.Errorf("operation %q: method and path are required", op.ID)
 		}
 		switch op.Key.In {
-		case KeyInHeader, KeyInQuery, KeyInBody:
+		case key.InHeader, key.InQuery, key.InBody:
 		default:
 			return nil, fmt.Errorf("operation %q: key source %q is not header, query or body", op.ID, op.Key.In)
 		}

@@ -16,28 +16,29 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
 // keyPlace is where the operations of a redirect test carry their key.
 type keyPlace struct {
 	name string
-	in   idem.KeyIn
+	in   key.In
 	key  string // header or query name, or body pointer
 }
 
 var keyPlaces = []keyPlace{
-	{"header", idem.KeyInHeader, "Idempotency-Key"},
-	{"query", idem.KeyInQuery, "idem"},
-	{"body", idem.KeyInBody, "/idempotency_key"},
+	{"header", key.InHeader, "Idempotency-Key"},
+	{"query", key.InQuery, "idem"},
+	{"body", key.InBody, "/idempotency_key"},
 }
 
 // keyOf reads the key of r where p carries it, leaving r's body readable.
 func (p keyPlace) keyOf(r *http.Request) string {
 	switch p.in {
-	case idem.KeyInHeader:
+	case key.InHeader:
 		return r.Header.Get(p.key)
-	case idem.KeyInQuery:
+	case key.InQuery:
 		return r.URL.Query().Get(p.key)
 	}
 	b, _ := io.ReadAll(r.Body)
@@ -58,7 +59,7 @@ func (p keyPlace) policy(id, path string) idem.Policy {
 func (p keyPlace) operation(id, path string) idemclient.Operation {
 	return idemclient.Operation{
 		ID: id, Method: http.MethodPost, Path: path,
-		Key: idemclient.Key{In: idemclient.KeyIn(p.in), Name: p.key}, KeyMaxLength: 255, TTL: time.Hour,
+		Key: idemclient.Key{In: key.In(p.in), Name: p.key}, KeyMaxLength: 255, TTL: time.Hour,
 	}
 }
 
@@ -183,7 +184,7 @@ func testRedirectKeepsTheKey(t *testing.T, p keyPlace, otherOrigin, bothInTable 
 	client := tr.Client()
 
 	url := a.URL + "/a"
-	if p.in == idem.KeyInQuery {
+	if p.in == key.InQuery {
 		url += "?idem=caller-key"
 	}
 	call := func(ctx context.Context) (rep idemclient.Report, status int, err error) {
@@ -211,7 +212,7 @@ func testRedirectKeepsTheKey(t *testing.T, p keyPlace, otherOrigin, bothInTable 
 	}
 
 	again := idemclient.WithKey(context.Background(), rep.Key)
-	if p.in == idem.KeyInQuery {
+	if p.in == key.InQuery {
 		again = context.Background() // the key is in the URL
 	}
 	rep, status, err := call(again)

@@ -17,7 +17,6 @@ import (
 )
 
 const (
-	headerReplayed   = "Idempotent-Replayed"
 	headerRetryAfter = "Retry-After"
 	// peekLimit bounds how much of an answer that may be retried is read:
 	// enough to learn a 409's problem type (the engine's problems are far
@@ -28,7 +27,7 @@ const (
 // replayed reports whether res says it is the server's record of the
 // request, replayed.
 func replayed(res *http.Response) bool {
-	return res.Header.Get(headerReplayed) == "true"
+	return res.Header.Get(problem.ReplayedHeader) == "true"
 }
 
 // ErrPermanent, wrapped in an error of the Base RoundTripper, stops the

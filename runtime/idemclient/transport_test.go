@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -19,7 +20,7 @@ import (
 func transferOp() Operation {
 	return Operation{
 		ID: "createTransfer", Method: http.MethodPost, Path: "/transfers",
-		Key: Key{In: KeyInHeader, Name: "Idempotency-Key"}, KeyMaxLength: 255, TTL: 24 * time.Hour,
+		Key: Key{In: key.InHeader, Name: "Idempotency-Key"}, KeyMaxLength: 255, TTL: 24 * time.Hour,
 	}
 }
 
@@ -343,9 +344,9 @@ func WithKeyRequest(req *http.Request, key string) *http.Request {
 
 func TestQueryAndBodyKeys(t *testing.T) {
 	ops := []Operation{
-		{ID: "q", Method: "POST", Path: "/q", Key: Key{In: KeyInQuery, Name: "idem"}, TTL: time.Hour},
-		{ID: "b", Method: "POST", Path: "/b", Key: Key{In: KeyInBody, Name: "/idempotency_key"}, TTL: time.Hour},
-		{ID: "n", Method: "POST", Path: "/n", Key: Key{In: KeyInBody, Name: "/meta/key"}, TTL: time.Hour},
+		{ID: "q", Method: "POST", Path: "/q", Key: Key{In: key.InQuery, Name: "idem"}, TTL: time.Hour},
+		{ID: "b", Method: "POST", Path: "/b", Key: Key{In: key.InBody, Name: "/idempotency_key"}, TTL: time.Hour},
+		{ID: "n", Method: "POST", Path: "/n", Key: Key{In: key.InBody, Name: "/meta/key"}, TTL: time.Hour},
 	}
 	ok := answer(201, nil, "")
 	s := &script{answers: []func(*http.Request) (*http.Response, error){ok, ok, ok, ok, ok, answer(503, nil, "")}}
@@ -381,8 +382,8 @@ func TestQueryAndBodyKeys(t *testing.T) {
 // still holds for a header key.
 func TestMultiByteKeyGoesInTheBodyOnly(t *testing.T) {
 	ops := []Operation{
-		{ID: "b", Method: "POST", Path: "/b", Key: Key{In: KeyInBody, Name: "/idempotency_key"}, TTL: time.Hour},
-		{ID: "h", Method: "POST", Path: "/h", Key: Key{In: KeyInHeader, Name: "Idempotency-Key"}, TTL: time.Hour},
+		{ID: "b", Method: "POST", Path: "/b", Key: Key{In: key.InBody, Name: "/idempotency_key"}, TTL: time.Hour},
+		{ID: "h", Method: "POST", Path: "/h", Key: Key{In: key.InHeader, Name: "Idempotency-Key"}, TTL: time.Hour},
 	}
 	ok := answer(201, nil, "")
 	s := &script{answers: []func(*http.Request) (*http.Response, error){ok}}
@@ -401,8 +402,8 @@ func TestMultiByteKeyGoesInTheBodyOnly(t *testing.T) {
 
 func TestMatchesTemplatesUnderBasePath(t *testing.T) {
 	ops := []Operation{
-		{ID: "adopt", Method: "POST", Path: "/pets/{pet_id}/adoptions", Key: Key{In: KeyInHeader, Name: "Idempotency-Key"}, TTL: time.Hour},
-		{ID: "cancel", Method: "POST", Path: "/orders/{name}:cancel", Key: Key{In: KeyInHeader, Name: "Idempotency-Key"}, TTL: time.Hour},
+		{ID: "adopt", Method: "POST", Path: "/pets/{pet_id}/adoptions", Key: Key{In: key.InHeader, Name: "Idempotency-Key"}, TTL: time.Hour},
+		{ID: "cancel", Method: "POST", Path: "/orders/{name}:cancel", Key: Key{In: key.InHeader, Name: "Idempotency-Key"}, TTL: time.Hour},
 	}
 	tr, err := New(Config{Operations: ops, BasePath: "/v1/"})
 	if err != nil {

@@ -4,11 +4,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-)
 
-// ReplayedHeader is the header the engine sets, "true", on every replayed
-// response; it is never stored.
-const ReplayedHeader = "Idempotent-Replayed"
+	"github.com/idemgen/idemgen/runtime/problem"
+)
 
 // Storable reports whether a response with status is stored for its key
 // (docs/semantics.md §3.4): never 401, 403, 408, 425, 429, 502, 503 or 504, which
@@ -49,7 +47,7 @@ func NeverStored(name string) string {
 	case "Content-Length", "Transfer-Encoding", "Trailer", "Connection",
 		"Keep-Alive", "Upgrade", "Te", "Proxy-Authenticate", "Proxy-Connection", "Alt-Svc":
 		return "it describes one response's framing or one connection, and the server sets it anew"
-	case ReplayedHeader:
+	case problem.ReplayedHeader:
 		return "the runtime sets it on every replay"
 	case "Retry-After", "Ratelimit", "Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", "Ratelimit-Policy":
 		return "rate-limit state is about the moment of the response and would be stale on a replay"

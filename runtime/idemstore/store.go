@@ -48,6 +48,9 @@ const (
 	StateIndeterminate State = "indeterminate"
 )
 
+// States lists the states a stored key can be in.
+func States() []State { return []State{StateInFlight, StateCompleted, StateIndeterminate} }
+
 // LeaseExpiry says what a retry meets when it finds an abandoned claim.
 type LeaseExpiry string
 

@@ -2,7 +2,8 @@
 // gives in place of (or after) a handler: RFC 9457 problem types, each with
 // its status, title and detail. The engine (runtime/idem) answers with
 // them, runtime/idemclient tells them apart by name, and the generator's
-// OpenAPI overlay and API docs describe them, all from this table. It
+// OpenAPI overlay and API docs describe them, all from this table; the
+// header that marks a replayed answer is here too. It
 // imports nothing but the standard library, so that a client binary
 // carries no server.
 package problem
@@ -10,7 +11,13 @@ package problem
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 )
+
+// ReplayedHeader is the header the engine sets, "true", on every response
+// it replays from the store in place of the handler (docs/semantics.md
+// §3.5); a stored response never keeps it.
+const ReplayedHeader = "Idempotent-Replayed"
 
 // The problem type names. Each is appended to the engine's problem base to
 // form the type URI; they are stable, so clients may switch on them.
@@ -165,6 +172,10 @@ func Answers() []Answer {
 	return out
 }
 
+// String is the answer as docs and messages cite it: its status and name,
+// "409 request-in-progress".
+func (a Answer) String() string { return strconv.Itoa(a.Status()) + " " + a.Name() }
+
 // Name is the answer's problem type name.
 func (a Answer) Name() string { return table[a].name }
 
@@ -190,6 +201,16 @@ func (a Answer) Format() string { return table[a].detail }
 // answer the docs do not list (another answer of the same status and name
 // speaks for it, or it reports a server fault a client cannot act on).
 func (a Answer) Meaning() string { return table[a].meaning }
+
+// RetryAfter reports whether the answer carries a Retry-After header: the
+// answers that tell a client to come back with the same key.
+func (a Answer) RetryAfter() bool {
+	switch a {
+	case AtCapacity, StillRunning, TakenOver, ClientLeft, StoreFailed, TxNotBegun:
+		return true
+	}
+	return false
+}
 
 // Advice says, for client docs, what a client should do; set where
 // Meaning is.

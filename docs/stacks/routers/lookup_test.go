@@ -13,6 +13,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -22,7 +23,7 @@ func policy(id, path string, params ...string) idem.Policy {
 	return idem.Policy{
 		Fingerprint: fingerprint.Spec{Path: params},
 		OperationID: id, Method: http.MethodPost, Path: path, Scope: idem.ScopeOperation,
-		Key:          idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:          idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength: 255, Required: true, TTL: 24 * time.Hour, Lease: time.Minute,
 		MaxSnapshotBytes: 1 << 20, OnLeaseExpiry: idemstore.FailClosed,
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -31,7 +32,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateOrder,
 			Method:       http.MethodPost,
 			Path:         "/orders",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -39,7 +40,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpAddNote,
 			Method:       http.MethodPost,
 			Path:         "/orders/{orderId}/notes",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -34,7 +35,7 @@ func CreateOrderPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/orders",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          true,
 		TTL:               24 * time.Hour,
@@ -62,7 +63,7 @@ func AddNotePolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/orders/{orderId}/notes",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -114,7 +115,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateOrder,
 			Method:       http.MethodPost,
 			Path:         "/orders",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -122,7 +123,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpAddNote,
 			Method:       http.MethodPost,
 			Path:         "/orders/{orderId}/notes",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},

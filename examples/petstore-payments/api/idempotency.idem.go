@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -39,7 +40,7 @@ func CreateAccountPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/accounts",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -63,7 +64,7 @@ func CreatePetPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/pets",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -88,7 +89,7 @@ func CreateAdoptionPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/pets/{pet_id}/adoptions",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          true,
 		TTL:               24 * time.Hour,
@@ -113,7 +114,7 @@ func CreateTransferPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/transfers",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          true,
 		TTL:               7 * 24 * time.Hour,
@@ -172,7 +173,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateAccount,
 			Method:       http.MethodPost,
 			Path:         "/accounts",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -180,7 +181,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreatePet,
 			Method:       http.MethodPost,
 			Path:         "/pets",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -188,7 +189,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateAdoption,
 			Method:       http.MethodPost,
 			Path:         "/pets/{pet_id}/adoptions",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -196,7 +197,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateTransfer,
 			Method:       http.MethodPost,
 			Path:         "/transfers",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          7 * 24 * time.Hour,
 		},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // Words spells d for people, in the largest unit that states it
@@ -59,9 +60,9 @@ func Size(n int64) string {
 // header".
 func KeySource(p model.Policy) string {
 	switch p.KeyIn {
-	case model.KeyInBody:
+	case key.InBody:
 		return "the body field " + p.KeyName
-	case model.KeyInQuery:
+	case key.InQuery:
 		return "the " + p.KeyName + " query parameter"
 	default:
 		return "the " + p.KeyName + " header"

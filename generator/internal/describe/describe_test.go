@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/generator/model"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 func TestWords(t *testing.T) {
@@ -35,7 +36,7 @@ func TestSize(t *testing.T) {
 }
 
 func TestSummary(t *testing.T) {
-	p := model.Policy{KeyIn: model.KeyInQuery, KeyName: "rid", Scope: "tenant", TTL: 48 * time.Hour, Required: true}
+	p := model.Policy{KeyIn: key.InQuery, KeyName: "rid", Scope: "tenant", TTL: 48 * time.Hour, Required: true}
 	want := "a required key in the rid query parameter, unique per tenant across operations, remembered for 2 days"
 	if got := Summary(p); got != want {
 		t.Errorf("Summary = %q, want %q", got, want)

@@ -24,7 +24,7 @@ func Policy(id, path string, adjust ...func(*idem.Policy)) idem.Policy {
 		Method:           http.MethodPost,
 		Path:             path,
 		Scope:            idem.ScopeOperation,
-		Key:              idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:              idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:     key.MaxLength,
 		Required:         true,
 		TTL:              24 * time.Hour,

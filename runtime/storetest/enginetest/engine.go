@@ -130,7 +130,7 @@ type Answer struct {
 }
 
 // Replayed reports whether the engine marked the answer as a replay.
-func (a Answer) Replayed() bool { return a.Header.Get("Idempotent-Replayed") == "true" }
+func (a Answer) Replayed() bool { return a.Header.Get(problem.ReplayedHeader) == "true" }
 
 // String shows the status, body, replay mark and Retry-After, which is what
 // a failing test needs to tell answers apart.
@@ -225,7 +225,7 @@ func CheckProblem(a Answer, status int, name string, retryAfter bool) error {
 func CheckReplay(a, orig Answer) error {
 	switch {
 	case !a.Replayed():
-		return fmt.Errorf("answer %v is not marked Idempotent-Replayed", a)
+		return fmt.Errorf("answer %v is not marked %s", a, problem.ReplayedHeader)
 	case a.Status != orig.Status:
 		return fmt.Errorf("replay status %d, want %d", a.Status, orig.Status)
 	case !bytes.Equal(a.Body, orig.Body):

@@ -15,6 +15,7 @@ import (
 	fp "github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
@@ -127,7 +128,7 @@ func Secrets(t *testing.T, target storetest.Target) {
 	after := serve([][]byte{now, old}, k2, k1)
 	for _, p := range policies {
 		w := post(after, p.Path, key)
-		if w.Code != http.StatusCreated || w.Body.String() != first[p.Path] || w.Header().Get("Idempotent-Replayed") != "true" {
+		if w.Code != http.StatusCreated || w.Body.String() != first[p.Path] || w.Header().Get(problem.ReplayedHeader) != "true" {
 			t.Errorf("%s: after rotation: %d %s, want the replay of %s", p.OperationID, w.Code, w.Body, first[p.Path])
 		}
 		if got := w.Header().Get("X-Request-Cost"); got != card {
@@ -135,7 +136,7 @@ func Secrets(t *testing.T, target storetest.Target) {
 		}
 		for i := range 2 {
 			w := post(after, p.Path, "fresh-"+key)
-			if w.Code != http.StatusCreated || (i == 1) != (w.Header().Get("Idempotent-Replayed") == "true") {
+			if w.Code != http.StatusCreated || (i == 1) != (w.Header().Get(problem.ReplayedHeader) == "true") {
 				t.Errorf("%s: a new key after rotation, request %d: %d %s", p.OperationID, i+1, w.Code, w.Body)
 			}
 		}

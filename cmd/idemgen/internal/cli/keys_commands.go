@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 func newKeysList(kf *keysFlags, stdout io.Writer) *cobra.Command {
@@ -62,7 +64,7 @@ func newKeysList(kf *keysFlags, stdout io.Writer) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&states, "state", nil, "only keys in these `states`: in_flight, completed, indeterminate")
+	f.StringSliceVar(&states, "state", nil, "only keys in these `states`: "+stateList(", "))
 	f.StringVar(&q.Tenant, "tenant", "", "only keys of this `tenant`")
 	f.StringVar(&q.Operation, "operation", "", "only keys of this operation `ID`")
 	f.StringVar(&q.Label, "label", "", "only the key with this `label` (from the service's logs)")
@@ -110,11 +112,19 @@ func (s *session) needSecret(labels bool) error {
 }
 
 func parseState(s string) (idemstore.State, error) {
-	switch st := idemstore.State(strings.ReplaceAll(s, "-", "_")); st {
-	case idemstore.StateInFlight, idemstore.StateCompleted, idemstore.StateIndeterminate:
+	if st := idemstore.State(strings.ReplaceAll(s, "-", "_")); slices.Contains(idemstore.States(), st) {
 		return st, nil
 	}
-	return "", fmt.Errorf("unknown state %q: use in_flight, completed or indeterminate", s)
+	return "", fmt.Errorf("unknown state %q: use one of %s", s, stateList(", "))
+}
+
+// stateList joins the states a key can be in with sep.
+func stateList(sep string) string {
+	var names []string
+	for _, st := range idemstore.States() {
+		names = append(names, string(st))
+	}
+	return strings.Join(names, sep)
 }
 
 // which names one key: by label, or by tenant, scope and key.
@@ -226,7 +236,7 @@ func newKeysResolve(kf *keysFlags, stdin io.Reader, stdout, stderr io.Writer) *c
 	cmd := &cobra.Command{
 		Use:   "resolve",
 		Short: "Resolve a key whose outcome is unknown: complete it with a response, or forget it",
-		Long: `resolve settles a key that answers outcome-unknown: an indeterminate key,
+		Long: "resolve settles a key that answers " + problem.OutcomeUnknown + `: an indeterminate key,
 or an in-flight key whose lease ran out. Find out what its request did, then
 either
 

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // shownKey is the key as the operator asked to see it, made safe for a
@@ -64,7 +65,7 @@ func stateWords(e idemadmin.Entry) string {
 	switch {
 	case e.Expired():
 		s += " (expired)"
-	case e.State == "in_flight" && !e.LeaseRunning():
+	case e.State == idemstore.StateInFlight && !e.LeaseRunning():
 		s += " (lease ran out)"
 	}
 	return s
@@ -109,7 +110,7 @@ func printEntry(w io.Writer, e idemadmin.Entry, showKeys bool) {
 	switch text, isText := bodyText(e); {
 	case e.BodyOmitted:
 		fmt.Fprintln(w, "body: (larger than the snapshot limit; not kept, replays answer 409)")
-	case e.State != "completed":
+	case e.State != idemstore.StateCompleted:
 	case e.Sealed:
 		fmt.Fprintf(w, "body: sealed, %d bytes (give the service's seal keys with --seal-key to read it)\n", len(e.Body))
 	case isText:

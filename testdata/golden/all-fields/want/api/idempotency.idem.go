@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -30,7 +31,7 @@ func RefundOrderPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/orders/{order_id}/refunds",
 		Scope:             idem.ScopeTenant,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "X-Request-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "X-Request-Key"},
 		KeyMaxLength:      64,
 		Required:          true,
 		TTL:               36 * time.Hour,
@@ -87,7 +88,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpRefundOrder,
 			Method:       http.MethodPost,
 			Path:         "/orders/{order_id}/refunds",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "X-Request-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "X-Request-Key"},
 			KeyMaxLength: 64,
 			TTL:          36 * time.Hour,
 			RetryBudget:  30 * time.Hour,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -32,7 +33,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreatePayment,
 			Method:       http.MethodPost,
 			Path:         "/payments",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},

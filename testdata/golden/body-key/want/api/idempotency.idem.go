@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -29,7 +30,7 @@ func CreatePaymentPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/v2/payments",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInBody, Name: "/idempotency_key"},
+		Key:               idem.KeySource{In: key.InBody, Name: "/idempotency_key"},
 		KeyMaxLength:      45,
 		Required:          true,
 		TTL:               24 * time.Hour,
@@ -80,7 +81,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreatePayment,
 			Method:       http.MethodPost,
 			Path:         "/v2/payments",
-			Key:          idemclient.Key{In: idemclient.KeyInBody, Name: "/idempotency_key"},
+			Key:          idemclient.Key{In: key.InBody, Name: "/idempotency_key"},
 			KeyMaxLength: 45,
 			TTL:          24 * time.Hour,
 		},

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -33,7 +34,7 @@ func CreateRefundPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/refunds",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -58,7 +59,7 @@ func MakeTransferPolicy() idem.Policy {
 		Path:              "/transfers",
 		ScopeID:           "createTransfer",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          true,
 		TTL:               7 * 24 * time.Hour,
@@ -113,7 +114,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateRefund,
 			Method:       http.MethodPost,
 			Path:         "/refunds",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -121,7 +122,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpMakeTransfer,
 			Method:       http.MethodPost,
 			Path:         "/transfers",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          7 * 24 * time.Hour,
 		},

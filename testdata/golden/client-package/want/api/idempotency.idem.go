@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -29,7 +30,7 @@ func RefundOrderPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/orders/{order_id}/refunds",
 		Scope:             idem.ScopeTenant,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "X-Request-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "X-Request-Key"},
 		KeyMaxLength:      64,
 		Required:          true,
 		TTL:               36 * time.Hour,

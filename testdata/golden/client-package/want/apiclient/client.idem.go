@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemclient"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -28,7 +29,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpRefundOrder,
 			Method:       http.MethodPost,
 			Path:         "/orders/{order_id}/refunds",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "X-Request-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "X-Request-Key"},
 			KeyMaxLength: 64,
 			TTL:          36 * time.Hour,
 			RetryBudget:  30 * time.Hour,

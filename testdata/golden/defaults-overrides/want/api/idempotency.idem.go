@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -32,7 +33,7 @@ func CreateInvoicePolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/invoices",
 		Scope:             idem.ScopeTenant,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          true,
 		TTL:               2 * 24 * time.Hour,
@@ -57,7 +58,7 @@ func UpdateInvoicePolicy() idem.Policy {
 		Method:            http.MethodPatch,
 		Path:              "/invoices/{invoice_id}",
 		Scope:             idem.ScopeTenant,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               time.Hour,
@@ -109,7 +110,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateInvoice,
 			Method:       http.MethodPost,
 			Path:         "/invoices",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          2 * 24 * time.Hour,
 		},
@@ -117,7 +118,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpUpdateInvoice,
 			Method:       http.MethodPatch,
 			Path:         "/invoices/{invoice_id}",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          time.Hour,
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -31,7 +32,7 @@ func CreateMessagePolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/Accounts/{AccountSid}/Messages",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "I-Idempotency-Token"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "I-Idempotency-Token"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -87,7 +88,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateMessage,
 			Method:       http.MethodPost,
 			Path:         "/Accounts/{AccountSid}/Messages",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "I-Idempotency-Token"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "I-Idempotency-Token"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -39,7 +40,7 @@ func UpdateCallPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/2010-04-01/Accounts/{AccountSid}/Calls/{Sid}.json",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInBody, Name: "/IdempotencyKey"},
+		Key:               idem.KeySource{In: key.InBody, Name: "/IdempotencyKey"},
 		KeyMaxLength:      255,
 		Required:          true,
 		TTL:               24 * time.Hour,
@@ -66,7 +67,7 @@ func CancelCallPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/2010-04-01/Accounts/{AccountSid}/Calls/{Sid}:cancel",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInBody, Name: "/IdempotencyKey"},
+		Key:               idem.KeySource{In: key.InBody, Name: "/IdempotencyKey"},
 		KeyMaxLength:      255,
 		Required:          true,
 		TTL:               24 * time.Hour,
@@ -93,7 +94,7 @@ func CreateMessagePolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/2010-04-01/Accounts/{AccountSid}/Messages.json",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInBody, Name: "/IdempotencyKey"},
+		Key:               idem.KeySource{In: key.InBody, Name: "/IdempotencyKey"},
 		KeyMaxLength:      64,
 		Required:          true,
 		TTL:               24 * time.Hour,
@@ -150,7 +151,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpUpdateCall,
 			Method:       http.MethodPost,
 			Path:         "/2010-04-01/Accounts/{AccountSid}/Calls/{Sid}.json",
-			Key:          idemclient.Key{In: idemclient.KeyInBody, Name: "/IdempotencyKey"},
+			Key:          idemclient.Key{In: key.InBody, Name: "/IdempotencyKey"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -158,7 +159,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCancelCall,
 			Method:       http.MethodPost,
 			Path:         "/2010-04-01/Accounts/{AccountSid}/Calls/{Sid}:cancel",
-			Key:          idemclient.Key{In: idemclient.KeyInBody, Name: "/IdempotencyKey"},
+			Key:          idemclient.Key{In: key.InBody, Name: "/IdempotencyKey"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -166,7 +167,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateMessage,
 			Method:       http.MethodPost,
 			Path:         "/2010-04-01/Accounts/{AccountSid}/Messages.json",
-			Key:          idemclient.Key{In: idemclient.KeyInBody, Name: "/IdempotencyKey"},
+			Key:          idemclient.Key{In: key.InBody, Name: "/IdempotencyKey"},
 			KeyMaxLength: 64,
 			TTL:          24 * time.Hour,
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -36,7 +37,7 @@ func PatchV1CustomersCustomerSourcesIdPolicy() idem.Policy {
 		Method:            http.MethodPatch,
 		Path:              "/v1/customers/{customer}/sources/{id}",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -66,7 +67,7 @@ func PostV1CustomersCustomerSourcesIdPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/v1/customers/{customer}/sources/{id}",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -117,7 +118,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpPatchV1CustomersCustomerSourcesId,
 			Method:       http.MethodPatch,
 			Path:         "/v1/customers/{customer}/sources/{id}",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -125,7 +126,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpPostV1CustomersCustomerSourcesId,
 			Method:       http.MethodPost,
 			Path:         "/v1/customers/{customer}/sources/{id}",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},

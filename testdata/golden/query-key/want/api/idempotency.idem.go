@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -29,7 +30,7 @@ func StartJobPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/jobs",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInQuery, Name: "request_id"},
+		Key:               idem.KeySource{In: key.InQuery, Name: "request_id"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -80,7 +81,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpStartJob,
 			Method:       http.MethodPost,
 			Path:         "/jobs",
-			Key:          idemclient.Key{In: idemclient.KeyInQuery, Name: "request_id"},
+			Key:          idemclient.Key{In: key.InQuery, Name: "request_id"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},

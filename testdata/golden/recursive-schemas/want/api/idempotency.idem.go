@@ -11,6 +11,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // The operation IDs of the annotated operations, as the runtime and its
@@ -29,7 +30,7 @@ func CreateSearchPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/searches",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -84,7 +85,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateSearch,
 			Method:       http.MethodPost,
 			Path:         "/searches",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -34,7 +35,7 @@ func CreateRefundPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/refunds",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          false,
 		TTL:               24 * time.Hour,
@@ -55,7 +56,7 @@ func CreateTransferPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/transfers",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          true,
 		TTL:               24 * time.Hour,
@@ -106,7 +107,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateRefund,
 			Method:       http.MethodPost,
 			Path:         "/refunds",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},
@@ -114,7 +115,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateTransfer,
 			Method:       http.MethodPost,
 			Path:         "/transfers",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},

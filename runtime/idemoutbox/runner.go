@@ -114,16 +114,23 @@ func NewRunner(cfg Config) (*Runner, error) {
 // Run delivers due effects until ctx ends, then drains: it claims no
 // more, gives back the effects it claimed and has not begun, and waits
 // up to Config.Drain for the deliveries under way, ending their contexts
-// after that. It returns nil after a drain, and never on its own: a store
-// that fails is logged and tried again after Poll.
+// after that and recording them as failed. It returns nil after a drain,
+// and never on its own: a store that fails is logged and tried again
+// after Poll. A Deliver that ignores the end of its context is left
+// behind: Run returns at most Drain plus 5 s after ctx ends, and that
+// effect is delivered again after its lease.
 func (r *Runner) Run(ctx context.Context) error {
 	deliveries, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(r.cfg.Drain, cancel) })
+	s := stopping{deliveries: deliveries, abandon: make(chan struct{})}
+	stop := context.AfterFunc(ctx, func() {
+		time.AfterFunc(r.cfg.Drain, cancel)
+		time.AfterFunc(r.cfg.Drain+recordTimeout, func() { close(s.abandon) })
+	})
 	defer stop()
 	var pruned time.Time
 	for ctx.Err() == nil {
-		n, err := r.round(ctx, deliveries)
+		n, err := r.round(ctx, s)
 		if err != nil {
 			r.cfg.Logger.ErrorContext(ctx, "idemoutbox: claiming due effects failed", "err", err)
 		}
@@ -142,8 +149,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
+// stopping is how a Run ends: deliveries is the deliveries' context,
+// ended Drain after Run's, and abandon is closed when Run stops waiting
+// for them.
+type stopping struct {
+	deliveries context.Context
+	abandon    chan struct{}
+}
+
 // round claims one batch and delivers it, returning how many it claimed.
-func (r *Runner) round(ctx, deliveries context.Context) (int, error) {
+func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 	token, err := newToken()
 	if err != nil {
 		return 0, err
@@ -165,10 +180,19 @@ func (r *Runner) round(ctx, deliveries context.Context) (int, error) {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r.deliver(ctx, deliveries, m, token)
+			r.deliver(ctx, s.deliveries, m, token)
 		})
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-s.abandon:
+		r.cfg.Logger.ErrorContext(ctx, "idemoutbox: a delivery went on after its context ended; the runner returns without it, and its effect is delivered again after its lease")
+	}
 	return len(msgs), nil
 }
 

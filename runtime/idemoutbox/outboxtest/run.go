@@ -28,6 +28,7 @@ func Run(t *testing.T, tg Target) {
 		{"ConcurrentRunners", concurrentRunners},
 		{"DeadRunnersLease", deadRunnersLease},
 		{"ShutdownDrains", shutdownDrains},
+		{"ShutdownBound", shutdownBound},
 		{"InterruptedAttempts", interruptedAttempts},
 		{"PanickingReceiver", panickingReceiver},
 		{"DeliveredArePruned", deliveredArePruned},

@@ -2,6 +2,7 @@ package outboxtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -192,4 +193,48 @@ func deliveredArePruned(t *testing.T, tg Target) {
 	if distinct, _ := rcv.totals(); distinct != 2 {
 		t.Errorf("%d effects delivered before pruning, want 2", distinct)
 	}
+}
+
+// A Deliver that ignores the end of its context does not hold the
+// shutdown: Run returns within its drain and the 5 s it gives the last
+// records, and the effect stays leased, to be delivered again after its
+// lease.
+func shutdownBound(t *testing.T, tg Target) {
+	f := newFixture(t, tg)
+	f.stageMany(t, 1)
+	entered, release, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	cfg := runnerConfig(f.inst.Outbox, func(context.Context, idemoutbox.Message) error {
+		defer close(finished)
+		close(entered)
+		<-release // whatever its context says
+		return errors.New("gave up")
+	})
+	cfg.Drain = 100 * time.Millisecond
+	r, err := idemoutbox.NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan time.Time, 1)
+	go func() {
+		_ = r.Run(ctx)
+		returned <- time.Now()
+	}()
+	<-entered
+	stopped := time.Now()
+	cancel()
+	bound := cfg.Drain + 5*time.Second
+	select {
+	case at := <-returned:
+		if d := at.Sub(stopped); d < bound-50*time.Millisecond {
+			t.Errorf("Run returned %v after its context ended, before it gave up on the delivery (%v)", d, bound)
+		}
+	case <-time.After(bound + 10*time.Second):
+		t.Fatalf("Run did not return within %v of its context's end, held by a delivery", bound)
+	}
+	if m := f.all(t)[0]; m.State != idemoutbox.StatePending || m.LeasedUntil.IsZero() {
+		t.Errorf("the abandoned delivery's effect is %+v, want pending under its lease", m)
+	}
+	close(release)
+	<-finished
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
@@ -45,10 +47,51 @@ const sweepPhasesSQL = `DELETE FROM idempotency_phases
 // exist: the phases' migration was not applied.
 const sqlstateUndefinedTable = "42P01"
 
+// phasePoolConns bounds the phase pool: a phase is two short statements,
+// so a few connections serve many requests.
+const phasePoolConns = 4
+
+// phasePoolIdle is about how long an idle connection of the phase pool
+// stays: the pool checks for idle connections that often.
+const phasePoolIdle = 5 * time.Second
+
+// phasePool is a small pool of the store's own for phases, made from the
+// store's pool's configuration (its hooks included) on the first phase,
+// that closes its connections once idle and lives as long as the process. A transactional
+// request holds a connection of the store's pool for its whole handler;
+// were its phase to wait for a second one, requests enough to fill that
+// pool would all wait for each other until their store timeouts.
+type phasePool struct {
+	mu   sync.Mutex
+	pool *pgxpool.Pool
+}
+
+// get returns the phase pool, made from base's configuration at first.
+func (p *phasePool) get(base *pgxpool.Pool) (*pgxpool.Pool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pool != nil {
+		return p.pool, nil
+	}
+	cfg := base.Config()
+	cfg.MaxConns, cfg.MinConns, cfg.MinIdleConns = phasePoolConns, 0, 0
+	cfg.MaxConnIdleTime, cfg.HealthCheckPeriod = phasePoolIdle, phasePoolIdle
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: the phases' pool: %w", err)
+	}
+	p.pool = pool
+	return pool, nil
+}
+
 // LoadPhase implements idemstore.PhaseStore.
 func (s *Store) LoadPhase(ctx context.Context, id idemstore.Identity, name string) ([]byte, bool, error) {
+	pool, err := s.phases.get(s.pool)
+	if err != nil {
+		return nil, false, err
+	}
 	var result []byte
-	err := s.pool.QueryRow(ctx, loadPhaseSQL, id.Tenant, id.Scope, id.Key, name).Scan(&result)
+	err = pool.QueryRow(ctx, loadPhaseSQL, id.Tenant, id.Scope, id.Key, name).Scan(&result)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
@@ -58,15 +101,20 @@ func (s *Store) LoadPhase(ctx context.Context, id idemstore.Identity, name strin
 	return nonNil(result), true, nil
 }
 
-// RecordPhase implements idemstore.PhaseStore. It runs on a pooled
-// connection of its own, so it commits at once, beside a handler's
-// transaction that holds the request's claim.
+// RecordPhase implements idemstore.PhaseStore. It runs on a connection
+// of the phase pool, so it commits at once, beside a handler's
+// transaction that holds the request's claim, and never waits for a
+// connection of the store's pool that such handlers hold.
 func (s *Store) RecordPhase(ctx context.Context, id idemstore.Identity, name string, result []byte, ttl time.Duration) ([]byte, error) {
 	if err := idemstore.CheckPhase(name, result, ttl); err != nil {
 		return nil, err
 	}
+	pool, err := s.phases.get(s.pool)
+	if err != nil {
+		return nil, err
+	}
 	var stored []byte
-	err := s.pool.QueryRow(ctx, recordPhaseSQL, id.Tenant, id.Scope, id.Key, name, nonNil(result), ttl.Microseconds()).Scan(&stored)
+	err = pool.QueryRow(ctx, recordPhaseSQL, id.Tenant, id.Scope, id.Key, name, nonNil(result), ttl.Microseconds()).Scan(&stored)
 	if err == nil {
 		return nonNil(stored), nil
 	}
@@ -84,8 +132,8 @@ func (s *Store) RecordPhase(ctx context.Context, id idemstore.Identity, name str
 	return stored, nil
 }
 
-// PhasesBesideTx implements idemstore.PhaseStore: a phase takes a pooled
-// connection of its own.
+// PhasesBesideTx implements idemstore.PhaseStore: a phase takes a
+// connection of the phase pool.
 func (s *Store) PhasesBesideTx() bool { return true }
 
 // sweepPhases deletes at most limit expired phases. A database without

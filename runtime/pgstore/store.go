@@ -45,6 +45,8 @@ type Store struct {
 	// guardConnect opens the guard's connection; nil for the pool's
 	// configuration.
 	guardConnect func(context.Context) (*pgx.Conn, error)
+	// phases is the pool that records phases (phase.go).
+	phases phasePool
 }
 
 // ErrQueryExecMode reports a pool whose query execution mode sends and

@@ -1,0 +1,13 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
+)
+
+func TestPhaseStorm(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		enginetest.PhaseStorm(t, target(b.open(t)).Open(t, nil).Store, false, 30, 3)
+	})
+}

@@ -125,9 +125,9 @@ const sameTxSQL = `SELECT 1 / (coalesce(current_setting('idemgen.transaction', t
 // a handler may have left on the session (SET without LOCAL, SET ROLE,
 // cursors WITH HOLD, LISTEN, temporary objects, prepared statements), which
 // would otherwise reach unrelated requests; queueReset adds reseedSQL.
-// RESET restores each setting to
-// the value the connection started with, including those in its connection
-// string, but not those an AfterConnect hook SET.
+// RESET restores each setting to the value the connection started with,
+// including those in its connection string, but not those an AfterConnect
+// hook SET.
 //
 // A transaction's end sends leanResetSQL instead, and this only when
 // sessionCheckSQL finds something on the session that the lean reset does

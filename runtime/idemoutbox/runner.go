@@ -131,7 +131,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	var pruned time.Time
 	for ctx.Err() == nil {
 		n, err := r.round(ctx, s)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.ErrorContext(ctx, "idemoutbox: claiming due effects failed", "err", err)
 		}
 		if n < r.cfg.Batch {

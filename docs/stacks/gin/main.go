@@ -33,7 +33,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	gin.SetMode(gin.ReleaseMode)
-	if err := run(ctx, cmp.Or(os.Getenv("DB"), "orders.db"), cmp.Or(os.Getenv("ADDR"), "localhost:8080")); err != nil {
+	if err := run(ctx, cmp.Or(os.Getenv("DB"), "orders.db"), cmp.Or(os.Getenv("ADDR"), "localhost:8080"), orders{}); err != nil {
 		fmt.Fprintln(os.Stderr, "orders:", err)
 		os.Exit(1)
 	}
@@ -47,10 +47,13 @@ const schema = `CREATE TABLE IF NOT EXISTS orders (
 	quantity INTEGER NOT NULL
 )`
 
-// run serves until ctx ends. It prints the address it listens on once
+// run serves h until ctx ends. It prints the address it listens on once
 // CheckRoutes has passed, so that ADDR may be ":0".
-func run(ctx context.Context, path, addr string) error {
-	store, err := sqlitestore.Open(ctx, path)
+func run(ctx context.Context, path, addr string, h api.StrictServerInterface) error {
+	// This process is the database's only user: after a crash, the next
+	// start ends the leases of the requests the crash cut short at once,
+	// so their retries run again without waiting the leases out.
+	store, err := sqlitestore.Open(ctx, path, sqlitestore.WithDeadHolderRecovery())
 	if err != nil {
 		return err
 	}
@@ -61,7 +64,7 @@ func run(ctx context.Context, path, addr string) error {
 	if _, err := store.DB().ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create the orders table: %w", err)
 	}
-	handler, err := newHandler(store)
+	handler, err := newHandler(store, h)
 	if err != nil {
 		return err
 	}
@@ -82,10 +85,10 @@ func run(ctx context.Context, path, addr string) error {
 }
 
 // docs:begin mount
-// newHandler mounts the strict server on gin behind the engine's gin
+// newHandler mounts h, the strict server, on gin behind the engine's gin
 // middleware, and proves with CheckRoutes that every protected operation
 // is routed behind it before the service serves a request.
-func newHandler(store *sqlitestore.Store) (http.Handler, error) {
+func newHandler(store *sqlitestore.Store, h api.StrictServerInterface) (http.Handler, error) {
 	engine, err := api.NewEngine(idem.Config{Store: store, Tenant: tenantOf})
 	if err != nil {
 		return nil, err
@@ -97,7 +100,7 @@ func newHandler(store *sqlitestore.Store) (http.Handler, error) {
 	// Authentication sets the tenant, then the engine applies the policy:
 	// Use'd before the routes, both run for every route registered below.
 	g.Use(authenticate, idemgin.Middleware(engine))
-	strict := api.NewStrictHandlerWithOptions(orders{}, nil, api.StrictGinServerOptions{
+	strict := api.NewStrictHandlerWithOptions(h, nil, api.StrictGinServerOptions{
 		RequestErrorHandlerFunc: idemgin.RequestError, // a body that does not decode: 400, not stored
 	})
 	api.RegisterHandlersWithOptions(g, strict, api.GinServerOptions{

@@ -28,7 +28,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cmp.Or(os.Getenv("DB"), "orders.db"), cmp.Or(os.Getenv("ADDR"), "localhost:8080")); err != nil {
+	if err := run(ctx, cmp.Or(os.Getenv("DB"), "orders.db"), cmp.Or(os.Getenv("ADDR"), "localhost:8080"), orders{}); err != nil {
 		fmt.Fprintln(os.Stderr, "orders:", err)
 		os.Exit(1)
 	}
@@ -41,10 +41,13 @@ const schema = `CREATE TABLE IF NOT EXISTS orders (
 	quantity INTEGER NOT NULL
 )`
 
-// run serves until ctx ends. It prints the address it listens on once
+// run serves h until ctx ends. It prints the address it listens on once
 // CheckRoutes has passed, so that ADDR may be ":0".
-func run(ctx context.Context, path, addr string) error {
-	store, err := sqlitestore.Open(ctx, path)
+func run(ctx context.Context, path, addr string, h api.Handler) error {
+	// This process is the database's only user: after a crash, the next
+	// start ends the leases of the requests the crash cut short at once,
+	// so their retries run again without waiting the leases out.
+	store, err := sqlitestore.Open(ctx, path, sqlitestore.WithDeadHolderRecovery())
 	if err != nil {
 		return err
 	}
@@ -55,7 +58,7 @@ func run(ctx context.Context, path, addr string) error {
 	if _, err := store.DB().ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create the orders table: %w", err)
 	}
-	handler, err := newHandler(store)
+	handler, err := newHandler(store, h)
 	if err != nil {
 		return err
 	}
@@ -76,10 +79,10 @@ func run(ctx context.Context, path, addr string) error {
 }
 
 // docs:begin mount
-// newHandler puts the engine in front of the ogen server, and proves with
+// newHandler puts the engine in front of the ogen server of h, and proves with
 // CheckRoutes that the server routes every protected operation behind it
 // before the service serves a request.
-func newHandler(store *sqlitestore.Store) (http.Handler, error) {
+func newHandler(store *sqlitestore.Store, h api.Handler) (http.Handler, error) {
 	// One tenant: the service has no accounts of its own. (With tenants,
 	// the authentication that sets them wraps the engine; ogen's security
 	// handlers run inside the server, after it.)
@@ -87,7 +90,7 @@ func newHandler(store *sqlitestore.Store) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	server, err := api.NewServer(orders{},
+	server, err := api.NewServer(h,
 		api.WithErrorHandler(idemogen.ErrorHandler(nil)), // a body or parameter ogen cannot decode: 400, not stored
 	)
 	if err != nil {

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -28,7 +24,7 @@ const order = `{"item": "lamp", "quantity": 2}`
 // the first, marked replayed.
 func TestRetryIsReplayed(t *testing.T) {
 	store, db := openStore(t)
-	handler, err := newHandler(store)
+	handler, err := newHandler(store, orders{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +49,7 @@ func TestRetryIsReplayed(t *testing.T) {
 // the key's answer, so the corrected request under the same key runs.
 func TestMalformedBodyIsNotStored(t *testing.T) {
 	store, db := openStore(t)
-	handler, err := newHandler(store)
+	handler, err := newHandler(store, orders{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,35 +84,6 @@ func TestCheckRoutesAsksTheServer(t *testing.T) {
 	}
 }
 
-// TestOrderIsReplayedAfterKill: the service, killed with SIGKILL after it
-// placed an order and started again, answers the retry from its record:
-// one row, and a replay.
-func TestOrderIsReplayedAfterKill(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "orders")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	dbPath := filepath.Join(t.TempDir(), "orders.db")
-	base, kill := start(t, bin, dbPath)
-	if res, body := postTo(t, base, "order-1", order); res.StatusCode != http.StatusCreated || res.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("first request: %d %s", res.StatusCode, body)
-	}
-	kill()
-	base, _ = start(t, bin, dbPath)
-	res, body := postTo(t, base, "order-1", order)
-	if res.StatusCode != http.StatusCreated || res.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("retry after SIGKILL: %d replayed=%q %s; want a replayed 201", res.StatusCode, res.Header.Get("Idempotent-Replayed"), body)
-	}
-	store, err := sqlitestore.Open(context.Background(), dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	if n := countOrders(t, store.DB()); n != 1 {
-		t.Fatalf("%d orders, want 1", n)
-	}
-}
-
 func openStore(t *testing.T) (*sqlitestore.Store, *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
@@ -142,60 +109,20 @@ func post(h http.Handler, key, body string) (*http.Response, string) {
 	return w.Result(), string(b)
 }
 
-// postTo is post over the network, to the service at base.
-func postTo(t *testing.T, base, key, body string) (*http.Response, string) {
-	t.Helper()
-	req := newRequest(base, key, body)
-	req.RequestURI = ""
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST /orders: %v", err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res, string(b)
-}
-
+// newRequest is the page's curl command, to the service at base ("" for a
+// handler in process).
 func newRequest(base, key, body string) *http.Request {
 	req := httptest.NewRequest(http.MethodPost, base+"/orders", strings.NewReader(body))
+	req.RequestURI = "" // a client's request, when base is a server's
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	return req
 }
 
-func countOrders(t *testing.T, db *sql.DB) (n int) {
+func countOrders(t testing.TB, db *sql.DB) (n int) {
 	t.Helper()
 	if err := db.QueryRow(`SELECT count(*) FROM orders`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// start runs the service built at bin on the database at dbPath, waits
-// for the address it prints once CheckRoutes passed, and returns it with
-// a kill that ends the process with SIGKILL: no shutdown, no flush.
-func start(t *testing.T, bin, dbPath string) (base string, kill func()) {
-	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "DB="+dbPath, "ADDR=127.0.0.1:0")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	kill = func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-	}
-	t.Cleanup(kill)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		t.Fatalf("the service did not start: %q %v", line, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return "http://" + addr, kill
 }

@@ -93,6 +93,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 	f := newFile(opts.Package, opts.Source)
 
 	emitConsts(f, ops)
+	emitEffectNames(f, ops)
 	emitBasePath(f, spec.BasePath)
 	for _, op := range ops {
 		emitPolicy(f, op)
@@ -234,7 +235,7 @@ func CheckNames(spec *model.Spec) []model.Diagnostic {
 				Severity:  model.Error,
 				Pos:       op.Pos,
 				Operation: opLabel(*op),
-				Message:   fmt.Sprintf("generated %s %s clashes with %s; rename the operationId", how, name, other),
+				Message:   fmt.Sprintf("generated %s %s clashes with %s; %s", how, name, other, renameHint(how)),
 			})
 			return
 		}
@@ -258,6 +259,9 @@ func CheckNames(spec *model.Spec) []model.Diagnostic {
 			if len(diags) > before {
 				break
 			}
+		}
+		for _, ef := range op.Policy.Effects {
+			declare(op, effectConst(*op, ef), effectConstKind)
 		}
 	}
 	return diags

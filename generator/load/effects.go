@@ -72,7 +72,7 @@ func decodeEffect(t *tree, n *yaml.Node, field string, r reporter) (model.Effect
 				r.errorf(pos, sub, "must be 1 to %d letters, digits or %q, such as charge, not %s", idem.MaxEffectName, idem.EffectNameChars, describe(v))
 				continue
 			}
-			ef.Name = v.Value
+			ef.Name, ef.GoName = v.Value, strings.TrimPrefix(goName(v.Value), "Op")
 		case "keyRetention":
 			d := decodeDuration(v, pos, sub, r)
 			ef.KeyRetention, ef.RetentionPos = d.v, pos

@@ -99,7 +99,10 @@ type Policy struct {
 // Effect is one declared effect of an operation and what its downstream
 // promises about the keys it is sent.
 type Effect struct {
-	Name          string
+	Name string
+	// GoName is Name as the tail of an exported Go identifier
+	// ("receipt-email" → "ReceiptEmail").
+	GoName        string
 	KeyRetention  time.Duration // zero when not declared
 	MaxKeyLength  int           // zero when not declared
 	RecoveryPoint bool

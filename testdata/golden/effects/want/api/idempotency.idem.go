@@ -20,6 +20,19 @@ const (
 	OpCreateCharge = "createCharge"
 )
 
+// The declared effects of the annotated operations (x-idempotency.effects).
+const (
+	// CreateChargeEffectCharge names effect charge of createCharge, for
+	// idem.EffectKey and idem.Phase.
+	CreateChargeEffectCharge = "charge"
+	// CreateChargeEffectPayout names effect payout of createCharge, for
+	// idem.EffectKey and idem.Phase.
+	CreateChargeEffectPayout = "payout"
+	// CreateChargeEffectReceipt names effect receipt of createCharge, for
+	// idem.EffectKey and idem.Phase.
+	CreateChargeEffectReceipt = "receipt"
+)
+
 // CreateChargePolicy returns the x-idempotency policy of POST /charges
 // (createCharge): an optional key in the Idempotency-Key header, unique per
 // tenant and operation, remembered for 7 days.

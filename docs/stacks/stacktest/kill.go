@@ -3,6 +3,8 @@ package stacktest
 import (
 	"net/http"
 	"testing"
+
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // Service is what the kill scenarios need to know of a stack page's
@@ -29,14 +31,14 @@ func ReplayedAfterKill(t testing.TB, s Service) {
 	t.Helper()
 	base, kill := Start(t, s.Env...)
 	first, body := Do(t, s.Request(base))
-	if first.StatusCode >= 300 || first.Header.Get("Idempotent-Replayed") != "" {
+	if first.StatusCode >= 300 || first.Header.Get(problem.ReplayedHeader) != "" {
 		t.Fatalf("first request: %d %s", first.StatusCode, body)
 	}
 	kill()
 	base, _ = Start(t, s.Env...)
 	retry, body := Do(t, s.Request(base))
-	if retry.StatusCode != first.StatusCode || retry.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("retry after SIGKILL: %d replayed=%q %s; want a replayed %d", retry.StatusCode, retry.Header.Get("Idempotent-Replayed"), body, first.StatusCode)
+	if retry.StatusCode != first.StatusCode || retry.Header.Get(problem.ReplayedHeader) != "true" {
+		t.Fatalf("retry after SIGKILL: %d replayed=%q %s; want a replayed %d", retry.StatusCode, retry.Header.Get(problem.ReplayedHeader), body, first.StatusCode)
 	}
 	if n := s.Rows(t); n != 1 {
 		t.Fatalf("%d rows, want 1", n)
@@ -61,8 +63,8 @@ func OneRowAfterKillMidHandler(t testing.TB, s Service) {
 	kill()
 	base, _ = Start(t, s.Env...)
 	res, body := Do(t, s.Request(base))
-	if res.StatusCode >= 300 || res.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("retry after SIGKILL mid-handler: %d replayed=%q %s; want it to run", res.StatusCode, res.Header.Get("Idempotent-Replayed"), body)
+	if res.StatusCode >= 300 || res.Header.Get(problem.ReplayedHeader) != "" {
+		t.Fatalf("retry after SIGKILL mid-handler: %d replayed=%q %s; want it to run", res.StatusCode, res.Header.Get(problem.ReplayedHeader), body)
 	}
 	if n := s.Rows(t); n != 1 {
 		t.Fatalf("%d rows, want 1", n)

@@ -12,6 +12,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemclient"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -31,7 +32,7 @@ func CreateOrderPolicy() idem.Policy {
 		Method:            http.MethodPost,
 		Path:              "/orders",
 		Scope:             idem.ScopeOperation,
-		Key:               idem.KeySource{In: idem.KeyInHeader, Name: "Idempotency-Key"},
+		Key:               idem.KeySource{In: key.InHeader, Name: "Idempotency-Key"},
 		KeyMaxLength:      255,
 		Required:          true,
 		TTL:               24 * time.Hour,
@@ -85,7 +86,7 @@ func ClientOperations() []idemclient.Operation {
 			ID:           OpCreateOrder,
 			Method:       http.MethodPost,
 			Path:         "/orders",
-			Key:          idemclient.Key{In: idemclient.KeyInHeader, Name: "Idempotency-Key"},
+			Key:          idemclient.Key{In: key.InHeader, Name: "Idempotency-Key"},
 			KeyMaxLength: 255,
 			TTL:          24 * time.Hour,
 		},

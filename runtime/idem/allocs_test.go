@@ -162,4 +162,4 @@ type freeDriver struct{}
 
 func (freeTx) Driver() any                                      { return freeDriver{} }
 func (freeTx) Commit(context.Context, idemstore.Response) error { return nil }
-func (freeTx) Release(context.Context) error                    { return nil }
+func (freeTx) Rollback(context.Context) error                   { return nil }

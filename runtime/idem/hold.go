@@ -47,9 +47,9 @@ func (h plainHold) tx() idemstore.Tx { return nil }
 // unstored status rolls the handler's writes back with the claim.
 type txHold struct{ t idemstore.Tx }
 
-func (h txHold) abandon(ctx context.Context) error { return h.t.Release(ctx) }
+func (h txHold) abandon(ctx context.Context) error { return h.t.Rollback(ctx) }
 
-func (h txHold) release(ctx context.Context) error { return h.t.Release(ctx) }
+func (h txHold) release(ctx context.Context) error { return h.t.Rollback(ctx) }
 
 func (h txHold) complete(ctx context.Context, resp idemstore.Response) error {
 	return h.t.Commit(ctx, resp)
@@ -79,11 +79,11 @@ type durableTxHold struct {
 }
 
 func (h durableTxHold) abandon(ctx context.Context) error {
-	return errors.Join(h.t.Release(ctx), h.plain.abandon(ctx))
+	return errors.Join(h.t.Rollback(ctx), h.plain.abandon(ctx))
 }
 
 func (h durableTxHold) release(ctx context.Context) error {
-	return errors.Join(h.t.Release(ctx), h.plain.release(ctx))
+	return errors.Join(h.t.Rollback(ctx), h.plain.release(ctx))
 }
 
 func (h durableTxHold) complete(ctx context.Context, resp idemstore.Response) error {

@@ -65,10 +65,10 @@ func (l *lazyTx) Commit(ctx context.Context, resp idemstore.Response) error {
 	return nil
 }
 
-// Release implements Tx.
-func (l *lazyTx) Release(ctx context.Context) error {
+// Rollback implements Tx.
+func (l *lazyTx) Rollback(ctx context.Context) error {
 	if t := l.end(); t != nil {
-		return t.Release(ctx)
+		return t.Rollback(ctx)
 	}
 	return nil
 }

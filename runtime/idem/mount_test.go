@@ -276,7 +276,7 @@ func (t *memTx) Commit(ctx context.Context, resp idemstore.Response) error {
 	}
 	return t.s.Complete(ctx, t.c.Identity, t.c.Token, resp)
 }
-func (t *memTx) Release(ctx context.Context) error {
+func (t *memTx) Rollback(ctx context.Context) error {
 	if t.c == nil {
 		return nil
 	}

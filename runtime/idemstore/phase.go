@@ -14,7 +14,7 @@ const MaxPhaseResult = 64 << 10
 
 // ErrPhaseResultTooLarge is wrapped by the error of a phase whose result is
 // longer than MaxPhaseResult. Nothing was recorded.
-var ErrPhaseResultTooLarge = errors.New("idem: a phase's result is larger than a store records")
+var ErrPhaseResultTooLarge = errors.New("idemstore: a phase's result is larger than a store records")
 
 // PhaseStore is a Store that keeps recovery points (docs/semantics.md
 // §8.2): the result of each named phase of a request, recorded on its own
@@ -52,11 +52,11 @@ type PhaseStore interface {
 func CheckPhase(name string, result []byte, ttl time.Duration) error {
 	switch {
 	case name == "":
-		return errors.New("idem: a phase needs a name")
+		return errors.New("idemstore: a phase needs a name")
 	case len(result) > MaxPhaseResult:
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrPhaseResultTooLarge, len(result), MaxPhaseResult)
 	case ttl < time.Millisecond:
-		return fmt.Errorf("idem: a phase's ttl %v is under a millisecond", ttl)
+		return fmt.Errorf("idemstore: a phase's ttl %v is under a millisecond", ttl)
 	}
 	return nil
 }

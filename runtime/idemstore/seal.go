@@ -34,7 +34,7 @@ type Sealer interface {
 // in the store, moved from another key's row, sealed under a key the
 // Sealer no longer has, or sealed when no Sealer is configured. The engine
 // answers 500 stored-response-unreadable and replays nothing.
-var ErrUnreadable = errors.New("idem: the stored response cannot be opened")
+var ErrUnreadable = errors.New("idemstore: the stored response cannot be opened")
 
 // sealMagic starts a sealed body. A handler's body that happened to start
 // with it would only fail to open, never replay as something else.
@@ -55,10 +55,10 @@ func SealResponse(s Sealer, id Identity, resp Response) (Response, error) {
 	plain = append(append(plain, h...), resp.Body...)
 	keyID, ct, err := s.Seal(plain, sealAAD(id, resp.Status))
 	if err != nil {
-		return Response{}, fmt.Errorf("idem: seal the response: %w", err)
+		return Response{}, fmt.Errorf("idemstore: seal the response: %w", err)
 	}
 	if len(keyID) == 0 || len(keyID) > 255 {
-		return Response{}, fmt.Errorf("idem: seal the response: key ID of %d bytes; it must have 1..255", len(keyID))
+		return Response{}, fmt.Errorf("idemstore: seal the response: key ID of %d bytes; it must have 1..255", len(keyID))
 	}
 	body := make([]byte, 0, len(sealMagic)+1+len(keyID)+len(ct))
 	body = append(append(body, sealMagic...), byte(len(keyID)))
@@ -143,7 +143,7 @@ type AESGCM struct {
 // before sealing was turned on, for the same transition.
 func NewAESGCM(keys ...SealKey) (*AESGCM, error) {
 	if len(keys) == 0 || keys[0].ID == "" {
-		return nil, errors.New("idem: NewAESGCM needs a current key with an ID")
+		return nil, errors.New("idemstore: NewAESGCM needs a current key with an ID")
 	}
 	a := &AESGCM{current: keys[0].ID, aeads: make(map[string]cipher.AEAD, len(keys))}
 	for i, k := range keys {
@@ -152,21 +152,21 @@ func NewAESGCM(keys ...SealKey) (*AESGCM, error) {
 			continue
 		}
 		if len(k.ID) > 255 || k.ID == "" {
-			return nil, fmt.Errorf("idem: seal key %d: the ID must have 1..255 bytes", i)
+			return nil, fmt.Errorf("idemstore: seal key %d: the ID must have 1..255 bytes", i)
 		}
 		if _, dup := a.aeads[k.ID]; dup {
-			return nil, fmt.Errorf("idem: seal key ID %q appears twice", k.ID)
+			return nil, fmt.Errorf("idemstore: seal key ID %q appears twice", k.ID)
 		}
 		if len(k.Key) != 32 {
-			return nil, fmt.Errorf("idem: seal key %q has %d bytes; AES-256 needs 32", k.ID, len(k.Key))
+			return nil, fmt.Errorf("idemstore: seal key %q has %d bytes; AES-256 needs 32", k.ID, len(k.Key))
 		}
 		block, err := aes.NewCipher(k.Key)
 		if err != nil {
-			return nil, fmt.Errorf("idem: seal key %q: %w", k.ID, err)
+			return nil, fmt.Errorf("idemstore: seal key %q: %w", k.ID, err)
 		}
 		aead, err := cipher.NewGCM(block)
 		if err != nil {
-			return nil, fmt.Errorf("idem: seal key %q: %w", k.ID, err)
+			return nil, fmt.Errorf("idemstore: seal key %q: %w", k.ID, err)
 		}
 		a.aeads[k.ID] = aead
 	}
@@ -179,7 +179,7 @@ func (a *AESGCM) Seal(plaintext, aad []byte) (string, []byte, error) {
 	aead := a.aeads[a.current]
 	out := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plaintext)+aead.Overhead())
 	if _, err := rand.Read(out); err != nil {
-		return "", nil, fmt.Errorf("idem: seal nonce: %w", err)
+		return "", nil, fmt.Errorf("idemstore: seal nonce: %w", err)
 	}
 	return a.current, aead.Seal(out, out, plaintext, aad), nil
 }
@@ -190,19 +190,19 @@ func (a *AESGCM) Open(keyID string, ciphertext, aad []byte) ([]byte, error) {
 		if a.unsealed {
 			return nil, nil
 		}
-		return nil, errors.New("idem: responses stored unsealed are not accepted (no empty SealKey in the list)")
+		return nil, errors.New("idemstore: responses stored unsealed are not accepted (no empty SealKey in the list)")
 	}
 	aead, ok := a.aeads[keyID]
 	if !ok {
-		return nil, fmt.Errorf("idem: no seal key %q", keyID)
+		return nil, fmt.Errorf("idemstore: no seal key %q", keyID)
 	}
 	if len(ciphertext) < aead.NonceSize() {
-		return nil, errors.New("idem: sealed response too short")
+		return nil, errors.New("idemstore: sealed response too short")
 	}
 	n := aead.NonceSize()
 	plain, err := aead.Open(nil, ciphertext[:n], ciphertext[n:], aad)
 	if err != nil {
-		return nil, fmt.Errorf("idem: open sealed response: %w", err)
+		return nil, fmt.Errorf("idemstore: open sealed response: %w", err)
 	}
 	return plain, nil
 }

@@ -15,10 +15,10 @@ const phaseSealMagic = "\x00idem-sealed-phase\x01"
 func SealPhase(s Sealer, id Identity, name string, result []byte) ([]byte, error) {
 	keyID, ct, err := s.Seal(result, phaseAAD(id, name))
 	if err != nil {
-		return nil, fmt.Errorf("idem: seal the phase's result: %w", err)
+		return nil, fmt.Errorf("idemstore: seal the phase's result: %w", err)
 	}
 	if len(keyID) == 0 || len(keyID) > 255 {
-		return nil, fmt.Errorf("idem: seal the phase's result: key ID of %d bytes; it must have 1..255", len(keyID))
+		return nil, fmt.Errorf("idemstore: seal the phase's result: key ID of %d bytes; it must have 1..255", len(keyID))
 	}
 	out := make([]byte, 0, len(phaseSealMagic)+1+len(keyID)+len(ct))
 	out = append(append(out, phaseSealMagic...), byte(len(keyID)))

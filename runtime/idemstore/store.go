@@ -19,7 +19,7 @@ import (
 // ErrFenced reports that a completion, release or abandonment came from a
 // request that no longer holds the claim's lease token: another request took
 // the key over. Nothing was changed.
-var ErrFenced = errors.New("idem: lease token is no longer current")
+var ErrFenced = errors.New("idemstore: lease token is no longer current")
 
 // ErrOutcomeUnknown reports that a handler's effects may or may not have
 // committed: in transactional mode the handler ended or escaped the
@@ -27,7 +27,7 @@ var ErrFenced = errors.New("idem: lease token is no longer current")
 // tell what its writes became. The store has left the key indeterminate
 // (or held) rather than free, so that no retry can repeat an applied
 // effect; an operator resolves it.
-var ErrOutcomeUnknown = errors.New("idem: the handler's effects may or may not have committed; the key is left indeterminate/held")
+var ErrOutcomeUnknown = errors.New("idemstore: the handler's effects may or may not have committed; the key is left indeterminate/held")
 
 // Identity is what the database keeps unique: one row per (tenant, scope, key).
 type Identity struct {
@@ -85,7 +85,7 @@ type Claim struct {
 
 // ErrInvalidClaim reports a claim no store records: Check's rules. Stores
 // refuse such a claim before touching the key.
-var ErrInvalidClaim = errors.New("idem: invalid claim")
+var ErrInvalidClaim = errors.New("idemstore: invalid claim")
 
 // Check reports, wrapping ErrInvalidClaim, why c cannot be recorded: every
 // store applies it before a claim, so they all refuse the same claims.
@@ -168,14 +168,14 @@ type Store interface {
 type Transactor interface {
 	Store
 	// ClaimTx claims c inside a new transaction. When the claim is won, tx
-	// is open and must be ended with Commit or Release; otherwise tx is nil.
+	// is open and must be ended with Commit or Rollback; otherwise tx is nil.
 	// It honours the wait context as Claim does.
 	ClaimTx(ctx context.Context, c Claim) (res Result, tx Tx, err error)
 	// Begin starts a plain transaction for a transactional operation that
 	// runs without a key (the key is optional and absent), or whose
 	// handler was seen writing around its transaction (the engine then
 	// calls Begin only when the handler asks for the transaction). Its
-	// Commit ignores the response and commits; its Release rolls back.
+	// Commit ignores the response and commits; its Rollback rolls back.
 	// ctx bounds beginning. lease bounds the transaction as a claim's
 	// lease bounds ClaimTx's: past it the store ends the transaction and
 	// rolls it back, and Commit fails, so that a hung handler cannot hold
@@ -187,15 +187,16 @@ type Transactor interface {
 type Tx interface {
 	// Driver is the transaction the handler writes with: a pgx.Tx for
 	// pgstore, a *sqlitestore.Tx for sqlitestore. Neither lets the handler
-	// commit or roll back: Commit and Release do.
+	// commit or roll back: Commit and Rollback do.
 	Driver() any
 	// Commit writes resp as the key's completion and commits it together
 	// with the handler's writes. When the lease token is no longer current
 	// it rolls everything back and returns ErrFenced.
 	Commit(ctx context.Context, resp Response) error
-	// Release rolls the handler's writes back and releases the claim, so
-	// that a retry runs the handler again.
-	Release(ctx context.Context) error
+	// Rollback rolls the handler's writes back, and the claim with them, so
+	// that a retry runs the handler again. (Store.Release, by contrast,
+	// deletes a claim held outside a transaction.)
+	Rollback(ctx context.Context) error
 }
 
 // Sweeper deletes expired keys.

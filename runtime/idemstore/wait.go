@@ -9,7 +9,7 @@ import (
 // turn to write, a pooled connection) because the context that bounds its
 // waiting ended (WithWait). The store wrote nothing, so there is nothing to
 // release: a Release would only wait again.
-var ErrWaitEnded = errors.New("idem: the store stopped waiting before it wrote anything")
+var ErrWaitEnded = errors.New("idemstore: the store stopped waiting before it wrote anything")
 
 // waitKey is the context key under which WithWait keeps the wait context.
 type waitKey struct{}

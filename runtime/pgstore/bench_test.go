@@ -232,7 +232,7 @@ func BenchmarkTransaction(b *testing.B) {
 			return fmt.Errorf("new key lost to %q", res.Existing.State)
 		}
 		if err := writeEffect(ctx, tx.Driver(), c.Key); err != nil {
-			_ = tx.Release(ctx)
+			_ = tx.Rollback(ctx)
 			return err
 		}
 		return tx.Commit(ctx, resp)

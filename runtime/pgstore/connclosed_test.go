@@ -21,7 +21,7 @@ import (
 // and the key is indeed free again well before the lease ends.
 func TestTxWhoseConnectionClosed(t *testing.T) {
 	ends := map[string]func(context.Context, idemstore.Tx) error{
-		"Release": func(ctx context.Context, tx idemstore.Tx) error { return tx.Release(ctx) },
+		"Release": func(ctx context.Context, tx idemstore.Tx) error { return tx.Rollback(ctx) },
 		"Commit": func(ctx context.Context, tx idemstore.Tx) error {
 			return tx.Commit(ctx, idemstore.Response{Status: 201})
 		},

@@ -56,7 +56,7 @@ func writeOwn(ctx context.Context, s *pgstore.Store, marker string) error {
 		return err
 	}
 	if err := writeEffect(ctx, own.Driver(), marker); err != nil {
-		return errors.Join(err, own.Release(ctx))
+		return errors.Join(err, own.Rollback(ctx))
 	}
 	return own.Commit(ctx, idemstore.Response{})
 }

@@ -141,7 +141,7 @@ func (st *storm) attempt(t *testing.T, s *pgstore.Store, rng *rand.Rand, i int) 
 		if err := writeEffect(ctx, ptx, key); err != nil {
 			t.Errorf("handler's write: %v", err)
 		}
-		if err := tx.Release(ctx); err != nil {
+		if err := tx.Rollback(ctx); err != nil {
 			t.Errorf("Release: %v", err)
 		}
 		return false
@@ -169,7 +169,7 @@ func (st *storm) checkLiveness(t *testing.T) {
 			case err != nil:
 				t.Errorf("store %d: final claim of %s: %v", si, key, err)
 			case res.Won:
-				_ = tx.Release(ctx)
+				_ = tx.Rollback(ctx)
 				t.Errorf("store %d: final claim of the settled key %s won", si, key)
 			case res.Existing.State != idemstore.StateCompleted && res.Existing.State != idemstore.StateIndeterminate:
 				t.Errorf("store %d: final claim of %s met %q: the key is stuck", si, key, res.Existing.State)

@@ -73,7 +73,7 @@ func retryMustLose(t *testing.T, s *pgstore.Store, key string, running idemstore
 	ctx := context.Background()
 	res, tx, err := s.ClaimTx(ctx, claimFor(key, "tok-retry", time.Minute))
 	if err != nil {
-		_ = running.Release(ctx)
+		_ = running.Rollback(ctx)
 		t.Fatal(err)
 	}
 	if res.Won {
@@ -105,13 +105,13 @@ func TestGuardAttackStaleTicketReleasesANewerGuard(t *testing.T) {
 	// connection, fails, and so makes the Store let go of its guards.
 	if res, tx, err := s.ClaimTx(ctx, claimFor("other-"+randomHex(6), "tok", time.Minute)); err == nil {
 		if tx != nil {
-			_ = tx.Release(ctx)
+			_ = tx.Rollback(ctx)
 		}
 		t.Fatalf("a claim on the dead guard connection = %+v, want an error", res)
 	}
 	txC := wonTx(t, s, key, "tokC")
 	if n, err := guardHolders(ctx, pool, key); err != nil || n != 1 {
-		_ = txC.Release(ctx)
+		_ = txC.Rollback(ctx)
 		t.Fatalf("guard holders while C runs, before A settles = %d, %v; want 1", n, err)
 	}
 	_ = txA.Commit(ctx, idemstore.Response{Status: 201})
@@ -122,7 +122,7 @@ func TestGuardAttackStaleTicketReleasesANewerGuard(t *testing.T) {
 	}
 	n, err := guardHolders(ctx, pool, key)
 	if err != nil {
-		_ = txC.Release(ctx)
+		_ = txC.Rollback(ctx)
 		t.Fatal(err)
 	}
 	if n != 1 {
@@ -212,7 +212,7 @@ func TestGuardOfAnotherRoleIsOutOfTheHandlersReach(t *testing.T) {
 		  FROM pg_locks l, idempotency_lock_id('t1', 'createTransfer', $1) AS id
 		 WHERE `+guardLockWhere, key).Scan(&killed)
 	if err == nil && killed > 0 {
-		_ = tx.Release(ctx)
+		_ = tx.Rollback(ctx)
 		t.Fatalf("the handler ended %d guard sessions of another role", killed)
 	}
 	if err := writeEffect(ctx, ptx, key); err != nil {
@@ -255,7 +255,7 @@ func TestGuardAttackClaimTxHeedsItsContextWhileTheGuardStalls(t *testing.T) {
 	go func() {
 		_, tx, _ := s.ClaimTx(ctx, claimFor("stall-"+randomHex(6), "tok", time.Minute))
 		if tx != nil {
-			_ = tx.Release(context.Background())
+			_ = tx.Rollback(context.Background())
 		}
 		returned <- expired.Load()
 	}()

@@ -106,7 +106,7 @@ func TestGuardThatCannotConnectFailsTheClaim(t *testing.T) {
 	res, tx, err := s.ClaimTx(ctx, claimFor("k1", "tok1", time.Minute))
 	if err == nil || res.Won || tx != nil {
 		if tx != nil {
-			_ = tx.Release(ctx)
+			_ = tx.Rollback(ctx)
 		}
 		t.Fatalf("ClaimTx with no guard = %+v, %v; want an error", res, err)
 	}
@@ -133,7 +133,7 @@ func TestGuardConnectionLostIsReplaced(t *testing.T) {
 		   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 		   AND l.classid = ((id >> 32)::int4)::oid AND l.objid = (((id << 32) >> 32)::int4)::oid`).Scan(&killed)
 	if err != nil || killed != 1 {
-		_ = tx.Release(ctx)
+		_ = tx.Rollback(ctx)
 		t.Fatalf("terminating the guard's session: %v, %d sessions", err, killed)
 	}
 	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {

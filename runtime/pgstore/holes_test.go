@@ -32,7 +32,7 @@ func txEndings() []txEnding {
 	commit := func(ctx context.Context, tx idemstore.Tx) error {
 		return tx.Commit(ctx, idemstore.Response{Status: 201})
 	}
-	release := func(ctx context.Context, tx idemstore.Tx) error { return tx.Release(ctx) }
+	release := func(ctx context.Context, tx idemstore.Tx) error { return tx.Rollback(ctx) }
 	return []txEnding{
 		{"keyed Commit", keyed, commit},
 		{"keyed Release", keyed, release},

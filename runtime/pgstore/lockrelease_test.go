@@ -120,7 +120,7 @@ func claimOnce(ctx context.Context, s *pgstore.Store, c idemstore.Claim, tx bool
 	}
 	res, h, err := s.ClaimTx(ctx, c)
 	if h != nil {
-		_ = h.Release(ctx)
+		_ = h.Rollback(ctx)
 	}
 	return res, err
 }
@@ -136,7 +136,7 @@ func TestClaimMeetsAnotherRequestsTransaction(t *testing.T) {
 			t.Run(fmt.Sprintf("transactional %v, application lock %v", tx, appLock), func(t *testing.T) {
 				key := "held-" + randomHex(4)
 				holder := wonTx(t, s, key, "tok-holder")
-				defer func() { _ = holder.Release(ctx) }()
+				defer func() { _ = holder.Rollback(ctx) }()
 				class, badge := pgstore.RequestBadge(claimFor(key, "", time.Minute))
 				var worn int
 				if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks

@@ -81,6 +81,6 @@ func crashTx(ctx context.Context, admin *pgxpool.Pool, tx idemstore.Tx) error {
 	if !done {
 		return fmt.Errorf("backend %d did not end within 5s", pid)
 	}
-	_ = tx.Release(ctx) // fails: the connection is gone
+	_ = tx.Rollback(ctx) // fails: the connection is gone
 	return nil
 }

@@ -89,7 +89,7 @@ func TestHandlerCannotReplaceTheClaimStatement(t *testing.T) {
 			b.Tenant = "t2"
 			res, btx, err := s.ClaimTx(ctx, b)
 			if btx != nil {
-				defer func() { _ = btx.Release(ctx) }()
+				defer func() { _ = btx.Rollback(ctx) }()
 			}
 			if err != nil || !res.Won {
 				var body string
@@ -108,7 +108,7 @@ func TestHandlerPrepareRefusesACacheName(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	tx := wonTx(t, s, "k-a", "tok-a")
-	defer func() { _ = tx.Release(ctx) }()
+	defer func() { _ = tx.Rollback(ctx) }()
 	const query = "SELECT marker FROM effects WHERE marker = $1"
 	_, err := tx.Driver().(pgx.Tx).Prepare(ctx, cacheName(query), "SELECT 'chosen by A'::text WHERE $1::text IS NOT NULL")
 	if !errors.Is(err, pgstore.ErrCacheName) {

@@ -91,7 +91,7 @@ func TestTxLeaseEndsIdleHandler(t *testing.T) {
 	if err != nil || !res.Won {
 		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
 	}
-	defer func() { _ = tx.Release(context.Background()) }()
+	defer func() { _ = tx.Rollback(context.Background()) }()
 	if err := writeEffect(ctx, tx.Driver(), "stale"); err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func (s *Store) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 }
 
 // Begin starts a plain READ COMMITTED transaction for a transactional
-// operation that runs without a key. Its Commit commits; its Release rolls
+// operation that runs without a key. Its Commit commits; its Rollback rolls
 // back. The lease bounds it as it bounds ClaimTx's (txTimeoutsSQL, sent in
 // the same round trip as BEGIN): PostgreSQL ends a session that sits idle
 // in the transaction, or runs one statement, for longer.
@@ -588,14 +588,14 @@ func (t *tx) endedKeyless(ctx context.Context, conn *pgxpool.Conn, op string) er
 	return fmt.Errorf("pgstore: %s: %w: %w", op, errHandlerEndedTx, idemstore.ErrOutcomeUnknown)
 }
 
-// Release rolls back the handler's writes and the claim with them, and
+// Rollback rolls back the handler's writes and the claim with them, and
 // releases the claim's session locks, in one round trip. A handler that
 // ended the transaction itself is settled as by Commit: its key becomes
 // indeterminate, its session is closed, and the error wraps
 // idemstore.ErrOutcomeUnknown, keyless or not: the writes it made before it
 // ended the transaction may have committed, so the request must not be
 // answered as one that did nothing.
-func (t *tx) Release(ctx context.Context) error {
+func (t *tx) Rollback(ctx context.Context) error {
 	conn, err := t.end()
 	if err != nil {
 		return err

@@ -100,7 +100,7 @@ func TestHandlerPreparedStatementsEndWithTheTransaction(t *testing.T) {
 				if err := ptx.QueryRow(ctx, name).Scan(&got); err == nil {
 					t.Errorf("request %d ran the statement an earlier request prepared: %q", i, got)
 				}
-				_ = tx.Release(ctx)
+				_ = tx.Rollback(ctx)
 				tx = e.begin(t, s, fmt.Sprintf("k%d-prepare", i))
 				ptx = tx.Driver().(pgx.Tx)
 				if _, err := ptx.Prepare(ctx, name, text); err != nil {

@@ -37,7 +37,7 @@ func TestClaimStopsWaitingForAConnectionWhenItsWaitEnds(t *testing.T) {
 		"ClaimTx": func(ctx context.Context, c idemstore.Claim) error {
 			_, tx, err := s.ClaimTx(ctx, c)
 			if tx != nil {
-				_ = tx.Release(context.Background())
+				_ = tx.Rollback(context.Background())
 			}
 			return err
 		},

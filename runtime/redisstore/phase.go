@@ -47,7 +47,7 @@ func (s *Store) LoadPhase(ctx context.Context, id idemstore.Identity, name strin
 }
 
 // RecordPhase implements idemstore.PhaseStore, in one round trip (and the
-// replicas' acknowledgement under WithWait).
+// replicas' acknowledgement under WithReplicaAck).
 func (s *Store) RecordPhase(ctx context.Context, id idemstore.Identity, name string, result []byte, ttl time.Duration) ([]byte, error) {
 	if err := idemstore.CheckPhase(name, result, ttl); err != nil {
 		return nil, err

@@ -50,7 +50,7 @@ type Store struct {
 	prefix string
 	// now is the test clock; nil means Redis's own clock.
 	now func() time.Time
-	// wait, when set, makes every write wait for replicas (WithWait).
+	// wait, when set, makes every write wait for replicas (WithReplicaAck).
 	wait *waitFor
 }
 

@@ -10,18 +10,18 @@ import (
 )
 
 // ErrNotReplicated reports a write that fewer replicas acknowledged than
-// WithWait asks for, within its timeout. The primary has the write, but a
+// WithReplicaAck asks for, within its timeout. The primary has the write, but a
 // failover could lose it, so the store fails closed: the claim is given
 // back and the engine answers 503 without running the handler.
 var ErrNotReplicated = errors.New("redisstore: too few replicas acknowledged the write")
 
-// waitFor is the WithWait setting.
+// waitFor is the WithReplicaAck setting.
 type waitFor struct {
 	replicas int
 	timeout  time.Duration
 }
 
-// WithWait makes every write wait, before it counts as done, until
+// WithReplicaAck makes every write wait, before it counts as done, until
 // replicas replicas have acknowledged it or timeout has passed (Redis's
 // WAIT). A write that fewer replicas acknowledged fails with
 // ErrNotReplicated. It narrows, and does not close, the window in which a
@@ -30,27 +30,27 @@ type waitFor struct {
 // (503). A single node without replicas fails every write with replicas
 // above 0. timeout must be positive: WAIT with 0 waits forever.
 //
-// The script and WAIT must travel on one connection, so with WithWait the
+// The script and WAIT must travel on one connection, so with WithReplicaAck the
 // client must be a *redis.Client (single node or Sentinel failover) or a
 // *redis.ClusterClient; each write then sends the script's source (EVAL)
 // rather than its digest.
-func WithWait(replicas int, timeout time.Duration) Option {
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(s *Store) { s.wait = &waitFor{replicas: replicas, timeout: timeout} }
 }
 
 func (w *waitFor) check(client redis.UniversalClient) error {
 	if w.replicas < 0 || w.timeout <= 0 {
-		return fmt.Errorf("redisstore: WithWait(%d, %v): want replicas >= 0 and a positive timeout", w.replicas, w.timeout)
+		return fmt.Errorf("redisstore: WithReplicaAck(%d, %v): want replicas >= 0 and a positive timeout", w.replicas, w.timeout)
 	}
 	switch client.(type) {
 	case *redis.Client, *redis.ClusterClient:
 		return nil
 	default:
-		return fmt.Errorf("redisstore: WithWait needs a *redis.Client or *redis.ClusterClient, not %T", client)
+		return fmt.Errorf("redisstore: WithReplicaAck needs a *redis.Client or *redis.ClusterClient, not %T", client)
 	}
 }
 
-// run runs script on key. With WithWait it sends WAIT behind the script on
+// run runs script on key. With WithReplicaAck it sends WAIT behind the script on
 // the same connection of the key's primary, in one round trip, and fails
 // with ErrNotReplicated when too few replicas acknowledged.
 func (s *Store) run(ctx context.Context, script *redis.Script, key string, args ...any) *redis.Cmd {

@@ -16,12 +16,12 @@ import (
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
-// With WithWait(0, …) every write goes through the WAIT path (the script
+// With WithReplicaAck(0, …) every write goes through the WAIT path (the script
 // and WAIT pipelined on the primary's connection), which must keep the
 // whole contract.
-func TestConformanceWithWait(t *testing.T) {
+func TestConformanceWithReplicaAck(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		storetest.Run(t, target(b.open(t), redisstore.WithWait(0, 100*time.Millisecond)))
+		storetest.Run(t, target(b.open(t), redisstore.WithReplicaAck(0, 100*time.Millisecond)))
 	})
 }
 
@@ -31,7 +31,7 @@ func TestConformanceWithWait(t *testing.T) {
 func TestWaitWithoutReplicasFailsClosed(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		c := b.open(t)
-		s := storeOn(t, c, redisstore.WithWait(1, 50*time.Millisecond))
+		s := storeOn(t, c, redisstore.WithReplicaAck(1, 50*time.Millisecond))
 		plain, err := redisstore.New(c, redisstore.WithPrefix(prefixOf(t, s)))
 		if err != nil {
 			t.Fatal(err)
@@ -74,8 +74,8 @@ func prefixOf(t *testing.T, s *redisstore.Store) string {
 func TestWaitOptionChecks(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
 	defer ring.Close()
-	if _, err := redisstore.New(ring, redisstore.WithWait(1, time.Second)); err == nil {
-		t.Errorf("New accepted WithWait on a Ring")
+	if _, err := redisstore.New(ring, redisstore.WithReplicaAck(1, time.Second)); err == nil {
+		t.Errorf("New accepted WithReplicaAck on a Ring")
 	}
 	single := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer single.Close()
@@ -83,11 +83,11 @@ func TestWaitOptionChecks(t *testing.T) {
 		n int
 		d time.Duration
 	}{{-1, time.Second}, {1, 0}} {
-		if _, err := redisstore.New(single, redisstore.WithWait(w.n, w.d)); err == nil {
-			t.Errorf("New accepted WithWait(%d, %v)", w.n, w.d)
+		if _, err := redisstore.New(single, redisstore.WithReplicaAck(w.n, w.d)); err == nil {
+			t.Errorf("New accepted WithReplicaAck(%d, %v)", w.n, w.d)
 		}
 	}
-	if _, err := redisstore.New(single, redisstore.WithWait(1, time.Second)); err != nil {
-		t.Errorf("New refused WithWait on a *redis.Client: %v", err)
+	if _, err := redisstore.New(single, redisstore.WithReplicaAck(1, time.Second)); err != nil {
+		t.Errorf("New refused WithReplicaAck on a *redis.Client: %v", err)
 	}
 }

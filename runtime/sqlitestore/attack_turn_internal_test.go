@@ -232,7 +232,7 @@ func TestAttackTurnEveryEndPassesTheTurnOnce(t *testing.T) {
 			if err := tx.Commit(ctx, resp); err != nil {
 				t.Errorf("Commit: %v", err)
 			}
-			_ = tx.Release(ctx)
+			_ = tx.Rollback(ctx)
 		}},
 		"commit after the lease": {300 * time.Millisecond, func(t *testing.T, tx idemstore.Tx) {
 			time.Sleep(600 * time.Millisecond)
@@ -245,31 +245,31 @@ func TestAttackTurnEveryEndPassesTheTurnOnce(t *testing.T) {
 			_ = tx.Commit(ctx, resp)
 		}},
 		"release before any statement": {time.Minute, func(t *testing.T, tx idemstore.Tx) {
-			if err := tx.Release(ctx); err != nil {
+			if err := tx.Rollback(ctx); err != nil {
 				t.Errorf("Release: %v", err)
 			}
 		}},
 		"release after a write": {time.Minute, func(t *testing.T, tx idemstore.Tx) {
 			write(t, tx)
-			if err := tx.Release(ctx); err != nil {
+			if err := tx.Rollback(ctx); err != nil {
 				t.Errorf("Release: %v", err)
 			}
 		}},
 		"release under an ended context": {time.Minute, func(t *testing.T, tx idemstore.Tx) {
-			_ = tx.Release(ended)
+			_ = tx.Rollback(ended)
 		}},
 		"release after a write under an ended context": {time.Minute, func(t *testing.T, tx idemstore.Tx) {
 			write(t, tx)
-			_ = tx.Release(ended)
+			_ = tx.Rollback(ended)
 		}},
 		"release after the lease": {300 * time.Millisecond, func(t *testing.T, tx idemstore.Tx) {
 			write(t, tx)
 			time.Sleep(600 * time.Millisecond)
-			_ = tx.Release(ctx)
+			_ = tx.Rollback(ctx)
 		}},
 		"release twice": {time.Minute, func(t *testing.T, tx idemstore.Tx) {
-			_ = tx.Release(ctx)
-			_ = tx.Release(ctx)
+			_ = tx.Rollback(ctx)
+			_ = tx.Rollback(ctx)
 		}},
 		"crash": {time.Minute, func(t *testing.T, tx idemstore.Tx) {
 			if err := CrashTx(tx); err != nil {

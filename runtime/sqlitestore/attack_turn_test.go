@@ -74,7 +74,7 @@ func TestAttackTurnHandlerCallsItsOwnStore(t *testing.T) {
 		"ClaimTx": func() error {
 			res, tx, err := s.ClaimTx(ctx, testClaim("newtx"))
 			if tx != nil {
-				_ = tx.Release(ctx)
+				_ = tx.Rollback(ctx)
 			}
 			if err == nil && res.Won {
 				return errors.New("won")
@@ -84,7 +84,7 @@ func TestAttackTurnHandlerCallsItsOwnStore(t *testing.T) {
 		"Begin": func() error {
 			tx, err := s.Begin(ctx, time.Minute)
 			if tx != nil {
-				_ = tx.Release(ctx)
+				_ = tx.Rollback(ctx)
 				return errors.New("began")
 			}
 			return err
@@ -173,7 +173,7 @@ func TestAttackTurnTwoStoresOnOneFile(t *testing.T) {
 			"ClaimTx": func() error {
 				res, tx, err := other.ClaimTx(ctx, testClaim(fmt.Sprint("newtx-", round)))
 				if tx != nil {
-					_ = tx.Release(ctx)
+					_ = tx.Rollback(ctx)
 				}
 				if err == nil && res.Won {
 					return errors.New("won")

@@ -284,7 +284,7 @@ func TestAttackRawTransactionStatementsAreRefusedInBegin(t *testing.T) {
 			if _, err := h.ExecContext(ctx, stmt); err == nil {
 				t.Errorf("%s through a Begin transaction was accepted", stmt)
 			}
-			if err := tx.Release(ctx); err != nil {
+			if err := tx.Rollback(ctx); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 			if n := countMarker(t, s, "begun"); n != 0 {

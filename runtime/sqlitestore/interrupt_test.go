@@ -61,7 +61,7 @@ func interruptedAfter(t *testing.T, s *sqlitestore.Store, key string, before fun
 func TestReleaseAfterAnInterruptedStatement(t *testing.T) {
 	s := openStore(t)
 	tx, _ := interruptedHandler(t, s, "k")
-	if err := tx.Release(context.Background()); err != nil {
+	if err := tx.Rollback(context.Background()); err != nil {
 		t.Fatalf("Release = %v, want the claim released", err)
 	}
 	if n := countMarker(t, s, "interrupted"); n != 0 {
@@ -125,7 +125,7 @@ func endInterrupted(t *testing.T, s *sqlitestore.Store, tx idemstore.Tx, end str
 		if err := tx.Commit(context.Background(), idemstore.Response{Status: 201}); err == nil {
 			t.Error("Commit of a transaction SQLite ended = nil, want an error")
 		}
-	} else if err := tx.Release(context.Background()); err != nil {
+	} else if err := tx.Rollback(context.Background()); err != nil {
 		t.Errorf("Release = %v", err)
 	}
 	res, err := s.Claim(context.Background(), ownerClaim("k", "tok-retry", idemstore.Takeover))

@@ -85,7 +85,7 @@ func TestHandlerMayDescribeTheSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Release(ctx) }()
+	defer func() { _ = tx.Rollback(ctx) }()
 	h := tx.Driver().(*sqlitestore.Tx)
 	var column string
 	if err := h.QueryRowContext(ctx, `SELECT name FROM pragma_table_info('effects')`).Scan(&column); err != nil || column != "marker" {

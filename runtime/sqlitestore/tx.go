@@ -288,7 +288,7 @@ const resetTimeout = 5 * time.Second
 // start only: database/sql rolls back a transaction once the context it
 // began with is done, and the engine begins under a store context that
 // ends as soon as Begin returns. The transaction lives on under a context
-// of its own until Commit or Release, or until lease has passed, as a held
+// of its own until Commit or Rollback, or until lease has passed, as a held
 // one does (ClaimTx): a hung handler then loses its writes rather than
 // holding the database's only write lock for ever.
 func (s *Store) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, error) {
@@ -386,7 +386,7 @@ func (t *storeTx) rolledBackUnder(ctx context.Context) error {
 // back on its own.
 var errRolledBack = errors.New("SQLite rolled the transaction back when a statement in it failed or was interrupted; nothing of it committed")
 
-// Release implements idemstore.Tx.
+// Rollback implements idemstore.Tx.
 //
 // SQLite may have rolled the transaction back already (rolledBack): then
 // there is nothing to roll back, which is no failure, and the claim is
@@ -400,7 +400,7 @@ var errRolledBack = errors.New("SQLite rolled the transaction back when a statem
 // handler started (docs/semantics.md §7.3) and of a handler that answered
 // without writing. Otherwise the handler's writes are rolled back and the
 // claim released on its own.
-func (t *storeTx) Release(ctx context.Context) error {
+func (t *storeTx) Rollback(ctx context.Context) error {
 	t.handlerOwns.Store(false)
 	if t.held && !t.h.used.Load() && t.releaseInside(ctx) == nil {
 		t.close()

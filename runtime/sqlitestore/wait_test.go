@@ -88,7 +88,7 @@ func TestClaimStopsWaitingWhenItsWaitEnds(t *testing.T) {
 	tx := func(s *sqlitestore.Store, ctx context.Context, c idemstore.Claim) error {
 		_, tx, err := s.ClaimTx(ctx, c)
 		if tx != nil {
-			_ = tx.Release(context.Background())
+			_ = tx.Rollback(context.Background())
 		}
 		return err
 	}
@@ -164,7 +164,7 @@ func TestTxReleaseKeepsTheLockWhenTheHandlerWroteNothing(t *testing.T) {
 			}
 		}
 		before := log.Len()
-		if err := tx.Release(ctx); err != nil {
+		if err := tx.Rollback(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if wrote {

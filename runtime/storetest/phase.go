@@ -229,7 +229,7 @@ func testPhaseBesideTx(t *testing.T, s idemstore.PhaseStore) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("RecordPhase waited for the request's own transaction")
 	}
-	if err := tx.Release(ctx); err != nil {
+	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	wantPhase(t, s, r.id, "charge", []byte("ch_1"))

@@ -72,7 +72,7 @@ func (e sessionEnd) end(tx idemstore.Tx) error {
 	if e.commit {
 		return tx.Commit(context.Background(), sampleResponse())
 	}
-	return tx.Release(context.Background())
+	return tx.Rollback(context.Background())
 }
 
 // nextRequests is how many requests after a handler's look for what it
@@ -98,7 +98,7 @@ func testTxSessionIsNotShared(t *testing.T, s txStore) {
 			t.Fatalf("Begin: %v", err)
 		}
 		v := st.probe(ctx, tx.Driver())
-		if err := tx.Release(ctx); err != nil {
+		if err := tx.Rollback(ctx); err != nil {
 			t.Fatalf("Release of a probe's transaction: %v", err)
 		}
 		return v

@@ -54,7 +54,7 @@ type Instance struct {
 	// database's), makes the store's clock read now from this call on.
 	SetClock func(ctx context.Context, now time.Time) error
 	// Crash ends tx the way the death of its process would: the
-	// transaction is rolled back without Commit or Release, and the
+	// transaction is rolled back without Commit or Rollback, and the
 	// connection is gone. It returns when the database has seen it.
 	Crash func(ctx context.Context, tx idemstore.Tx) error
 	// Dump returns every byte the store keeps (a table's rows, Redis's

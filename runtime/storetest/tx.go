@@ -136,7 +136,7 @@ func testTxRelease(t *testing.T, s txStore) {
 	r := newRequest("k1")
 	tx := mustClaimTx(t, s, r.claim())
 	mustWrite(t, s, tx, "released")
-	if err := tx.Release(ctx); err != nil {
+	if err := tx.Rollback(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	wantCount(t, s, "released", 0)
@@ -168,7 +168,7 @@ func testTxInvalidClaims(t *testing.T, s txStore) {
 		}
 	}
 	tx := mustClaimTx(t, s, r.claim())
-	if err := tx.Release(context.Background()); err != nil {
+	if err := tx.Rollback(context.Background()); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 }
@@ -209,7 +209,7 @@ func testTxLost(t *testing.T, s txStore) {
 // open, holding locks its cleanup waits for.
 func releaseTx(tx idemstore.Tx) {
 	if tx != nil {
-		_ = tx.Release(context.Background())
+		_ = tx.Rollback(context.Background())
 	}
 }
 
@@ -230,7 +230,7 @@ func testTxMeetsFailClosedHolder(t *testing.T, s txStore) {
 		t.Fatalf("ClaimTx: %v", err)
 	}
 	if tx != nil {
-		_ = tx.Release(ctx)
+		_ = tx.Rollback(ctx)
 	}
 	if res.Won {
 		t.Fatalf("ClaimTx took over a holder that fails closed (TookOver %v): the request runs again", res.TookOver)
@@ -330,7 +330,7 @@ func testTxConcurrent(t *testing.T, s txStore) {
 			case res.Won:
 				if err := s.Write(ctx, tx.Driver(), "race"); err != nil {
 					outcomes[i].err = fmt.Errorf("winner's write: %w", err)
-					_ = tx.Release(ctx)
+					_ = tx.Rollback(ctx)
 					return
 				}
 				time.Sleep(hold)
@@ -381,7 +381,7 @@ func testTxBegin(t *testing.T, s txStore) {
 		t.Fatalf("Begin: %v", err)
 	}
 	mustWrite(t, s, tx, "keyless-rolled-back")
-	if err := tx.Release(ctx); err != nil {
+	if err := tx.Rollback(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	wantCount(t, s, "keyless-rolled-back", 0)
@@ -586,7 +586,7 @@ func testTxOtherRequestMeetsOpenTx(t *testing.T, s txStore) {
 	r.id.Scope = "" // scope tenant: the operation belongs to the request too
 	held := r.claim()
 	tx := mustClaimTx(t, s, held)
-	defer func() { _ = tx.Release(ctx) }()
+	defer func() { _ = tx.Rollback(ctx) }()
 
 	body := r
 	body.body = `{"amount":1}`
@@ -601,7 +601,7 @@ func testTxOtherRequestMeetsOpenTx(t *testing.T, s txStore) {
 				var tx2 idemstore.Tx
 				res, tx2, err = s.Store.ClaimTx(ctx, oc)
 				if tx2 != nil {
-					_ = tx2.Release(ctx)
+					_ = tx2.Rollback(ctx)
 				}
 			} else {
 				res, err = s.Store.Claim(ctx, oc)
@@ -625,7 +625,7 @@ func testTxOtherRequestMeetsOpenTx(t *testing.T, s txStore) {
 }
 
 // The context given to ClaimTx bounds the claim only: the transaction it
-// opens lives on after that context ends, until Commit or Release.
+// opens lives on after that context ends, until Commit or Rollback.
 func testTxClaimContextEndsEarly(t *testing.T, s txStore) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := newRequest("k1")

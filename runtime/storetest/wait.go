@@ -74,7 +74,7 @@ func testTxWaitEnded(t *testing.T, s txStore) {
 		res, tx, txErr = s.Store.ClaimTx(ctx, txr.claim())
 		txWon = res.Won
 		if tx != nil {
-			if err := tx.Release(context.Background()); err != nil {
+			if err := tx.Rollback(context.Background()); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
 		}

@@ -55,10 +55,10 @@ func (o *Outbox) write(ctx context.Context, f func(*sqlitestore.Tx) error) error
 	}
 	tx, ok := t.Driver().(*sqlitestore.Tx)
 	if !ok {
-		return errors.Join(fmt.Errorf("the store's transaction is a %T", t.Driver()), t.Release(ctx))
+		return errors.Join(fmt.Errorf("the store's transaction is a %T", t.Driver()), t.Rollback(ctx))
 	}
 	if err := f(tx); err != nil {
-		return errors.Join(err, t.Release(ctx))
+		return errors.Join(err, t.Rollback(ctx))
 	}
 	return t.Commit(ctx, idemstore.Response{})
 }

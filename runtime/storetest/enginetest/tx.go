@@ -412,10 +412,10 @@ func writeOwn[Tx any](ctx context.Context, store idemstore.Transactor,
 	}
 	tx, ok := own.Driver().(Tx)
 	if !ok {
-		return errors.Join(fmt.Errorf("Driver() is %T", own.Driver()), own.Release(ctx))
+		return errors.Join(fmt.Errorf("Driver() is %T", own.Driver()), own.Rollback(ctx))
 	}
 	if err := write(ctx, tx, marker); err != nil {
-		return errors.Join(err, own.Release(ctx))
+		return errors.Join(err, own.Rollback(ctx))
 	}
 	return own.Commit(ctx, idemstore.Response{})
 }

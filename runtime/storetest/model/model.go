@@ -972,13 +972,13 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 	line += " → " + r.viewResult(res).String()
 	if f := r.compareClaim("claimTx", op.req, want, res); f != nil {
 		if tx != nil {
-			_ = tx.Release(r.ctx)
+			_ = tx.Rollback(r.ctx)
 		}
 		return line, f
 	}
 	if !res.Won {
 		if tx != nil {
-			_ = tx.Release(r.ctx)
+			_ = tx.Rollback(r.ctx)
 			return line, r.fail("claimTx", "a lost ClaimTx returned a transaction")
 		}
 		return line, nil
@@ -993,7 +993,7 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 		pline, f := r.probe(op, key, op.req)
 		line += "; " + pline
 		if f != nil {
-			_ = tx.Release(r.ctx)
+			_ = tx.Rollback(r.ctx)
 			return line, f
 		}
 	}
@@ -1019,7 +1019,7 @@ func (r *modelRun) txClaimStep(op modelOp) (string, *modelFailure) {
 		h.running = false
 	case txRelease:
 		line += fmt.Sprintf("; h%d releases", h.n)
-		if err := tx.Release(r.ctx); err != nil {
+		if err := tx.Rollback(r.ctx); err != nil {
 			return line + ": error", r.fail("claimTx", "Release of the transaction that holds the key: %v", err)
 		}
 		if mtx.Claims == storetest.TxClaimInTx {

@@ -189,7 +189,7 @@ func loseUpdate(s idemstore.Store) idemstore.Store {
 	c.complete = func(context.Context, idemstore.Identity, string, idemstore.Response) error { return nil }
 	if c.commit != nil {
 		c.commit = func(ctx context.Context, inner idemstore.Tx, _ idemstore.Response) error {
-			return inner.Release(ctx)
+			return inner.Rollback(ctx)
 		}
 	}
 	return wrap(s, c)
@@ -232,7 +232,7 @@ func guardNeverReleases(s idemstore.Store) idemstore.Store {
 			if err != nil || !res.Won || !busy(cl.Identity) {
 				return res, tx, err
 			}
-			return inFlight(cl), nil, tx.Release(ctx)
+			return inFlight(cl), nil, tx.Rollback(ctx)
 		}
 	}
 	return wrap(s, c)

@@ -102,7 +102,7 @@ func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 	return t.s.c.commit(ctx, t.inner, resp)
 }
 
-func (t *tx) Release(ctx context.Context) error { return t.inner.Release(ctx) }
+func (t *tx) Rollback(ctx context.Context) error { return t.inner.Rollback(ctx) }
 
 // Unwrap returns the wrapped store's own transaction of a mutant's tx, and
 // any other tx as it is: for a test's means of crashing a transaction,

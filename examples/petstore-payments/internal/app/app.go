@@ -73,6 +73,9 @@ func Run(ctx context.Context, o *Options, lab Lab, log *slog.Logger) error {
 	if lab.Protect != nil && o.store != "" {
 		return errors.New("--idempotency-store has no use without the idempotency layer")
 	}
+	if lab.Protect != nil && (o.processorURL != "" || o.receiptsURL != "") {
+		return errors.New("--processor-url and --receipts-url need the idempotency layer: the charge's key and the receipt's outbox are its")
+	}
 	keys, err := tenantKeys(o, log)
 	if err != nil {
 		return err
@@ -82,7 +85,11 @@ func Run(ctx context.Context, o *Options, lab Lab, log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
-	if err := db.Migrate(ctx, migrations.FS()); err != nil {
+	effects, err := effectMigrations(db.Dialect)
+	if err != nil {
+		return err
+	}
+	if err := db.Migrate(ctx, migrations.FS(), effects...); err != nil {
 		return err
 	}
 	log.Info("database ready", "database", db.Name, "dialect", db.Dialect.String())
@@ -118,6 +125,10 @@ func Run(ctx context.Context, o *Options, lab Lab, log *slog.Logger) error {
 		return err
 	}
 	defer l.release()
+	runner, err := settle(o, l, &cfg, log)
+	if err != nil {
+		return err
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
@@ -131,6 +142,8 @@ func Run(ctx context.Context, o *Options, lab Lab, log *slog.Logger) error {
 	sweepCtx, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSweep()
 	go l.sweep(sweepCtx, log)
+	stopRunner := runReceipts(ctx, runner, log)
+	defer stopRunner()
 	return serve(ctx, o, lab, met.handler(srv), keys, log)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/api"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/database"
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/payments"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
@@ -30,6 +31,9 @@ type layer struct {
 	// engine).
 	check   func(lookup idem.RouteLookup) error
 	sweeper idemstore.Sweeper
+	// outbox stages effects in the transactional operations'
+	// transactions.
+	outbox payments.Outbox
 	// ready pings the Redis store; nil without one.
 	ready func(context.Context) error
 	// close closes the SQL store and releases the Redis client; nil when
@@ -113,17 +117,19 @@ func (l *layer) release() {
 // always meets the engine that holds its policy, and the other engine,
 // which has no policy for it, passes it through.
 func newLayer(ctx context.Context, db *database.DB, storeURL, prefix string, cfg idem.Config, log *slog.Logger) (*layer, error) {
-	sqlStore, mount, closeSQL, err := idempotencyStore(ctx, db, log)
+	sql, err := idempotencyStore(ctx, db, log)
 	if err != nil {
 		return nil, err
 	}
-	l, err := buildLayer(ctx, sqlStore, mount, storeURL, prefix, cfg, log)
+	closeSQL := sql.close
+	l, err := buildLayer(ctx, sql.store, sql.mount, storeURL, prefix, cfg, log)
 	if err != nil {
 		if closeSQL != nil {
 			_ = closeSQL()
 		}
 		return nil, err
 	}
+	l.outbox = sql.outbox
 	if closeSQL != nil {
 		closeRedis := l.close
 		l.close = func() error {

@@ -46,6 +46,11 @@ type Options struct {
 	// the engine logs keys (idem.Config.KeyLabelSecret); without it the
 	// secret is KEY_LABEL_SECRET, read at start.
 	labelSecretFile string
+	// processorURL is the payment processor transfers are charged at, and
+	// receiptsURL the receiver their receipts are delivered to; "" for
+	// none (internal/payments).
+	processorURL string
+	receiptsURL  string
 }
 
 // NewOptions registers the service's flags on fl, with defaults from
@@ -72,6 +77,8 @@ func NewOptions(fl *flag.FlagSet, getenv func(string) string) *Options {
 	fl.DurationVar(&o.maxWait, "max-wait", 100*time.Millisecond, "longest a request waits for a slot before it is refused (far less while the queue stays full)")
 	fl.BoolVar(&o.metrics, "metrics", false, "serve the idempotency layer's Prometheus metrics at GET /metrics")
 	fl.StringVar(&o.labelSecretFile, "key-label-secret-file", "", "a file holding the secret that keys the labels idempotency keys are logged under (default: env KEY_LABEL_SECRET); `idemgen keys` finds a logged key with the same secret")
+	fl.StringVar(&o.processorURL, "processor-url", getenv("PROCESSOR_URL"), "the payment processor's base URL (env PROCESSOR_URL): each transfer is charged there, once, under its effect key (POST …/v1/charges); default: none")
+	fl.StringVar(&o.receiptsURL, "receipts-url", getenv("RECEIPTS_URL"), "where each transfer's receipt is POSTed, through the transactional outbox, once the transfer commits (env RECEIPTS_URL); default: none")
 	return o
 }
 

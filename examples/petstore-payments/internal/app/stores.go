@@ -11,29 +11,70 @@ import (
 	"github.com/idemgen/idemgen/examples/petstore-payments/api"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/database"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
+	"github.com/idemgen/idemgen/examples/petstore-payments/internal/payments"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/pgoutbox"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/sqliteoutbox"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
+	"github.com/idemgen/idemgen/templates"
 )
 
-// idempotencyStore returns the store for db, the way the transactional
-// operations reach it (through the generated adapters, typed by the
-// store's transaction, pgx.Tx or *sqlitestore.Tx, each adapted to the
-// ledger's DB) and what closes the store, nil if nothing needs to.
-func idempotencyStore(ctx context.Context, db *database.DB, log *slog.Logger) (idemstore.Store, server.TxMount, func() error, error) {
+// sqlStore is the idempotency store of the SQL database: the store, the
+// way the transactional operations reach it (through the generated
+// adapters, typed by the store's transaction, pgx.Tx or *sqlitestore.Tx,
+// each adapted to the ledger's DB), the outbox that stages effects in
+// their transactions, and what closes the store, nil if nothing needs to.
+type sqlStore struct {
+	store  idemstore.Store
+	mount  server.TxMount
+	outbox payments.Outbox
+	close  func() error
+}
+
+// idempotencyStore returns the SQL store of db.
+func idempotencyStore(ctx context.Context, db *database.DB, log *slog.Logger) (sqlStore, error) {
 	switch db.Dialect {
 	case ledger.Postgres:
-		return pgstore.New(db.Pool, pgstore.WithLogger(log)), txMount(func(tx pgx.Tx) ledger.DB { return database.Pgx(tx) }), nil, nil
+		return sqlStore{
+			store:  pgstore.New(db.Pool, pgstore.WithLogger(log)),
+			mount:  txMount(func(tx pgx.Tx) ledger.DB { return database.Pgx(tx) }),
+			outbox: pgoutbox.New(db.Pool, idemoutbox.Options{}),
+		}, nil
 	case ledger.SQLite:
 		store, err := sqliteStore(ctx, db, log)
 		if err != nil {
-			return nil, nil, nil, err
+			return sqlStore{}, err
 		}
-		return store, txMount(func(tx *sqlitestore.Tx) ledger.DB { return database.SQL(tx) }), store.Close, nil
+		return sqlStore{
+			store:  store,
+			mount:  txMount(func(tx *sqlitestore.Tx) ledger.DB { return database.SQL(tx) }),
+			outbox: sqliteoutbox.New(store, idemoutbox.Options{}),
+			close:  store.Close,
+		}, nil
 	}
-	return nil, nil, nil, errors.New("unknown database dialect")
+	return sqlStore{}, errors.New("unknown database dialect")
+}
+
+// effectMigrations are the tables of the effects a transfer makes outside
+// the database, applied after the generated migrations: the recovery
+// points' (idempotency_phases) and the outbox's.
+func effectMigrations(d ledger.Dialect) ([]database.Migration, error) {
+	phases, _, err := templates.PhaseSchema(d.String())
+	if err != nil {
+		return nil, err
+	}
+	outbox, _ := sqliteoutbox.Schema()
+	if d == ledger.Postgres {
+		outbox, _ = pgoutbox.Schema()
+	}
+	return []database.Migration{
+		{Name: "effects/0001_idempotency_phases.sql", SQL: phases},
+		{Name: "effects/0002_idempotency_outbox.sql", SQL: outbox},
+	}, nil
 }
 
 // txMount mounts each transactional operation through its generated

@@ -214,11 +214,14 @@ func (d *DB) Begin(ctx context.Context) (*Tx, error) {
 // several servers start at once on one PostgreSQL database.
 const migrationLockID = 7_361_024_118
 
-// Migrate applies the business schema and then every *.up.sql file of
-// idempotency/<dialect>/ in name order. Each file is applied once and
-// recorded in schema_migrations, so starting the server again, or two
-// servers at once, is harmless.
-func (d *DB) Migrate(ctx context.Context, idempotency fs.FS) error {
+// Migration is one named migration script.
+type Migration struct{ Name, SQL string }
+
+// Migrate applies the business schema, then every *.up.sql file of
+// idempotency/<dialect>/ in name order, then extra in its order. Each is
+// applied once and recorded in schema_migrations, so starting the server
+// again, or two servers at once, is harmless.
+func (d *DB) Migrate(ctx context.Context, idempotency fs.FS, extra ...Migration) error {
 	type migration struct{ name, sql string }
 	business, err := businessSchema.ReadFile("schema/" + d.Dialect.String() + ".sql")
 	if err != nil {
@@ -246,6 +249,9 @@ func (d *DB) Migrate(ctx context.Context, idempotency fs.FS) error {
 			return fmt.Errorf("read migration %s: %w", n, err)
 		}
 		all = append(all, migration{"idempotency/" + n, string(b)})
+	}
+	for _, m := range extra {
+		all = append(all, migration{m.Name, m.SQL})
 	}
 	if d.Pool != nil {
 		return d.migratePostgres(ctx, func(yield func(name, sql string) error) error {

@@ -96,10 +96,17 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request, db ledge
 		s.fail(w, r, err)
 		return
 	}
-	t, err := s.ledger.CreateTransfer(finishing(r), db, tenant(r), in)
+	ctx := finishing(r)
+	t, err := s.ledger.CreateTransfer(ctx, db, tenant(r), in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if s.settle != nil {
+		if err := s.settle(ctx, t); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	s.wrote()
 	w.Header().Set("Location", "/transfers/"+t.ID)

@@ -17,6 +17,7 @@ const (
 	ProblemBodyTooLarge        = "request-body-too-large"
 	ProblemInternal            = "internal-error"
 	ProblemDatabaseUnavailable = "database-unavailable"
+	ProblemUpstreamUnavailable = "upstream-unavailable"
 )
 
 // problem is an RFC 9457 problem details object.
@@ -36,6 +37,7 @@ var problemTitles = map[string]string{
 	ProblemBodyTooLarge:        "Request body too large",
 	ProblemInternal:            "Internal error",
 	ProblemDatabaseUnavailable: "Database unavailable",
+	ProblemUpstreamUnavailable: "A service the request needs is unavailable",
 	"currency-mismatch":        "Currencies do not match",
 	"insufficient-funds":       "Insufficient funds",
 	"pet-unavailable":          "Pet unavailable",

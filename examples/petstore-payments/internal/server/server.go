@@ -55,6 +55,12 @@ type Config struct {
 	Tx TxMount
 	// Begin starts a plain transaction; used only when Tx is nil.
 	Begin func(ctx context.Context) (*database.Tx, error)
+	// Settle, when set, is called by the transfer handler after the
+	// ledger's writes, in the request's transaction, for what the
+	// transfer does outside the ledger (internal/payments). An error
+	// wrapping ErrUnavailable is answered 503, any other 500; either
+	// rolls the transfer back.
+	Settle func(ctx context.Context, t ledger.Transfer) error
 	// AfterWrites, when set, is called by each write handler after its
 	// writes and before its answer: the lab's days pause there, so that
 	// client timeouts and kills land where they hurt most.
@@ -74,6 +80,7 @@ type Server struct {
 	keys        keyring
 	authFails   *failLimiter
 	limits      *limiters
+	settle      func(ctx context.Context, t ledger.Transfer) error
 	afterWrites func()
 	problemBase string
 	maxBody     int64
@@ -104,6 +111,7 @@ func New(cfg Config) (*Server, error) {
 		ready:       cfg.Ready,
 		keys:        newKeyring(cfg.Keys),
 		authFails:   newFailLimiter(cfg.AuthFailures),
+		settle:      cfg.Settle,
 		afterWrites: cfg.AfterWrites,
 		problemBase: cfg.ProblemBase,
 		maxBody:     cfg.MaxBodyBytes,
@@ -201,6 +209,11 @@ func (s *Server) wrote() {
 	}
 }
 
+// ErrUnavailable is wrapped by an error of Config.Settle when a service
+// the transfer needs (the payment processor) did not answer: the request
+// is answered 503 and rolled back, and its retry is safe.
+var ErrUnavailable = errors.New("a service the request needs did not answer")
+
 // fail answers err: a business failure with its problem type, a validation
 // failure with 400, and anything else with a logged 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -221,6 +234,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			status = http.StatusPaymentRequired
 		}
 		s.writeProblem(w, status, string(b.Kind), b.Detail, 0)
+	case errors.Is(err, ErrUnavailable):
+		s.log.WarnContext(r.Context(), "a service the request needs did not answer", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.writeProblem(w, http.StatusServiceUnavailable, ProblemUpstreamUnavailable, "a service the request needs did not answer; retrying with the same Idempotency-Key is safe", 1)
 	default:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		s.writeProblem(w, http.StatusInternalServerError, ProblemInternal, "the service failed; retrying with the same Idempotency-Key is safe", 0)

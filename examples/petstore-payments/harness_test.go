@@ -24,12 +24,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// serverBinary is the service and labBinary the lab's server (the service
+// serverBinary is the service, labBinary the lab's server (the service
 // with the switches of the lab's days and benchmarks: --chaos-delay,
-// --idempotency=off or handwritten), both built once for the whole run by
+// --idempotency=off or handwritten) and processorBinary the fake payment
+// processor of the days with effects, all built once for the whole run by
 // TestMain, in binDir, where tests build other commands they need
 // (idemgenBinary).
-var serverBinary, labBinary, binDir string
+var serverBinary, labBinary, processorBinary, binDir string
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
@@ -46,7 +47,8 @@ func buildAndRun(m *testing.M) int {
 	binDir = dir
 	serverBinary = filepath.Join(dir, "petstore-payments")
 	labBinary = filepath.Join(dir, "petstore-lab")
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), ".", "./lab/cmd/petstore-lab")
+	processorBinary = filepath.Join(dir, "processor")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), ".", "./lab/cmd/petstore-lab", "./lab/cmd/processor")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the servers:", err)

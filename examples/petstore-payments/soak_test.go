@@ -42,6 +42,7 @@ func TestFullDay(t *testing.T) {
 			rep := playDay(t, stormCrash(t, db.url(t), fullTransfers, fullDuration, 5*time.Second, fullKills))
 			checkKills(t, rep, fullKills)
 			checkAnswered(t, rep)
+			checkEffects(t, rep)
 		})
 	}
 }

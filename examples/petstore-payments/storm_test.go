@@ -41,8 +41,15 @@ func stormDay(t *testing.T, base string, transfers int, duration time.Duration) 
 	return c
 }
 
-// stormCrash is stormDay played by a server on databaseURL that is killed
-// kills times, every killEvery on average.
+// stormProcessorDelay is the fake processor's pause before each charge
+// and receipt, so that kills land mid-call.
+const stormProcessorDelay = "10ms"
+
+// stormCrash is stormDay played by a server on databaseURL that charges
+// each transfer at the fake processor, a process of its own, and sends its
+// receipt through the outbox to the processor's receiver: kills times,
+// every killEvery on average, the server, the processor or both are killed
+// (dayreplay.KillTargets).
 func stormCrash(t *testing.T, databaseURL string, transfers int, duration, killEvery time.Duration, kills int) dayreplay.Config {
 	c := stormDay(t, "", transfers, duration)
 	c.Crash = true
@@ -51,6 +58,9 @@ func stormCrash(t *testing.T, databaseURL string, transfers int, duration, killE
 	c.ServerArgs = []string{"--chaos-delay=" + stormChaosDelay}
 	c.KillEvery = killEvery
 	c.MaxKills = kills
+	c.Processor = true
+	c.ProcessorBin = processorBinary
+	c.ProcessorArgs = []string{"--delay=" + stormProcessorDelay}
 	return c
 }
 
@@ -67,11 +77,50 @@ func checkAnswered(t *testing.T, rep dayreplay.Report) {
 	}
 }
 
-// checkKills fails t unless the server was killed kills times.
+// checkKills fails t unless the kills of a stormCrash day were kills:
+// the server's and the processor's as dayreplay.KillTargets says.
 func checkKills(t *testing.T, rep dayreplay.Report, kills int) {
 	t.Helper()
-	if rep.Kills != kills {
-		t.Errorf("%d kills, want %d", rep.Kills, kills)
+	server, processor := dayreplay.KillTargets(kills)
+	if rep.Kills != server || rep.ProcessorKills != processor {
+		t.Errorf("%d kills of the server and %d of the processor, want %d and %d", rep.Kills, rep.ProcessorKills, server, processor)
+	}
+}
+
+// maxReceiptsPerKill bounds the duplicate receipts one kill of the server
+// may cause: the deliveries its runner has under way, at most the
+// runner's workers (idemoutbox's default, 4), each made again after its
+// lease because the kill came between the delivery and its record.
+const maxReceiptsPerKill = 4
+
+// checkEffects asserts what a stormCrash day promises outside the
+// database: one charge per transfer at the processor, no receipt for a
+// transfer that did not commit, a receipt for every one that did, and
+// duplicate receipts only from kills of the server, each with the first's
+// key.
+func checkEffects(t *testing.T, rep dayreplay.Report) {
+	t.Helper()
+	e := rep.Effects
+	if e == nil {
+		t.Fatal("the day audited no charges and receipts")
+	}
+	t.Logf("charges %d, duplicate charges %d, charged but never committed %d; receipts %d, for uncommitted transfers %d, committed without one %d, duplicates %d (%d with the first's key) after %d kills of the server",
+		e.Charges, e.DuplicateCharges, e.ChargedNotCommitted, e.Receipts, e.ReceiptsNotCommitted, e.Undelivered, e.DuplicateReceipts, e.DuplicateSameKey, rep.Kills)
+	if e.Charges == 0 || e.Receipts == 0 {
+		t.Errorf("%d charges and %d receipts: the day did not charge or send receipts", e.Charges, e.Receipts)
+	}
+	if e.DuplicateCharges != 0 {
+		t.Errorf("%d duplicate charges at the processor, want 0", e.DuplicateCharges)
+	}
+	if e.ReceiptsNotCommitted != 0 {
+		t.Errorf("%d receipts for transfers that never committed, want 0", e.ReceiptsNotCommitted)
+	}
+	if e.Undelivered != 0 {
+		t.Errorf("%d committed transfers have no receipt %v after the day, want 0", e.Undelivered, e.Wait.Round(time.Second))
+	}
+	if e.DuplicateReceipts > maxReceiptsPerKill*rep.Kills || e.DuplicateSameKey != e.DuplicateReceipts {
+		t.Errorf("%d duplicate receipts, %d of them with the first's key, after %d kills of the server; want at most %d, all with the first's key",
+			e.DuplicateReceipts, e.DuplicateSameKey, rep.Kills, maxReceiptsPerKill*rep.Kills)
 	}
 }
 
@@ -121,15 +170,16 @@ func playStorms(t *testing.T, transfers int, duration, killEvery time.Duration, 
 			rep := playDay(t, stormCrash(t, db.url(t), transfers, duration, killEvery, kills))
 			checkKills(t, rep, kills)
 			reportStorm(t, rep)
+			checkEffects(t, rep)
 		})
 	}
 }
 
 // TestShortStorm plays the storm at 60 transfers, which takes seconds, on
-// each database, without kills and with one: what the full-size days of
-// the soak build (TestStormDay, TestFullDay) check at scale, checked here
-// on every run.
+// each database, without kills and with three: of the server, of the
+// processor, and of both at once. It checks what the full-size days of the
+// soak build (TestStormDay, TestFullDay) check at scale, on every run.
 func TestShortStorm(t *testing.T) {
 	t.Parallel()
-	playStorms(t, 60, 2*time.Minute, time.Second, 1)
+	playStorms(t, 60, 2*time.Minute, time.Second, 3)
 }

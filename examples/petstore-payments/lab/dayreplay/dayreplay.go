@@ -63,6 +63,19 @@ type Config struct {
 	// MaxKills, when positive, ends the kills after this many; the rest of
 	// the day runs on the last server started.
 	MaxKills int
+	// Processor, with Crash, runs the fake payment processor
+	// (lab/cmd/processor) as a process of its own and points the server
+	// at it, for each transfer's charge and receipt; the kills then take
+	// turns on the server, the processor, and both at once (KillTargets),
+	// and the audit counts the charges and receipts.
+	Processor bool
+	// ProcessorBin is the built processor for Processor; empty builds it.
+	ProcessorBin string
+	// ProcessorArgs are extra processor flags, such as "--delay=10ms".
+	ProcessorArgs []string
+	// ReceiptWait bounds the wait, after the day, for every committed
+	// transfer's receipt; default 2 minutes.
+	ReceiptWait time.Duration
 
 	// Log receives progress lines, restart failures and the server build's
 	// output; nil discards them.
@@ -99,6 +112,9 @@ func (c Config) validate() error {
 	if c.Crash && c.KillEvery <= 0 {
 		return errors.New("kill-every must be positive")
 	}
+	if c.Processor && !c.Crash {
+		return errors.New("processor needs crash: the day starts the processor beside the server it starts")
+	}
 	_, err := parseKeys(c.APIKeys)
 	return err
 }
@@ -130,8 +146,11 @@ type Report struct {
 	// Statuses counts the attempts answered, by status code, as
 	// "201×2900 409×1200 503×40".
 	Statuses string
-	// Kills counts the SIGKILLs of the server (Crash only).
-	Kills int
+	// Kills counts the SIGKILLs of the server (Crash only), and
+	// ProcessorKills those of the processor.
+	Kills, ProcessorKills int
+	// Effects is the audit of the charges and receipts, with Processor.
+	Effects *Effects
 	// Acknowledged counts the distinct transfers answered with a 201.
 	Acknowledged int
 	// NotAcknowledged lists every started transfer that no copy saw
@@ -188,6 +207,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&c.DatabaseURL, "database-url", "", "with --crash: the server's database; empty uses a fresh SQLite file")
 	fl.DurationVar(&c.KillEvery, "kill-every", c.KillEvery, "with --crash: mean time between kills")
 	fl.IntVar(&c.MaxKills, "max-kills", 0, "with --crash: stop killing after this many kills; 0 is no limit")
+	fl.BoolVar(&c.Processor, "processor", false, "with --crash: run the fake payment processor as a process of its own, charge and send a receipt for each transfer, kill it too, and audit charges and receipts")
+	fl.StringVar(&c.ProcessorBin, "processor-bin", "", "with --processor: the built processor (lab/cmd/processor); empty builds it")
+	var processorArgs string
+	fl.StringVar(&processorArgs, "processor-args", "", "with --processor: extra processor flags, space-separated, such as \"--delay=10ms\"")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -195,6 +218,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	c.ServerArgs = strings.Fields(serverArgs)
+	c.ProcessorArgs = strings.Fields(processorArgs)
 	c.Log = stderr
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(stderr, "dayreplay:", err)
@@ -261,14 +285,14 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	}
 	p := newPlan(c.Seed, len(keys), c.Accounts, c.Transfers)
 	base := c.URL
-	var srv *managedServer
+	var srv *managed
 	if c.Crash {
 		srv, err = startManaged(ctx, c)
 		if err != nil {
 			return Report{}, err
 		}
 		defer srv.close()
-		base = srv.url
+		base = srv.server.url
 	} else if err := checkLoopback(base); err != nil {
 		return Report{}, err
 	}
@@ -318,15 +342,21 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	if err := r.settle(ctx, len(keys)); err != nil {
 		return Report{}, err
 	}
-	rep, err := r.audit(ctx, p)
+	rep, transfers, err := r.audit(ctx, p)
 	if err != nil {
 		return Report{}, err
+	}
+	if srv != nil && srv.processor != nil {
+		if rep.Effects, err = auditEffects(ctx, srv.processor.url, transfers, c.ReceiptWait); err != nil {
+			return Report{}, err
+		}
+		rep.ProcessorKills = srv.processor.kills()
 	}
 	rep.Planned, rep.Started, rep.Elapsed = len(p.transfers), started, elapsed
 	rep.Unanswered = r.unanswered(p.transfers[:started])
 	rep.NotAcknowledged = r.notAcknowledged(p.transfers[:started])
 	if srv != nil {
-		rep.Kills = srv.kills()
+		rep.Kills = srv.server.kills()
 	}
 	return rep, nil
 }

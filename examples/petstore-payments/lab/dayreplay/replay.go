@@ -413,8 +413,9 @@ func (r *replayer) settle(ctx context.Context, tenants int) error {
 	return errors.New("audit: the balances still change a minute after the day's end")
 }
 
-// audit reads every account and transfer of the day back over the API.
-func (r *replayer) audit(ctx context.Context, p plan) (Report, error) {
+// audit reads every account and transfer of the day back over the API,
+// and returns the transfers it found by ID.
+func (r *replayer) audit(ctx context.Context, p plan) (Report, map[string]apiTransfer, error) {
 	var a Report
 	a.Conserved = true
 	transfers := map[string]apiTransfer{}
@@ -431,7 +432,7 @@ func (r *replayer) audit(ctx context.Context, p plan) (Report, error) {
 			} `json:"accounts"`
 		}
 		if err := r.get(ctx, t, "/accounts", &list); err != nil {
-			return a, fmt.Errorf("audit: list accounts: %w", err)
+			return a, nil, fmt.Errorf("audit: list accounts: %w", err)
 		}
 		var sumBalance, sumInitial int64
 		listed := map[string]bool{}
@@ -447,7 +448,7 @@ func (r *replayer) audit(ctx context.Context, p plan) (Report, error) {
 				Transfers []apiTransfer `json:"transfers"`
 			}
 			if err := r.get(ctx, t, "/accounts/"+url.PathEscape(acct.ID)+"/transfers", &tl); err != nil {
-				return a, fmt.Errorf("audit: list transfers: %w", err)
+				return a, nil, fmt.Errorf("audit: list transfers: %w", err)
 			}
 			want := init
 			for _, tr := range tl.Transfers {
@@ -512,7 +513,7 @@ func (r *replayer) audit(ctx context.Context, p plan) (Report, error) {
 			}
 		}
 	}
-	return a, nil
+	return a, transfers, nil
 }
 
 func yesNo(b bool) string {
@@ -537,6 +538,9 @@ func (a Report) WriteTable(w io.Writer) error {
 	row("attempts timed out", fmt.Sprintf("%d of %d", a.TimedOut, a.Requests))
 	row("attempts answered, by status", a.Statuses)
 	row("server kills", a.Kills)
+	if a.Effects != nil {
+		row("processor kills", a.ProcessorKills)
+	}
 	row("transfers acknowledged (201)", a.Acknowledged)
 	row("transfers without a final answer", a.Unanswered)
 	row("duplicate transfers", a.Duplicates)
@@ -545,6 +549,7 @@ func (a Report) WriteTable(w io.Writer) error {
 	row("money conserved", yesNo(a.Conserved))
 	row("slowest time to a final answer", a.Slowest.Round(10*time.Millisecond))
 	row("slowest transfer", a.SlowestEndings)
+	a.Effects.rows(row)
 	row("elapsed", a.Elapsed.Round(100*time.Millisecond))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write the table: %w", err)

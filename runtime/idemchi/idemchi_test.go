@@ -106,18 +106,22 @@ func post(h http.Handler, path, key string) *httptest.ResponseRecorder {
 	return w
 }
 
-// Routes registered on chi directly leave a transactional operation whose
-// handler takes its transaction from the context refused by CheckRoutes;
-// registered through Router, with no per-route code, both mountings pass,
-// and a retry is a replay that wrote once.
+// Routes registered on chi directly fail CheckRoutes per route (nothing
+// applies their policy there) and pass behind the middleware, where a
+// handler that takes its transaction from the context is watched at run
+// time; registered through Router, with no per-route code, both mountings
+// pass, and a retry is a replay that wrote once.
 func TestRouterPassesCheckRoutes(t *testing.T) {
 	e, db := newEngine(t, "/v1")
 	var runs atomic.Int64
 
 	plain := chi.NewRouter()
 	mountLikeOapiCodegen(plain, "/v1", &runs)
-	if err := e.CheckRoutes(idem.BehindMiddleware, idemchi.Lookup(plain)); err == nil || !strings.Contains(err.Error(), "does not take its transaction") {
-		t.Fatalf("plain chi: CheckRoutes = %v, want the transaction refused", err)
+	if err := e.CheckRoutes(idem.PerRoute, idemchi.Lookup(plain)); err == nil || !strings.Contains(err.Error(), "does not apply the policy") {
+		t.Fatalf("plain chi per route: CheckRoutes = %v, want the routes refused", err)
+	}
+	if err := e.CheckRoutes(idem.BehindMiddleware, idemchi.Lookup(plain)); err != nil {
+		t.Fatalf("plain chi behind the middleware: CheckRoutes = %v", err)
 	}
 
 	r := chi.NewRouter()

@@ -3,10 +3,14 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -63,6 +67,105 @@ func TestTxWhoseConnectionClosed(t *testing.T) {
 				}
 			}
 			wantEffects(t, pool, map[string]int{"gone": 0})
+		})
+	}
+}
+
+// cutConn closes itself right after the first write once armed: what was
+// written reaches the server, whose answer is lost.
+type cutConn struct {
+	net.Conn
+	armed *atomic.Bool
+}
+
+func (c *cutConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if c.armed.CompareAndSwap(true, false) {
+		_ = c.Conn.Close()
+	}
+	return n, err
+}
+
+// A Commit whose statements were sent, and whose connection then closed
+// before the answer came, may have committed: the handler's writes and the
+// completion together, or neither. A keyless transaction must not say
+// that nothing committed (the engine would answer that the writes were
+// rolled back, inviting a retry that repeats them while they stand): its
+// error wraps idemstore.ErrOutcomeUnknown. A claim's key tells which
+// (docs/semantics.md §3.6): the retry meets the completed row if the
+// writes committed, and wins the key if they did not.
+func TestCommitWhoseAnswerIsLost(t *testing.T) {
+	for _, keyed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("keyed %v", keyed), func(t *testing.T) {
+			armed := new(atomic.Bool)
+			s, pool := newStore(t, func(cfg *pgxpool.Config) {
+				cfg.MaxConns = 1
+				dialer := &net.Dialer{}
+				cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					c, err := dialer.DialContext(ctx, network, addr)
+					if err != nil {
+						return nil, err
+					}
+					return &cutConn{Conn: c, armed: armed}, nil
+				}
+			})
+			ctx := context.Background()
+			begin := func(key string) idemstore.Tx {
+				if keyed {
+					return wonTx(t, s, key, "tok-"+key)
+				}
+				tx, err := s.Begin(ctx, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tx
+			}
+			// A first request prepares every statement on the connection,
+			// so that the second's commit is one write.
+			tx := begin("k0")
+			if err := writeEffect(ctx, tx.Driver(), "first"); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+				t.Fatal(err)
+			}
+			tx = begin("k1")
+			if err := writeEffect(ctx, tx.Driver(), "sent"); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			err := tx.Commit(ctx, idemstore.Response{Status: 201})
+			armed.Store(false)
+			switch {
+			case err == nil || errors.Is(err, pgstore.ErrConnClosed):
+				t.Fatalf("Commit whose answer was lost = %v, want an error that does not say nothing committed", err)
+			case !keyed && !errors.Is(err, idemstore.ErrOutcomeUnknown):
+				t.Fatalf("keyless Commit whose answer was lost = %v, want ErrOutcomeUnknown", err)
+			case !keyed:
+				return
+			}
+			// Once the key answers, the transaction has ended one way or
+			// the other, and its writes are what the key says.
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				res, err := s.Claim(ctx, claimFor("k1", "tok-retry", time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Won || res.Existing.State == idemstore.StateCompleted {
+					n, err := countEffects(ctx, pool, "sent")
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Logf("committed: %v", n == 1)
+					if res.Won == (n == 1) {
+						t.Fatalf("the retry won the key (%v) although the write committed (%v)", res.Won, n == 1)
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the key is still held: %+v", res)
+				}
+			}
 		})
 	}
 }

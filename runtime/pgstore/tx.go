@@ -475,12 +475,34 @@ func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 		// the key over, so a claim row that is not current any more was
 		// ended by the handler: a raw ROLLBACK, then a new transaction.
 		return t.settle(ctx, conn, errHandlerEndedTx)
-	case closedUnsent(conn, err):
-		t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
-		return fmt.Errorf("pgstore: commit: %w: %w", ErrConnClosed, err)
+	case conn.Conn().IsClosed():
+		return t.commitCut(ctx, conn, err)
 	default:
 		return t.settle(ctx, conn, fmt.Errorf("pgstore: commit: %w", err))
 	}
+}
+
+// commitCut ends a transaction whose connection closed under its commit
+// (err). When nothing of the commit was sent (closedUnsent), nothing of the
+// transaction committed (ErrConnClosed). Otherwise the commit may have
+// reached the server and committed, the handler's writes and a claim's
+// completion together, or not, which cannot be known here. A claim's key
+// tells it (docs/semantics.md §3.6): its retry meets the completed row, or
+// wins the key once PostgreSQL has rolled the transaction back, so the
+// error is a failed commit's. A keyless transaction has no key to tell it,
+// and a retry could repeat writes that stand: idemstore.ErrOutcomeUnknown.
+// Nothing can be settled on a closed session, nor needs to be: what
+// commits, commits whole.
+func (t *tx) commitCut(ctx context.Context, conn *pgxpool.Conn, err error) error {
+	unsent := closedUnsent(conn, err)
+	t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
+	switch {
+	case unsent:
+		return fmt.Errorf("pgstore: commit: %w: %w", ErrConnClosed, err)
+	case t.claim == nil:
+		return fmt.Errorf("pgstore: commit: the connection closed before the commit's answer came: %w: %w", idemstore.ErrOutcomeUnknown, err)
+	}
+	return fmt.Errorf("pgstore: commit: the connection closed before the commit's answer came; the key's row tells whether it committed: %w", err)
 }
 
 // errSessionDiscarded is why settle closes a session instead of
@@ -569,6 +591,8 @@ func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
 	switch {
 	case errors.Is(err, errHandlerEndedTx):
 		return t.endedKeyless(ctx, conn, "commit")
+	case err != nil && conn.Conn().IsClosed():
+		return t.commitCut(ctx, conn, err)
 	case err != nil:
 		t.s.giveBack(ctx, conn, t.h)
 		return fmt.Errorf("pgstore: commit: %w", err)

@@ -31,6 +31,16 @@ const (
 	OpCreateTransfer = "createTransfer"
 )
 
+// The declared effects of the annotated operations (x-idempotency.effects).
+const (
+	// CreateTransferEffectCharge names effect charge of createTransfer, for
+	// idem.EffectKey and idem.Phase.
+	CreateTransferEffectCharge = "charge"
+	// CreateTransferEffectReceipt names effect receipt of createTransfer, for
+	// idem.EffectKey and idem.Phase.
+	CreateTransferEffectReceipt = "receipt"
+)
+
 // CreateAccountPolicy returns the x-idempotency policy of POST /accounts
 // (createAccount): an optional key in the Idempotency-Key header, unique per
 // tenant and operation, remembered for 24 hours.
@@ -131,6 +141,10 @@ func CreateTransferPolicy() idem.Policy {
 				{Pointer: "/from_account", Type: fingerprint.String},
 				{Pointer: "/to_account", Type: fingerprint.String},
 			},
+		},
+		Effects: []idem.Effect{
+			{Name: "charge", KeyRetention: 7 * 24 * time.Hour, MaxKeyLength: 255},
+			{Name: "receipt"},
 		},
 	}
 }

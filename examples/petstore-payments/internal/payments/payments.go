@@ -17,17 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgen/idemgen/examples/petstore-payments/api"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemoutbox"
-)
-
-// The names of a transfer's effects: its charge's recovery point (and
-// effect key) and its receipt in the outbox.
-const (
-	EffectCharge  = "charge"
-	EffectReceipt = "receipt"
 )
 
 // callTimeout bounds one call to the processor or the receipt receiver.
@@ -102,27 +96,28 @@ func (p *Payments) Settle(ctx context.Context, t ledger.Transfer) error {
 	if err != nil {
 		return err
 	}
-	if err := p.cfg.Outbox.Stage(ctx, EffectReceipt, payload); err != nil {
+	if err := p.cfg.Outbox.Stage(ctx, api.CreateTransferEffectReceipt, payload); err != nil {
 		return fmt.Errorf("stage the receipt: %w", err)
 	}
 	return nil
 }
 
 // charge charges the processor for t under the request's effect key, in
-// the recovery point EffectCharge: once a run recorded the charge, later
-// runs of the request receive it without calling the processor, and a run
-// that died between the call and its record is followed by a call with
-// the same key, which the processor answers with the first charge
+// the recovery point api.CreateTransferEffectCharge: once a run recorded
+// the charge, later runs of the request receive it without calling the
+// processor, and a run that died between the call and its record is
+// followed by a call with the same key, which the processor answers with
+// the first charge
 // (docs/semantics.md §8.2). A store that cannot record a phase beside the
 // request's transaction (SQLite) calls the processor on every run, with
 // the same key: the key alone keeps the charge to one.
 func (p *Payments) charge(ctx context.Context, t ledger.Transfer) (string, error) {
-	res, err := idem.Phase(ctx, EffectCharge, func(ctx context.Context, effectKey string) ([]byte, error) {
+	res, err := idem.Phase(ctx, api.CreateTransferEffectCharge, func(ctx context.Context, effectKey string) ([]byte, error) {
 		return p.callProcessor(ctx, effectKey, t)
 	})
 	if errors.Is(err, idem.ErrNoPhases) {
 		var key string
-		if key, err = idem.EffectKey(ctx, EffectCharge); err == nil {
+		if key, err = idem.EffectKey(ctx, api.CreateTransferEffectCharge); err == nil {
 			res, err = p.callProcessor(ctx, key, t)
 		}
 	}

@@ -17,7 +17,9 @@
 //   - admit.go: admission reads the tenant, the key, the body (read whole,
 //     within MaxRequestBytes) and the fingerprint. A request without a key
 //     runs unprotected or is refused; nothing so far touched the store.
-//   - claim.go, hold.go: the claim asks the store for the key. A lost
+//   - claim.go, hold.go: the claim asks the store for the key (the words
+//     claim, hold, release, abandon and settle are defined in
+//     docs/semantics.md §9). A lost
 //     claim is answered from the row it met; a won claim is a hold, which
 //     the handler's outcome ends by completing, releasing or abandoning it.
 //     lazytx.go holds the transaction of a handler seen writing around it.

@@ -9,8 +9,8 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
-// hold is a won claim; how it ends differs between a plain claim and one
-// held inside a transaction.
+// hold is a won claim (docs/semantics.md §9); how it ends differs between
+// a plain claim and one held inside a transaction.
 type hold interface {
 	// abandon ends the claim after the handler panicked or gave no answer.
 	abandon(ctx context.Context) error
@@ -58,7 +58,8 @@ func (h txHold) complete(ctx context.Context, resp idemstore.Response) error {
 func (h txHold) tx() idemstore.Tx { return h.t }
 
 // keylessDurableHold is the transaction of a keyless request to an
-// operation whose handler writes around its transaction (durable mode):
+// operation whose handler writes around its transaction (durable mode,
+// docs/semantics.md §9):
 // when it cannot commit, the writes made around it may stand, so the
 // outcome is unknown rather than "not processed".
 type keylessDurableHold struct{ txHold }

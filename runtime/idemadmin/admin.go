@@ -368,6 +368,8 @@ func (a *Admin) Forget(ctx context.Context, id idemstore.Identity, version strin
 	return a.settle(ctx, id, version, nil)
 }
 
+// settle ends an indeterminate key for good (docs/semantics.md §9): it
+// completes it with resp, or forgets it when resp is nil.
 func (a *Admin) settle(ctx context.Context, id idemstore.Identity, v string, resp *idemstore.Response) error {
 	e, err := a.named(ctx, id, v)
 	if err != nil {

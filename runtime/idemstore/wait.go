@@ -14,8 +14,9 @@ var ErrWaitEnded = errors.New("idemstore: the store stopped waiting before it wr
 // waitKey is the context key under which WithWait keeps the wait context.
 type waitKey struct{}
 
-// WithWait returns a copy of ctx that carries wait, the context that bounds
-// how long a store call made under ctx may wait before it writes. ctx keeps
+// WithWait returns a copy of ctx that carries wait, the wait context
+// (docs/semantics.md §9) that bounds how long a store call made under ctx
+// may wait before it writes. ctx keeps
 // bounding the call itself, the write included. The engine passes a
 // request's own context as wait, under a store context that ignores the
 // client's hang-up (docs/semantics.md §7.3): a client that leaves stops

@@ -25,7 +25,8 @@ import (
 // Store's own holds a second lock on the key, guardSQL's, at session
 // level. Every transactional claim asks for that lock too, and a claim
 // that wins the key's row but not its guard gives the row back and answers
-// "in flight". The guard is let go only after Commit or Rollback has
+// "in flight" (docs/semantics.md §9 defines the guard and settling). The
+// guard is let go only after Commit or Rollback has
 // settled the key, so a key whose handler ended the transaction is already
 // indeterminate by then.
 //

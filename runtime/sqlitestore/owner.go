@@ -6,9 +6,10 @@ import (
 	"fmt"
 )
 
-// The owner lock lets a store tell a claim whose process has died from a
-// claim that a live process still runs, so that the first may be taken
-// over at once instead of after its lease (docs/semantics.md §7.4).
+// The owner lock (docs/semantics.md §9) lets a store tell a claim whose
+// process has died from a claim that a live process still runs, so that
+// the first may be taken over at once instead of after its lease
+// (docs/semantics.md §7.4).
 //
 // SQLite lives on one host, where the kernel knows when a process dies and
 // frees its file locks. Every store that Open or OpenDB makes holds a

@@ -21,7 +21,8 @@ const (
 	sweepEvery = keyMemory / 16
 )
 
-// turn admits one of this process's writers at a time (Store.writers). A
+// turn admits one of this process's writers at a time (Store.writers;
+// docs/semantics.md §9 defines the word). A
 // freed turn goes to a waiting completion, release or abandonment first,
 // oldest first: its handler has answered, or will not run. Then it goes
 // to the claim whose key has waited longest: a retry keeps the place of

@@ -77,12 +77,24 @@ type Store interface {
 	// Prune deletes up to limit effects delivered at least age ago and
 	// returns how many it deleted.
 	Prune(ctx context.Context, age time.Duration, limit int) (int, error)
+	// Backlog counts the effects not delivered.
+	Backlog(ctx context.Context) (Backlog, error)
 	// List returns the effects q selects, oldest first.
 	List(ctx context.Context, q Query) ([]Message, error)
 	// Redrive makes the dead effect id pending and due at once, with its
 	// attempts counted from zero. ErrNotDead when it is not dead (or
 	// absent), ErrStagedTwice when a pending effect has its effect key.
 	Redrive(ctx context.Context, id int64) error
+}
+
+// Backlog is what the outbox has not delivered.
+type Backlog struct {
+	Pending, Dead int64
+	// OldestPending is the age of the oldest pending effect, by the
+	// store's clock; 0 when none is pending. It grows without bound when
+	// no runner delivers: the signal a delivery lag of delivered effects
+	// alone cannot give.
+	OldestPending time.Duration
 }
 
 // ErrNotTransactional is wrapped by the error of staging outside the

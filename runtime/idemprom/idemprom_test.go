@@ -156,3 +156,16 @@ func TestEffectMetrics(t *testing.T) {
 		t.Error("a dead effect has a delivery lag")
 	}
 }
+
+// TestEffectBacklogGauges: the backlog is read at scrape time.
+func TestEffectBacklogGauges(t *testing.T) {
+	b := idemoutbox.Backlog{}
+	srv := server(t, idemprom.WithEffectBacklog(func(context.Context) (idemoutbox.Backlog, error) { return b, nil }))
+	b = idemoutbox.Backlog{Pending: 4, Dead: 1, OldestPending: 90 * time.Second}
+	got := scrape(t, srv)
+	for _, want := range []string{"idem_effects_pending 4", "idem_effects_dead 1", "idem_effect_oldest_pending_seconds 90"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %s\n%s", want, got)
+		}
+	}
+}

@@ -227,11 +227,18 @@ func deadLetter(t *testing.T, tg Target) {
 	f.post(t, txPath, "k-a", "", http.StatusCreated)
 	f.post(t, txPath, "k-poison", "poison", http.StatusCreated)
 	f.post(t, txPath, "k-b", "", http.StatusCreated)
+	time.Sleep(20 * time.Millisecond)
+	if b, err := f.inst.Outbox.Backlog(context.Background()); err != nil || b.Pending != 3 || b.Dead != 0 || b.OldestPending < 20*time.Millisecond {
+		t.Errorf("Backlog before delivery = %+v, %v; want 3 pending, the oldest at least 20ms old", b, err)
+	}
 	rcv := newReceiver()
 	cfg := runnerConfig(f.inst.Outbox, rcv.deliver)
 	var obs observer
 	cfg.Observer = &obs
 	runUntil(t, cfg, 1, pendingNone(t, f.inst.Outbox))
+	if b, err := f.inst.Outbox.Backlog(context.Background()); err != nil || b != (idemoutbox.Backlog{Dead: 1}) {
+		t.Errorf("Backlog after delivery = %+v, %v; want the 1 dead", b, err)
+	}
 	for _, k := range []string{"k-a", "k-b"} {
 		if n := rcv.count(f.h.effectKey(k)); n != 1 {
 			t.Errorf("%s's effect delivered %d times, want 1", k, n)

@@ -90,6 +90,19 @@ func (o *Outbox) Prune(ctx context.Context, age time.Duration, limit int) (int, 
 	return int(tag.RowsAffected()), nil
 }
 
+// Backlog implements idemoutbox.Store.
+func (o *Outbox) Backlog(ctx context.Context) (idemoutbox.Backlog, error) {
+	var (
+		b  idemoutbox.Backlog
+		us int64
+	)
+	if err := o.pool.QueryRow(ctx, backlogSQL).Scan(&b.Pending, &b.Dead, &us); err != nil {
+		return b, fmt.Errorf("pgoutbox: backlog: %w", noOutbox(err))
+	}
+	b.OldestPending = time.Duration(us) * time.Microsecond
+	return b, nil
+}
+
 // List implements idemoutbox.Store.
 func (o *Outbox) List(ctx context.Context, q idemoutbox.Query) ([]idemoutbox.Message, error) {
 	states := make([]string, len(q.States))

@@ -74,6 +74,14 @@ const pruneSQL = `DELETE FROM idempotency_outbox o
            FOR UPDATE SKIP LOCKED) d
  WHERE o.id = d.id`
 
+// backlogSQL counts what is not delivered, through the index of
+// undelivered effects.
+const backlogSQL = `SELECT count(*) FILTER (WHERE state = 'pending'),
+       count(*) FILTER (WHERE state = 'dead'),
+       coalesce((extract(epoch FROM clock_timestamp() - min(created_at) FILTER (WHERE state = 'pending')) * 1000000)::bigint, 0)
+  FROM idempotency_outbox
+ WHERE state <> 'delivered'`
+
 // redriveSQL makes a dead effect pending again. The partial unique index
 // refuses it when a pending effect has its effect key.
 const redriveSQL = `UPDATE idempotency_outbox

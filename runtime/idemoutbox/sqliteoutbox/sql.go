@@ -53,6 +53,13 @@ const pruneSQL = `DELETE FROM idempotency_outbox
                WHERE state = 'delivered' AND delivered_at <= ?1
                ORDER BY delivered_at LIMIT ?2)`
 
+// backlogSQL counts what is not delivered, and the staging time of the
+// oldest pending effect (NULL when none is).
+const backlogSQL = `SELECT coalesce(sum(state = 'pending'), 0), coalesce(sum(state = 'dead'), 0),
+       min(CASE WHEN state = 'pending' THEN created_at END)
+  FROM idempotency_outbox
+ WHERE state <> 'delivered'`
+
 // redriveSQL makes a dead effect pending again at ?2.
 const redriveSQL = `UPDATE idempotency_outbox
    SET state = 'pending', attempts = 0, next_attempt_at = ?2, leased_until = NULL, lease_token = NULL

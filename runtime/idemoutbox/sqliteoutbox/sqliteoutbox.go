@@ -147,6 +147,21 @@ func (o *Outbox) Prune(ctx context.Context, age time.Duration, limit int) (int, 
 	return int(n), nil
 }
 
+// Backlog implements idemoutbox.Store.
+func (o *Outbox) Backlog(ctx context.Context) (idemoutbox.Backlog, error) {
+	var (
+		b      idemoutbox.Backlog
+		oldest sql.NullInt64
+	)
+	if err := o.store.DB().QueryRowContext(ctx, backlogSQL).Scan(&b.Pending, &b.Dead, &oldest); err != nil {
+		return b, fmt.Errorf("sqliteoutbox: backlog: %w", noOutbox(err))
+	}
+	if oldest.Valid {
+		b.OldestPending = max(0, o.now().Sub(time.UnixMilli(oldest.Int64)))
+	}
+	return b, nil
+}
+
 // List implements idemoutbox.Store.
 func (o *Outbox) List(ctx context.Context, q idemoutbox.Query) ([]idemoutbox.Message, error) {
 	rows, err := o.store.DB().QueryContext(ctx, listSQL, q.Tenant, q.Scope, q.Key, q.ID)

@@ -39,6 +39,9 @@ CREATE UNIQUE INDEX IF NOT EXISTS idempotency_outbox_pending_key_idx
 CREATE INDEX IF NOT EXISTS idempotency_outbox_due_idx
     ON idempotency_outbox (next_attempt_at) WHERE state = 'pending';
 
+CREATE INDEX IF NOT EXISTS idempotency_outbox_undelivered_idx
+    ON idempotency_outbox (state, created_at) WHERE state <> 'delivered';
+
 CREATE INDEX IF NOT EXISTS idempotency_outbox_delivered_idx
     ON idempotency_outbox (delivered_at) WHERE state = 'delivered';
 

@@ -17,6 +17,15 @@
 //     goes to the newest waiter (adaptive LIFO, as Facebook's "Fail at
 //     Scale" describes), whose client is the most likely to still be
 //     there;
+//   - with Config.Key, the oldest retries come first: the Shedder
+//     remembers when it first saw each idempotency key, a freed slot goes
+//     to the waiting retry whose key it saw first, before any first
+//     attempt, and a retry waits MaxWait even while the queue is
+//     congested. When the queue is full, a retry whose key was seen
+//     before that of the youngest waiter takes that waiter's place, and
+//     the youngest is refused instead: shedding refuses new work before
+//     old retries, so that the client that has waited longest is not the
+//     one refused again and again;
 //   - a request whose client has hung up (its context is done) is never
 //     started, whether it came so or gave up while it waited.
 //
@@ -24,8 +33,17 @@
 // BodyTimeout: a client that sends its body a byte at a time holds a
 // goroutine and a connection, never a slot that others need.
 //
-// The refusal is a 503 problem with Retry-After. Put the Shedder in front
-// of the idempotency engine: a 503 is never stored, and a refused request
+// The refusal is a 503 problem with Retry-After, in whole seconds: the
+// time the queue is expected to take to drain (the mean time a request
+// holds its slot, for each round of MaxInFlight requests ahead), jittered
+// up to twice as long, rounded down and at most RetryAfter. A Shedder
+// whose queue drains in milliseconds answers "Retry-After: 0": come back
+// at once. RFC 9110 allows it; a client with a backoff of its own retries
+// after that backoff (idemclient waits its jittered backoff, never less),
+// one without retries at once. Only a saturated Shedder asks for seconds.
+//
+// The refusal is never stored. Put the Shedder in front
+// of the idempotency engine: a refused request
 // claims no key, so the client's retry under the same key is a first try.
 package idemshed
 
@@ -57,10 +75,9 @@ type Config struct {
 	// queue is congested (it has not been empty for MaxWait); zero is
 	// DefaultCongestedWait. It is at most MaxWait.
 	CongestedWait time.Duration
-	// RetryAfter is the Retry-After hint of a refusal, in whole seconds
-	// (at least 1); a refusal's hint is drawn between it and twice it, so
-	// that the clients refused together do not come back together. Zero is
-	// DefaultRetryAfter.
+	// RetryAfter is the longest Retry-After hint of a refusal, in whole
+	// seconds; the hint follows the time the queue takes to drain and is
+	// 0 while it drains in under a second. Zero is DefaultRetryAfter.
 	RetryAfter time.Duration
 	// ProblemBase prefixes the refusal's problem type name
 	// (problem.Overloaded); empty is DefaultProblemBase.
@@ -75,6 +92,20 @@ type Config struct {
 	// are left for the handler to read or refuse (the engine answers 413
 	// past its own Config.MaxRequestBytes). Zero is DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Key reads a request's idempotency key, cheaply and before its body
+	// (HeaderKey reads a header); "" is a request without one. With it,
+	// the Shedder serves the retries of the keys it has waited on longest
+	// first, and refuses first attempts before them. Nil orders requests
+	// by arrival alone. It runs on every request, before any slot is
+	// taken, and must not block.
+	Key func(*http.Request) string
+	// MaxKeys bounds the keys remembered with their first sighting; zero
+	// is DefaultMaxKeys.
+	MaxKeys int
+	// KeyMemory is how long a key not seen again is remembered (between
+	// it and twice it); zero is DefaultKeyMemory. Make it longer than the
+	// clients' retries of one key last.
+	KeyMemory time.Duration
 	// Rand draws the jitter of Retry-After from [0, n); nil uses
 	// math/rand/v2's N. Tests pass a fixed one.
 	Rand func(n int64) int64
@@ -84,7 +115,9 @@ type Config struct {
 const (
 	DefaultMaxWait       = 100 * time.Millisecond
 	DefaultCongestedWait = 5 * time.Millisecond
-	DefaultRetryAfter    = time.Second
+	DefaultRetryAfter    = 2 * time.Second
+	DefaultMaxKeys       = 1 << 16
+	DefaultKeyMemory     = time.Minute
 	DefaultProblemBase   = "https://idemgen.dev/problems/"
 	DefaultBodyTimeout   = 10 * time.Second
 	DefaultMaxBodyBytes  = 1 << 20
@@ -103,6 +136,9 @@ const (
 	Gone
 	// SlowBody: the request's body did not arrive within BodyTimeout.
 	SlowBody
+	// Displaced: the request waited in a full queue and gave its place
+	// to a retry of a key seen before its own.
+	Displaced
 	nReasons
 )
 
@@ -116,6 +152,8 @@ func (r Reason) String() string {
 		return "gone"
 	case SlowBody:
 		return "slow-body"
+	case Displaced:
+		return "displaced"
 	}
 	return "Reason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -136,6 +174,9 @@ type Stats struct {
 type Shedder struct {
 	cfg  Config
 	rand func(int64) int64
+	// seen remembers keys' first sightings; nil without Config.Key.
+	seen    *firstSeen
+	service serviceTime
 	// now reads the clock that says whether the queue is congested; tests
 	// replace it.
 	now func() time.Time
@@ -152,10 +193,16 @@ type Shedder struct {
 }
 
 // waiter is a request waiting for a slot. granted is set, under the
-// Shedder's lock, when a slot is handed to it; ready then receives.
+// Shedder's lock, when a slot is handed to it, displaced when its place is
+// given to an older retry; ready then receives.
 type waiter struct {
-	ready   chan struct{}
-	granted bool
+	ready     chan struct{}
+	granted   bool
+	displaced bool
+	// since is when the waiter's key was first seen, or when it arrived;
+	// retry says the key was seen before this request.
+	since time.Time
+	retry bool
 }
 
 // New checks cfg and returns its Shedder.
@@ -187,8 +234,17 @@ func New(cfg Config) (*Shedder, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
+	if cfg.KeyMemory <= 0 {
+		cfg.KeyMemory = DefaultKeyMemory
+	}
 	s := &Shedder{cfg: cfg, rand: cfg.Rand, now: time.Now}
 	s.emptyAt = s.now()
+	if cfg.Key != nil {
+		s.seen = newFirstSeen(cfg.MaxKeys, cfg.KeyMemory, s.emptyAt)
+	}
 	if s.rand == nil {
 		s.rand = rand.N[int64]
 	}
@@ -210,14 +266,15 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.readAhead(w, r) {
 			s.refused[SlowBody].Add(1)
-			s.writeProblem(w, problem.BodyUnread, false)
+			s.writeProblem(w, problem.BodyUnread)
 			return
 		}
 		if !s.acquire(r) {
 			s.refuse(w)
 			return
 		}
-		defer s.release()
+		began := time.Now()
+		defer func() { s.service.observe(time.Since(began)); s.release() }()
 		if r.Context().Err() != nil {
 			// The client left while the slot was handed over.
 			s.refused[Gone].Add(1)
@@ -237,22 +294,22 @@ func (s *Shedder) acquire(r *http.Request) bool {
 		s.refused[Gone].Add(1)
 		return false
 	}
+	w := s.newWaiter(r)
 	s.mu.Lock()
 	if s.inFlight < s.cfg.MaxInFlight && len(s.queue) == 0 {
 		s.inFlight++
 		s.mu.Unlock()
 		return true
 	}
-	if len(s.queue) >= s.cfg.MaxQueue {
+	if len(s.queue) >= s.cfg.MaxQueue && !s.displace(w) {
 		s.mu.Unlock()
 		s.refused[Full].Add(1)
 		return false
 	}
 	bound := s.cfg.MaxWait
-	if s.congested(s.now()) {
+	if !w.retry && s.congested(s.now()) {
 		bound = s.cfg.CongestedWait
 	}
-	w := &waiter{ready: make(chan struct{}, 1)}
 	s.queue = append(s.queue, w)
 	s.mu.Unlock()
 	s.queued.Add(1)
@@ -262,17 +319,25 @@ func (s *Shedder) acquire(r *http.Request) bool {
 	why := Waited
 	select {
 	case <-w.ready:
+		if w.displaced {
+			s.refused[Displaced].Add(1)
+			return false
+		}
 		return true
 	case <-timer.C:
 	case <-ctx.Done():
 		why = Gone
 	}
 	s.mu.Lock()
-	if w.granted {
+	switch {
+	case w.granted:
 		// The slot came as the wait ended: it is handed on.
 		s.mu.Unlock()
 		s.release()
-	} else {
+	case w.displaced:
+		// Refused as the wait ended: counted as its wait's end.
+		s.mu.Unlock()
+	default:
 		s.remove(w)
 		s.mu.Unlock()
 	}
@@ -286,8 +351,8 @@ func (s *Shedder) congested(now time.Time) bool {
 	return len(s.queue) > 0 && now.Sub(s.emptyAt) > s.cfg.MaxWait
 }
 
-// release frees a slot: it goes to a waiter if one is queued (the newest
-// while the queue is congested, else the oldest), else back to the pool.
+// release frees a slot: it goes to a waiter if one is queued (next), else
+// back to the pool.
 func (s *Shedder) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -295,10 +360,7 @@ func (s *Shedder) release() {
 		s.inFlight--
 		return
 	}
-	i := 0
-	if s.congested(s.now()) {
-		i = len(s.queue) - 1
-	}
+	i := s.next()
 	w := s.queue[i]
 	s.queue = append(s.queue[:i], s.queue[i+1:]...)
 	s.emptied()
@@ -325,14 +387,18 @@ func (s *Shedder) emptied() {
 	}
 }
 
-// refuse answers 503 with a jittered Retry-After; nothing was done.
+// refuse answers 503 with a Retry-After that follows the drain time;
+// nothing was done.
 func (s *Shedder) refuse(w http.ResponseWriter) {
-	s.writeProblem(w, problem.AtCapacity, true)
+	s.mu.Lock()
+	queued := len(s.queue)
+	s.mu.Unlock()
+	w.Header().Set("Retry-After", strconv.FormatInt(s.retryAfter(queued), 10))
+	s.writeProblem(w, problem.AtCapacity)
 }
 
-// writeProblem answers a, with a jittered Retry-After when retryAfter is
-// set.
-func (s *Shedder) writeProblem(w http.ResponseWriter, a problem.Answer, retryAfter bool) {
+// writeProblem answers a.
+func (s *Shedder) writeProblem(w http.ResponseWriter, a problem.Answer) {
 	body, err := json.Marshal(details{Type: s.cfg.ProblemBase + a.Name(), Title: a.Title(), Status: a.Status(), Detail: a.Detail()})
 	if err != nil {
 		// A problem holds only strings and an int; Marshal cannot fail.
@@ -342,11 +408,6 @@ func (s *Shedder) writeProblem(w http.ResponseWriter, a problem.Answer, retryAft
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if retryAfter {
-		secs := int64(max(1, s.cfg.RetryAfter/time.Second))
-		secs += s.rand(secs + 1)
-		h.Set("Retry-After", strconv.FormatInt(secs, 10))
-	}
 	// The connection is kept: a refusal is cheap, and closing it would
 	// cost the client a new handshake on its retry.
 	w.WriteHeader(a.Status())

@@ -74,10 +74,10 @@ func waitQueued(t *testing.T, s *Shedder, n int) {
 }
 
 // A request beyond the in-flight bound with no queue is refused at once
-// with a 503 problem whose Retry-After is jittered within [RetryAfter,
-// 2·RetryAfter], and never reaches the handler.
+// with a 503 problem and a Retry-After, and never reaches the handler.
 func TestOverCapacityRefusedAtOnce(t *testing.T) {
 	s := mustNew(t, Config{MaxInFlight: 2, RetryAfter: 3 * time.Second, Rand: func(n int64) int64 { return n - 1 }})
+	s.service.observe(time.Second)
 	b := newBlocking()
 	h := s.Middleware(b)
 	var wg sync.WaitGroup
@@ -89,8 +89,8 @@ func TestOverCapacityRefusedAtOnce(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("third request: %d, want 503", rec.Code)
 	}
-	if got := rec.Header().Get("Retry-After"); got != "6" {
-		t.Errorf("Retry-After %q, want 6 (3 s and the largest jitter)", got)
+	if got := rec.Header().Get("Retry-After"); got != "2" {
+		t.Errorf("Retry-After %q, want 2 (a second's drain and the largest jitter)", got)
 	}
 	var p details
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Type != DefaultProblemBase+problem.Overloaded || p.Status != 503 {

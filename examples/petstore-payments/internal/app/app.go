@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemgen/idemgen/examples/petstore-payments/api"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/database"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/ledger"
 	"github.com/idemgen/idemgen/examples/petstore-payments/internal/server"
@@ -174,6 +175,8 @@ func admission(o *Options) (*idemshed.Shedder, error) {
 		RetryAfter:    time.Second,
 		CongestedWait: min(idemshed.DefaultCongestedWait, o.maxWait),
 		ProblemBase:   ProblemBase,
+		// The retries of the keys waited on longest come first.
+		Key: idemshed.HeaderKey(api.CreateTransferPolicy().Key.Name),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("admission: %w", err)

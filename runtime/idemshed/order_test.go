@@ -1,0 +1,184 @@
+package idemshed
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// serveKey is serve for a request carrying an Idempotency-Key.
+func serveKey(h http.Handler, n, key string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/t?n="+n, nil)
+	r.Header.Set("Idempotency-Key", key)
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+// keyed is a Shedder that reads keys, with one slot and a clock the test
+// moves.
+func keyed(t *testing.T, queue int) (*Shedder, func(time.Duration)) {
+	s := mustNew(t, Config{MaxInFlight: 1, MaxQueue: queue, MaxWait: time.Hour, CongestedWait: time.Hour,
+		Key: HeaderKey("Idempotency-Key")})
+	clock := time.Now()
+	var mu sync.Mutex
+	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	return s, func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+}
+
+// seeOld lets s see key once, answered at once, an hour ago on its clock.
+func seeOld(t *testing.T, s *Shedder, key string, move func(time.Duration)) {
+	t.Helper()
+	b := newBlocking()
+	close(b.release)
+	if rec := serveKey(s.Middleware(b), "first", key); rec.Code != http.StatusCreated {
+		t.Fatalf("first attempt of %s: %d", key, rec.Code)
+	}
+	move(time.Hour)
+}
+
+// A freed slot goes to the retry of the key seen first, before first
+// attempts that came before it and after it, congested queue or not.
+func TestOldRetryServedFirst(t *testing.T) {
+	for _, congested := range []bool{false, true} {
+		s, move := keyed(t, 3)
+		seeOld(t, s, "old", move)
+		b := newBlocking()
+		h := s.Middleware(b)
+		var wg sync.WaitGroup
+		wg.Go(func() { serveKey(h, "a", "a") })
+		<-b.entered
+		wg.Go(func() { serveKey(h, "new1", "new1") })
+		waitQueued(t, s, 1)
+		wg.Go(func() { serveKey(h, "retry", "old") })
+		waitQueued(t, s, 2)
+		wg.Go(func() { serveKey(h, "new2", "new2") })
+		waitQueued(t, s, 3)
+		if congested {
+			move(2 * time.Hour)
+		}
+		b.release <- struct{}{}
+		if n := <-b.entered; n != "retry" {
+			t.Errorf("congested %v: the freed slot went to %s, want the retry of the oldest key", congested, n)
+		}
+		close(b.release)
+		wg.Wait()
+	}
+}
+
+// A retry of an old key that finds the queue full takes the place of the
+// youngest waiter, a first attempt, which is refused; a first attempt that
+// finds it full is refused itself.
+func TestFullQueueRefusesNewWorkFirst(t *testing.T) {
+	s, move := keyed(t, 1)
+	seeOld(t, s, "old", move)
+	b := newBlocking()
+	h := s.Middleware(b)
+	var wg sync.WaitGroup
+	wg.Go(func() { serveKey(h, "a", "a") })
+	<-b.entered
+	var newRec *httptest.ResponseRecorder
+	wg.Go(func() { newRec = serveKey(h, "new", "new") })
+	waitQueued(t, s, 1)
+	if rec := serveKey(h, "newer", "newer"); rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("a first attempt at a full queue: %d, want 503", rec.Code)
+	}
+	wg.Go(func() { serveKey(h, "retry", "old") })
+	for i := 0; i < 5000 && s.Stats().Refused[Displaced] == 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	waitQueued(t, s, 1)
+	b.release <- struct{}{}
+	if n := <-b.entered; n != "retry" {
+		t.Errorf("the freed slot went to %s, want the retry", n)
+	}
+	close(b.release)
+	wg.Wait()
+	if newRec.Code != http.StatusServiceUnavailable || newRec.Header().Get("Retry-After") == "" {
+		t.Errorf("the displaced first attempt: %d Retry-After %q, want 503 with a hint", newRec.Code, newRec.Header().Get("Retry-After"))
+	}
+	if st := s.Stats(); st.Refused[Displaced] != 1 || st.Refused[Full] != 1 || st.Admitted != 3 {
+		t.Errorf("stats %+v, want 3 admitted, 1 refused as full, 1 displaced", st)
+	}
+}
+
+// The memory of keys stays within its bound, keeps a key that is seen
+// again with its first sighting, and forgets one not seen for twice its
+// span.
+func TestFirstSeenBounded(t *testing.T) {
+	t0 := time.Now()
+	f := newFirstSeen(8, time.Minute, t0)
+	f.see("kept", t0)
+	for i := range 1000 {
+		f.see(strconv.Itoa(i), t0.Add(time.Duration(i)*time.Millisecond))
+		if i%3 == 0 {
+			if at, again := f.see("kept", t0.Add(time.Second)); !again || !at.Equal(t0) {
+				t.Fatalf("after %d keys: kept first seen %v (again %v), want %v", i, at, again, t0)
+			}
+		}
+		if n := f.len(); n > 8 {
+			t.Fatalf("after %d keys: %d remembered, want at most 8", i, n)
+		}
+	}
+	later := t0.Add(3 * time.Minute)
+	f.see("other", later)
+	f.see("other2", later.Add(2*time.Minute))
+	if at, again := f.see("kept", later.Add(2*time.Minute)); again {
+		t.Errorf("kept, unseen for 4 minutes, still remembered from %v", at)
+	}
+}
+
+// The hint follows the drain time: 0 while the queue drains in
+// milliseconds, seconds when a request holds its slot for seconds, never
+// beyond RetryAfter.
+func TestRetryAfterFollowsDrainTime(t *testing.T) {
+	for _, c := range []struct {
+		service time.Duration
+		queued  int
+		jitter  bool
+		cap     time.Duration
+		want    int64
+	}{
+		{10 * time.Millisecond, 8, true, 0, 0},
+		{200 * time.Millisecond, 1, true, 0, 0},
+		{200 * time.Millisecond, 5, false, 0, 0},
+		{200 * time.Millisecond, 5, true, 0, 1},
+		{1500 * time.Millisecond, 0, false, 10 * time.Second, 1},
+		{1500 * time.Millisecond, 0, true, 10 * time.Second, 3},
+		{1500 * time.Millisecond, 3, true, 0, 2},
+	} {
+		rand := func(int64) int64 { return 0 }
+		if c.jitter {
+			rand = func(n int64) int64 { return n - 1 }
+		}
+		s := mustNew(t, Config{MaxInFlight: 2, RetryAfter: c.cap, Rand: rand})
+		s.service.observe(c.service)
+		if got := s.retryAfter(c.queued); got != c.want {
+			t.Errorf("%+v: Retry-After %d, want %d", c, got, c.want)
+		}
+	}
+}
+
+// A refusal while the handler answers in milliseconds says "Retry-After:
+// 0".
+func TestFastDrainRefusedWithZero(t *testing.T) {
+	s := mustNew(t, Config{MaxInFlight: 1, Rand: func(n int64) int64 { return n - 1 }})
+	fast := newBlocking()
+	close(fast.release)
+	serve(context.Background(), s.Middleware(fast), "fast")
+	b := newBlocking()
+	h := s.Middleware(b)
+	var wg sync.WaitGroup
+	wg.Go(func() { serve(context.Background(), h, "a") })
+	<-b.entered
+	rec := serve(context.Background(), h, "refused")
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "0" {
+		t.Errorf("refused behind a fast handler: %d Retry-After %q, want 503 and 0", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	close(b.release)
+	wg.Wait()
+}

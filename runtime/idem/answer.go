@@ -53,10 +53,9 @@ func (e *Engine) answerExisting(w http.ResponseWriter, r *http.Request, q *reque
 		}
 		e.replay(w, q, resp)
 	case idemstore.StateInFlight:
-		q.event.Outcome = OutcomeInFlight
-		p := e.answer(problem.StillRunning)
-		p.RetryAfter = e.inFlightRetryAfter(q.op, rec.LeaseRemaining)
-		e.send(w, q, p)
+		if !e.awaits(q, rec) {
+			e.stillRunning(w, q, rec)
+		}
 	default:
 		q.event.Outcome = OutcomeIndeterminate
 		// The store does not say whether this claim marked the key or met

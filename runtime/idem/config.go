@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/internal/movingmean"
 	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
@@ -86,6 +87,16 @@ type Config struct {
 	// request-in-progress's Retry-After, from [0, n); nil draws from a
 	// generator of the engine's own. Tests fix it.
 	RetryAfterJitter func(n int) int
+	// DuplicateWait lets a request that meets its key in flight wait, at
+	// most this long from its arrival, for the first request's answer and
+	// then replay it (docs/semantics.md §3.5), instead of being answered
+	// 409 request-in-progress at once; past the bound the 409 stands.
+	// While it waits it holds its client's connection and a goroutine,
+	// never a store connection: a first request served by this process
+	// wakes it when it ends, and one served elsewhere is looked for again
+	// every quarter of the operation's handler time (at least 10 ms, at
+	// most 250 ms). Zero answers 409 at once.
+	DuplicateWait time.Duration
 	// Sealer, when set, seals every stored response's headers and body
 	// (SealResponse) before it reaches the store, and opens them when a
 	// retry replays them. NewAESGCM is one; a team can back one with its
@@ -112,6 +123,8 @@ type Engine struct {
 	rotatedAt    time.Time
 	sealer       idemstore.Sealer
 	jitter       func(n int) int // Config.RetryAfterJitter
+	dupWait      time.Duration
+	held         heldKeys
 }
 
 // operation is a policy prepared for serving.
@@ -125,7 +138,7 @@ type operation struct {
 	replay      map[string]bool // canonical names of headers kept for replay
 	// latency is the handler's observed latency, for the Retry-After of
 	// a 409 request-in-progress.
-	latency latency
+	latency movingmean.Duration
 }
 
 // New prepares an engine. It refuses a configuration that could leave a
@@ -164,6 +177,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.rotatedAt, e.sealer = cfg.SecretsRotatedAt, cfg.Sealer
+	e.dupWait = max(cfg.DuplicateWait, 0)
 	e.clearSecret = idemstore.NewSecret(nil)
 	if e.jitter = cfg.RetryAfterJitter; e.jitter == nil {
 		e.jitter = newLockedRand().IntN

@@ -3,44 +3,44 @@ package idem
 import (
 	crand "crypto/rand"
 	"encoding/binary"
-	"math"
 	"math/rand/v2"
+	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
-// latency is an operation's observed handler latency: a moving mean that
-// weighs each new run by 1/8, so that it follows a database that slows
-// down within a few requests without jumping at one slow run.
-type latency struct{ nanos atomic.Int64 }
-
-func (l *latency) observe(d time.Duration) {
-	for {
-		old := l.nanos.Load()
-		next := int64(d)
-		if old != 0 {
-			next = old + (int64(d)-old)/8
-		}
-		if l.nanos.CompareAndSwap(old, max(next, 1)) {
-			return
-		}
+// inFlightRetryAfter is the Retry-After, in whole seconds, of a 409
+// request-in-progress for a key whose lease has remaining left
+// (docs/semantics.md §3.5): about when the answer is likely ready, the
+// operation's mean handler time (a second before any run has finished),
+// jittered up to twice as long so that the retries of one key, and of keys
+// that met a slow moment together, do not come back in lockstep, rounded
+// down, and never beyond what is left of the lease. A handler that answers
+// in under half a second gets 0: come back at once, after the client's own
+// backoff; seconds are asked for only of a handler that takes them.
+func (e *Engine) inFlightRetryAfter(op *operation, remaining time.Duration) int {
+	mean := op.latency.Mean()
+	if mean == 0 {
+		mean = time.Second
 	}
+	ms := int(min(mean, remaining).Milliseconds())
+	ms += e.jitter(ms + 1)
+	return min(ms/1000, int(remaining/time.Second))
 }
 
-func (l *latency) mean() time.Duration { return time.Duration(l.nanos.Load()) }
-
-// inFlightRetryAfter is the Retry-After, in whole seconds, of a 409
-// request-in-progress for a key whose lease has remaining left (docs/semantics.md
-// §3.5): about as long as the operation's handler takes (at least 1 s),
-// plus a jitter of up to as much again, so that the retries of one key,
-// and of keys that met a slow moment together, do not come back in
-// lockstep; never beyond what is left of the lease, never below 1. A fast
-// handler gets the short hint of 1 or 2 s.
-func (e *Engine) inFlightRetryAfter(op *operation, remaining time.Duration) int {
-	ceil := max(1, int(math.Ceil(remaining.Seconds())))
-	base := min(max(1, int(math.Ceil(op.latency.mean().Seconds()))), ceil)
-	return min(base+e.jitter(base+1), ceil)
+// stillRunning answers a request that met its key in flight with rec: 409
+// request-in-progress, whose Retry-After is sent even when it is 0.
+func (e *Engine) stillRunning(w http.ResponseWriter, q *request, rec idemstore.Record) {
+	q.event.Outcome = OutcomeInFlight
+	p := e.answer(problem.StillRunning)
+	p.RetryAfter = e.inFlightRetryAfter(q.op, rec.LeaseRemaining)
+	if p.RetryAfter == 0 {
+		w.Header().Set(headerRetryAfter, "0")
+	}
+	e.send(w, q, p)
 }
 
 // lockedRand is a generator of the engine's own, so that no engine draws

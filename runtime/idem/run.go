@@ -15,6 +15,7 @@ import (
 // client never sees an answer that its retry would not see too; only a
 // non-transactional body that outgrows the snapshot limit streams on.
 func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold, res idemstore.Result, next http.Handler) {
+	defer e.held.hold(e.dupWait > 0, q.id)()
 	r = e.mark(r, q)
 	limit := q.op.MaxSnapshotBytes
 	if tx := h.tx(); tx != nil {
@@ -31,7 +32,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	rec := newRecorder(q, w, limit)
 	began := time.Now()
 	panicked := e.runHandler(rec, r, next)
-	q.op.latency.observe(time.Since(began))
+	q.op.latency.Observe(time.Since(began))
 	if panicked == nil && rec.answered() && rec.statusCode() < 400 &&
 		h.tx() != nil && !q.applied.taken.Load() {
 		e.txNotTaken(r, q)

@@ -34,8 +34,11 @@ type request struct {
 	// (Engine.mark).
 	mark applied
 	// rec captures the handler's response (newRecorder).
-	rec   recorder
-	event Event
+	rec recorder
+	// metInFlight is the row of a request that met its key in flight and
+	// waits for its answer (Config.DuplicateWait).
+	metInFlight *idemstore.Record
+	event       Event
 }
 
 // serve applies op's policy to one request, stage by stage: admission
@@ -56,10 +59,8 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		e.noKey(w, r, q, next)
 	case e.clientGone(w, r, q):
 		// Answered: nothing is claimed for a client that hung up.
-	case op.Transactional:
-		e.serveTx(w, r, q, c, next)
 	default:
-		e.serveClaim(w, r, q, c, next)
+		e.serveKeyed(w, r, q, c, next)
 	}
 }
 

@@ -156,7 +156,7 @@ func TestRetryAfterFollowsDrainTime(t *testing.T) {
 			rand = func(n int64) int64 { return n - 1 }
 		}
 		s := mustNew(t, Config{MaxInFlight: 2, RetryAfter: c.cap, Rand: rand})
-		s.service.observe(c.service)
+		s.service.Observe(c.service)
 		if got := s.retryAfter(c.queued); got != c.want {
 			t.Errorf("%+v: Retry-After %d, want %d", c, got, c.want)
 		}

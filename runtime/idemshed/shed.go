@@ -58,6 +58,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idemgen/idemgen/runtime/internal/movingmean"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -175,8 +176,9 @@ type Shedder struct {
 	cfg  Config
 	rand func(int64) int64
 	// seen remembers keys' first sightings; nil without Config.Key.
-	seen    *firstSeen
-	service serviceTime
+	seen *firstSeen
+	// service is the mean time a request holds its slot.
+	service movingmean.Duration
 	// now reads the clock that says whether the queue is congested; tests
 	// replace it.
 	now func() time.Time
@@ -274,7 +276,7 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		began := time.Now()
-		defer func() { s.service.observe(time.Since(began)); s.release() }()
+		defer func() { s.service.Observe(time.Since(began)); s.release() }()
 		if r.Context().Err() != nil {
 			// The client left while the slot was handed over.
 			s.refused[Gone].Add(1)

@@ -77,7 +77,7 @@ func waitQueued(t *testing.T, s *Shedder, n int) {
 // with a 503 problem and a Retry-After, and never reaches the handler.
 func TestOverCapacityRefusedAtOnce(t *testing.T) {
 	s := mustNew(t, Config{MaxInFlight: 2, RetryAfter: 3 * time.Second, Rand: func(n int64) int64 { return n - 1 }})
-	s.service.observe(time.Second)
+	s.service.Observe(time.Second)
 	b := newBlocking()
 	h := s.Middleware(b)
 	var wg sync.WaitGroup

@@ -369,7 +369,7 @@ func confirm(r io.Reader, w io.Writer, question string) bool {
 func newKeysStats(kf *keysFlags, stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stats",
-		Short: "Count keys by state and operation; the oldest in flight; expired rows awaiting the sweeper",
+		Short: "Count keys by state and operation; the oldest in flight; expired rows awaiting the sweeper; the outbox's backlog",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return kf.run(cmd, func(ctx context.Context, s *session) error {
@@ -377,10 +377,25 @@ func newKeysStats(kf *keysFlags, stdout io.Writer) *cobra.Command {
 				if err != nil {
 					return failure{err.Error()}
 				}
+				b, err := s.backlog(ctx)
+				if err != nil {
+					return err
+				}
 				if kf.json {
-					return writeJSON(stdout, jsonStats(st, kf.showKeys))
+					out := jsonStats(st, kf.showKeys)
+					if b != nil {
+						out.Effects = &jsonBacklog{Pending: b.Pending, Dead: b.Dead, OldestPendingSeconds: b.OldestPending.Seconds()}
+					}
+					return writeJSON(stdout, out)
 				}
 				printStats(stdout, st, kf.showKeys)
+				if b != nil {
+					oldest := ""
+					if b.Pending > 0 {
+						oldest = fmt.Sprintf(" (the oldest staged %s ago)", age(b.OldestPending))
+					}
+					fmt.Fprintf(stdout, "effects: %d pending%s, %d dead\n", b.Pending, oldest, b.Dead)
+				}
 				return nil
 			})
 		},

@@ -176,6 +176,22 @@ func (s *session) keyLabel(m idemoutbox.Message) (string, bool) {
 	return idemstore.StoredKeyLabel(s.labelSecret, m.Key), true
 }
 
+// backlog is the outbox's backlog, nil when the store has no outbox or
+// its database no outbox table.
+func (s *session) backlog(ctx context.Context) (*idemoutbox.Backlog, error) {
+	if s.outbox == nil {
+		return nil, nil
+	}
+	b, err := s.outbox.Backlog(ctx)
+	switch {
+	case errors.Is(err, idemoutbox.ErrNoOutbox):
+		return nil, nil
+	case err != nil:
+		return nil, failure{err.Error()}
+	}
+	return &b, nil
+}
+
 // effectKeyLabel names the key of m's request as list and show name keys.
 func (s *session) effectKeyLabel(m idemoutbox.Message, showKeys bool) string {
 	if showKeys {

@@ -121,6 +121,14 @@ func TestKeysEffects(t *testing.T) {
 			t.Fatalf("show --json: exit %d, %s", code, out)
 		}
 
+		code, out, _ = st.keys(t, "", "stats", "--json")
+		var stats jsonStatsOut
+		if code != 0 || json.Unmarshal([]byte(out), &stats) != nil || stats.Effects == nil || stats.Effects.Dead != 1 || stats.Effects.Pending != 0 {
+			t.Fatalf("stats --json: exit %d, %s; want the one dead effect", code, out)
+		}
+		if code, out, _ := st.keys(t, "", "stats"); code != 0 || !strings.Contains(out, "effects: 0 pending") || !strings.Contains(out, "1 dead") {
+			t.Fatalf("stats: exit %d, %s", code, out)
+		}
 		code, out, _ = st.keys(t, "", "effects", "--state", "dead", "--json")
 		var dead []jsonEffect
 		if code != 0 || json.Unmarshal([]byte(out), &dead) != nil || len(dead) != 1 || dead[0].Name != "webhook" || dead[0].Attempts != 1 {

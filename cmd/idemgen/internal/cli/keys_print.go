@@ -234,6 +234,15 @@ type jsonStatsOut struct {
 	OldestInFlight *jsonEntry `json:"oldest_in_flight,omitempty"`
 	Expired        int64      `json:"expired_awaiting_sweep"`
 	ReadAt         time.Time  `json:"read_at"`
+	// Effects is the outbox's backlog; absent where there is no outbox.
+	Effects *jsonBacklog `json:"effects,omitempty"`
+}
+
+// jsonBacklog is the outbox's backlog as stats --json prints it.
+type jsonBacklog struct {
+	Pending              int64   `json:"pending"`
+	Dead                 int64   `json:"dead"`
+	OldestPendingSeconds float64 `json:"oldest_pending_seconds"`
 }
 
 func jsonStats(st idemadmin.Stats, showKeys bool) jsonStatsOut {

@@ -11,6 +11,6 @@ import (
 // The store has no way to delete a row from outside, so release-completed
 // does not apply.
 func TestMutants(t *testing.T) {
-	ms := []mutant.Mutant{mutant.CommitThenError, mutant.CompleteWithoutFence, mutant.LoseUpdate, mutant.GuardNeverReleases}
+	ms := []mutant.Mutant{mutant.CommitThenError, mutant.CompleteWithoutFence, mutant.LoseUpdate, mutant.GuardNeverReleases, mutant.ShortLease}
 	mutant.Run(t, target, mutant.Cases(ms, mutant.Conformance, mutant.Model))
 }

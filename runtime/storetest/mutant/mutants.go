@@ -59,11 +59,16 @@ var (
 		Wrap: guardNeverReleases,
 		Tx:   true,
 	}
+	ShortLease = Mutant{
+		Name: "short-lease",
+		What: "a claim is stored with a tenth of the lease it asks for, so that a retry can take over a live claim early",
+		Wrap: shortLease,
+	}
 )
 
 // All lists the mutants of this package.
 func All() []Mutant {
-	return []Mutant{CommitThenError, CompleteWithoutFence, ReleaseCompleted, LoseUpdate, GuardNeverReleases}
+	return []Mutant{CommitThenError, CompleteWithoutFence, ReleaseCompleted, LoseUpdate, GuardNeverReleases, ShortLease}
 }
 
 // ByName returns the mutant of All named name.
@@ -234,6 +239,16 @@ func guardNeverReleases(s idemstore.Store) idemstore.Store {
 			}
 			return inFlight(cl), nil, tx.Rollback(ctx)
 		}
+	}
+	return wrap(s, c)
+}
+
+func shortLease(s idemstore.Store) idemstore.Store {
+	c := newCalls(s)
+	claim := c.claim
+	c.claim = func(ctx context.Context, cl idemstore.Claim) (idemstore.Result, error) {
+		cl.Lease /= 10
+		return claim(ctx, cl)
 	}
 	return wrap(s, c)
 }

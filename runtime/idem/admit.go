@@ -246,7 +246,7 @@ func (e *Engine) newClaim(q *request, k string, sum *[32]byte) idemstore.Claim {
 		TTL:           op.TTL,
 		OnLeaseExpiry: op.OnLeaseExpiry,
 	}
-	q.anchor = c.Identity
+	q.anchor, q.raw = c.Identity, q.sum
 	c, q.older = e.protect(op, c, &q.sum)
 	q.id, q.key = c.Identity, c.Key
 	q.anchor.Key = e.anchorKey(k, c.Key)

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -34,8 +35,8 @@ const EffectNameChars = "._-"
 // often the handler runs for the request, the downstream acts once.
 //
 // It is the same on every run of the request, in any process, before and
-// after a restart or a takeover, and differs between tenants, scopes, keys
-// and names; it is EffectKeyLength hex digits and shows none of them. It is
+// after a restart or a takeover, and differs between tenants, scopes, keys,
+// request fingerprints and names; it is EffectKeyLength hex digits and shows none of them. It is
 // derived under the oldest of Config.Secrets, so that a rotation, which
 // puts a newer secret in front, does not change it (docs/semantics.md
 // §8.1).
@@ -50,7 +51,7 @@ func EffectKey(ctx context.Context, name string) (string, error) {
 	if err := checkEffectName(name); err != nil {
 		return "", err
 	}
-	return a.effectSecret.EffectKey(a.anchor, name), nil
+	return a.effectSecret.EffectKey(a.effectAnchor(), name), nil
 }
 
 // EffectKeyLength is the length of every effect key.
@@ -101,12 +102,25 @@ func (e *Engine) effectSecret() *idemstore.Secret {
 	return &e.secrets[len(e.secrets)-1]
 }
 
-// anchorKey is the client's key k as the oldest secret stores it, the key
-// of the request's anchor; stored is k under the newest, which it is when
-// there is one secret or none.
+// anchorKey is the client's key k as the oldest secret stores it; stored
+// is k under the newest, which it is with one secret or none.
 func (e *Engine) anchorKey(k, stored string) string {
 	if len(e.secrets) < 2 {
 		return stored
 	}
 	return e.effectSecret().Key(k)
+}
+
+// effectAnchor is the identity a's effect keys are derived and its phases
+// recorded under: the anchor's tenant and scope, and its key, a space,
+// which no key holds (docs/semantics.md §2), and the hex of the request's
+// fingerprint under the effect secret. With the fingerprint in it, a key
+// that expired and was reused for another request names other effects.
+// It is made when asked for, so that requests that make no effect pay
+// nothing for it.
+func (a *applied) effectAnchor() idemstore.Identity {
+	id := a.anchor
+	fp := a.effectSecret.Fingerprint(a.raw)
+	id.Key += " " + hex.EncodeToString(fp[:])
+	return id
 }

@@ -48,11 +48,22 @@ func effectServer(t *testing.T, store idemstore.Store, secrets [][]byte, policie
 	}))
 }
 
+// effectKeyOfBody is effectKeyOf for a request with body, answered 201.
+func effectKeyOfBody(t *testing.T, h http.Handler, path, tenant, key, effect, body string) string {
+	t.Helper()
+	return effectKeyWith(t, h, path, tenant, key, effect, body, http.StatusCreated)
+}
+
 // effectKeyOf sends one request and returns the effect key its handler
 // got; status 500 leaves the key free for a retry.
 func effectKeyOf(t *testing.T, h http.Handler, path, tenant, key, effect string, status int) string {
 	t.Helper()
-	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{}`))
+	return effectKeyWith(t, h, path, tenant, key, effect, `{}`, status)
+}
+
+func effectKeyWith(t *testing.T, h http.Handler, path, tenant, key, effect, body string, status int) string {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("X-Tenant", tenant)
 	r.Header.Set("Idempotency-Key", key)
@@ -119,6 +130,10 @@ func TestEffectKeyDiffersByEveryPart(t *testing.T) {
 	add("key", effectKeyOf(t, h, "/charges", "acme", "order-2", "charge", 201))
 	add("name", effectKeyOf(t, h, "/charges", "acme", "order-3", "charge", 201))
 	add("name", effectKeyOf(t, h, "/charges", "acme", "order-3b", "refund", 201))
+	// The same key reused for another request (another body) once the
+	// store forgot it (here, a store of its own) names other effects.
+	hExpired := effectServer(t, memstore.New(), secret, policies...)
+	add("fingerprint", effectKeyOfBody(t, hExpired, "/charges", "acme", "order-1", "charge", `{"amount":2}`))
 	hOther := effectServer(t, memstore.New(), other, policies...)
 	add("secret", effectKeyOf(t, hOther, "/charges", "acme", "order-1", "charge", 201))
 	hClear := effectServer(t, memstore.New(), nil, policies...)

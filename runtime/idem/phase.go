@@ -62,9 +62,9 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 	if !a.phases.first(name) {
 		return nil, fmt.Errorf("%w: %q in operation %s", ErrPhaseReused, name, a.op.OperationID)
 	}
-	e := a.engine
+	e, anchor := a.engine, a.effectAnchor()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.storeTimeout)
-	got, found, err := ps.LoadPhase(sctx, a.anchor, name)
+	got, found, err := ps.LoadPhase(sctx, anchor, name)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("idem: phase %q: loading its record: %w", name, err)
@@ -72,9 +72,9 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 	if found {
 		// A record that cannot be opened fails the request rather than
 		// run the phase again.
-		return idemstore.OpenPhase(e.sealer, a.anchor, name, got)
+		return idemstore.OpenPhase(e.sealer, anchor, name, got)
 	}
-	res, err := run(ctx, a.effectSecret.EffectKey(a.anchor, name))
+	res, err := run(ctx, a.effectSecret.EffectKey(anchor, name))
 	if err != nil {
 		return nil, err
 	}
@@ -82,11 +82,11 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 	// client is still there.
 	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), e.storeTimeout)
 	defer cancel()
-	stored, err := e.recordPhase(sctx, ps, a.anchor, name, res, a.op.TTL)
+	stored, err := e.recordPhase(sctx, ps, anchor, name, res, a.op.TTL)
 	if err != nil {
 		return nil, fmt.Errorf("idem: phase %q ran but its result was not recorded; the next run calls it again with the same effect key: %w", name, err)
 	}
-	return idemstore.OpenPhase(e.sealer, a.anchor, name, stored)
+	return idemstore.OpenPhase(e.sealer, anchor, name, stored)
 }
 
 // recordPhase records res as phase name of id, sealed when the engine has

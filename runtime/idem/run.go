@@ -145,7 +145,7 @@ func (e *Engine) unexecuted(r *http.Request, q *request, h hold, status int) boo
 // q and is itself the handler's context, so marking costs only the copy of
 // the request that carries it.
 func (e *Engine) mark(r *http.Request, q *request) *http.Request {
-	q.mark = applied{Context: r.Context(), op: q.op, engine: e, problemBase: e.problemBase, id: q.id, anchor: q.anchor, effectSecret: e.effectSecret()}
+	q.mark = applied{Context: r.Context(), op: q.op, engine: e, problemBase: e.problemBase, id: q.id, anchor: q.anchor, raw: q.raw, effectSecret: e.effectSecret()}
 	q.applied = &q.mark
 	return r.WithContext(q.applied)
 }
@@ -171,10 +171,11 @@ type applied struct {
 	// id is the identity the request's row is stored under; its Key is
 	// empty for a request without a key.
 	id idemstore.Identity
-	// anchor is the identity the request's effect keys are derived and
-	// its phases recorded under (request.anchor); its Key is empty for a
-	// request without a key.
+	// anchor and raw name the request for its effect keys and phases
+	// (request.anchor, effectAnchor); anchor.Key is empty for a request
+	// without a key.
 	anchor idemstore.Identity
+	raw    [32]byte
 	// effectSecret derives the request's effect keys (EffectKey).
 	effectSecret *idemstore.Secret
 	// engine serves the request; Phase records through its store.

@@ -17,11 +17,13 @@ type request struct {
 	// id is the identity the request's row is stored under; a sealed
 	// response is bound to it.
 	id idemstore.Identity
-	// anchor is the identity the request's effect keys and phases are
-	// derived and recorded under: its key as the oldest of Config.Secrets
-	// stores it (effectSecret), so that a rotation, which adds a newer
-	// secret, changes neither (docs/semantics.md §8.1).
+	// anchor and raw name the request for its effect keys and phases
+	// (applied.effectAnchor): its tenant, scope and key as the oldest of
+	// Config.Secrets stores it (effectSecret), so that a rotation, which
+	// adds a newer secret, changes neither (docs/semantics.md §8.1), and
+	// its fingerprint as computed, before any secret.
 	anchor idemstore.Identity
+	raw    [32]byte
 	// sum is the fingerprint the request's claims carry.
 	sum [32]byte
 	// older are the request's claims under older secrets still in their

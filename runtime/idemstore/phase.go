@@ -23,8 +23,10 @@ var ErrPhaseResultTooLarge = errors.New("idemstore: a phase's result is larger t
 // running the phase again.
 //
 // A phase is named by an identity of its request and its name: the engine
-// gives the tenant, scope and key as the oldest of its secrets stores it,
-// so that a rotation does not lose it (docs/semantics.md §8.1). Its
+// gives the tenant, the scope, and as the key the client's key and the
+// request's fingerprint as the oldest of its secrets stores them, so that
+// a rotation does not lose it and a reused key does not find it
+// (docs/semantics.md §8.1). Its
 // record is not fenced by a lease token and not removed by Release or
 // Abandon: whoever records a phase first sets its result for good, and the
 // record lives ttl from when it was made, by the store's clock, after which

@@ -90,7 +90,9 @@ func checkKills(t *testing.T, rep dayreplay.Report, kills int) {
 // maxReceiptsPerKill bounds the duplicate receipts one kill of the server
 // may cause: the deliveries its runner has under way, at most the
 // runner's workers (idemoutbox's default, 4), each made again after its
-// lease because the kill came between the delivery and its record.
+// lease because the kill came between the delivery and its record. On
+// SQLite the record waits for the write lock behind the transfers, for
+// seconds in a storm, so a kill often finds all four there.
 const maxReceiptsPerKill = 4
 
 // checkEffects asserts what a stormCrash day promises outside the
@@ -104,8 +106,8 @@ func checkEffects(t *testing.T, rep dayreplay.Report) {
 	if e == nil {
 		t.Fatal("the day audited no charges and receipts")
 	}
-	t.Logf("charges %d, duplicate charges %d, charged but never committed %d; receipts %d, for uncommitted transfers %d, committed without one %d, duplicates %d (%d with the first's key) after %d kills of the server",
-		e.Charges, e.DuplicateCharges, e.ChargedNotCommitted, e.Receipts, e.ReceiptsNotCommitted, e.Undelivered, e.DuplicateReceipts, e.DuplicateSameKey, rep.Kills)
+	t.Logf("charges %d, duplicate charges %d, charged but never committed %d; receipts %d, for uncommitted transfers %d, committed without one %d, duplicates %d (%d with the first's key) after %d kills of the server and %d deliveries it could not record",
+		e.Charges, e.DuplicateCharges, e.ChargedNotCommitted, e.Receipts, e.ReceiptsNotCommitted, e.Undelivered, e.DuplicateReceipts, e.DuplicateSameKey, rep.Kills, e.Unrecorded)
 	if e.Charges == 0 || e.Receipts == 0 {
 		t.Errorf("%d charges and %d receipts: the day did not charge or send receipts", e.Charges, e.Receipts)
 	}
@@ -118,9 +120,12 @@ func checkEffects(t *testing.T, rep dayreplay.Report) {
 	if e.Undelivered != 0 {
 		t.Errorf("%d committed transfers have no receipt %v after the day, want 0", e.Undelivered, e.Wait.Round(time.Second))
 	}
-	if e.DuplicateReceipts > maxReceiptsPerKill*rep.Kills || e.DuplicateSameKey != e.DuplicateReceipts {
-		t.Errorf("%d duplicate receipts, %d of them with the first's key, after %d kills of the server; want at most %d, all with the first's key",
-			e.DuplicateReceipts, e.DuplicateSameKey, rep.Kills, maxReceiptsPerKill*rep.Kills)
+	// A duplicate needs a delivery and no record of it: a kill of the
+	// server between the two, or a record that failed, which the server
+	// logs.
+	if most := maxReceiptsPerKill*rep.Kills + e.Unrecorded; e.DuplicateReceipts > most || e.DuplicateSameKey != e.DuplicateReceipts {
+		t.Errorf("%d duplicate receipts, %d of them with the first's key, after %d kills of the server and %d deliveries not recorded; want at most %d, all with the first's key",
+			e.DuplicateReceipts, e.DuplicateSameKey, rep.Kills, e.Unrecorded, most)
 	}
 }
 

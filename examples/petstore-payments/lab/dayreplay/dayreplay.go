@@ -351,6 +351,9 @@ func Run(ctx context.Context, c Config) (Report, error) {
 			return Report{}, err
 		}
 		rep.ProcessorKills = srv.processor.kills()
+		if rep.Effects.Unrecorded, err = srv.server.logLines(unrecordedDelivery); err != nil {
+			return Report{}, err
+		}
 	}
 	rep.Planned, rep.Started, rep.Elapsed = len(p.transfers), started, elapsed
 	rep.Unanswered = r.unanswered(p.transfers[:started])

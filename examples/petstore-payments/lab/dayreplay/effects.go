@@ -36,10 +36,18 @@ type Effects struct {
 	// transfer, and DuplicateSameKey those of them that carried the
 	// first's Idempotency-Key, which a receiver that keeps keys turns away.
 	DuplicateReceipts, DuplicateSameKey int
+	// Unrecorded counts the deliveries the server's runner made and could
+	// not record, as its log says (unrecordedDelivery): each is delivered
+	// again after its lease, a duplicate no kill caused.
+	Unrecorded int
 	// Wait is how long the last receipts took to arrive after the audit
 	// of the ledger.
 	Wait time.Duration
 }
+
+// unrecordedDelivery is in the line idemoutbox's runner logs when the
+// receiver took an effect and the runner could not record the delivery.
+const unrecordedDelivery = "delivered but its delivery could not be recorded"
 
 // rows writes the audit's rows of the report's table; nil writes none.
 func (e *Effects) rows(row func(string, any)) {
@@ -53,6 +61,7 @@ func (e *Effects) rows(row func(string, any)) {
 	row("receipts for an uncommitted transfer", e.ReceiptsNotCommitted)
 	row("committed transfers without a receipt", e.Undelivered)
 	row("duplicate receipts (same key)", fmt.Sprintf("%d (%d)", e.DuplicateReceipts, e.DuplicateSameKey))
+	row("deliveries not recorded, without a kill", e.Unrecorded)
 	row("wait for the last receipt", e.Wait.Round(100*time.Millisecond))
 }
 

@@ -1,6 +1,7 @@
 package dayreplay
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -231,6 +232,16 @@ func (s *managedServer) ensureUp(ctx context.Context) error {
 		}
 	}
 	return s.start(ctx)
+}
+
+// logLines counts the lines of the process's log, across its restarts,
+// that hold text.
+func (s *managedServer) logLines(text string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, s.name+".log"))
+	if err != nil {
+		return 0, err
+	}
+	return bytes.Count(b, []byte(text)), nil
 }
 
 func (s *managedServer) kills() int {

@@ -43,6 +43,8 @@ type Receipt struct {
 	// receiver that honoured it would have turned away; it is ignored.
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	Body           json.RawMessage `json:"body"`
+	// ReceivedAt is when it was kept.
+	ReceivedAt time.Time `json:"received_at"`
 }
 
 // Processor charges and receives receipts.
@@ -172,8 +174,8 @@ func (p *Processor) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.pause()
-	rec := Receipt{IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: body}
 	p.mu.Lock()
+	rec := Receipt{IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: body, ReceivedAt: time.Now().UTC()}
 	defer p.mu.Unlock()
 	if err := p.receiptJ.append(rec); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)

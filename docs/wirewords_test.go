@@ -19,8 +19,8 @@ import (
 )
 
 // wireWords are the words a client or a store reads on the wire, each
-// defined once: the problem type names and the replay header in
-// runtime/problem, the states of a stored key in runtime/idemstore, the
+// defined once: the problem type names, their default base and the replay
+// header in runtime/problem, the states of a stored key in runtime/idemstore, the
 // places of a key in runtime/key.
 func wireWords() (prose, states, places []string) {
 	for _, a := range problem.Answers() {
@@ -28,7 +28,7 @@ func wireWords() (prose, states, places []string) {
 			prose = append(prose, a.Name())
 		}
 	}
-	prose = append(prose, problem.ReplayedHeader)
+	prose = append(prose, problem.ReplayedHeader, problem.DefaultBase)
 	for _, s := range idemstore.States() {
 		states = append(states, string(s))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/internal/movingmean"
 	"github.com/idemgen/idemgen/runtime/key"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
+	"github.com/idemgen/idemgen/runtime/problem"
 )
 
 // Config configures an Engine.
@@ -46,7 +47,7 @@ type Config struct {
 	// process's lifetime.
 	KeyLabelSecret []byte
 	// ProblemBase prefixes every problem type name. The default is
-	// "https://idemgen.dev/problems/".
+	// problem.DefaultBase.
 	ProblemBase string
 	// MaxRequestBytes bounds the request body of a protected operation,
 	// which is read whole before the claim. The default is 1 MiB.
@@ -192,7 +193,7 @@ func New(cfg Config) (*Engine, error) {
 		e.log.Info("Config.KeyLabelSecret is not set: key labels in logs are keyed with a random secret and cannot be looked up with idemgen keys")
 	}
 	if e.problemBase == "" {
-		e.problemBase = defaultProblemBase
+		e.problemBase = problem.DefaultBase
 	}
 	e.storeTimeout = cfg.StoreTimeout
 	if e.storeTimeout <= 0 {

@@ -9,7 +9,6 @@ import (
 )
 
 const (
-	defaultProblemBase         = "https://idemgen.dev/problems/"
 	problemContentType         = "application/problem+json"
 	headerRetryAfter           = "Retry-After"
 	storeUnavailableRetryAfter = 2

@@ -61,7 +61,7 @@ func problemBase(r *http.Request) string {
 	if a := appliedFrom(r.Context()); a != nil {
 		return a.problemBase
 	}
-	return defaultProblemBase
+	return problem.DefaultBase
 }
 
 // unavailable answers a request whose transaction could not begin when

@@ -81,7 +81,7 @@ type Config struct {
 	// 0 while it drains in under a second. Zero is DefaultRetryAfter.
 	RetryAfter time.Duration
 	// ProblemBase prefixes the refusal's problem type name
-	// (problem.Overloaded); empty is DefaultProblemBase.
+	// (problem.Overloaded); empty is problem.DefaultBase.
 	ProblemBase string
 	// BodyTimeout bounds the time a request's body may take to arrive.
 	// The body is read before the request takes a slot, so that clients
@@ -119,7 +119,6 @@ const (
 	DefaultRetryAfter    = 2 * time.Second
 	DefaultMaxKeys       = 1 << 16
 	DefaultKeyMemory     = time.Minute
-	DefaultProblemBase   = "https://idemgen.dev/problems/"
 	DefaultBodyTimeout   = 10 * time.Second
 	DefaultMaxBodyBytes  = 1 << 20
 )
@@ -228,7 +227,7 @@ func New(cfg Config) (*Shedder, error) {
 		cfg.RetryAfter = DefaultRetryAfter
 	}
 	if cfg.ProblemBase == "" {
-		cfg.ProblemBase = DefaultProblemBase
+		cfg.ProblemBase = problem.DefaultBase
 	}
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout

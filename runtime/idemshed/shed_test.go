@@ -93,7 +93,7 @@ func TestOverCapacityRefusedAtOnce(t *testing.T) {
 		t.Errorf("Retry-After %q, want 2 (a second's drain and the largest jitter)", got)
 	}
 	var p details
-	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Type != DefaultProblemBase+problem.Overloaded || p.Status != 503 {
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Type != problem.DefaultBase+problem.Overloaded || p.Status != 503 {
 		t.Errorf("body %q is not the overloaded problem (%v)", rec.Body, err)
 	}
 	close(b.release)

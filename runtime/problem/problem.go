@@ -14,6 +14,10 @@ import (
 	"strconv"
 )
 
+// DefaultBase is the base a type URI is written under unless a server
+// configures its own: the URI is the base followed by the name.
+const DefaultBase = "https://idemgen.dev/problems/"
+
 // ReplayedHeader is the header the engine sets, "true", on every response
 // it replays from the store in place of the handler (docs/semantics.md
 // §3.5); a stored response never keeps it.

@@ -34,9 +34,12 @@ type Config struct {
 	// Defaults 1s and 5m.
 	Backoff, MaxBackoff time.Duration
 	// Lease is how long a claimed effect is the runner's alone, and so
-	// the longest a delivery may take: past it another runner may deliver
-	// it again. A killed runner's effects are delivered by another, or by
-	// itself once restarted, after their lease. Default 1m.
+	// the longest a delivery may take: its context ends with the lease,
+	// since past it another runner may deliver it again. An effect of a
+	// batch that waited for a worker begins only while half its lease is
+	// left, and is given back otherwise. A killed runner's effects are
+	// delivered by another, or by itself once restarted, after their
+	// lease. Default 1m.
 	Lease time.Duration
 	// Batch is the most effects claimed at once, and Workers how many of
 	// them are delivered at the same time. Defaults 16 and 4.
@@ -163,6 +166,9 @@ func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The lease is measured by the store's clock from the claim; read
+	// before the claim, this end comes no later than the store's.
+	leaseEnd := time.Now().Add(r.cfg.Lease)
 	msgs, err := r.cfg.Store.Claim(ctx, r.cfg.Batch, r.cfg.Lease, token)
 	if err != nil {
 		return 0, err
@@ -170,17 +176,26 @@ func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, r.cfg.Workers)
 	for _, m := range msgs {
+		acquired := false
 		select {
 		case sem <- struct{}{}:
+			acquired = true
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil {
+		// Shutting down, or too little of the lease is left for a
+		// delivery to end inside it, while the batch waited for a
+		// worker: give it back, rather than begin a delivery that
+		// another runner could make again once the lease ends.
+		if !acquired || ctx.Err() != nil || time.Until(leaseEnd) < r.cfg.Lease/2 {
+			if acquired {
+				<-sem
+			}
 			r.release(ctx, m, token)
 			continue
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r.deliver(ctx, s.deliveries, m, token)
+			r.deliver(ctx, s.deliveries, m, token, leaseEnd)
 		})
 	}
 	done := make(chan struct{})
@@ -196,15 +211,16 @@ func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 	return len(msgs), nil
 }
 
-// deliver makes one attempt at m and records its outcome.
-func (r *Runner) deliver(ctx, deliveries context.Context, m Message, token string) {
+// deliver makes one attempt at m, ending its context when m's lease
+// does, and records its outcome.
+func (r *Runner) deliver(ctx, deliveries context.Context, m Message, token string, leaseEnd time.Time) {
 	var err error
 	if m.Attempts > r.cfg.MaxAttempts {
 		// Deliveries began that were never recorded: the runners making
 		// them died (an effect that kills its runner, say).
 		err = fmt.Errorf("%d attempts began and none was recorded", m.Attempts-1)
 	} else {
-		dctx, cancel := context.WithTimeout(deliveries, r.cfg.Lease)
+		dctx, cancel := context.WithDeadline(deliveries, leaseEnd)
 		err = r.call(dctx, m)
 		cancel()
 	}

@@ -26,6 +26,7 @@ func Run(t *testing.T, tg Target) {
 		{"StagedTwice", stagedTwice},
 		{"DeadLetter", deadLetter},
 		{"ConcurrentRunners", concurrentRunners},
+		{"SlowBatches", slowBatches},
 		{"DeadRunnersLease", deadRunnersLease},
 		{"ShutdownDrains", shutdownDrains},
 		{"ShutdownBound", shutdownBound},

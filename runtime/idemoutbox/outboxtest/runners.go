@@ -238,3 +238,29 @@ func shutdownBound(t *testing.T, tg Target) {
 	close(release)
 	<-finished
 }
+
+// Runners whose batches outlast their leases (six slow deliveries, one at
+// a time, under a lease that covers five) deliver nothing twice: an
+// effect that waited in its batch begins only while half its lease is
+// left, and is given back to the other runner otherwise.
+func slowBatches(t *testing.T, tg Target) {
+	f := newFixture(t, tg)
+	eks := f.stageMany(t, 12)
+	const lease, each = time.Second, 200 * time.Millisecond
+	rcv := newReceiver()
+	cfg := runnerConfig(f.inst.Outbox, func(ctx context.Context, m idemoutbox.Message) error {
+		select {
+		case <-time.After(each):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return rcv.deliver(ctx, m)
+	})
+	cfg.Batch, cfg.Workers, cfg.Lease = 6, 1, lease
+	runUntil(t, cfg, 2, pendingNone(t, f.inst.Outbox))
+	for i, ek := range eks {
+		if n := rcv.count(ek); n != 1 {
+			t.Errorf("k-%d's effect delivered %d times, want 1", i, n)
+		}
+	}
+}

@@ -9,12 +9,14 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/idemgen/idemgen/generator/breaking"
 	"github.com/idemgen/idemgen/generator/model"
 )
 
@@ -24,7 +26,18 @@ var update = flag.Bool("update", false, "rewrite the golden files of testdata/go
 // options.json, and either want/ (the expected files) or stderr.txt (what
 // the command prints on stderr: the diagnostics and the summary line), or
 // both for a case that succeeds with warnings.
+//
+// A case that tests emission (the Go code's shape, the SQL, the docs page,
+// the overlay, the client table) keeps every file the generator writes in
+// want/. A case that tests the loader (what it makes of a spec: policies,
+// diagnostics, the lock file) holds a file named loaderCase, one line
+// saying what it tests; its want/ holds the lock file only, and the test
+// compares its diagnostics and lock file, so that a change of the emitted
+// code rewrites only the goldens of the cases that are about it.
 var goldenDir = filepath.Join("..", "testdata", "golden")
+
+// loaderCase is the marker file of a case that tests the loader.
+const loaderCase = "loader.txt"
 
 // caseOptions is options.json. Fields left out take the harness defaults,
 // so a case states only what it is about.
@@ -193,6 +206,7 @@ func runGoldenCase(t *testing.T, dir string) {
 	stderrPath := filepath.Join(dir, "stderr.txt")
 	wantDir := filepath.Join(dir, "want")
 	gotStderr := reportText(t, rep)
+	files = comparedFiles(t, dir, files)
 	if *update {
 		if err := os.RemoveAll(wantDir); err != nil {
 			t.Fatal(err)
@@ -235,6 +249,30 @@ func runGoldenCase(t *testing.T, dir string) {
 	if diff := cmp.Diff(asText(want), asText(files)); diff != "" {
 		t.Errorf("generated files differ from want/ (-want +got):\n%s", diff)
 	}
+}
+
+// comparedFiles is what of files the case in dir compares with its want/:
+// every file for a case that tests emission, the lock file alone for one
+// that tests the loader.
+func comparedFiles(t *testing.T, dir string, files map[string][]byte) map[string][]byte {
+	t.Helper()
+	_, err := os.Stat(filepath.Join(dir, loaderCase))
+	if errors.Is(err, fs.ErrNotExist) || files == nil {
+		return files
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := make(map[string][]byte)
+	for p, b := range files {
+		if path.Base(p) == breaking.FileName {
+			lock[p] = b
+		}
+	}
+	if len(lock) == 0 {
+		t.Fatalf("loader case: the generator wrote no %s", breaking.FileName)
+	}
+	return lock
 }
 
 // TestGoldenCompiles builds every case's expected Go package inside the

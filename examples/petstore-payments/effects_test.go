@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -106,5 +108,34 @@ func TestEffects(t *testing.T) {
 				t.Errorf("the payer holds %d, want 700", got)
 			}
 		})
+	}
+}
+
+// TestReceiptsRunnerEndsWithServer: a service with receipts whose address
+// is taken exits at once with an error, its outbox runner stopped with
+// it, rather than waiting for a runner that nothing ends.
+func TestReceiptsRunnerEndsWithServer(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cmd := exec.Command(serverBinary, "--addr", taken.Addr().String(), "--api-keys", apiKeys,
+		"--database-url", "sqlite:"+filepath.Join(t.TempDir(), "db"), "--receipts-url", "http://127.0.0.1:9/receipts")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Fatal("the service exited 0 on an address in use")
+		}
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatal("the service did not exit within 20 s of failing to listen")
 	}
 }

@@ -30,12 +30,15 @@ func settle(o *Options, l *layer, cfg *server.Config, log *slog.Logger) (*idemou
 	return p.Runner()
 }
 
-// runReceipts runs the outbox's runner in the service until ctx ends, and
-// returns what waits for it to drain; nil runs nothing.
-func runReceipts(ctx context.Context, runner *idemoutbox.Runner, log *slog.Logger) (wait func()) {
+// runReceipts runs the outbox's runner in the service until ctx ends or
+// stop is called, and returns stop, which ends the runner and waits for
+// it to drain; nil runs nothing. Serving ends first when it fails, ctx
+// still running, and stop then ends the runner too.
+func runReceipts(ctx context.Context, runner *idemoutbox.Runner, log *slog.Logger) (stop func()) {
 	if runner == nil {
 		return func() {}
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -43,5 +46,8 @@ func runReceipts(ctx context.Context, runner *idemoutbox.Runner, log *slog.Logge
 			log.Error("the receipts' runner stopped", "err", err)
 		}
 	}()
-	return func() { <-done }
+	return func() {
+		cancel()
+		<-done
+	}
 }

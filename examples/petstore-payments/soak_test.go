@@ -5,6 +5,8 @@ package main_test
 import (
 	"testing"
 	"time"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/dayreplay"
 )
 
 // The full-size days take minutes each, so the README's go test ./...
@@ -27,28 +29,34 @@ const (
 	stormDuration  = 3 * time.Minute
 )
 
-// TestFullDay plays the full-size day on each database, without kills and
-// with ten.
+// TestFullDay plays the full-size day on each database, by the clients of
+// each policy (dayreplay.Clients), without kills and with ten.
 func TestFullDay(t *testing.T) {
 	t.Parallel()
-	for _, db := range databases {
-		t.Run(db.name, func(t *testing.T) {
+	for _, client := range dayreplay.Clients {
+		t.Run(string(client), func(t *testing.T) {
 			t.Parallel()
-			s := startLab(t, db.url(t), "--chaos-delay", stormChaosDelay)
-			checkAnswered(t, playDay(t, stormDay(t, s.URL, fullTransfers, fullDuration)))
-		})
-		t.Run(db.name+"Crash", func(t *testing.T) {
-			t.Parallel()
-			rep := playDay(t, stormCrash(t, db.url(t), fullTransfers, fullDuration, 5*time.Second, fullKills))
-			checkKills(t, rep, fullKills)
-			checkAnswered(t, rep)
-			checkEffects(t, rep)
+			for _, db := range databases {
+				t.Run(db.name, func(t *testing.T) {
+					t.Parallel()
+					s := startLab(t, db.url(t), "--chaos-delay", stormChaosDelay)
+					rep := playDay(t, stormDay(t, client, s.URL, fullTransfers, fullDuration))
+					reportStorm(t, rep)
+				})
+				t.Run(db.name+"Crash", func(t *testing.T) {
+					t.Parallel()
+					rep := playDay(t, stormCrash(t, client, db.url(t), fullTransfers, fullDuration, 5*time.Second, fullKills))
+					checkKills(t, rep, fullKills)
+					reportStorm(t, rep)
+					checkEffects(t, rep)
+				})
+			}
 		})
 	}
 }
 
-// TestStormDay plays the storm at 300 transfers on each database, without
-// kills and with three.
+// TestStormDay plays the storm at 300 transfers on each database, by the
+// clients of each policy, without kills and with three.
 func TestStormDay(t *testing.T) {
 	t.Parallel()
 	playStorms(t, stormTransfers, stormDuration, 2*time.Second, stormKills)

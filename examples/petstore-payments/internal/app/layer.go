@@ -56,6 +56,7 @@ func mountLayer(ctx context.Context, o *Options, db *database.DB, cfg *server.Co
 		MaxRequestBytes: cfg.MaxBodyBytes,
 		Observer:        met.observer(),
 		KeyLabelSecret:  labelSecret,
+		DuplicateWait:   o.duplicateWait,
 	}, log)
 	if err != nil {
 		return nil, err

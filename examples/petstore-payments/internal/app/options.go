@@ -41,7 +41,10 @@ type Options struct {
 	maxInFlight int
 	maxQueue    int
 	maxWait     time.Duration
-	metrics     bool
+	// duplicateWait is idem.Config.DuplicateWait: how long a concurrent
+	// duplicate waits for the first request's answer before its 409.
+	duplicateWait time.Duration
+	metrics       bool
 	// labelSecretFile holds the secret that keys the labels under which
 	// the engine logs keys (idem.Config.KeyLabelSecret); without it the
 	// secret is KEY_LABEL_SECRET, read at start.
@@ -75,6 +78,7 @@ func NewOptions(fl *flag.FlagSet, getenv func(string) string) *Options {
 	fl.IntVar(&o.maxInFlight, "max-in-flight", 8, "requests served at once; a request beyond them waits for a slot (see --max-queue) or is answered 503 with Retry-After at once")
 	fl.IntVar(&o.maxQueue, "max-queue", 64, "requests that may wait for a slot; 0 refuses every request beyond --max-in-flight at once")
 	fl.DurationVar(&o.maxWait, "max-wait", 100*time.Millisecond, "longest a request waits for a slot before it is refused (far less while the queue stays full)")
+	fl.DurationVar(&o.duplicateWait, "duplicate-wait", 0, "how long a request that meets its key in flight waits for the first's answer, then replays it, before it is answered 409 (0: at once)")
 	fl.BoolVar(&o.metrics, "metrics", false, "serve the idempotency layer's Prometheus metrics at GET /metrics")
 	fl.StringVar(&o.labelSecretFile, "key-label-secret-file", "", "a file holding the secret that keys the labels idempotency keys are logged under (default: env KEY_LABEL_SECRET); `idemgen keys` finds a logged key with the same secret")
 	fl.StringVar(&o.processorURL, "processor-url", getenv("PROCESSOR_URL"), "the payment processor's base URL (env PROCESSOR_URL): each transfer is charged there, once, under its effect key (POST …/v1/charges); default: none")

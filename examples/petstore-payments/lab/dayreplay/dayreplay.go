@@ -47,6 +47,9 @@ type Config struct {
 	// operations' TTL.
 	Budget time.Duration
 
+	// Client is the retry policy the clients follow; empty is Idemclient.
+	Client Client
+
 	// Crash makes Run start the server and SIGKILL and restart it at random
 	// moments of the day.
 	Crash bool
@@ -115,6 +118,11 @@ func (c Config) validate() error {
 	if c.Processor && !c.Crash {
 		return errors.New("processor needs crash: the day starts the processor beside the server it starts")
 	}
+	if c.Client != "" {
+		if err := c.Client.valid(); err != nil {
+			return err
+		}
+	}
 	_, err := parseKeys(c.APIKeys)
 	return err
 }
@@ -122,6 +130,8 @@ func (c Config) validate() error {
 // Report is what one day did, as audited from the state read back over the
 // API afterwards.
 type Report struct {
+	// Client is the policy the day's clients followed.
+	Client Client
 	// Planned is the number of transfers of the plan; Started those a
 	// client began before the day's time or request budget ran out.
 	Planned, Started int
@@ -201,6 +211,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fl.DurationVar(&c.Duration, "duration", c.Duration, "stop issuing requests after this long")
 	fl.IntVar(&c.Attempts, "attempts", c.Attempts, "attempts per request before a client gives up")
 	fl.DurationVar(&c.Budget, "budget", 0, "when positive, how long a client retries one request before giving up, whatever --attempts allows")
+	fl.StringVar((*string)(&c.Client), "client", string(Idemclient), "the clients' retry policy: idemclient (idemgen's own) or independent (attempt timeouts drawn anew, backoff from 25 ms to 1 s in its upper half, Retry-After honoured up to 2 s)")
 	fl.BoolVar(&c.Crash, "crash", false, "start the server here and SIGKILL and restart it at random moments")
 	fl.StringVar(&c.ServerBin, "server-bin", "", "with --crash: the built server binary, the lab's (lab/cmd/petstore-lab); empty builds it with go build")
 	fl.StringVar(&serverArgs, "server-args", "", "with --crash: extra server flags, space-separated, such as \"--idempotency=off --chaos-delay=300ms\"")
@@ -304,8 +315,8 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	if c.TimeoutMax > c.Timeout {
 		timeout += "–" + c.TimeoutMax.String()
 	}
-	fmt.Fprintf(c.Log, "dayreplay: seed %d, %d tenants × %d accounts, %d transfers, %d clients, timeout %s, against %s\n",
-		c.Seed, len(keys), c.Accounts, c.Transfers, c.Concurrency, timeout, base)
+	fmt.Fprintf(c.Log, "dayreplay: seed %d, %d tenants × %d accounts, %d transfers, %d %s clients, timeout %s, against %s\n",
+		c.Seed, len(keys), c.Accounts, c.Transfers, c.Concurrency, c.client(), timeout, base)
 	start := time.Now()
 	dayCtx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
@@ -356,6 +367,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		}
 	}
 	rep.Planned, rep.Started, rep.Elapsed = len(p.transfers), started, elapsed
+	rep.Client = c.client()
 	rep.Unanswered = r.unanswered(p.transfers[:started])
 	rep.NotAcknowledged = r.notAcknowledged(p.transfers[:started])
 	if srv != nil {

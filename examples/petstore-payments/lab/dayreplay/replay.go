@@ -26,7 +26,8 @@ type replayer struct {
 	base     string
 	keys     []string // API key per tenant
 	c        Config
-	http     *http.Client
+	http     *http.Client // idemclient's
+	plain    *http.Client // the Independent client's: one attempt a call
 	requests atomic.Int64
 	retries  atomic.Int64
 	gaveUp   atomic.Int64
@@ -87,6 +88,7 @@ func newReplayer(base string, keys []string, c Config) (*replayer, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	r.http = t.Client()
+	r.plain = &http.Client{Transport: countingTransport{next: &http.Transport{MaxIdleConnsPerHost: 64}, r: r}}
 	return r, nil
 }
 
@@ -166,6 +168,9 @@ func (a answer) String() string {
 // up (attempts, its retry budget, the request budget or the day's end); the
 // answer then says how far it got.
 func (r *replayer) send(ctx context.Context, tenant int, path, key, body string) (answer, bool) {
+	if r.c.client() == Independent {
+		return r.sendIndependent(ctx, tenant, path, key, body)
+	}
 	var rep idemclient.Report
 	ctx = idemclient.WithReport(idemclient.WithKey(ctx, key), &rep)
 	ctx = idemclient.WithAttemptTimeout(ctx, r.timeout())
@@ -183,19 +188,8 @@ func (r *replayer) send(ctx context.Context, tenant int, path, key, body string)
 }
 
 func (r *replayer) post(ctx context.Context, tenant int, path, body string) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, strings.NewReader(body))
-	if err != nil {
-		return answer{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+r.keys[tenant])
-	req.Header.Set("Content-Type", "application/json")
-	res, err := r.http.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	return answer{status: res.StatusCode, body: b}, err
+	a, _, err := r.postWith(ctx, r.http, tenant, path, body, "")
+	return a, err
 }
 
 // openAccounts opens every planned account, each under its own key.
@@ -530,6 +524,7 @@ func (a Report) WriteTable(w io.Writer) error {
 	row := func(k string, v any) { fmt.Fprintf(tw, "| %s\t %v\t\n", k, v) }
 	row("metric", "value")
 	fmt.Fprintf(tw, "|---\t---\t\n")
+	row("client", a.Client)
 	row("transfers planned", a.Planned)
 	row("transfers started", a.Started)
 	row("requests", a.Requests)

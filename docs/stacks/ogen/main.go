@@ -3,16 +3,10 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/idemgen/idemgen/docs/stacks/stackmain"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemogen"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
@@ -26,12 +20,9 @@ import (
 // docs:end generate
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, cmp.Or(os.Getenv("DB"), "orders.db"), cmp.Or(os.Getenv("ADDR"), "localhost:8080"), orders{}); err != nil {
-		fmt.Fprintln(os.Stderr, "orders:", err)
-		os.Exit(1)
-	}
+	stackmain.Main("orders", func(ctx context.Context, path, addr string) error {
+		return run(ctx, path, addr, orders{})
+	})
 }
 
 // schema is the service's own table, in the same database as the keys.
@@ -41,41 +32,11 @@ const schema = `CREATE TABLE IF NOT EXISTS orders (
 	quantity INTEGER NOT NULL
 )`
 
-// run serves h until ctx ends. It prints the address it listens on once
-// CheckRoutes has passed, so that ADDR may be ":0".
+// run serves h on the database at path until ctx ends (stackmain.Serve).
 func run(ctx context.Context, path, addr string, h api.Handler) error {
-	// This process is the database's only user: after a crash, the next
-	// start ends the leases of the requests the crash cut short at once,
-	// so their retries run again without waiting the leases out.
-	store, err := sqlitestore.Open(ctx, path, sqlitestore.WithDeadHolderRecovery())
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	if err := store.Migrate(ctx); err != nil { // the key table; safe on every start
-		return err
-	}
-	if _, err := store.DB().ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("create the orders table: %w", err)
-	}
-	handler, err := newHandler(store, h)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	fmt.Println("listening on", ln.Addr())
-	srv := &http.Server{Handler: handler}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Shutdown(context.WithoutCancel(ctx))
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return stackmain.Serve(ctx, path, addr, schema, func(store *sqlitestore.Store) (http.Handler, error) {
+		return newHandler(store, h)
+	})
 }
 
 // docs:begin mount

@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -112,15 +111,10 @@ func (e *Engine) anchorKey(k, stored string) string {
 }
 
 // effectAnchor is the identity a's effect keys are derived and its phases
-// recorded under: the anchor's tenant and scope, and its key, a space,
-// which no key holds (docs/semantics.md §2), and the hex of the request's
-// fingerprint under the effect secret. With the fingerprint in it, a key
-// that expired and was reused for another request names other effects.
-// It is made when asked for, so that requests that make no effect pay
-// nothing for it.
+// recorded under (idemstore.PhaseIdentity), from the request's key and
+// fingerprint under the effect secret. It is made when asked for, so that
+// requests that make no effect pay nothing for it.
 func (a *applied) effectAnchor() idemstore.Identity {
-	id := a.anchor
 	fp := a.effectSecret.Fingerprint(a.raw)
-	id.Key += " " + hex.EncodeToString(fp[:])
-	return id
+	return idemstore.PhaseIdentity(a.anchor, fp[:])
 }

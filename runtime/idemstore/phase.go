@@ -2,6 +2,7 @@ package idemstore
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -61,4 +62,31 @@ func CheckPhase(name string, result []byte, ttl time.Duration) error {
 		return fmt.Errorf("idemstore: a phase's ttl %v is under a millisecond", ttl)
 	}
 	return nil
+}
+
+// PhaseIdentity is the identity a request's phases are recorded under,
+// from its identity and fingerprint as the engine's oldest secret stores
+// them (for a row written under that secret, the row's own): the key, a
+// space, which no key holds (docs/semantics.md §2), and the fingerprint
+// in hex. A key that expired and was reused for another request names
+// other phases.
+func PhaseIdentity(id Identity, fingerprint []byte) Identity {
+	id.Key += " " + hex.EncodeToString(fingerprint)
+	return id
+}
+
+// PhaseRecord is one recorded phase, as an operator lists it.
+type PhaseRecord struct {
+	Name string
+	// Bytes is the size of the result as stored (sealed, under a Sealer).
+	Bytes int
+	// RecordedAt and ExpiresAt are by the store's clock; RecordedAt is
+	// zero where the store does not keep it (Redis).
+	RecordedAt, ExpiresAt time.Time
+}
+
+// PhaseLister is a PhaseStore that lists the phases recorded under an
+// identity (PhaseIdentity), by name, for the operator's tools.
+type PhaseLister interface {
+	ListPhases(ctx context.Context, id Identity) ([]PhaseRecord, error)
 }

@@ -2,12 +2,17 @@ package memstore
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
-var _ idemstore.PhaseStore = (*Store)(nil)
+var (
+	_ idemstore.PhaseStore  = (*Store)(nil)
+	_ idemstore.PhaseLister = (*Store)(nil)
+)
 
 // phaseID names one phase of one request.
 type phaseID struct {
@@ -17,8 +22,8 @@ type phaseID struct {
 
 // phaseRow is a recorded phase.
 type phaseRow struct {
-	result    []byte
-	expiresAt time.Time
+	result                []byte
+	recordedAt, expiresAt time.Time
 }
 
 // LoadPhase implements idemstore.PhaseStore.
@@ -53,7 +58,7 @@ func (s *Store) RecordPhase(ctx context.Context, id idemstore.Identity, name str
 	if s.phases == nil {
 		s.phases = make(map[phaseID]phaseRow)
 	}
-	s.phases[k] = phaseRow{result: clone(result), expiresAt: now.Add(ttl)}
+	s.phases[k] = phaseRow{result: clone(result), recordedAt: now, expiresAt: now.Add(ttl)}
 	return clone(result), nil
 }
 
@@ -77,3 +82,21 @@ func (s *Store) sweepPhases(now time.Time, limit int) int {
 }
 
 func clone(b []byte) []byte { return append([]byte{}, b...) }
+
+// ListPhases implements idemstore.PhaseLister, by name.
+func (s *Store) ListPhases(ctx context.Context, id idemstore.Identity) ([]idemstore.PhaseRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var out []idemstore.PhaseRecord
+	for k, p := range s.phases {
+		if k.Identity == id && p.expiresAt.After(now) {
+			out = append(out, idemstore.PhaseRecord{Name: k.name, Bytes: len(p.result), RecordedAt: p.recordedAt, ExpiresAt: p.expiresAt})
+		}
+	}
+	slices.SortFunc(out, func(a, b idemstore.PhaseRecord) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -14,7 +14,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
-var _ idemstore.PhaseStore = (*Store)(nil)
+var (
+	_ idemstore.PhaseStore  = (*Store)(nil)
+	_ idemstore.PhaseLister = (*Store)(nil)
+)
 
 // recordPhaseSQL records a phase unless a live record stands. A record
 // whose ttl has run out is replaced, as an expired key is. When the
@@ -169,4 +172,34 @@ func nonNil(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// listPhasesSQL lists the live phases of one identity, by name.
+const listPhasesSQL = `SELECT name, octet_length(result), created_at, expires_at
+  FROM idempotency_phases
+ WHERE tenant = $1 AND scope = $2 AND key = $3 AND expires_at > clock_timestamp()
+ ORDER BY name`
+
+// ListPhases implements idemstore.PhaseLister. A database without the
+// phases' table has none.
+func (s *Store) ListPhases(ctx context.Context, id idemstore.Identity) ([]idemstore.PhaseRecord, error) {
+	rows, err := s.pool.Query(ctx, listPhasesSQL, id.Tenant, id.Scope, id.Key)
+	if err != nil {
+		if isUndefinedTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("pgstore: list phases: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (idemstore.PhaseRecord, error) {
+		var p idemstore.PhaseRecord
+		err := r.Scan(&p.Name, &p.Bytes, &p.RecordedAt, &p.ExpiresAt)
+		return p, err
+	})
+	if err != nil {
+		if isUndefinedTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("pgstore: list phases: %w", err)
+	}
+	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,7 +13,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
-var _ idemstore.PhaseStore = (*Store)(nil)
+var (
+	_ idemstore.PhaseStore  = (*Store)(nil)
+	_ idemstore.PhaseLister = (*Store)(nil)
+)
 
 // recordPhaseScript records a phase unless one stands, and returns the
 // result that stands. KEYS[1] is the phase's key; ARGV[1] the result,
@@ -63,3 +68,43 @@ func (s *Store) RecordPhase(ctx context.Context, id idemstore.Identity, name str
 // PhasesBesideTx implements idemstore.PhaseStore; the store has no
 // transactions.
 func (s *Store) PhasesBesideTx() bool { return true }
+
+// ListPhases implements idemstore.PhaseLister: it scans the phase keys of
+// id in their hash slot's master, by name. ExpiresAt is read off each
+// key's remaining time by this process's clock; RecordedAt is not kept.
+func (s *Store) ListPhases(ctx context.Context, id idemstore.Identity) ([]idemstore.PhaseRecord, error) {
+	prefix := s.PhaseKey(id, "")
+	node, ok := s.client.(*redis.Client)
+	if cc, isCluster := s.client.(*redis.ClusterClient); isCluster {
+		var err error
+		if node, err = cc.MasterForKey(ctx, prefix); err != nil {
+			return nil, fmt.Errorf("redisstore: list phases: %w", err)
+		}
+		ok = true
+	}
+	if !ok {
+		return nil, fmt.Errorf("redisstore: list phases: cannot scan through a %T", s.client)
+	}
+	var out []idemstore.PhaseRecord
+	iter := node.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		n, err := node.StrLen(ctx, k).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: list phases: %w", err)
+		}
+		ttl, err := node.PTTL(ctx, k).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: list phases: %w", err)
+		}
+		if ttl < 0 {
+			continue // gone between the scan and the read
+		}
+		out = append(out, idemstore.PhaseRecord{Name: strings.TrimPrefix(k, prefix), Bytes: int(n), ExpiresAt: time.Now().Add(ttl)})
+	}
+	if err := iter.Err(); err != nil {
+		return nil, fmt.Errorf("redisstore: list phases: %w", err)
+	}
+	slices.SortFunc(out, func(a, b idemstore.PhaseRecord) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -11,7 +11,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
-var _ idemstore.PhaseStore = (*Store)(nil)
+var (
+	_ idemstore.PhaseStore  = (*Store)(nil)
+	_ idemstore.PhaseLister = (*Store)(nil)
+)
 
 // recordPhase records a phase unless a live record stands; a record whose
 // ttl has run out (?7 is now) is replaced, as an expired key is. It runs
@@ -121,4 +124,39 @@ func phaseErr(what string, err error) error {
 
 func noPhaseTable(err error) bool {
 	return strings.Contains(err.Error(), "no such table: idempotency_phases")
+}
+
+// listPhases lists the phases of one identity live at ?4, by name.
+const listPhases = `
+SELECT name, length(result), created_at, expires_at FROM idempotency_phases
+ WHERE tenant = ?1 AND scope = ?2 AND key = ?3 AND expires_at > ?4
+ ORDER BY name`
+
+// ListPhases implements idemstore.PhaseLister. A database without the
+// phases' table has none.
+func (s *Store) ListPhases(ctx context.Context, id idemstore.Identity) ([]idemstore.PhaseRecord, error) {
+	rows, err := s.db.QueryContext(ctx, listPhases, id.Tenant, id.Scope, id.Key, millis(s.now()))
+	if err != nil {
+		if noPhaseTable(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("sqlitestore: list phases: %w", err)
+	}
+	defer rows.Close()
+	var out []idemstore.PhaseRecord
+	for rows.Next() {
+		var (
+			p                 idemstore.PhaseRecord
+			recorded, expires int64
+		)
+		if err := rows.Scan(&p.Name, &p.Bytes, &recorded, &expires); err != nil {
+			return nil, fmt.Errorf("sqlitestore: list phases: %w", err)
+		}
+		p.RecordedAt, p.ExpiresAt = time.UnixMilli(recorded), time.UnixMilli(expires)
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: list phases: %w", err)
+	}
+	return out, nil
 }

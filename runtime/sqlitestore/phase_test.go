@@ -41,6 +41,9 @@ func TestPhasesWithoutTheirTable(t *testing.T) {
 	if _, err := s.Sweep(context.Background(), 10); err != nil {
 		t.Fatalf("Sweep without the phases table: %v", err)
 	}
+	if ps, err := s.ListPhases(context.Background(), id); err != nil || len(ps) != 0 {
+		t.Fatalf("ListPhases without the phases table = %v, %v; want none", ps, err)
+	}
 }
 
 // A transactional SQLite operation cannot record a phase beside the

@@ -30,6 +30,7 @@ func RunPhases(t *testing.T, target Target) {
 		{"Expires", testPhaseExpires},
 		{"Refusals", testPhaseRefusals},
 		{"CommitsBesideTx", testPhaseBesideTx},
+		{"Listed", testPhaseListed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,4 +234,34 @@ func testPhaseBesideTx(t *testing.T, s idemstore.PhaseStore) {
 		t.Fatal(err)
 	}
 	wantPhase(t, s, r.id, "charge", []byte("ch_1"))
+}
+
+// testPhaseListed: the operator's listing shows an identity's live phases
+// by name, with their stored sizes, and no other identity's.
+func testPhaseListed(t *testing.T, s idemstore.PhaseStore) {
+	l, ok := s.(idemstore.PhaseLister)
+	if !ok {
+		t.Skipf("%T lists no phases", s)
+	}
+	ctx := context.Background()
+	r, other := newRequest("k1"), newRequest("k2")
+	mustRecord(t, s, r.id, "refund", []byte("re_123"))
+	mustRecord(t, s, r.id, "charge", []byte("ch_1"))
+	mustRecord(t, s, other.id, "charge", []byte("ch_2"))
+	before := time.Now()
+	got, err := l.ListPhases(ctx, r.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "charge" || got[0].Bytes != 4 || got[1].Name != "refund" || got[1].Bytes != 6 {
+		t.Fatalf("ListPhases = %+v, want charge (4 bytes) and refund (6 bytes)", got)
+	}
+	for _, p := range got {
+		if !p.ExpiresAt.After(before) {
+			t.Errorf("phase %s expires at %v, before it was listed", p.Name, p.ExpiresAt)
+		}
+	}
+	if none, err := l.ListPhases(ctx, newRequest("k3").id); err != nil || len(none) != 0 {
+		t.Fatalf("ListPhases of an identity without phases = %+v, %v", none, err)
+	}
 }

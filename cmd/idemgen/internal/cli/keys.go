@@ -104,6 +104,9 @@ type session struct {
 	// outbox is the store's outbox (runtime/idemoutbox); nil for Redis,
 	// which has none.
 	outbox idemoutbox.Store
+	// phases lists the recovery points a request recorded; nil for a
+	// store that keeps none.
+	phases idemstore.PhaseLister
 	// labelSecret labels the keys of the outbox's rows, as the Admin
 	// labels entries.
 	labelSecret []byte
@@ -180,6 +183,7 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 		admin = admin.WithSealer(sealer)
 	}
 	s := &session{admin: admin, hasSecret: len(secrets) > 0 && len(secrets[0]) > 0, outbox: outbox, close: done, storedName: kf.storedName}
+	s.phases, _ = store.(idemstore.PhaseLister)
 	if s.hasSecret {
 		s.labelSecret = secrets[0]
 	}

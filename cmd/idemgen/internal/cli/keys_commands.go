@@ -188,9 +188,9 @@ func newKeysShow(kf *keysFlags, stdout io.Writer) *cobra.Command {
 	var w which
 	cmd := &cobra.Command{
 		Use:   "show",
-		Short: "Show one key: state, times, lease, stored response, version, effects",
-		Long: `show prints one key whole, with the effects its request staged in the
-outbox (see effects). Its version fingerprints the key's state and
+		Short: "Show one key: state, times, lease, stored response, version, phases, effects",
+		Long: `show prints one key whole, with the recovery points its request recorded
+(idem.Phase) and the effects it staged in the outbox (see effects). Its version fingerprints the key's state and
 lease token: resolve --expect takes it, so that a resolution changes only
 the row that was shown.`,
 		Example: `  idemgen keys show --label hmac:3f9a0c2b7d41e8a65b10`,
@@ -208,10 +208,18 @@ the row that was shown.`,
 				if err != nil {
 					return err
 				}
+				ps, err := s.keyPhases(ctx, e)
+				if err != nil {
+					return err
+				}
 				if kf.json {
-					return writeJSON(stdout, jsonShown{jsonEntries([]idemadmin.Entry{e}, kf.showKeys, true)[0], s.jsonEffects(ms, kf.showKeys)})
+					return writeJSON(stdout, jsonShown{jsonEntries([]idemadmin.Entry{e}, kf.showKeys, true)[0], s.jsonEffects(ms, kf.showKeys), jsonPhases(ps)})
 				}
 				printEntry(stdout, e, kf.showKeys)
+				if len(ps) > 0 {
+					fmt.Fprintln(stdout, "phases:")
+					printPhases(stdout, ps)
+				}
 				if len(ms) > 0 {
 					fmt.Fprintln(stdout, "effects:")
 					s.printEffects(stdout, ms, kf.showKeys)

@@ -226,10 +226,12 @@ func (s *session) printEffects(w io.Writer, ms []idemoutbox.Message, showKeys bo
 	_ = tw.Flush()
 }
 
-// jsonShown is a key as show --json prints it: the entry and its effects.
+// jsonShown is a key as show --json prints it: the entry, its effects
+// and its recorded phases.
 type jsonShown struct {
 	jsonEntry
 	Effects []jsonEffect `json:"effects,omitempty"`
+	Phases  []jsonPhase  `json:"phases,omitempty"`
 }
 
 // jsonEffect is an effect as --json prints it.

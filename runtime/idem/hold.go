@@ -57,20 +57,6 @@ func (h txHold) complete(ctx context.Context, resp idemstore.Response) error {
 
 func (h txHold) tx() idemstore.Tx { return h.t }
 
-// keylessDurableHold is the transaction of a keyless request to an
-// operation whose handler writes around its transaction (durable mode,
-// docs/semantics.md §9):
-// when it cannot commit, the writes made around it may stand, so the
-// outcome is unknown rather than "not processed".
-type keylessDurableHold struct{ txHold }
-
-func (h keylessDurableHold) complete(ctx context.Context, resp idemstore.Response) error {
-	if err := h.txHold.complete(ctx, resp); err != nil {
-		return writesMayStand("the handler's transaction did not commit", err, nil)
-	}
-	return nil
-}
-
 // durableTxHold is a committed claim plus a plain transaction for the
 // handler, begun when the handler asks for it (serveDurableTx): the
 // transaction ends first, then the claim.
@@ -102,16 +88,6 @@ func (h durableTxHold) complete(ctx context.Context, resp idemstore.Response) er
 }
 
 func (h durableTxHold) tx() idemstore.Tx { return h.t }
-
-// endClaim runs one store call that ends a claim, under a context of its
-// own (storeContext).
-func (e *Engine) endClaim(r *http.Request, q *request, f func(context.Context) error) error {
-	return e.storeErr(q, func() error {
-		ctx, cancel := e.storeContext(r)
-		defer cancel()
-		return f(ctx)
-	})
-}
 
 // abandon ends a claim whose handler panicked or gave no answer. When that
 // marks the key indeterminate it says so at WARN, with what an operator

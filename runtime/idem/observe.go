@@ -87,3 +87,24 @@ type ObserverFunc func(ctx context.Context, ev Event)
 
 // Observe calls f.
 func (f ObserverFunc) Observe(ctx context.Context, ev Event) { f(ctx, ev) }
+
+// observe reports a finished request to the Observer.
+func (e *Engine) observe(ctx context.Context, q *request) {
+	q.event.Duration = time.Since(q.start)
+	if e.observer != nil {
+		if q.key != "" {
+			// Computed here, not on admission, so that an engine without
+			// an observer pays for no HMAC on the fast path.
+			q.event.KeyLabel = e.keyLabel(q.key)
+		}
+		e.observer.Observe(ctx, q.event)
+	}
+}
+
+// outcome records o unless the request already has one (a keyless run is
+// OutcomeNoKey whatever its status).
+func (e *Engine) outcome(q *request, o Outcome) {
+	if q.event.Outcome == "" {
+		q.event.Outcome = o
+	}
+}

@@ -59,3 +59,16 @@ func answerUnder(base string, a problem.Answer, args ...any) Problem {
 	}
 	return p
 }
+
+// reject answers a request refused before any claim (admission, or a
+// route the engine cannot apply its policy to).
+func (e *Engine) reject(w http.ResponseWriter, q *request, p Problem) {
+	q.event.Outcome, q.event.Status = OutcomeRejected, p.Status
+	p.Write(w)
+}
+
+// send answers with p, a problem met after admission.
+func (e *Engine) send(w http.ResponseWriter, q *request, p Problem) {
+	q.event.Status = p.Status
+	p.Write(w)
+}

@@ -2,33 +2,11 @@ package idem
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
-
-// olderClaims are the claims c's request would have made under each older
-// secret still within op's window: rows written under one may live until
-// SecretsRotatedAt + ttl + lease. k and raw are the key and the
-// fingerprint in clear.
-func (e *Engine) olderClaims(op *operation, c idemstore.Claim, k string, raw [sha256.Size]byte) []idemstore.Claim {
-	if len(e.secrets) == 1 || (!e.rotatedAt.IsZero() && time.Since(e.rotatedAt) > op.TTL+op.Lease) {
-		return nil
-	}
-	older := make([]idemstore.Claim, 0, len(e.secrets)-1)
-	for i := range e.secrets[1:] {
-		s := &e.secrets[i+1]
-		o := c
-		o.Key = s.Key(k)
-		fp := s.Fingerprint(raw)
-		o.Fingerprint = fp[:]
-		older = append(older, o)
-	}
-	return older
-}
 
 // metUnderOlder looks, after own's claim was won, for a row of the same
 // request written under an older secret (Config.Secrets), by claiming the

@@ -2,7 +2,6 @@ package idem
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -51,18 +50,4 @@ func prepareSecrets(cfg Config) ([]idemstore.Secret, error) {
 		out = append(out, idemstore.NewSecret(s))
 	}
 	return out, nil
-}
-
-// protect rewrites c's key and fingerprint (sum, rewritten in place) as
-// the store keeps them under the newest secret, and returns the claims the
-// same request would have made under older secrets (olderClaims). Without
-// secrets c is returned as it is and there are no older claims.
-func (e *Engine) protect(op *operation, c idemstore.Claim, sum *[sha256.Size]byte) (idemstore.Claim, []idemstore.Claim) {
-	if len(e.secrets) == 0 {
-		return c, nil
-	}
-	raw, k := *sum, c.Key
-	*sum = e.secrets[0].Fingerprint(raw)
-	c.Key = e.secrets[0].Key(k)
-	return c, e.olderClaims(op, c, k, raw)
 }

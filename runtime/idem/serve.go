@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -63,18 +62,5 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 		// Answered: nothing is claimed for a client that hung up.
 	default:
 		e.serveKeyed(w, r, q, c, next)
-	}
-}
-
-// observe reports a finished request to the Observer.
-func (e *Engine) observe(ctx context.Context, q *request) {
-	q.event.Duration = time.Since(q.start)
-	if e.observer != nil {
-		if q.key != "" {
-			// Computed here, not on admission, so that an engine without
-			// an observer pays for no HMAC on the fast path.
-			q.event.KeyLabel = e.keyLabel(q.key)
-		}
-		e.observer.Observe(ctx, q.event)
 	}
 }

@@ -24,8 +24,8 @@ const (
 	// refused: the request is refused, before any claim, with a problem.
 	refused
 	// gone: the client hung up while its body was read or fingerprinted,
-	// which stopped there. Its context stays done, so serve answers it
-	// as it answers any client that left before its claim (clientGone).
+	// which stopped there; serve answers it as gone (gone.go), and
+	// nothing is claimed.
 	gone
 )
 

@@ -3,8 +3,6 @@ package idem
 import (
 	"bytes"
 	"net/http"
-
-	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
 // recorder captures a handler's response so that it can be stored before the
@@ -106,39 +104,4 @@ func copyHeader(dst, src http.Header) {
 	for k, v := range src {
 		dst[k] = v
 	}
-}
-
-// snapshot builds what is stored: the status, the headers the policy keeps
-// and the body, or no body when it outgrew the policy's limit.
-func (e *Engine) snapshot(op *operation, rec *recorder) idemstore.Response {
-	resp := idemstore.Response{Status: rec.statusCode(), Header: make(http.Header)}
-	for name, v := range rec.header {
-		if op.replay[name] {
-			resp.Header[name] = append([]string(nil), v...)
-		}
-	}
-	if rec.overflowed || int64(rec.body.Len()) > op.MaxSnapshotBytes {
-		resp.Omitted = true
-		return resp
-	}
-	resp.Body = rec.body.Bytes()
-	return resp
-}
-
-// storable reports whether a response of this status is stored and replayed
-// (docs/semantics.md §3.4): statuses that describe a passing condition are not, so
-// that a retry runs the handler again.
-func (e *Engine) storable(op *operation, status int) bool {
-	return idemstore.Storable(status, op.CacheServerErrors)
-}
-
-// seal is what the store keeps of resp for q's key: resp sealed when a
-// Sealer is configured, resp itself otherwise.
-func (e *Engine) seal(q *request, resp idemstore.Response) (idemstore.Response, error) {
-	if e.sealer == nil || q.key == "" {
-		// A keyless request stores nothing: a Sealer that fails must not
-		// refuse, after its handler ran, an answer nobody keeps.
-		return resp, nil
-	}
-	return idemstore.SealResponse(e.sealer, q.id, resp)
 }

@@ -16,7 +16,7 @@ func (e *Engine) serveClaim(w http.ResponseWriter, r *http.Request, q *request, 
 	if len(q.older) > 0 && e.metUnderOlder(w, r, q, plainHold{e.store, c}) {
 		return
 	}
-	e.run(w, r, q, plainHold{e.store, c}, res, next)
+	e.run(w, r, q, plainHold{e.store, c}, originOf(res), next)
 }
 
 // claim makes a plain claim committed on its own. When it is not won, the
@@ -88,7 +88,7 @@ func (e *Engine) serveTx(w http.ResponseWriter, r *http.Request, q *request, c i
 		e.answerExisting(w, r, q, c, res.Existing)
 		return
 	}
-	e.run(w, r, q, txHold{tx}, res, next)
+	e.run(w, r, q, txHold{tx}, originOf(res), next)
 }
 
 // serveDurableTx serves a transactional operation whose handler was seen
@@ -104,5 +104,5 @@ func (e *Engine) serveDurableTx(w http.ResponseWriter, r *http.Request, q *reque
 	if !won {
 		return
 	}
-	e.run(w, r, q, durableTxHold{plainHold{e.store, c}, e.lazyTx(r, q)}, res, next)
+	e.run(w, r, q, durableTxHold{plainHold{e.store, c}, e.lazyTx(r, q)}, originOf(res), next)
 }

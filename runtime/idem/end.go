@@ -55,7 +55,7 @@ func (e *Engine) endUnstored(w http.ResponseWriter, r *http.Request, q *request,
 // endStored completes the claim with the snapshot of the answer (sealed
 // when a Sealer is configured) and sends the answer once it is stored, or
 // says why it cannot be.
-func (e *Engine) endStored(w http.ResponseWriter, r *http.Request, q *request, h hold, rec *recorder, res idemstore.Result) {
+func (e *Engine) endStored(w http.ResponseWriter, r *http.Request, q *request, h hold, rec *recorder, how origin) {
 	resp := e.snapshot(q.op, rec)
 	err := e.endClaim(r, q, func(ctx context.Context) error {
 		stored, err := e.seal(q, resp)
@@ -81,14 +81,35 @@ func (e *Engine) endStored(w http.ResponseWriter, r *http.Request, q *request, h
 		q.event.Outcome, q.event.Err = OutcomeStoreError, err
 		rec.send()
 	default:
-		e.outcome(q, executedOutcome(res))
+		e.outcome(q, how.outcome())
 		rec.send()
 	}
 }
 
-func executedOutcome(res idemstore.Result) Outcome {
-	if res.TookOver {
-		return OutcomeTakeover
+// snapshot builds what is stored: the status, the headers the policy keeps
+// and the body, or no body when it outgrew the policy's limit.
+func (e *Engine) snapshot(op *operation, rec *recorder) idemstore.Response {
+	resp := idemstore.Response{Status: rec.statusCode(), Header: make(http.Header)}
+	for name, v := range rec.header {
+		if op.replay[name] {
+			resp.Header[name] = append([]string(nil), v...)
+		}
 	}
-	return OutcomeExecuted
+	if rec.overflowed || int64(rec.body.Len()) > op.MaxSnapshotBytes {
+		resp.Omitted = true
+		return resp
+	}
+	resp.Body = rec.body.Bytes()
+	return resp
+}
+
+// seal is what the store keeps of resp for q's key: resp sealed when a
+// Sealer is configured, resp itself otherwise.
+func (e *Engine) seal(q *request, resp idemstore.Response) (idemstore.Response, error) {
+	if e.sealer == nil || q.key == "" {
+		// A keyless request stores nothing: a Sealer that fails must not
+		// refuse, after its handler ran, an answer nobody keeps.
+		return resp, nil
+	}
+	return idemstore.SealResponse(e.sealer, q.id, resp)
 }

@@ -32,17 +32,3 @@ func (e *Engine) gone(w http.ResponseWriter, q *request, err error) {
 	p.RetryAfter = 1
 	e.send(w, q, p)
 }
-
-// goneBeforeRun releases a won claim whose client hung up before the
-// handler started: the handler never ran, so the key is free for the
-// client's retry (docs/semantics.md §7), and the request is answered as gone.
-func (e *Engine) goneBeforeRun(w http.ResponseWriter, r *http.Request, q *request, h hold) bool {
-	if r.Context().Err() == nil {
-		return false
-	}
-	if err := e.endClaim(r, q, h.release); err != nil {
-		e.log.WarnContext(r.Context(), "idempotency claim of a request whose client left was not released; it stays until its lease ends",
-			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
-	}
-	return e.clientGone(w, r, q)
-}

@@ -18,7 +18,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		return
 	}
 	if q.op.txUnused.Load() {
-		e.run(w, r, q, keylessDurableHold{txHold{e.lazyTx(r, q)}}, idemstore.Result{Won: true}, next)
+		e.run(w, r, q, keylessDurableHold{txHold{e.lazyTx(r, q)}}, noClaim, next)
 		return
 	}
 	ctx, cancel := e.storeContext(r)
@@ -28,7 +28,7 @@ func (e *Engine) runUnprotected(w http.ResponseWriter, r *http.Request, q *reque
 		e.storeUnavailable(w, r, q, "begin", err)
 		return
 	}
-	e.run(w, r, q, txHold{tx}, idemstore.Result{Won: true}, next)
+	e.run(w, r, q, txHold{tx}, noClaim, next)
 }
 
 // runCounting runs next and reports the status it sent.

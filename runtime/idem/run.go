@@ -13,7 +13,7 @@ import (
 // response's class. The response is held back until it is stored, so a
 // client never sees an answer that its retry would not see too; only a
 // non-transactional body that outgrows the snapshot limit streams on.
-func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold, res idemstore.Result, next http.Handler) {
+func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold, how origin, next http.Handler) {
 	defer e.held.hold(e.dupWait > 0, q.id)()
 	r = e.mark(r, q)
 	limit := q.op.MaxSnapshotBytes
@@ -22,7 +22,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 		limit = -1
 		q.applied.tx = tx
 	}
-	if res.TookOver {
+	if how == tookOver {
 		q.event.State = idemstore.StateInFlight
 	}
 	if e.goneBeforeRun(w, r, q, h) {
@@ -52,7 +52,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 		e.endUnstored(w, r, q, h, rec)
 		return
 	}
-	e.endStored(w, r, q, h, rec, res)
+	e.endStored(w, r, q, h, rec, how)
 }
 
 // runHandler runs next and reports a panic instead of letting it unwind
@@ -126,4 +126,60 @@ func (e *Engine) handlerPanicked(w http.ResponseWriter, r *http.Request, q *requ
 		panic(http.ErrAbortHandler)
 	}
 	e.answer(problem.HandlerPanicked).Write(w)
+}
+
+// goneBeforeRun releases a won claim whose client hung up before the
+// handler started: the handler never ran, so the key is free for the
+// client's retry (docs/semantics.md §7), and the request is answered as gone.
+func (e *Engine) goneBeforeRun(w http.ResponseWriter, r *http.Request, q *request, h hold) bool {
+	if r.Context().Err() == nil {
+		return false
+	}
+	if err := e.endClaim(r, q, h.release); err != nil {
+		e.log.WarnContext(r.Context(), "idempotency claim of a request whose client left was not released; it stays until its lease ends",
+			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
+	}
+	return e.clientGone(w, r, q)
+}
+
+// origin is how a request came to run its handler: under the claim it won,
+// free or taken over, or, keyless (keyless.go), under no claim at all.
+type origin int
+
+const (
+	// wonFree: the request's claim found its key free.
+	wonFree origin = iota
+	// tookOver: the request's claim took over one whose lease had ended
+	// (docs/semantics.md §3.5).
+	tookOver
+	// noClaim: the request carries no key; its hold is its transaction
+	// alone.
+	noClaim
+)
+
+// originOf is how a request that won its claim with res runs.
+func originOf(res idemstore.Result) origin {
+	if res.TookOver {
+		return tookOver
+	}
+	return wonFree
+}
+
+// outcome is the outcome of a request of this origin and whose answer
+// was stored.
+func (o origin) outcome() Outcome {
+	switch o {
+	case tookOver:
+		return OutcomeTakeover
+	case noClaim:
+		return OutcomeNoKey
+	}
+	return OutcomeExecuted
+}
+
+// storable reports whether a response of this status is stored and replayed
+// (docs/semantics.md §3.4): statuses that describe a passing condition are not, so
+// that a retry runs the handler again.
+func (e *Engine) storable(op *operation, status int) bool {
+	return idemstore.Storable(status, op.CacheServerErrors)
 }

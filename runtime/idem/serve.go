@@ -42,9 +42,10 @@ type request struct {
 	event       Event
 }
 
-// serve applies op's policy to one request, stage by stage: admission
-// (admit.go), the claim (claim.go), the handler's run (run.go) and the
-// answer (answer.go). prefix holds the decoded path segments in front of
+// serve applies op's policy to one request: admission (admit.go), then by
+// admission's verdict the keyed path (await.go, claim.go, run.go), the
+// answer to a client gone (gone.go), a refusal, or the keyless path
+// (keyless.go). prefix holds the decoded path segments in front of
 // op's template when they may name a resource (Engine.Handler under a
 // prefix other than BasePath); they enter the fingerprint.
 func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, params map[string]string, prefix []string, next http.Handler) {
@@ -52,15 +53,19 @@ func (e *Engine) serve(w http.ResponseWriter, r *http.Request, op *operation, pa
 	q.event.Operation = op.OperationID
 	defer e.observe(r.Context(), q)
 
-	c, verdict, p := e.admit(r, q, params, prefix)
-	switch {
-	case verdict == refused:
+	c, v, p := e.admit(r, q, params, prefix)
+	switch v {
+	case admitted:
+		// A client that hung up since is answered as gone, and nothing
+		// is claimed for it.
+		if !e.clientGone(w, r, q) {
+			e.serveKeyed(w, r, q, c, next)
+		}
+	case gone:
+		e.gone(w, q, r.Context().Err())
+	case refused:
 		e.reject(w, q, p)
-	case verdict == keyless:
+	case keyless:
 		e.noKey(w, r, q, next)
-	case e.clientGone(w, r, q):
-		// Answered: nothing is claimed for a client that hung up.
-	default:
-		e.serveKeyed(w, r, q, c, next)
 	}
 }

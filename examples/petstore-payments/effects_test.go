@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/lab/processor"
 )
@@ -71,7 +74,8 @@ func TestEffects(t *testing.T) {
 			addr := ln.Addr().String()
 			_ = ln.Close()
 			base := "http://" + addr
-			s := startServer(t, db.url(t), "--processor-url", base, "--receipts-url", base+"/v1/receipts")
+			dbURL := db.url(t)
+			s := startServer(t, dbURL, "--processor-url", base, "--receipts-url", base+"/v1/receipts")
 			c := newClient(t, s, keyAcme)
 			from := c.createAccount("Ann", "EUR", 1000)
 			to := c.createAccount("Bo", "EUR", 0)
@@ -107,6 +111,9 @@ func TestEffects(t *testing.T) {
 			if got := c.balance(from); got != 700 {
 				t.Errorf("the payer holds %d, want 700", got)
 			}
+			if db.name == "Postgres" {
+				checkChargePhases(t, dbURL, 2)
+			}
 		})
 	}
 }
@@ -137,5 +144,26 @@ func TestReceiptsRunnerEndsWithServer(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 		t.Fatal("the service did not exit within 20 s of failing to listen")
+	}
+}
+
+// checkChargePhases checks that the PostgreSQL database at dbURL recorded
+// want charges as recovery points: there the charge's id is recorded
+// beside the transfer's transaction, and a retry does not call the
+// processor at all.
+func checkChargePhases(t *testing.T, dbURL string, want int) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM idempotency_phases WHERE name = 'charge'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != want {
+		t.Errorf("%d charges recorded as recovery points, want %d", n, want)
 	}
 }

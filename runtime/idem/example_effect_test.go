@@ -67,7 +67,7 @@ func ExampleEffectKey() {
 		Store:    memstore.New(),
 		Policies: []idem.Policy{examplePolicy()},
 		// docs:begin single-tenant
-		Tenant: func(*http.Request) (string, bool) { return "billing", true },
+		Tenant: idem.SingleTenant("billing"),
 		// docs:end single-tenant
 	})
 	if err != nil {

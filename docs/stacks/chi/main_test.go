@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/idemgen/idemgen/docs/stacks/stacktest"
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/sqlitestore"
 
 	"example.com/shop/api"
 )
@@ -19,83 +15,30 @@ import (
 // order sent twice under one key is placed once, and the second answer is
 // the first, marked replayed.
 func TestRetryIsReplayed(t *testing.T) {
-	store := openStore(t)
+	store := stacktest.OpenStore(t, schema)
 	handler, err := newHandler(store)
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, firstBody := postOrder(t, handler)
-	second, secondBody := postOrder(t, handler)
-	if first.Code != http.StatusCreated || second.Code != http.StatusCreated {
-		t.Fatalf("answers %d %s and %d %s, want two 201s", first.Code, firstBody, second.Code, secondBody)
-	}
-	if first.Header().Get("Idempotent-Replayed") != "" || second.Header().Get("Idempotent-Replayed") != "true" {
-		t.Errorf("Idempotent-Replayed %q then %q, want none then true",
-			first.Header().Get("Idempotent-Replayed"), second.Header().Get("Idempotent-Replayed"))
-	}
-	if firstBody != secondBody {
-		t.Errorf("the replay %q differs from the first answer %q", secondBody, firstBody)
-	}
-	if n := countOrders(t, store); n != 1 {
-		t.Errorf("%d orders, want 1", n)
-	}
+	stacktest.RetryIsReplayed(t, handler, store)
 }
 
 // TestAuthenticationWrapsTheEngine: behind engine.Middleware, r.Use's
 // authentication runs too late to set the tenant, and the engine refuses
 // the order without placing it; wrapped around the engine, it places it.
 func TestAuthenticationWrapsTheEngine(t *testing.T) {
-	store := openStore(t)
+	store := stacktest.OpenStore(t, schema)
 	engine, err := api.NewEngine(idem.Config{Store: store, Tenant: tenantOf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w, body := postOrder(t, tenantTooLate(engine)); w.Code != http.StatusInternalServerError || !strings.Contains(body, "tenant-unresolved") {
-		t.Errorf("authentication inside the router: %d %s, want the engine's 500 tenant-unresolved", w.Code, body)
+	if w, body := stacktest.Post(tenantTooLate(engine), "order-1", stacktest.Order); w.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "tenant-unresolved") {
+		t.Errorf("authentication inside the router: %d %s, want the engine's 500 tenant-unresolved", w.StatusCode, body)
 	}
-	if n := countOrders(t, store); n != 0 {
+	if n := stacktest.Orders(t, store); n != 0 {
 		t.Errorf("%d orders after the refused request, want 0", n)
 	}
-	if w, body := postOrder(t, tenantFirst(engine)); w.Code != http.StatusCreated {
-		t.Errorf("authentication around the engine: %d %s, want 201", w.Code, body)
+	if w, body := stacktest.Post(tenantFirst(engine), "order-1", stacktest.Order); w.StatusCode != http.StatusCreated {
+		t.Errorf("authentication around the engine: %d %s, want 201", w.StatusCode, body)
 	}
-}
-
-func openStore(t *testing.T) *sqlitestore.Store {
-	t.Helper()
-	ctx := context.Background()
-	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "shop.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.DB().ExecContext(ctx, schema); err != nil {
-		t.Fatal(err)
-	}
-	return store
-}
-
-// postOrder sends the page's curl command to h.
-func postOrder(t *testing.T, h http.Handler) (*httptest.ResponseRecorder, string) {
-	t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"item": "lamp", "quantity": 2}`))
-	req.Header.Set("Authorization", "Bearer acme")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "order-1")
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, req)
-	body, _ := io.ReadAll(w.Result().Body)
-	return w, string(body)
-}
-
-func countOrders(t *testing.T, store *sqlitestore.Store) int {
-	t.Helper()
-	var n int
-	if err := store.DB().QueryRowContext(context.Background(), `SELECT count(*) FROM orders`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

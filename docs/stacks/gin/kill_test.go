@@ -81,14 +81,14 @@ func service(t *testing.T) stacktest.Service {
 		Env:     []string{childDB + "=" + path},
 		Stuck:   []string{childDB + "=" + path, childStuck + "=1"},
 		Written: path + ".written",
-		Request: func(base string) *http.Request { return newRequest(base, "order-1", order) },
+		Request: func(base string) *http.Request { return stacktest.NewRequest(base, "order-1", stacktest.Order) },
 		Rows: func(t testing.TB) int {
 			store, err := sqlitestore.Open(context.Background(), path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer store.Close()
-			return countOrders(t, store.DB())
+			return stacktest.Orders(t, store)
 		},
 	}
 }

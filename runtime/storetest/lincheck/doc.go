@@ -15,4 +15,15 @@
 // of the service's backends, kill -9 and restart of the service, and
 // clients that hang up. docs/verification.md says how to run the long
 // version and what it found.
+//
+// In its effects mode (SQLite and PostgreSQL, the stores with an outbox)
+// the service's handler also charges a fake processor in the test process
+// through a recovery point under the charge's effect key, and stages a
+// receipt in the key's transaction, which the service's outbox runner
+// delivers to a receiver in the test process. After a final drain the
+// checks hold the processor's and the receiver's records to the committed
+// effect rows: one charge per logical request, every committed request's
+// receipt delivered, none for a run that did not commit, and every repeat
+// (a receipt delivered again, a recorded phase's processor call made
+// again) explained by a fault.
 package lincheck

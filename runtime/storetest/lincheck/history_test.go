@@ -40,8 +40,8 @@ const (
 	// faultGrace is how long after a fault ends a request still counts as
 	// faulted: a connection the fault broke is found broken at its next
 	// use, which under this load is within milliseconds. Faults are 1-3 s
-	// apart, so most requests run with none in force and are held to the
-	// strict contract.
+	// apart (run.gap aside), so most requests run with none in force and
+	// are held to the strict contract.
 	faultGrace = time.Second
 )
 
@@ -113,9 +113,17 @@ type run struct {
 	hangUps bool
 	// kill adds kill -9 and restart of the service to the faults.
 	kill bool
+	// gap is the mean time between faults; 0 means 2 s.
+	gap time.Duration
 	// effects reads every recorded execution once the service is
 	// stopped.
 	effects func() (effects, error)
+	// count runs a query that counts, on the store's database from the
+	// test process (SQLite and PostgreSQL).
+	count func(query string) (int, error)
+	// settle, when set, runs once the clients have stopped and before
+	// the service is stopped, and returns the faults it injected.
+	settle func(svc *service, since func() int64) ([]window, error)
 }
 
 // effect is one execution the handler recorded: its run id and the
@@ -127,6 +135,7 @@ type effects map[string][]effect
 
 // report is what one run recorded.
 type report struct {
+	start   time.Time
 	ops     []*op
 	windows []window
 	effects effects
@@ -359,7 +368,7 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 	ctx, stop := context.WithTimeout(context.Background(), d)
 	defer stop()
 
-	var rep report
+	rep := report{start: start}
 	var wmu sync.Mutex
 	var wg sync.WaitGroup
 	if len(faults) > 0 {
@@ -367,11 +376,15 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(sd, 1<<32))
+			gap := r.gap
+			if gap == 0 {
+				gap = 2 * time.Second
+			}
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case <-time.After(time.Duration(1000+rng.IntN(2000)) * time.Millisecond):
+				case <-time.After(gap/2 + time.Duration(rng.Int64N(int64(gap)))):
 				}
 				f := faults[rng.IntN(len(faults))]
 				w := window{Kind: f.name, Start: since()}
@@ -410,6 +423,13 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 		}()
 	}
 	wg.Wait()
+	if r.settle != nil {
+		ws, err := r.settle(svc, since)
+		rep.windows = append(rep.windows, ws...)
+		if err != nil {
+			t.Errorf("settle %s: %v", r.name, err)
+		}
+	}
 	svc.kill()
 	rep.ops = wl.ops
 	effects, err := r.effects()

@@ -21,6 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/pgoutbox"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/sqliteoutbox"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -134,22 +137,30 @@ func build(ctx context.Context, kind string) (idemstore.Store, http.Handler, boo
 		if err := appendLine(os.Getenv(envEnded), strconv.Itoa(s.EndedLeases())); err != nil {
 			return nil, nil, false, err
 		}
+		fx, err := startEffects(sqliteoutbox.New(s, idemoutbox.Options{}))
+		if err != nil {
+			return nil, nil, false, err
+		}
 		return s, idem.TxHandler(operationID, func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
-			execute(w, r, func(key, run, req string) error {
+			execute(w, r, fx.around(r, func(key, run, req string) error {
 				_, err := tx.ExecContext(r.Context(), "INSERT INTO lin_effects (key, run, req) VALUES (?, ?, ?)", key, run, req)
 				return err
-			})
+			}))
 		}), true, nil
 	case "postgres":
 		pool, err := pgxpool.New(ctx, target)
 		if err != nil {
 			return nil, nil, false, err
 		}
+		fx, err := startEffects(pgoutbox.New(pool, idemoutbox.Options{}))
+		if err != nil {
+			return nil, nil, false, err
+		}
 		return pgstore.New(pool), idem.TxHandler(operationID, func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
-			execute(w, r, func(key, run, req string) error {
+			execute(w, r, fx.around(r, func(key, run, req string) error {
 				_, err := tx.Exec(r.Context(), "INSERT INTO lin_effects (key, run, req) VALUES ($1, $2, $3)", key, run, req)
 				return err
-			})
+			}))
 		}), true, nil
 	case "redis":
 		opt, err := redis.ParseURL(target)

@@ -3,6 +3,7 @@ package lincheck
 import (
 	"context"
 	crand "crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"math/rand/v2"
 	"net/url"
@@ -17,6 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/internal/tcpproxy"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/pgoutbox"
+	"github.com/idemgen/idemgen/runtime/idemoutbox/sqliteoutbox"
 	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
@@ -75,6 +78,9 @@ func sqliteRun(t *testing.T) (run, string) {
 	if _, err := s.DB().Exec("CREATE TABLE lin_effects (key TEXT NOT NULL, run TEXT NOT NULL, req TEXT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
+	if err := sqliteoutbox.Migrate(ctx, s.DB()); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +90,17 @@ func sqliteRun(t *testing.T) (run, string) {
 		env:     []string{envService + "=sqlite", envTarget + "=" + path, envEnded + "=" + ended},
 		hangUps: true,
 		kill:    true,
+		count: func(query string) (int, error) {
+			// Plain database/sql, not a store: an open store would hold
+			// the database's owner lock against the service's restarts.
+			db, err := sql.Open("sqlite", sqlitestore.DSN(path))
+			if err != nil {
+				return 0, err
+			}
+			defer db.Close()
+			var n int
+			return n, db.QueryRowContext(ctx, query).Scan(&n)
+		},
 		effects: func() (effects, error) {
 			s, err := sqlitestore.Open(ctx, path)
 			if err != nil {
@@ -134,7 +151,8 @@ func postgresRun(t *testing.T) run {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(ctx) })
-	if _, err := conn.Exec(ctx, "CREATE TABLE lin_effects (key text NOT NULL, run text NOT NULL, req text NOT NULL)"); err != nil {
+	up, _ := pgoutbox.Schema()
+	if _, err := conn.Exec(ctx, "CREATE TABLE lin_effects (key text NOT NULL, run text NOT NULL, req text NOT NULL);\n"+up); err != nil {
 		t.Fatal(err)
 	}
 	p, u := tcpproxy.NewForURL(t, base, "5432")
@@ -162,6 +180,10 @@ func postgresRun(t *testing.T) run {
 		faults:  append(proxyFaults(p), terminate),
 		kill:    true,
 		hangUps: true,
+		count: func(query string) (int, error) {
+			var n int
+			return n, conn.QueryRow(ctx, query).Scan(&n)
+		},
 		effects: func() (effects, error) {
 			rows, err := conn.Query(ctx, "SELECT key, run, req FROM lin_effects")
 			if err != nil {

@@ -1,0 +1,55 @@
+package lincheck
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// brokenDuration is how long each run of a broken version sends requests,
+// and brokenGap the mean time between its kills: several kills a run,
+// each likely to fall inside a handler's run, as the broken versions of
+// the charge and the receipt need.
+const (
+	brokenDuration = 3 * time.Second
+	brokenGap      = 500 * time.Millisecond
+	// brokenTries bounds the runs of one broken version: a kill falls
+	// where it breaks it by chance.
+	brokenTries = 3
+)
+
+// Each broken version of the effects mode, run on SQLite under kills,
+// gives the violation of the check that guards what it breaks: a charge
+// under a key drawn on every run charges a request again when a retry
+// runs it after a kill; a receipt sent before the commit is delivered for
+// a run a kill rolled back; a runner that counts a refused delivery as
+// delivered leaves committed requests without their receipt.
+func TestEffectsChecksCatchBrokenVersions(t *testing.T) {
+	for _, b := range []struct{ broken, want string }{
+		{brokenFreshKey, "the processor charged"},
+		{brokenDirectReceipt, "that run never committed"},
+		{brokenDropFailed, "its receipt was never delivered"},
+	} {
+		t.Run(b.broken, func(t *testing.T) {
+			for try := 1; ; try++ {
+				r, _ := sqliteRun(t)
+				r.gap = brokenGap
+				r, rep, s := effectsHistory(t, r, b.broken, false, brokenDuration, seed(t))
+				violations, f := checkSideEffects(rep, s)
+				caught := 0
+				for _, v := range violations {
+					if strings.Contains(v, b.want) {
+						caught++
+					}
+				}
+				t.Logf("%s, try %d: %s; effects: %s; %d violations, %d that say %q", r.name, try, summary(rep), f, len(violations), caught, b.want)
+				if caught > 0 {
+					return
+				}
+				if try == brokenTries {
+					t.Fatalf("%s survived %d runs: violations %q", b.broken, try, violations)
+				}
+			}
+		})
+	}
+}

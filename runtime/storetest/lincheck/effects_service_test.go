@@ -1,0 +1,202 @@
+package lincheck
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
+)
+
+// The effects mode of the service: set only in the child of an effects
+// run.
+const (
+	envProcessor = "IDEMGEN_LINCHECK_PROCESSOR" // the fake processor's URL
+	envReceiver  = "IDEMGEN_LINCHECK_RECEIVER"  // the receipts' receiver's URL
+	envBroken    = "IDEMGEN_LINCHECK_BROKEN"    // a broken handler or runner (the broken* constants); unset: none
+)
+
+// The names of a request's effects, for idem.EffectKey and idem.Phase.
+const (
+	effectCharge  = "charge"
+	effectReceipt = "receipt"
+)
+
+// The broken versions of the effects mode, each of which one check of the
+// effects runs must catch.
+const (
+	// brokenFreshKey charges the processor under a key drawn on every
+	// run instead of the effect key.
+	brokenFreshKey = "fresh-key"
+	// brokenDirectReceipt sends the receipt from the handler, before
+	// the request's transaction commits, instead of staging it.
+	brokenDirectReceipt = "direct-receipt"
+	// brokenDropFailed is a runner that counts a failed delivery as
+	// delivered.
+	brokenDropFailed = "drop-failed"
+)
+
+// outbox is what the service needs of a dialect's outbox: staging in the
+// request's transaction, and the runner's store.
+type outbox interface {
+	idemoutbox.Store
+	Stage(ctx context.Context, name string, payload []byte) error
+}
+
+// sideEffects is the effects mode: each execution charges the processor
+// in a recovery point under the charge's effect key and stages a receipt
+// in its key's transaction, which the service's runner delivers.
+type sideEffects struct {
+	processor, receiver string
+	broken              string
+	outbox              outbox
+	client              *http.Client
+}
+
+// startEffects returns the effects mode on ob and starts its runner, or
+// nil when the service runs without effects.
+func startEffects(ob outbox) (*sideEffects, error) {
+	fx := &sideEffects{
+		processor: os.Getenv(envProcessor),
+		receiver:  os.Getenv(envReceiver),
+		broken:    os.Getenv(envBroken),
+		outbox:    ob,
+		client:    &http.Client{Timeout: 5 * time.Second},
+	}
+	if fx.processor == "" {
+		return nil, nil
+	}
+	deliver := func(ctx context.Context, m idemoutbox.Message) error {
+		return fx.post(ctx, fx.receiver, m.EffectKey, m.Payload, nil)
+	}
+	if fx.broken == brokenDropFailed {
+		deliver = func(ctx context.Context, m idemoutbox.Message) error {
+			_ = fx.post(ctx, fx.receiver, m.EffectKey, m.Payload, nil)
+			return nil
+		}
+	}
+	r, err := idemoutbox.NewRunner(idemoutbox.Config{
+		Store:   ob,
+		Deliver: deliver,
+		// A refused receipt is tried again within a fraction of a run,
+		// and a killed runner's effects are taken again after a lease
+		// far above a loopback delivery's time.
+		Backoff:     20 * time.Millisecond,
+		MaxBackoff:  200 * time.Millisecond,
+		MaxAttempts: 50,
+		Lease:       2 * time.Second,
+		Poll:        20 * time.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = r.Run(context.Background()) }()
+	return fx, nil
+}
+
+// around returns record with the request's effects before it: the charge,
+// then the receipt, then a pause of up to 20 ms, so that a kill can fall
+// between the effects and the commit. Without the effects mode (fx nil) it
+// is record.
+func (fx *sideEffects) around(r *http.Request, record func(key, run, req string) error) func(key, run, req string) error {
+	if fx == nil {
+		return record
+	}
+	// The request's body, read ahead of execute and put back, names the
+	// logical request with its key: a key whose request never committed
+	// may be used again for another.
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return func(key, run, req string) error {
+		if err != nil {
+			return err
+		}
+		ctx := r.Context()
+		charge, err := fx.charge(ctx, logical(key, string(body)))
+		if err != nil {
+			return fmt.Errorf("charge: %w", err)
+		}
+		payload, err := json.Marshal(receipt{Key: key, Run: run, Req: req, Body: string(body), Charge: charge})
+		if err != nil {
+			return err
+		}
+		if err := fx.sendReceipt(ctx, payload); err != nil {
+			return fmt.Errorf("receipt: %w", err)
+		}
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+		return record(key, run, req)
+	}
+}
+
+// sendReceipt stages the receipt in the request's transaction, or, broken,
+// sends it at once.
+func (fx *sideEffects) sendReceipt(ctx context.Context, payload []byte) error {
+	if fx.broken != brokenDirectReceipt {
+		return fx.outbox.Stage(ctx, effectReceipt, payload)
+	}
+	ek, err := idem.EffectKey(ctx, effectReceipt)
+	if err != nil {
+		return err
+	}
+	return fx.post(ctx, fx.receiver, ek, payload, nil)
+}
+
+// charge charges the processor for the logical request (its key and
+// body) in the recovery point effectCharge, and returns the charge's id. A store that cannot
+// record a phase beside the request's transaction (SQLite) calls the
+// processor on every run, under the same effect key.
+func (fx *sideEffects) charge(ctx context.Context, request string) (string, error) {
+	call := func(ctx context.Context, effectKey string) ([]byte, error) {
+		if fx.broken == brokenFreshKey {
+			effectKey = randomHex(16)
+		}
+		body, err := json.Marshal(chargeRequest{Request: request})
+		if err != nil {
+			return nil, err
+		}
+		var a chargeAnswer
+		if err := fx.post(ctx, fx.processor, effectKey, body, &a); err != nil {
+			return nil, err
+		}
+		return []byte(a.ID), nil
+	}
+	id, err := idem.Phase(ctx, effectCharge, call)
+	if errors.Is(err, idem.ErrNoPhases) {
+		var ek string
+		if ek, err = idem.EffectKey(ctx, effectCharge); err == nil {
+			id, err = call(ctx, ek)
+		}
+	}
+	return string(id), err
+}
+
+// post POSTs body to url under Idempotency-Key key and decodes a 2xx's
+// answer into out, when out is set; any other status is an error.
+func (fx *sideEffects) post(ctx context.Context, url, key string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	res, err := fx.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		return fmt.Errorf("%s answered %s", url, res.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(res.Body).Decode(out)
+}

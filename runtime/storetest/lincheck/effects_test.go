@@ -1,0 +1,263 @@
+package lincheck
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// drainBound is how long the final drain may take: the leases of a killed
+// runner's effects (2 s) and the retries of refused deliveries, on a
+// loaded machine.
+const drainBound = 30 * time.Second
+
+// undeliveredQuery counts the staged effects not delivered yet.
+const undeliveredQuery = "SELECT count(*) FROM idempotency_outbox WHERE state <> 'delivered'"
+
+// effectsRun is r in the effects mode, with the processor and the
+// receiver it reaches: each execution charges the processor and stages a
+// receipt, and after the clients stop the service is killed once more and
+// restarted with no fault, and runs until its runner has delivered every
+// staged receipt. broken names a broken version of the mode, or is empty.
+func effectsRun(t *testing.T, r run, broken string) (run, *processor, *receiver) {
+	p, rc := newProcessor(t), newReceiver(t)
+	r.name += " effects"
+	r.env = append(r.env[:len(r.env):len(r.env)], envProcessor+"="+p.srv.URL, envReceiver+"="+rc.srv.URL)
+	if broken != "" {
+		r.name += " " + broken
+		r.env = append(r.env, envBroken+"="+broken)
+	}
+	r.settle = func(svc *service, since func() int64) ([]window, error) {
+		w := window{Kind: "kill -9", Start: since()}
+		svc.kill()
+		err := svc.start()
+		w.End = since()
+		if err != nil {
+			return []window{w}, fmt.Errorf("restart for the drain: %w", err)
+		}
+		n, err := 0, error(nil)
+		for end := time.Now().Add(drainBound); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if n, err = r.count(undeliveredQuery); err == nil && n == 0 {
+				return []window{w}, nil
+			}
+		}
+		return []window{w}, fmt.Errorf("%d effects undelivered %v after the restart (%v)", n, drainBound, err)
+	}
+	return r, p, rc
+}
+
+// sideReport is what an effects run's processor and receiver recorded.
+type sideReport struct {
+	calls, charges []call
+	deliveries     []delivery
+	refused        int
+	// phases: the store records the charge's recovery point, so a
+	// repeated call needs a fault between.
+	phases bool
+}
+
+// effectFigures counts what an effects run saw, for the log and
+// docs/verification.md.
+type effectFigures struct {
+	committed, charges, calls, repeatedCalls int
+	chargedUncommitted                       int
+	deliveries, refused, duplicates          int
+	duplicatesBy                             map[string]int
+}
+
+func (f effectFigures) String() string {
+	var by []string
+	for k, n := range f.duplicatesBy {
+		by = append(by, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(by)
+	return fmt.Sprintf("%d committed requests, %d charges (%d of requests that never committed), %d processor calls (%d repeated), %d receipts delivered (%d duplicates [%s]), %d deliveries refused by the receiver",
+		f.committed, f.charges, f.chargedUncommitted, f.calls, f.repeatedCalls, f.deliveries, f.duplicates, strings.Join(by, ", "), f.refused)
+}
+
+// checkSideEffects judges the effects of rep against what the processor
+// and the receiver recorded: every committed request charged exactly once
+// and its receipt delivered at least once; no second charge for a logical
+// request (a key and its body) however often its handler ran; no receipt
+// but a committed request's; every delivery of a receipt beyond its first,
+// and with phases every repeated call to the processor, preceded by a
+// fault that can explain it.
+func checkSideEffects(rep report, s sideReport) ([]string, effectFigures) {
+	f := effectFigures{charges: len(s.charges), calls: len(s.calls), deliveries: len(s.deliveries), refused: s.refused, duplicatesBy: map[string]int{}}
+	var violations []string
+	bodyOf := map[string]string{}
+	for _, o := range rep.ops {
+		bodyOf[o.Req] = o.Body
+	}
+	// committed: the run each key committed, by its logical request.
+	committed := map[string]effect{}
+	for key, es := range rep.effects {
+		if len(es) > 0 {
+			committed[logical(key, bodyOf[es[0].Req])] = es[0]
+		}
+	}
+	f.committed = len(committed)
+	at := func(t time.Time) int64 { return t.Sub(rep.start).Nanoseconds() }
+
+	chargesOf := map[string][]call{}
+	for _, c := range s.charges {
+		chargesOf[c.Request] = append(chargesOf[c.Request], c)
+	}
+	for req, cs := range chargesOf {
+		if len(cs) > 1 {
+			violations = append(violations, fmt.Sprintf("request %s: the processor charged %d times (%v)", req, len(cs), cs))
+		}
+		if _, ok := committed[req]; !ok {
+			f.chargedUncommitted++
+		}
+	}
+	for req := range committed {
+		if len(chargesOf[req]) == 0 {
+			violations = append(violations, fmt.Sprintf("request %s: committed, and the processor never charged it", req))
+		}
+	}
+	violations = append(violations, repeatedCalls(rep, s, at, &f)...)
+
+	delivered := map[string][]delivery{}
+	for _, d := range s.deliveries {
+		r := d.Receipt
+		req := logical(r.Key, r.Body)
+		e, ok := committed[req]
+		switch {
+		case !ok || e.Run != r.Run:
+			violations = append(violations, fmt.Sprintf("request %s: a receipt of run %s (request %s) was delivered, and that run never committed (the committed run: %q)", req, r.Run, r.Req, e.Run))
+		case len(chargesOf[req]) > 0 && chargesOf[req][0].Charge != r.Charge:
+			violations = append(violations, fmt.Sprintf("request %s: the receipt names charge %s, the processor made %s", req, r.Charge, chargesOf[req][0].Charge))
+		}
+		delivered[req+" "+r.Run] = append(delivered[req+" "+r.Run], d)
+	}
+	for req, e := range committed {
+		if len(delivered[req+" "+e.Run]) == 0 {
+			violations = append(violations, fmt.Sprintf("request %s: committed by %s (run %s), and its receipt was never delivered", req, e.Req, e.Run))
+		}
+	}
+	for _, ds := range delivered {
+		violations = append(violations, duplicateDeliveries(ds, rep.windows, at, &f)...)
+	}
+	return violations, f
+}
+
+// repeatedCalls counts the calls to the processor with an effect key it
+// had already seen, and, where the store records the charge's recovery
+// point, refuses one that nothing explains: no fault in force between it
+// and the call before, and no client of the request that hung up between,
+// which ends the handler's call before its answer can be recorded. A
+// recorded phase is not run again.
+func repeatedCalls(rep report, s sideReport, at func(time.Time) int64, f *effectFigures) []string {
+	hangUps := map[string][]int64{}
+	for _, o := range rep.ops {
+		if o.HungUp {
+			hangUps[logical(o.Key, o.Body)] = append(hangUps[logical(o.Key, o.Body)], o.Return)
+		}
+	}
+	hungUpBetween := func(req string, a, b int64) bool {
+		for _, r := range hangUps[req] {
+			if a-faultGrace.Nanoseconds() <= r && r <= b {
+				return true
+			}
+		}
+		return false
+	}
+	var violations []string
+	last := map[string]call{}
+	for _, c := range s.calls {
+		prev, seen := last[c.EffectKey]
+		last[c.EffectKey] = c
+		if !seen {
+			continue
+		}
+		f.repeatedCalls++
+		a, b := at(prev.At), at(c.At)
+		if s.phases && faultBetween(rep.windows, a, b) == "" && !hungUpBetween(c.Request, a, b) {
+			violations = append(violations, fmt.Sprintf("request %s: the processor was called again under effect key %s at %.3fs, after %.3fs, with no fault between: its recorded phase ran again", c.Request, c.EffectKey, float64(b)/1e9, float64(a)/1e9))
+		}
+	}
+	return violations
+}
+
+// duplicateDeliveries counts the deliveries of one receipt beyond its
+// first, by the fault that explains each, and refuses one that no fault
+// between it and the delivery before explains: only a runner that died,
+// or could not reach its store, between a delivery and its record delivers
+// a receipt again.
+func duplicateDeliveries(ds []delivery, windows []window, at func(time.Time) int64, f *effectFigures) []string {
+	var violations []string
+	for i := 1; i < len(ds); i++ {
+		f.duplicates++
+		kind := faultBetween(windows, at(ds[i-1].At), at(ds[i].At))
+		if kind == "" {
+			r := ds[i].Receipt
+			violations = append(violations, fmt.Sprintf("key %s: the receipt of run %s was delivered again at %.3fs, after %.3fs, with no fault between", r.Key, r.Run, float64(at(ds[i].At))/1e9, float64(at(ds[i-1].At))/1e9))
+			continue
+		}
+		f.duplicatesBy[kind]++
+	}
+	return violations
+}
+
+// faultBetween names a fault in force at some moment from a to b, kill -9
+// first, or is empty when none was.
+func faultBetween(windows []window, a, b int64) string {
+	kind := ""
+	for _, w := range windows {
+		if w.Start <= b && a <= w.End+faultGrace.Nanoseconds() {
+			if w.Kind == "kill -9" {
+				return w.Kind
+			}
+			kind = w.Kind
+		}
+	}
+	return kind
+}
+
+// effectsHistory runs r in the effects mode, broken or not, for d with
+// seed sd, and returns its report and what the processor and the receiver
+// recorded; phases says whether the store records the charge's recovery
+// point.
+func effectsHistory(t *testing.T, r run, broken string, phases bool, d time.Duration, sd uint64) (run, report, sideReport) {
+	r, p, rc := effectsRun(t, r, broken)
+	rep := history(t, r, d, sd)
+	s := sideReport{phases: phases}
+	s.calls, s.charges = p.record()
+	s.deliveries, s.refused = rc.record()
+	return r, rep, s
+}
+
+// checkEffectsRun runs r in the effects mode and fails t on every
+// violation of the contract, of the history and of the effects.
+func checkEffectsRun(t *testing.T, r run, phases bool) {
+	sd, d := seed(t), duration(t)
+	r, rep, s := effectsHistory(t, r, "", phases, d, sd)
+	violations, viz := check(rep, r.model)
+	fx, f := checkSideEffects(rep, s)
+	violations = append(violations, fx...)
+	t.Logf("lincheck %s seed %d, %v: %s; effects: %s; %d violations", r.name, sd, d, summary(rep), f, len(violations))
+	for _, v := range violations {
+		t.Error(v)
+	}
+	if viz != "" {
+		t.Errorf("porcupine's visualization of the history: %s", viz)
+	}
+}
+
+// The effects of SQLite's run: SQLite records no phase beside the
+// request's transaction, so every run of a request calls the processor,
+// under the one effect key the processor charges once.
+func TestEffectsSQLite(t *testing.T) {
+	r, _ := sqliteRun(t)
+	checkEffectsRun(t, r, false)
+}
+
+// The effects of PostgreSQL's run, under its proxy's faults, terminated
+// backends and kill -9: the charge is a recovery point recorded beside the
+// request's transaction.
+func TestEffectsPostgreSQL(t *testing.T) {
+	checkEffectsRun(t, postgresRun(t), true)
+}

@@ -1,0 +1,155 @@
+package lincheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// processor is the fake payment processor of the effects runs, in the test
+// process, reached by the service over HTTP on loopback. It honours
+// Idempotency-Key: the first call with a key charges, and every later call
+// with it is answered with that charge. It records every call and every
+// charge with the logical request (the client's key) the call names.
+type processor struct {
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	calls   []call
+	charges []call
+	byKey   map[string]string // the charge id of each Idempotency-Key
+}
+
+// call is one call to the processor, or one charge it made: the
+// Idempotency-Key it came with, the logical request it names, the charge
+// id and when.
+type call struct {
+	EffectKey, Request, Charge string
+	At                         time.Time
+}
+
+// chargeRequest is the body of a call to the processor: the logical
+// request it charges for, its client's key and body ("k12 {...}").
+type chargeRequest struct {
+	Request string `json:"request"`
+}
+
+// logical names the logical request of key and body, as a charge does.
+func logical(key, body string) string { return key + " " + body }
+
+// chargeAnswer is the processor's answer.
+type chargeAnswer struct {
+	ID string `json:"id"`
+}
+
+func newProcessor(t *testing.T) *processor {
+	p := &processor{byKey: map[string]string{}}
+	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// serve charges, or answers a key it has seen with its charge, after a
+// pause of up to 8 ms: a kill of the service during the pause leaves a
+// charge whose answer, and so whose phase record, never came.
+func (p *processor) serve(w http.ResponseWriter, r *http.Request) {
+	var req chargeRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Request == "" {
+		http.Error(w, "a charge names its request", http.StatusBadRequest)
+		return
+	}
+	ek := r.Header.Get("Idempotency-Key")
+	p.mu.Lock()
+	id, seen := p.byKey[ek]
+	if !seen || ek == "" {
+		id = fmt.Sprintf("ch_%d", len(p.charges)+1)
+		p.byKey[ek] = id
+		p.charges = append(p.charges, call{EffectKey: ek, Request: req.Request, Charge: id, At: time.Now()})
+	}
+	p.calls = append(p.calls, call{EffectKey: ek, Request: req.Request, Charge: id, At: time.Now()})
+	p.mu.Unlock()
+	time.Sleep(time.Duration(1+rand.IntN(8)) * time.Millisecond)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(chargeAnswer{ID: id})
+}
+
+// record returns the calls and the charges so far.
+func (p *processor) record() (calls, charges []call) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]call(nil), p.calls...), append([]call(nil), p.charges...)
+}
+
+// receiver is where the service's outbox runner delivers receipts, in the
+// test process. It refuses one delivery in refuseOneIn with a 503 and
+// records nothing of it, as a receiver that is briefly away; it records
+// every other with its effect key and when it came.
+type receiver struct {
+	srv *httptest.Server
+
+	mu         sync.Mutex
+	deliveries []delivery
+	refused    int
+}
+
+// refuseOneIn is how often the receiver refuses a delivery.
+const refuseOneIn = 5
+
+// delivery is one receipt the receiver accepted.
+type delivery struct {
+	EffectKey string
+	Receipt   receipt
+	At        time.Time
+}
+
+// receipt is the payload of a request's receipt: the execution it was
+// staged by (key, run and request, as its effect row names them), the
+// request's body and the charge it reports.
+type receipt struct {
+	Key    string `json:"key"`
+	Run    string `json:"run"`
+	Req    string `json:"req"`
+	Body   string `json:"body"`
+	Charge string `json:"charge"`
+}
+
+func newReceiver(t *testing.T) *receiver {
+	rc := &receiver{}
+	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	var rec receipt
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil {
+		http.Error(w, "not a receipt", http.StatusBadRequest)
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rand.IntN(refuseOneIn) == 0 {
+		rc.refused++
+		http.Error(w, "away for a moment", http.StatusServiceUnavailable)
+		return
+	}
+	rc.deliveries = append(rc.deliveries, delivery{EffectKey: r.Header.Get("Idempotency-Key"), Receipt: rec, At: time.Now()})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// record returns the deliveries accepted and the count refused so far.
+func (rc *receiver) record() ([]delivery, int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]delivery(nil), rc.deliveries...), rc.refused
+}

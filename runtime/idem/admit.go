@@ -47,38 +47,13 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 		query = r.URL.Query()
 	}
 
-	// A header or query key is looked at before the body is read, so that
-	// a keyless request on an operation whose key is optional passes
-	// through untouched, its body streamed to the handler.
-	var k string
-	if op.Key.In != key.InBody {
-		var present bool
-		var err error
-		if k, present, err = readKey(r, op, query); err != nil {
-			return idemstore.Claim{}, refused, e.keyProblem(op, err)
-		}
-		if !present {
-			return idemstore.Claim{}, keyless, Problem{}
-		}
+	k, v, p := e.keyBeforeBody(r, op, query)
+	if v != admitted {
+		return idemstore.Claim{}, v, p
 	}
-
-	in, p, ok := e.readInput(r, op, params, query)
-	if !ok {
-		return bodyRefused(r, p)
-	}
-	var sum [32]byte
-	if op.Key.In == key.InBody {
-		var v verdict
-		if sum, k, v, p = e.sumWithKey(r, op, in); v == refused {
-			return bodyRefused(r, p)
-		} else if v != admitted {
-			return idemstore.Claim{}, v, p
-		}
-	} else {
-		var err error
-		if sum, err = op.fingerprint.SumContext(r.Context(), in); err != nil {
-			return bodyRefused(r, e.bodyProblem(op, err))
-		}
+	sum, k, v, p := e.sumBody(r, op, params, query, k)
+	if v != admitted {
+		return idemstore.Claim{}, v, p
 	}
 	if len(prefix) > 0 {
 		sum = withPrefix(sum, prefix)
@@ -86,14 +61,53 @@ func (e *Engine) admit(r *http.Request, q *request, params map[string]string, pr
 	return e.newClaim(q, k, &sum), admitted, Problem{}
 }
 
-// bodyRefused refuses a request whose body could not be read or
-// fingerprinted with p, unless its client has hung up: reading stops then,
-// and the request is one whose client is gone.
-func bodyRefused(r *http.Request, p Problem) (idemstore.Claim, verdict, Problem) {
-	if r.Context().Err() != nil {
-		return idemstore.Claim{}, gone, Problem{}
+// keyBeforeBody reads a header or query key before the body is read, so
+// that a keyless request on an operation whose key is optional passes
+// through untouched, its body streamed to the handler. A body key is read
+// with the fingerprint (sumBody).
+func (e *Engine) keyBeforeBody(r *http.Request, op *operation, query url.Values) (string, verdict, Problem) {
+	if op.Key.In == key.InBody {
+		return "", admitted, Problem{}
 	}
-	return idemstore.Claim{}, refused, p
+	k, present, err := readKey(r, op, query)
+	switch {
+	case err != nil:
+		return "", refused, e.keyProblem(op, err)
+	case !present:
+		return "", keyless, Problem{}
+	}
+	return k, admitted, Problem{}
+}
+
+// sumBody reads the body and computes the fingerprint, and with it the
+// key k when the body holds it.
+func (e *Engine) sumBody(r *http.Request, op *operation, params map[string]string, query url.Values, k string) ([32]byte, string, verdict, Problem) {
+	in, p, ok := e.readInput(r, op, params, query)
+	if !ok {
+		return [32]byte{}, "", bodyRefused(r), p
+	}
+	if op.Key.In == key.InBody {
+		sum, k, v, p := e.sumWithKey(r, op, in)
+		if v == refused {
+			v = bodyRefused(r)
+		}
+		return sum, k, v, p
+	}
+	sum, err := op.fingerprint.SumContext(r.Context(), in)
+	if err != nil {
+		return sum, "", bodyRefused(r), e.bodyProblem(op, err)
+	}
+	return sum, k, admitted, Problem{}
+}
+
+// bodyRefused is the verdict on a request whose body could not be read or
+// fingerprinted: refused, unless its client has hung up. Reading stops
+// then, and the request is one whose client is gone.
+func bodyRefused(r *http.Request) verdict {
+	if r.Context().Err() != nil {
+		return gone
+	}
+	return refused
 }
 
 // readKey reads a header key, or a query key from query, r's parsed query

@@ -196,8 +196,10 @@ func problemName(a Answer) (string, error) {
 
 // CheckProblem returns an error unless a is a complete problem+json answer
 // with status whose type ends in name (one of the names of runtime/problem).
-// When retryAfter is set the answer must carry a Retry-After of 1 or 2
-// seconds; when it is not, no Retry-After at all.
+// When retryAfter is set the answer must carry a Retry-After of at most 2
+// seconds (0 for a 409 request-in-progress whose handler answers in
+// milliseconds, docs/semantics.md §3.5); when it is not, no Retry-After at
+// all.
 func CheckProblem(a Answer, status int, name string, retryAfter bool) error {
 	if a.Status != status {
 		return fmt.Errorf("answer %v, want %d %s", a, status, name)
@@ -211,8 +213,8 @@ func CheckProblem(a Answer, status int, name string, retryAfter bool) error {
 	}
 	ra := a.Header.Get("Retry-After")
 	switch {
-	case retryAfter && ra != "1" && ra != "2":
-		return fmt.Errorf("%s with Retry-After %q, want 1 or 2", name, ra)
+	case retryAfter && ra != "0" && ra != "1" && ra != "2":
+		return fmt.Errorf("%s with Retry-After %q, want 0, 1 or 2", name, ra)
 	case !retryAfter && ra != "":
 		return fmt.Errorf("%s with Retry-After %q, want none", name, ra)
 	}

@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -71,8 +72,10 @@ func TestTxWhoseConnectionClosed(t *testing.T) {
 	}
 }
 
-// cutConn closes itself right after the first write once armed: what was
-// written reaches the server, whose answer is lost.
+// cutConn closes itself, once armed, right after a write that holds the
+// statement of a transaction's end that is sent with its text
+// (replacedSQL's): what was written reaches the server, whose answer is
+// lost. The guard's connection, made by the same dialer, never sends it.
 type cutConn struct {
 	net.Conn
 	armed *atomic.Bool
@@ -80,7 +83,7 @@ type cutConn struct {
 
 func (c *cutConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if c.armed.CompareAndSwap(true, false) {
+	if bytes.Contains(p, []byte("pg_prepared_statements WHERE from_sql")) && c.armed.CompareAndSwap(true, false) {
 		_ = c.Conn.Close()
 	}
 	return n, err

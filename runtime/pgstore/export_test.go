@@ -26,13 +26,22 @@ func Settle(ctx context.Context, pool *pgxpool.Pool, c idemstore.Claim) (idemsto
 	return settle(ctx, pool, c)
 }
 
-// QueueReset queues the full session reset (resetSQL) on b.
-func QueueReset(b *pgx.Batch) { queueReset(b) }
+// QueueReset queues the statements of the full session reset (resetSQL
+// and reseedSQL) on b.
+func QueueReset(b *pgx.Batch) {
+	for _, q := range resetSQL {
+		b.Queue(q)
+	}
+	b.Queue(reseedSQL, newSeed())
+}
 
-// QueueLeanReset queues what a transaction's end sends to reset the
-// session of a connection of user when the handler left nothing else
-// (sessionCheckSQL and leanResetSQL) on b.
-func QueueLeanReset(b *pgx.Batch, user string) { queueLeanReset(b, user) }
+// QueueLeanReset queues the statements a transaction's end sends to reset
+// the session of a connection of user when the handler left nothing else
+// (sessionCheckSQL, leanResetSQL and replacedSQL) on b.
+func QueueLeanReset(b *pgx.Batch, user string) {
+	b.QueuedQueries = append(b.QueuedQueries, leanReset(user)...)
+	b.Queue(replacedSQL)
+}
 
 // ClaimSQL is the statement that claims a key.
 const ClaimSQL = claimSQL
@@ -40,3 +49,9 @@ const ClaimSQL = claimSQL
 // RequestBadge returns the two keys of the advisory lock that a
 // transactional claim of c holds for as long as its transaction.
 func RequestBadge(c idemstore.Claim) (class, badge int32) { return badgeClass, requestBadge(c) }
+
+// SessionCheckSQL is the check of what a handler left on its session.
+const SessionCheckSQL = sessionCheckSQL
+
+// Reset sends the full session reset on conn, as the store sends it.
+func Reset(ctx context.Context, conn *pgx.Conn) error { return sendReset(ctx, conn, false) }

@@ -27,38 +27,75 @@ func cacheName(sql string) string {
 // taking params and answering as replacement does.
 func replaceCached(t *testing.T, tx idemstore.Tx, sql, params, replacement string) {
 	t.Helper()
-	name := cacheName(sql)
+	replaceNamed(t, tx, cacheName(sql), params, replacement)
+}
+
+// replaceNamed makes tx's handler replace the statement prepared under
+// name with one of its own, prepared from SQL.
+func replaceNamed(t *testing.T, tx idemstore.Tx, name, params, replacement string) {
+	t.Helper()
 	stmt := "DEALLOCATE " + name + "; PREPARE " + name + "(" + params + ") AS " + replacement
 	if _, err := tx.Driver().(pgx.Tx).Exec(context.Background(), stmt); err != nil {
 		t.Fatalf("%s: %v", stmt, err)
 	}
 }
 
+// preparedName returns the name of the statement prepared with the text
+// sql on tx's session, found as any handler can find it.
+func preparedName(t *testing.T, tx idemstore.Tx, sql string) string {
+	t.Helper()
+	var name string
+	if err := tx.Driver().(pgx.Tx).QueryRow(context.Background(),
+		"SELECT name FROM pg_prepared_statements WHERE statement = $1", sql).Scan(&name); err != nil {
+		t.Fatalf("the prepared statement of %.40q: %v", sql, err)
+	}
+	return name
+}
+
 // docs/semantics.md §7.2: a statement a handler prepares never reaches a
 // later request. Tenant A's handler replaces the statement pgx has cached
 // for a query that tenant B's requests run on the same pooled connection;
-// B's next run of that query must not return the rows A chose.
+// B's next run of that query must not return the rows A chose. So too
+// when A's handler also replaces the statement pgstore checks the session
+// with by one that finds nothing.
 func TestHandlerCannotReplaceACachedStatement(t *testing.T) {
 	const query = "SELECT marker FROM effects WHERE marker = $1"
 	for _, e := range txEndings() {
-		t.Run(e.name, func(t *testing.T) {
-			// One connection: the next request gets the one the handler used.
-			s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-			ctx := context.Background()
-			var got string
-			if err := pool.QueryRow(ctx, query, "b").Scan(&got); !errors.Is(err, pgx.ErrNoRows) {
-				t.Fatalf("B's query before A's request = %q, %v; want no rows", got, err)
+		for _, check := range []bool{false, true} {
+			name := e.name
+			if check {
+				name += ", the check replaced too"
 			}
-			tx := e.begin(t, s, "k-a")
-			replaceCached(t, tx, query, "text", "SELECT 'chosen by A'::text")
-			if err := e.end(ctx, tx); err != nil {
-				t.Fatalf("ending A's transaction: %v", err)
-			}
-			err := pool.QueryRow(ctx, query, "b").Scan(&got)
-			if !errors.Is(err, pgx.ErrNoRows) {
-				t.Fatalf("B's query after A's request = %q, %v; want no rows", got, err)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				replaceCachedQuery(t, e, query, check)
+			})
+		}
+	}
+}
+
+func replaceCachedQuery(t *testing.T, e txEnding, query string, check bool) {
+	// One connection: the next request gets the one the handler used.
+	s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ctx := context.Background()
+	var got string
+	if err := pool.QueryRow(ctx, query, "b").Scan(&got); !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("B's query before A's request = %q, %v; want no rows", got, err)
+	}
+	// A first request prepares the check on the connection.
+	if err := e.end(ctx, e.begin(t, s, "k-0")); err != nil {
+		t.Fatal(err)
+	}
+	tx := e.begin(t, s, "k-a")
+	if check {
+		replaceNamed(t, tx, preparedName(t, tx, pgstore.SessionCheckSQL), "text, float8", "SELECT NULL::void, NULL::void, false")
+	}
+	replaceCached(t, tx, query, "text", "SELECT 'chosen by A'::text")
+	if err := e.end(ctx, tx); err != nil {
+		t.Fatalf("ending A's transaction: %v", err)
+	}
+	err := pool.QueryRow(ctx, query, "b").Scan(&got)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("B's query after A's request = %q, %v; want no rows", got, err)
 	}
 }
 
@@ -102,16 +139,23 @@ func TestHandlerCannotReplaceTheClaimStatement(t *testing.T) {
 	}
 }
 
-// Nor can a handler prepare a statement under pgx's cache name through the
-// transaction it was given, over the protocol as pgx's cache does.
+// Nor can a handler prepare a statement under pgx's cache name, or under
+// the name of one of pgstore's own, through the transaction it was given,
+// over the protocol as pgx and pgstore do.
 func TestHandlerPrepareRefusesACacheName(t *testing.T) {
-	s, _ := newStore(t)
+	s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
+	// The first transaction's end prepares pgstore's statements.
+	if err := wonTx(t, s, "k-0", "tok-0").Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
 	tx := wonTx(t, s, "k-a", "tok-a")
 	defer func() { _ = tx.Rollback(ctx) }()
 	const query = "SELECT marker FROM effects WHERE marker = $1"
-	_, err := tx.Driver().(pgx.Tx).Prepare(ctx, cacheName(query), "SELECT 'chosen by A'::text WHERE $1::text IS NOT NULL")
-	if !errors.Is(err, pgstore.ErrCacheName) {
-		t.Fatalf("Prepare under pgx's cache name: %v, want ErrCacheName", err)
+	for _, name := range []string{cacheName(query), preparedName(t, tx, pgstore.SessionCheckSQL)} {
+		_, err := tx.Driver().(pgx.Tx).Prepare(ctx, name, "SELECT 'chosen by A'::text WHERE $1::text IS NOT NULL")
+		if !errors.Is(err, pgstore.ErrCacheName) {
+			t.Errorf("Prepare under %s: %v, want ErrCacheName", name, err)
+		}
 	}
 }

@@ -69,9 +69,7 @@ func TestHandlerSeedDoesNotReachThePool(t *testing.T) {
 		if _, err := conn.Exec(ctx, setseed); err != nil {
 			t.Fatal(err)
 		}
-		b := &pgx.Batch{}
-		pgstore.QueueReset(b)
-		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		if err := pgstore.Reset(ctx, conn.Conn()); err != nil {
 			t.Fatal(err)
 		}
 		var got float64

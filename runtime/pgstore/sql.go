@@ -124,7 +124,7 @@ const sameTxSQL = `SELECT 1 / (coalesce(current_setting('idemgen.transaction', t
 // (idempotency_claim's p_hold) and any a handler took; the rest undoes what
 // a handler may have left on the session (SET without LOCAL, SET ROLE,
 // cursors WITH HOLD, LISTEN, temporary objects, prepared statements), which
-// would otherwise reach unrelated requests; queueReset adds reseedSQL.
+// would otherwise reach unrelated requests; sendReset adds reseedSQL.
 // RESET restores each setting to the value the connection started with,
 // including those in its connection string, but not those an AfterConnect
 // hook SET.
@@ -205,11 +205,12 @@ const sessionCheckSQL = `SELECT pg_advisory_unlock_all(), setseed($2),
 const handlerPreparedSQL = `(from_sql OR NOT ` + driverNameSQL + `)`
 
 // driverNameSQL matches the names of the statements that pgx's statement
-// cache prepares (the prefix stmtcache_, then a hash of the text) and those
+// cache prepares (the prefix stmtcache_, then a hash of the text), those
 // PgBouncer (1.21 and later, with max_prepared_statements) prepares under
-// names of its own on a server connection that its clients share.
-// handlerTx.Prepare refuses pgx's prefix.
-const driverNameSQL = `(name LIKE 'stmtcache\_%' OR name LIKE 'PGBOUNCER\_%')`
+// names of its own on a server connection that its clients share, and
+// pgstore's own (ownPrefix). handlerTx.Prepare refuses pgx's prefix and
+// pgstore's.
+const driverNameSQL = `(name LIKE 'stmtcache\_%' OR name LIKE 'PGBOUNCER\_%' OR name LIKE 'idemgen\_%')`
 
 // deallocateSQL drops the statements a handler prepared
 // (handlerPreparedSQL). DEALLOCATE takes neither a list nor a pattern,

@@ -142,12 +142,15 @@ func TestStatementsPerRequest(t *testing.T) {
 			// may have left on the session, which also releases the claim's
 			// session locks and seeds random() afresh (sessionCheckSQL),
 			// then RESET ALL and DISCARD
-			// SEQUENCES (leanResetSQL). This handler leaves nothing else, so
-			// the full reset (resetSQL) is not sent.
+			// SEQUENCES (leanResetSQL), and the test, parsed afresh, that no
+			// statement the batch ran was the handler's (replacedSQL). This
+			// handler leaves nothing else, so the full reset (resetSQL) is
+			// not sent.
 			"SELECT 1 / (coalesce(current_setting('idemgen.transaction'",
 			"SELECT idempotency_complete(",
 			"COMMIT",
-			"SELECT pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES"),
+			"SELECT pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES",
+			"SELECT EXISTS (SELECT FROM pg_prepared_statements WHERE from_sql"),
 			2}, // the key's guard, taken beside the claim's batch and let go after the commit
 		// The claim reads the completed row, and COMMIT ends the
 		// transaction that holds nothing.

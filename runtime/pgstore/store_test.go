@@ -238,3 +238,25 @@ func TestQueryExecModeWithoutTypesIsRefused(t *testing.T) {
 		pool.Close()
 	}
 }
+
+// An empty scope or body travels as an empty value, never as NULL, in
+// the statements that end a transaction as in the claim: the completion
+// finds the claim's row, and the replay has the empty body.
+func TestCommitEmptyValues(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	c := claimFor("k1", "tok1", time.Minute)
+	c.Scope = ""
+	res, tx, err := s.ClaimTx(ctx, c)
+	if err != nil || !res.Won {
+		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
+	}
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201, Body: []byte{}}); err != nil {
+		t.Fatalf("Commit with an empty scope and body: %v", err)
+	}
+	c.Token = "tok2"
+	res, err = s.Claim(ctx, c)
+	if err != nil || res.Won || res.Existing.State != idemstore.StateCompleted || res.Existing.Response == nil || res.Existing.Response.Body == nil {
+		t.Fatalf("replay = %+v, %v; want the completed row with an empty body", res, err)
+	}
+}

@@ -32,9 +32,10 @@ var ErrTxOwned = errors.New("pgstore: the idempotency layer commits or rolls bac
 
 // ErrCacheName is returned by Prepare of the pgx.Tx a transactional
 // handler receives for a name that starts as the names of pgx's statement
-// cache do: a statement under such a name would stand in for one that pgx
-// prepared, on a connection later requests use.
-var ErrCacheName = errors.New("pgstore: a prepared statement's name may not start with " + cachePrefix + ", the prefix of pgx's statement cache")
+// cache or pgstore's own statements do: a statement under such a name
+// would stand in for one that pgx or pgstore prepared, on a connection
+// later requests use.
+var ErrCacheName = errors.New("pgstore: a prepared statement's name may not start with " + cachePrefix + " or " + ownPrefix + ", the prefixes of pgx's statement cache and pgstore's statements")
 
 // ErrConnClosed is returned, wrapped, by the Release of a transaction
 // whose connection closed before it ended, and by its Commit when the
@@ -239,25 +240,12 @@ func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx) 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if !pc.IsClosed() {
-		b := &pgx.Batch{}
-		if pc.PgConn().TxStatus() != 'I' {
-			b.Queue(rollbackSQL)
-		}
-		queueReset(b)
-		if err := pc.SendBatch(rctx, b).Close(); err != nil {
+		if err := sendReset(rctx, pc, pc.PgConn().TxStatus() != 'I'); err != nil {
 			s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: cleaning up a connection failed; closing it", slog.Any("err", err))
 			_ = pc.Close(rctx)
 		}
 	}
 	s.putBack(ctx, conn, h, nil)
-}
-
-// queueReset queues resetSQL and reseedSQL on b.
-func queueReset(b *pgx.Batch) {
-	for _, q := range resetSQL {
-		b.Queue(q)
-	}
-	b.Queue(reseedSQL, newSeed())
 }
 
 // newSeed returns a seed for setseed, in [-1, 1), that no handler can
@@ -269,74 +257,87 @@ func newSeed() float64 {
 }
 
 // sendEnding sends the statements that end the transaction marked with
-// mark, behind sameTxSQL and followed by sessionCheckSQL and leanResetSQL,
-// in one round trip; when sessionCheckSQL finds that the handler left more
-// on the session, a second round trip sends resetSQL. It returns the
-// command tag of the last of stmts, err when one of them failed (the reset
-// then never ran), and resetErr when only the reset failed. err wraps errHandlerEndedTx when the
-// connection is in another transaction than the marked one; nothing of
-// stmts ran then.
+// mark, behind sameTxSQL and followed by sessionCheckSQL, leanResetSQL and
+// replacedSQL, in one round trip of pgstore's own messages (wire.go); when
+// sessionCheckSQL finds that the handler left more on the session, a
+// second round trip sends resetSQL. It returns the command tag of the last
+// of stmts, err when one of them failed (the reset then never ran), and
+// resetErr when only the reset failed or found the session unfit to reuse
+// (errStatementReplaced). err wraps errHandlerEndedTx when the connection
+// is in another transaction than the marked one; nothing of stmts ran
+// then.
 //
 // A transaction in which a statement failed runs nothing but its end, so
 // it cannot be checked: sameTxSQL is left out, and a caller that must know
 // learns it otherwise (Release).
 func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
-	b := &pgx.Batch{}
-	checked := !txFailed(conn)
-	if checked {
-		b.Queue(sameTxSQL, mark)
+	pc := conn.Conn()
+	if pc.IsClosed() {
+		return tag, errNotSent, nil
 	}
-	b.QueuedQueries = append(b.QueuedQueries, stmts...)
-	queueLeanReset(b, conn.Conn().Config().User)
-	br := conn.SendBatch(ctx, b)
+	checked := !txFailed(conn)
+	var qs []*pgx.QueuedQuery
 	if checked {
-		if _, err = br.Exec(); isNotSameTx(err) {
-			err = fmt.Errorf("%w: %w", errHandlerEndedTx, err)
+		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: []any{mark}})
+	}
+	qs = append(qs, stmts...)
+	qs = append(qs, leanReset(pc.Config().User)...)
+	b := &pgconn.Batch{}
+	for _, q := range qs {
+		if err := queueOwn(ctx, pc, b, q); err != nil {
+			return tag, fmt.Errorf("preparing %.40q: %w", q.SQL, err), nil
 		}
 	}
-	for i := 0; err == nil && i < len(stmts); i++ {
-		tag, err = br.Exec()
+	b.ExecParams(replacedSQL, nil, nil, nil, nil)
+	sent := readBatch(pc.PgConn().ExecBatch(ctx, b))
+	i := 0
+	if checked {
+		if _, err = sent.at(i); isNotSameTx(err) {
+			err = fmt.Errorf("%w: %w", errHandlerEndedTx, err)
+		}
+		i++
 	}
-	var left bool
-	if err == nil {
-		left, resetErr = readLeanReset(br)
+	for range stmts {
+		if err != nil {
+			return tag, err, nil
+		}
+		var res *pgconn.Result
+		if res, err = sent.at(i); err == nil {
+			tag = res.CommandTag
+		}
+		i++
 	}
-	if cerr := br.Close(); err == nil && resetErr == nil {
-		resetErr = cerr
+	if err != nil {
+		return tag, err, nil
 	}
-	if err == nil && resetErr == nil && left {
-		b := &pgx.Batch{}
-		queueReset(b)
-		resetErr = conn.SendBatch(ctx, b).Close()
+	left, resetErr := sent.boolAt(i, 2)
+	for j := i + 1; resetErr == nil && j < i+1+len(leanResetSQL); j++ {
+		_, resetErr = sent.at(j)
+	}
+	var replaced bool
+	if resetErr == nil {
+		replaced, resetErr = sent.boolAt(i+1+len(leanResetSQL), 0)
+	}
+	switch {
+	case resetErr == nil && replaced:
+		resetErr = errStatementReplaced
+	case resetErr == nil && left:
+		resetErr = sendReset(ctx, pc, false)
 	}
 	if resetErr != nil {
 		resetErr = fmt.Errorf("resetting the session: %w", resetErr)
 	}
-	return tag, err, resetErr
+	return tag, nil, resetErr
 }
 
-// queueLeanReset queues sessionCheckSQL, for a connection of user, and
-// leanResetSQL on b.
-func queueLeanReset(b *pgx.Batch, user string) {
-	b.Queue(sessionCheckSQL, user, newSeed())
+// leanReset is sessionCheckSQL, for a connection of user, and
+// leanResetSQL.
+func leanReset(user string) []*pgx.QueuedQuery {
+	qs := []*pgx.QueuedQuery{{SQL: sessionCheckSQL, Arguments: []any{user, newSeed()}}}
 	for _, q := range leanResetSQL {
-		b.Queue(q)
+		qs = append(qs, &pgx.QueuedQuery{SQL: q})
 	}
-}
-
-// readLeanReset reads the results of queueLeanReset's statements from br,
-// and reports whether sessionCheckSQL found that the session needs
-// resetSQL as well.
-func readLeanReset(br pgx.BatchResults) (left bool, err error) {
-	if err := br.QueryRow().Scan(nil, nil, &left); err != nil {
-		return false, err
-	}
-	for range leanResetSQL {
-		if _, err := br.Exec(); err != nil {
-			return false, err
-		}
-	}
-	return left, nil
+	return qs
 }
 
 // putBack returns conn to the pool once its transaction has ended and its
@@ -382,10 +383,14 @@ func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx, r
 	conn.Release()
 }
 
+// errNotSent is sendEnding's error on a connection that had closed before
+// anything was sent.
+var errNotSent = errors.New("the connection had closed; nothing was sent")
+
 // closedUnsent reports whether err is the failure of statements that never
 // reached the server because conn had closed (ErrConnClosed).
 func closedUnsent(conn *pgxpool.Conn, err error) bool {
-	return conn.Conn().IsClosed() && pgconn.SafeToRetry(err)
+	return conn.Conn().IsClosed() && errors.Is(err, errNotSent)
 }
 
 // isNotSameTx reports the error of sameTxSQL in a transaction pgstore did
@@ -793,7 +798,7 @@ func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stat
 	if h.closed.Load() {
 		return nil, pgx.ErrTxClosed
 	}
-	if strings.HasPrefix(name, cachePrefix) {
+	if strings.HasPrefix(name, cachePrefix) || strings.HasPrefix(name, ownPrefix) {
 		return nil, fmt.Errorf("%w: %q", ErrCacheName, name)
 	}
 	if name != "" {

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// brokenDuration is how long each run of a broken version sends requests,
-// and brokenGap the mean time between its kills: several kills a run,
-// each likely to fall inside a handler's run, as the broken versions of
-// the charge and the receipt need.
+// brokenDuration is how long each run of a broken version sends
+// requests, and brokenGap the mean gap between the kills the processor
+// and the receiver make: a few a run, at the points the broken versions
+// of the charge and the receipt give themselves away.
 const (
 	brokenDuration = 3 * time.Second
 	brokenGap      = 500 * time.Millisecond
@@ -33,8 +33,7 @@ func TestEffectsChecksCatchBrokenVersions(t *testing.T) {
 		t.Run(b.broken, func(t *testing.T) {
 			for try := 1; ; try++ {
 				r, _ := sqliteRun(t)
-				r.gap = brokenGap
-				r, rep, s := effectsHistory(t, r, b.broken, false, brokenDuration, seed(t))
+				r, rep, s := effectsHistory(t, r, b.broken, false, brokenDuration, brokenGap, seed(t))
 				violations, f := checkSideEffects(rep, s)
 				caught := 0
 				for _, v := range violations {

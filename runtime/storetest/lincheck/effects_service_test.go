@@ -62,7 +62,8 @@ type sideEffects struct {
 }
 
 // startEffects returns the effects mode on ob and starts its runner, or
-// nil when the service runs without effects.
+// nil when the service runs without effects. A store without an outbox
+// (ob nil) charges and stages no receipt.
 func startEffects(ob outbox) (*sideEffects, error) {
 	fx := &sideEffects{
 		processor: os.Getenv(envProcessor),
@@ -73,6 +74,9 @@ func startEffects(ob outbox) (*sideEffects, error) {
 	}
 	if fx.processor == "" {
 		return nil, nil
+	}
+	if ob == nil {
+		return fx, nil
 	}
 	deliver := func(ctx context.Context, m idemoutbox.Message) error {
 		return fx.post(ctx, fx.receiver, m.EffectKey, m.Payload, nil)
@@ -139,7 +143,10 @@ func (fx *sideEffects) around(r *http.Request, record func(key, run, req string)
 // sendReceipt stages the receipt in the request's transaction, or, broken,
 // sends it at once.
 func (fx *sideEffects) sendReceipt(ctx context.Context, payload []byte) error {
-	if fx.broken != brokenDirectReceipt {
+	switch {
+	case fx.outbox == nil:
+		return nil
+	case fx.broken != brokenDirectReceipt:
 		return fx.outbox.Stage(ctx, effectReceipt, payload)
 	}
 	ek, err := idem.EffectKey(ctx, effectReceipt)

@@ -40,8 +40,8 @@ const (
 	// faultGrace is how long after a fault ends a request still counts as
 	// faulted: a connection the fault broke is found broken at its next
 	// use, which under this load is within milliseconds. Faults are 1-3 s
-	// apart (run.gap aside), so most requests run with none in force and
-	// are held to the strict contract.
+	// apart, so most requests run with none in force and are held to the
+	// strict contract.
 	faultGrace = time.Second
 )
 
@@ -113,8 +113,11 @@ type run struct {
 	hangUps bool
 	// kill adds kill -9 and restart of the service to the faults.
 	kill bool
-	// gap is the mean time between faults; 0 means 2 s.
-	gap time.Duration
+	// arm, when set, is given while the clients run a kill -9 and restart
+	// of the service that records its fault as kind, for the run's own
+	// parties to call at the moments they choose. A call while another
+	// restart is under way does nothing.
+	arm func(kill func(kind string))
 	// effects reads every recorded execution once the service is
 	// stopped.
 	effects func() (effects, error)
@@ -171,7 +174,10 @@ type service struct {
 	addr string
 	env  []string
 	log  string
-	cmd  *exec.Cmd
+	// mu makes each restart whole: the fault injector and a run's own
+	// parties (run.arm) restart the service.
+	mu  sync.Mutex
+	cmd *exec.Cmd
 }
 
 func newService(t *testing.T, env []string) *service {
@@ -245,11 +251,18 @@ func (s *service) kill() {
 	s.cmd = nil
 }
 
+// restart kills the service with SIGKILL and starts it again.
+func (s *service) restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kill()
+	return s.start()
+}
+
 // killFault is kill -9 of the service and its restart.
 func killFault(s *service) fault {
 	return fault{"kill -9", func(*rand.Rand) {
-		s.kill()
-		if err := s.start(); err != nil {
+		if err := s.restart(); err != nil {
 			s.t.Errorf("restart after kill -9: %v", err)
 		}
 	}}
@@ -376,15 +389,11 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(sd, 1<<32))
-			gap := r.gap
-			if gap == 0 {
-				gap = 2 * time.Second
-			}
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case <-time.After(gap/2 + time.Duration(rng.Int64N(int64(gap)))):
+				case <-time.After(time.Duration(1000+rng.IntN(2000)) * time.Millisecond):
 				}
 				f := faults[rng.IntN(len(faults))]
 				w := window{Kind: f.name, Start: since()}
@@ -395,6 +404,23 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 				wmu.Unlock()
 			}
 		}()
+	}
+	if r.arm != nil {
+		r.arm(func(kind string) {
+			if ctx.Err() != nil || !svc.mu.TryLock() {
+				return
+			}
+			defer svc.mu.Unlock()
+			w := window{Kind: kind, Start: since()}
+			svc.kill()
+			if err := svc.start(); err != nil {
+				t.Errorf("restart after %s: %v", kind, err)
+			}
+			w.End = since()
+			wmu.Lock()
+			rep.windows = append(rep.windows, w)
+			wmu.Unlock()
+		})
 	}
 	var wl workload
 	for c := range clients {
@@ -425,12 +451,16 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 	wg.Wait()
 	if r.settle != nil {
 		ws, err := r.settle(svc, since)
+		wmu.Lock()
 		rep.windows = append(rep.windows, ws...)
+		wmu.Unlock()
 		if err != nil {
 			t.Errorf("settle %s: %v", r.name, err)
 		}
 	}
+	svc.mu.Lock()
 	svc.kill()
+	svc.mu.Unlock()
 	rep.ops = wl.ops
 	effects, err := r.effects()
 	if err != nil {

@@ -18,7 +18,8 @@ import (
 // with it is answered with that charge. It records every call and every
 // charge with the logical request (the client's key) the call names.
 type processor struct {
-	srv *httptest.Server
+	srv   *httptest.Server
+	kills *killer
 
 	mu      sync.Mutex
 	calls   []call
@@ -48,16 +49,17 @@ type chargeAnswer struct {
 	ID string `json:"id"`
 }
 
-func newProcessor(t *testing.T) *processor {
-	p := &processor{byKey: map[string]string{}}
+func newProcessor(t *testing.T, kills *killer) *processor {
+	p := &processor{byKey: map[string]string{}, kills: kills}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
 	return p
 }
 
 // serve charges, or answers a key it has seen with its charge, after a
-// pause of up to 8 ms: a kill of the service during the pause leaves a
-// charge whose answer, and so whose phase record, never came.
+// pause of up to 8 ms. A kill of the service during the pause leaves a
+// charge whose answer, and so whose phase record, never came; after a new
+// charge the processor brings one about now and then.
 func (p *processor) serve(w http.ResponseWriter, r *http.Request) {
 	var req chargeRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Request == "" {
@@ -74,6 +76,9 @@ func (p *processor) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.calls = append(p.calls, call{EffectKey: ek, Request: req.Request, Charge: id, At: time.Now()})
 	p.mu.Unlock()
+	if !seen {
+		p.kills.maybe("kill -9 after a charge")
+	}
 	time.Sleep(time.Duration(1+rand.IntN(8)) * time.Millisecond)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(chargeAnswer{ID: id})
@@ -89,9 +94,11 @@ func (p *processor) record() (calls, charges []call) {
 // receiver is where the service's outbox runner delivers receipts, in the
 // test process. It refuses one delivery in refuseOneIn with a 503 and
 // records nothing of it, as a receiver that is briefly away; it records
-// every other with its effect key and when it came.
+// every other with its effect key and when it came, and now and then
+// kills the service before it answers: between a delivery and its record.
 type receiver struct {
-	srv *httptest.Server
+	srv   *httptest.Server
+	kills *killer
 
 	mu         sync.Mutex
 	deliveries []delivery
@@ -119,8 +126,8 @@ type receipt struct {
 	Charge string `json:"charge"`
 }
 
-func newReceiver(t *testing.T) *receiver {
-	rc := &receiver{}
+func newReceiver(t *testing.T, kills *killer) *receiver {
+	rc := &receiver{kills: kills}
 	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
 	t.Cleanup(rc.srv.Close)
 	return rc
@@ -137,13 +144,15 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.mu.Lock()
-	defer rc.mu.Unlock()
 	if rand.IntN(refuseOneIn) == 0 {
 		rc.refused++
+		rc.mu.Unlock()
 		http.Error(w, "away for a moment", http.StatusServiceUnavailable)
 		return
 	}
 	rc.deliveries = append(rc.deliveries, delivery{EffectKey: r.Header.Get("Idempotency-Key"), Receipt: rec, At: time.Now()})
+	rc.mu.Unlock()
+	rc.kills.maybe("kill -9 after a delivery")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -152,4 +161,47 @@ func (rc *receiver) record() ([]delivery, int) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return append([]delivery(nil), rc.deliveries...), rc.refused
+}
+
+// killOneIn is how often the processor kills the service after a new
+// charge, and the receiver after a delivery it accepted, once a gap has
+// passed since the last such kill.
+const killOneIn = 10
+
+// killGap is the mean gap between those kills in a run checked against
+// the contract: as often as the other faults.
+const killGap = 2 * time.Second
+
+// killer is the service's kill -9 and restart (run.arm), which the
+// processor and the receiver call at two points of an effect's life: after
+// the processor's charge and before its phase is recorded, and after a
+// delivery and before its record.
+type killer struct {
+	gap  time.Duration // the mean gap between kills
+	mu   sync.Mutex
+	kill func(kind string)
+	next time.Time
+}
+
+// set is run.arm.
+func (k *killer) set(kill func(kind string)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.kill = kill
+	k.next = time.Now().Add(k.gap / 2)
+}
+
+// maybe kills the service, recording the fault as kind, one time in
+// killOneIn once armed and due.
+func (k *killer) maybe(kind string) {
+	k.mu.Lock()
+	kill := k.kill
+	due := kill != nil && time.Now().After(k.next) && rand.IntN(killOneIn) == 0
+	if due {
+		k.next = time.Now().Add(k.gap/2 + rand.N(k.gap))
+	}
+	k.mu.Unlock()
+	if due {
+		kill(kind)
+	}
 }

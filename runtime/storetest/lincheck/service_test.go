@@ -198,12 +198,19 @@ func build(ctx context.Context, kind string) (idemstore.Store, http.Handler, boo
 }
 
 // fileHandler does its effect by appending a line to the effects file:
-// one write in append mode, which a kill -9 after it does not undo.
+// one write in append mode, which a kill -9 after it does not undo. In
+// the effects mode it charges the processor first; with no outbox it
+// stages no receipt.
 func fileHandler() http.Handler {
+	fx, err := startEffects(nil)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		execute(w, r, func(key, run, req string) error {
+		if err != nil {
+			http.Error(w, handlerFailure+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		execute(w, r, fx.around(r, func(key, run, req string) error {
 			return appendLine(os.Getenv(envEffects), key+" "+run+" "+req)
-		})
+		}))
 	})
 }
 

@@ -159,3 +159,29 @@ func TestHandlerPrepareRefusesACacheName(t *testing.T) {
 		}
 	}
 }
+
+// docs/scaling.md: a pool in pgx's cache_describe mode, the one for a
+// pooler in transaction mode that cannot keep named statements, gets no
+// named statement from pgstore either: the next transaction on the client
+// connection may reach another server connection, where it would not be.
+func TestDescribeModePreparesNothingByName(t *testing.T) {
+	s, pool := newStore(t, func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	})
+	ctx := context.Background()
+	if err := wonTx(t, s, "k1", "tok1").Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wonTx(t, s, "k2", "tok2").Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	rows, err := pool.Query(ctx, "SELECT name FROM pg_prepared_statements")
+	if err == nil {
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || len(names) != 0 {
+		t.Fatalf("prepared statements on the session: %v, %v; want none", names, err)
+	}
+}

@@ -282,14 +282,10 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*
 	}
 	qs = append(qs, stmts...)
 	qs = append(qs, leanReset(pc.Config().User)...)
-	b := &pgconn.Batch{}
-	for _, q := range qs {
-		if err := queueOwn(ctx, pc, b, q); err != nil {
-			return tag, fmt.Errorf("preparing %.40q: %w", q.SQL, err), nil
-		}
+	sent, err := sendOwn(ctx, pc, qs)
+	if err != nil {
+		return tag, err, nil
 	}
-	b.ExecParams(replacedSQL, nil, nil, nil, nil)
-	sent := readBatch(pc.PgConn().ExecBatch(ctx, b))
 	i := 0
 	if checked {
 		if _, err = sent.at(i); isNotSameTx(err) {

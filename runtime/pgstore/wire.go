@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,6 +27,59 @@ import (
 // closed, not pooled, whatever else the statements before it answered:
 // any of them may have been the handler's. The full reset, sent only when
 // the check finds more to undo, is parsed afresh too.
+
+// sendOwn sends qs, then replacedSQL, in one round trip, and returns their
+// results. A pool that caches statements by name (pgx's default,
+// QueryExecModeCacheStatement) gets them as pgstore's own messages: qs as
+// pgstore's prepared statements, replacedSQL as the unnamed one. A pool
+// that describes each statement afresh (QueryExecModeCacheDescribe, the
+// mode for a pooler that cannot keep named statements) prepares nothing by
+// name that a handler could replace, and gets them as pgx's batch.
+func sendOwn(ctx context.Context, pc *pgx.Conn, qs []*pgx.QueuedQuery) (sentResults, error) {
+	if pc.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		return sendBatch(ctx, pc, qs), nil
+	}
+	b := &pgconn.Batch{}
+	for _, q := range qs {
+		if err := queueOwn(ctx, pc, b, q); err != nil {
+			return sentResults{}, fmt.Errorf("preparing %.40q: %w", q.SQL, err)
+		}
+	}
+	b.ExecParams(replacedSQL, nil, nil, nil, nil)
+	return readBatch(pc.PgConn().ExecBatch(ctx, b)), nil
+}
+
+// sendBatch sends qs, then replacedSQL, as pgx's batch.
+func sendBatch(ctx context.Context, pc *pgx.Conn, qs []*pgx.QueuedQuery) sentResults {
+	b := &pgx.Batch{QueuedQueries: append(qs, &pgx.QueuedQuery{SQL: replacedSQL})}
+	br := pc.SendBatch(ctx, b)
+	var r sentResults
+	for range b.QueuedQueries {
+		rows, err := br.Query()
+		if err != nil {
+			r.err = err
+			break
+		}
+		res := &pgconn.Result{}
+		for rows.Next() {
+			var row [][]byte
+			for _, v := range rows.RawValues() {
+				row = append(row, bytes.Clone(v))
+			}
+			res.Rows = append(res.Rows, row)
+		}
+		rows.Close()
+		res.CommandTag, res.Err = rows.CommandTag(), rows.Err()
+		r.results = append(r.results, res)
+		if res.Err != nil {
+			break
+		}
+	}
+	if err := br.Close(); r.err == nil {
+		r.err = err
+	}
+	return r
+}
 
 // replacedSQL answers whether a statement prepared from SQL stands under a
 // name that pgx's statement cache, PgBouncer or pgstore runs.
@@ -101,7 +155,7 @@ func (r sentResults) at(i int) (*pgconn.Result, error) {
 }
 
 // boolAt returns column col of the single row of statement i, a boolean
-// in text.
+// in text or in binary.
 func (r sentResults) boolAt(i, col int) (bool, error) {
 	res, err := r.at(i)
 	if err != nil {
@@ -110,7 +164,8 @@ func (r sentResults) boolAt(i, col int) (bool, error) {
 	if len(res.Rows) != 1 || len(res.Rows[0]) <= col {
 		return false, fmt.Errorf("%d rows where one of at least %d columns was due", len(res.Rows), col+1)
 	}
-	return string(res.Rows[0][col]) == "t", nil
+	v := res.Rows[0][col]
+	return string(v) == "t" || (len(v) == 1 && v[0] == 1), nil
 }
 
 // sendReset sends resetSQL and reseedSQL, each parsed afresh, behind a

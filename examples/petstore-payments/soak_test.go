@@ -13,7 +13,7 @@ import (
 // leaves them out; CI runs them in a step of their own, with an explicit
 // timeout:
 //
-//	go test -tags soak -count=1 -v -run '^(TestFullDay|TestStormDay)$' -timeout 40m ./examples/petstore-payments
+//	go test -tags soak -count=1 -v -run '^(TestFullDay|TestStormDay)$' -timeout 60m ./examples/petstore-payments
 //
 // The full-size day: 3,000 transfers of the storm (storm_test.go), the
 // server killed ten times in the days with kills. The storm day: 300.

@@ -25,11 +25,15 @@ const undeliveredQuery = "SELECT count(*) FROM idempotency_outbox WHERE state <>
 // clients stop the service is killed once more and restarted with no
 // fault, and runs until its runner has delivered every staged receipt.
 // broken names a broken version of the mode, or is empty; the processor
-// and the receiver kill the service about once a gap.
+// and the receiver between them kill the service about once a gap, each
+// at its own point.
 func effectsRun(t *testing.T, r run, broken string, gap time.Duration) (run, *processor, *receiver) {
-	kills := &killer{gap: gap}
-	p, rc := newProcessor(t, kills), newReceiver(t, kills)
-	r.arm = kills.set
+	pk, rk := &killer{gap: 2 * gap}, &killer{gap: 2 * gap}
+	p, rc := newProcessor(t, pk), newReceiver(t, rk)
+	r.arm = func(kill func(kind string)) {
+		pk.set(kill)
+		rk.set(kill)
+	}
 	r.name += " effects"
 	r.env = append(r.env[:len(r.env):len(r.env)], envProcessor+"="+p.srv.URL, envReceiver+"="+rc.srv.URL)
 	if broken != "" {

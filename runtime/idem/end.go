@@ -44,7 +44,7 @@ func (e *Engine) endUnstored(w http.ResponseWriter, r *http.Request, q *request,
 		e.outcomeUnknown(w, r, q, err)
 		return
 	}
-	if err != nil {
+	if err != nil && !e.endedWithConnection(r.Context(), q, err) {
 		e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
 			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 	}
@@ -112,4 +112,18 @@ func (e *Engine) seal(q *request, resp idemstore.Response) (idemstore.Response, 
 		return resp, nil
 	}
 	return idemstore.SealResponse(e.sealer, q.id, resp)
+}
+
+// endedWithConnection reports whether a failed release is one the database
+// made anyway: the transaction's connection closed (a client that left
+// while its handler's statement ran, most often) and the claim ended with
+// it (idemstore.ErrClaimEnded). Nothing stays for its lease, so it is
+// logged at DEBUG, not as a key an operator should wait out.
+func (e *Engine) endedWithConnection(ctx context.Context, q *request, err error) bool {
+	if !errors.Is(err, idemstore.ErrClaimEnded) {
+		return false
+	}
+	e.log.DebugContext(ctx, "idempotency claim ended with its connection",
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
+	return true
 }

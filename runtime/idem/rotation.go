@@ -32,7 +32,7 @@ func (e *Engine) metUnderOlder(w http.ResponseWriter, r *http.Request, q *reques
 		default:
 			err := own.release(ctx)
 			cancel()
-			if err != nil {
+			if err != nil && !e.endedWithConnection(r.Context(), q, err) {
 				e.log.WarnContext(r.Context(), "idempotency claim not released; it stays until its lease ends",
 					"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 			}

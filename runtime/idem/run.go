@@ -135,7 +135,7 @@ func (e *Engine) goneBeforeRun(w http.ResponseWriter, r *http.Request, q *reques
 	if r.Context().Err() == nil {
 		return false
 	}
-	if err := e.endClaim(r, q, h.release); err != nil {
+	if err := e.endClaim(r, q, h.release); err != nil && !e.endedWithConnection(r.Context(), q, err) {
 		e.log.WarnContext(r.Context(), "idempotency claim of a request whose client left was not released; it stays until its lease ends",
 			"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
 	}

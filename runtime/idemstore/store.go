@@ -29,6 +29,13 @@ var ErrFenced = errors.New("idemstore: lease token is no longer current")
 // effect; an operator resolves it.
 var ErrOutcomeUnknown = errors.New("idemstore: the handler's effects may or may not have committed; the key is left indeterminate/held")
 
+// ErrClaimEnded reports that a transaction's Rollback or Commit could not
+// reach the database because its connection had closed, and that the
+// database ended the transaction, and the claim in it, with the
+// connection: the claim does not stay for its lease, and a retry wins the
+// key. A store wraps it only when that is certain.
+var ErrClaimEnded = errors.New("idemstore: the transaction ended with its connection, and its claim with it")
+
 // Identity is what the database keeps unique: one row per (tenant, scope, key).
 type Identity struct {
 	Tenant string

@@ -49,7 +49,8 @@ var ErrCacheName = errors.New("pgstore: a prepared statement's name may not star
 // key. Only a handler that ended the transaction itself and began another
 // (COMMIT AND CHAIN) can have committed a claim's row first; that row
 // stays in flight until its lease ends and then fails closed.
-var ErrConnClosed = errors.New("pgstore: the transaction's connection closed before the transaction ended, so it was rolled back with its claim")
+// It wraps idemstore.ErrClaimEnded, which the engine reads.
+var ErrConnClosed = fmt.Errorf("pgstore: the transaction's connection closed before the transaction ended, so it was rolled back with its claim: %w", idemstore.ErrClaimEnded)
 
 // cachePrefix starts the name of every statement pgx's statement cache
 // prepares (driverNameSQL).

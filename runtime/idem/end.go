@@ -113,17 +113,3 @@ func (e *Engine) seal(q *request, resp idemstore.Response) (idemstore.Response, 
 	}
 	return idemstore.SealResponse(e.sealer, q.id, resp)
 }
-
-// endedWithConnection reports whether a failed release is one the database
-// made anyway: the transaction's connection closed (a client that left
-// while its handler's statement ran, most often) and the claim ended with
-// it (idemstore.ErrClaimEnded). Nothing stays for its lease, so it is
-// logged at DEBUG, not as a key an operator should wait out.
-func (e *Engine) endedWithConnection(ctx context.Context, q *request, err error) bool {
-	if !errors.Is(err, idemstore.ErrClaimEnded) {
-		return false
-	}
-	e.log.DebugContext(ctx, "idempotency claim ended with its connection",
-		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
-	return true
-}

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -71,4 +72,18 @@ func (e *Engine) storeUnavailable(w http.ResponseWriter, r *http.Request, q *req
 	p := e.answer(problem.StoreFailed)
 	p.RetryAfter = storeUnavailableRetryAfter
 	e.send(w, q, p)
+}
+
+// endedWithConnection reports whether a failed release is one the database
+// made anyway: the transaction's connection closed (a client that left
+// while its handler's statement ran, most often) and the claim ended with
+// it (idemstore.ErrClaimEnded). Nothing stays for its lease, so it is
+// logged at DEBUG, not as a key an operator should wait out.
+func (e *Engine) endedWithConnection(ctx context.Context, q *request, err error) bool {
+	if !errors.Is(err, idemstore.ErrClaimEnded) {
+		return false
+	}
+	e.log.DebugContext(ctx, "idempotency claim ended with its connection",
+		"operation", q.op.OperationID, "key", e.keyLabel(q.key), "err", err)
+	return true
 }

@@ -20,8 +20,7 @@
 //   - with Config.Key, the oldest retries come first: the Shedder
 //     remembers when it first saw each idempotency key, a freed slot goes
 //     to the waiting retry whose key it saw first, before any first
-//     attempt, and a retry waits MaxWait even while the queue is
-//     congested. When the queue is full, a retry whose key was seen
+//     attempt. When the queue is full, a retry whose key was seen
 //     before that of the youngest waiter takes that waiter's place, and
 //     the youngest is refused instead: shedding refuses new work before
 //     old retries, so that the client that has waited longest is not the
@@ -308,7 +307,7 @@ func (s *Shedder) acquire(r *http.Request) bool {
 		return false
 	}
 	bound := s.cfg.MaxWait
-	if !w.retry && s.congested(s.now()) {
+	if s.congested(s.now()) {
 		bound = s.cfg.CongestedWait
 	}
 	s.queue = append(s.queue, w)

@@ -211,7 +211,10 @@ func checkMigrations(base string, opts Options, migrations map[string][]byte) ([
 	}
 	// A new migration: one that is not on disk yet. Only a new one can be
 	// skipped; one already there was placed when it was new.
-	fresh := make(map[string]bool)
+	// fresh holds each directory's new migration of the lowest version,
+	// by file name: an upgrade of idemgen adds migrations after the ones
+	// already there.
+	fresh := make(map[string]string)
 	for _, p := range sortedKeys(migrations) {
 		if !sqlgen.IsMigrationName(path.Base(p)) {
 			continue // the README is regenerated like any other file
@@ -219,7 +222,10 @@ func checkMigrations(base string, opts Options, migrations map[string][]byte) ([
 		old, err := os.ReadFile(resolveIn(base, filepath.FromSlash(p)))
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			fresh[path.Dir(p)] = true
+			base, d := path.Base(p), path.Dir(p)
+			if low, ok := fresh[d]; !ok || sqlgen.CompareVersions(migrationPrefix(base), migrationPrefix(low)) < 0 {
+				fresh[d] = base
+			}
 		case err != nil:
 			return nil, fmt.Errorf("read existing migration: %w", err)
 		case sqlgen.SameStatements(old, migrations[p]):
@@ -234,12 +240,6 @@ func checkMigrations(base string, opts Options, migrations map[string][]byte) ([
 	}
 
 	for _, d := range sortedKeys(migrationDirs(migrations)) {
-		version := ""
-		for q := range migrations {
-			if path.Dir(q) == d && sqlgen.IsMigrationName(path.Base(q)) {
-				version = migrationVersion(path.Base(q))
-			}
-		}
 		entries, err := os.ReadDir(resolveIn(base, filepath.FromSlash(d)))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -262,7 +262,7 @@ func checkMigrations(base string, opts Options, migrations map[string][]byte) ([
 					fail(p, fmt.Sprintf("idemgen's migration is already here under version %s (or another layout); "+
 						"idemgen never renumbers a migration, which would apply it twice. "+
 						"Keep it with migrationVersion: %s (--migration-version), or delete it if it was never applied anywhere",
-						migrationVersion(e.Name()), strings.SplitN(e.Name(), "_", 2)[0]))
+						migrationVersion(e.Name()), firstVersion(e.Name())))
 					continue
 				}
 			}
@@ -278,8 +278,8 @@ func checkMigrations(base string, opts Options, migrations map[string][]byte) ([
 				"and this migration is not idemgen's: give --migrations a directory that holds only idemgen's migrations", opts.MigrationTable))
 			continue
 		}
-		if fresh[d] {
-			if diag, ok := refuseSkipped(d, version, others, opts.Layout); ok {
+		if name, ok := fresh[d]; ok {
+			if diag, ok := refuseSkipped(d, name, others, opts.Layout); ok {
 				diags = append(diags, diag)
 			}
 		}
@@ -298,13 +298,17 @@ func migrationDirs(files map[string][]byte) map[string]bool {
 	return dirs
 }
 
-// refuseSkipped returns an error when a new idemgen migration of version
-// would not be applied beside the migrations others in directory d:
-// golang-migrate only applies versions above the database's current one
-// and skips the rest without a word, and goose refuses a version below
-// its latest unless run with -allow-missing. dbmate applies every version
-// it has not applied, in any order, so it needs no check.
-func refuseSkipped(d, version string, others []string, layout string) (model.Diagnostic, bool) {
+// refuseSkipped returns an error when idemgen's new migration of file
+// name fresh would not be applied beside the migrations others in
+// directory d: golang-migrate only applies versions above the database's
+// current one and skips the rest without a word, and goose refuses a
+// version below its latest unless run with -allow-missing. dbmate applies
+// every version it has not applied, in any order, so it needs no check.
+// When fresh follows idemgen's migrations already there, another first
+// version would renumber those, so the one way out is a directory and
+// table of idemgen's own.
+func refuseSkipped(d, fresh string, others []string, layout string) (model.Diagnostic, bool) {
+	version := migrationVersion(fresh)
 	if layout == sqlgen.LayoutDbmate {
 		return model.Diagnostic{}, false
 	}
@@ -321,17 +325,42 @@ func refuseSkipped(d, version string, others []string, layout string) (model.Dia
 	if layout == sqlgen.LayoutGoose {
 		what = "goose would refuse to migrate every database that applied this one"
 	}
+	own := "give idemgen's migrations a directory and a migrations table of their own (migrationTable, --migration-table)"
+	fix := "Give it a greater version, such as migrationVersion: %[1]s (--migration-version), or " + own
+	if sqlgen.Index(fresh) > 0 {
+		// The version follows idemgen's earlier migrations, which keep theirs.
+		fix = "It follows idemgen's migrations already here, which keep their versions: " + own +
+			"; its first migration is applied again there, harmlessly"
+	}
 	next := new(big.Int)
 	next.SetString(migrationPrefix(top), 10)
 	next.Add(next, big.NewInt(1))
 	return model.Diagnostic{
 		Severity: model.Error,
 		Pos:      model.Pos{File: path.Join(d, top)},
-		Message: fmt.Sprintf("idemgen's new migration has version %s, not greater than this migration's %s: %s. "+
-			"Give it a greater version, such as migrationVersion: %s (--migration-version), "+
-			"or give idemgen's migrations a directory and a migrations table of their own (migrationTable, --migration-table)",
-			version, migrationVersion(top), what, next.String()),
+		Message: fmt.Sprintf("idemgen's new migration has version %s, not greater than this migration's %s: %s. ",
+			version, migrationVersion(top), what) + fmt.Sprintf(fix, next.String()),
 	}, true
+}
+
+// firstVersion returns the version that the first of idemgen's
+// migrations has when the migration named name has the version it starts
+// with: the one to give --migration-version to keep it where it is.
+func firstVersion(name string) string {
+	prefix := migrationPrefix(name)
+	first, ok := new(big.Int).SetString(prefix, 10)
+	if !ok {
+		return prefix
+	}
+	first.Sub(first, big.NewInt(int64(max(sqlgen.Index(name), 0))))
+	if first.Sign() <= 0 {
+		return prefix
+	}
+	s := first.String()
+	if len(s) < len(prefix) {
+		s = strings.Repeat("0", len(prefix)-len(s)) + s
+	}
+	return s
 }
 
 // migrationPrefix returns the digits a migration file name starts with.

@@ -39,7 +39,6 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 	"github.com/idemgen/idemgen/generator/overlay"
 	"github.com/idemgen/idemgen/generator/sqlgen"
-	"github.com/idemgen/idemgen/templates"
 )
 
 // Options says what to generate and where. Paths are taken as given and
@@ -181,12 +180,12 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 
 	if opts.Migrations != "" {
 		migrations, err := sqlgen.Emit(sqlgen.Options{
-			Dir:      filepath.ToSlash(opts.Migrations),
-			Dialects: opts.Dialects,
-			Layout:   opts.Layout,
-			Version:  opts.MigrationVersion,
-			Table:    opts.MigrationTable,
-			Schema:   templates.Schema,
+			Dir:        filepath.ToSlash(opts.Migrations),
+			Dialects:   opts.Dialects,
+			Layout:     opts.Layout,
+			Version:    opts.MigrationVersion,
+			Table:      opts.MigrationTable,
+			Migrations: sqlgen.Migrations(),
 		})
 		if err != nil {
 			return nil, diags, fmt.Errorf("generate migrations: %w", err)

@@ -13,8 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
-
-	"github.com/idemgen/idemgen/templates"
 )
 
 // The tests below apply the real schema, in each layout, the way each tool
@@ -65,18 +63,31 @@ func endsWithSemicolon(line string) bool {
 }
 
 // scripts returns what each tool would send to the database for the up
-// and the down migration, one script or statement per element.
+// migrations, in their order, and the down migrations, in the reverse
+// order: one script or statement per element.
 func scripts(t *testing.T, dialect, layout string) (up, down []string) {
 	t.Helper()
-	files, err := Emit(Options{Dir: "m", Dialects: []string{dialect}, Layout: layout, Schema: templates.Schema})
+	files, err := Emit(Options{Dir: "m", Dialects: []string{dialect}, Layout: layout, Migrations: Migrations()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	for i, m := range Migrations() {
+		u, d := script(t, files, layout, i+1, m.Name)
+		up = append(up, u...)
+		down = append(d, down...)
+	}
+	return up, down
+}
+
+// script returns the up and down statements of one migration.
+func script(t *testing.T, files map[string][]byte, layout string, version int, name string) (up, down []string) {
+	t.Helper()
 	switch layout {
 	case LayoutGolangMigrate:
-		return []string{string(files["m/000001_idempotency_keys.up.sql"])}, []string{string(files["m/000001_idempotency_keys.down.sql"])}
+		p := fmt.Sprintf("m/%06d_%s", version, name)
+		return []string{string(files[p+".up.sql"])}, []string{string(files[p+".down.sql"])}
 	case LayoutGoose:
-		text := string(files["m/00001_idempotency_keys.sql"])
+		text := string(files[fmt.Sprintf("m/%05d_%s.sql", version, name)])
 		_, rest, ok := strings.Cut(text, "-- +goose Up\n")
 		u, d, ok2 := strings.Cut(rest, "-- +goose Down\n")
 		if !ok || !ok2 {
@@ -84,7 +95,7 @@ func scripts(t *testing.T, dialect, layout string) (up, down []string) {
 		}
 		return gooseStatements(t, u), gooseStatements(t, d)
 	case LayoutDbmate:
-		text := string(files["m/00000000000001_idempotency_keys.sql"])
+		text := string(files[fmt.Sprintf("m/%014d_%s.sql", version, name)])
 		_, rest, ok := strings.Cut(text, "-- migrate:up\n")
 		u, d, ok2 := strings.Cut(rest, "-- migrate:down\n")
 		if !ok || !ok2 {
@@ -116,6 +127,11 @@ func TestApplySQLite(t *testing.T) {
 			if _, err := db.Exec(`INSERT INTO idempotency_keys (tenant, scope, key, operation, fingerprint, state, expires_at, created_at)
 				VALUES ('t', 'op', 'k', 'op', x'00', 'in_flight', 1, 1)`); err != nil {
 				t.Fatalf("the migrated table does not take a row: %v", err)
+			}
+			for _, table := range []string{"idempotency_phases", "idempotency_outbox"} {
+				if _, err := db.Exec(`SELECT count(*) FROM ` + table); err != nil {
+					t.Errorf("up did not create %s: %v", table, err)
+				}
 			}
 			run(down)
 			var n int
@@ -172,6 +188,11 @@ func TestApplyPostgres(t *testing.T) {
 			}
 			if n == 0 {
 				t.Error("up created no functions")
+			}
+			for _, table := range []string{"idempotency_phases", "idempotency_outbox"} {
+				if _, err := conn.Exec(ctx, `SELECT count(*) FROM `+table); err != nil {
+					t.Errorf("up did not create %s: %v", table, err)
+				}
 			}
 			run(down)
 			var tables int

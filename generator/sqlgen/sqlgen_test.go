@@ -2,12 +2,16 @@ package sqlgen
 
 import (
 	"errors"
+	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/idemgen/idemgen/templates"
 )
 
 const pgUp = `-- The table.
@@ -36,6 +40,9 @@ BEGIN
 END;
 /* trailing; comment */
 `
+
+// fake is one migration of fakeSchema, as the key table's.
+var fake = []Migration{{Name: NameKeys, Schema: fakeSchema}}
 
 func fakeSchema(d string) (string, string, error) {
 	switch d {
@@ -108,7 +115,7 @@ func TestEmitLayouts(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		files, err := Emit(Options{Dir: "m", Dialects: tt.dialects, Layout: tt.layout, Schema: fakeSchema})
+		files, err := Emit(Options{Dir: "m", Dialects: tt.dialects, Layout: tt.layout, Migrations: fake})
 		if err != nil {
 			t.Fatalf("%s: %v", tt.layout, err)
 		}
@@ -124,7 +131,7 @@ func TestEmitLayouts(t *testing.T) {
 }
 
 func TestEmitGoose(t *testing.T) {
-	files, err := Emit(Options{Dir: "m", Dialects: []string{"postgres"}, Layout: "goose", Schema: fakeSchema})
+	files, err := Emit(Options{Dir: "m", Dialects: []string{"postgres"}, Layout: "goose", Migrations: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +152,7 @@ func TestEmitGoose(t *testing.T) {
 		t.Errorf("plain down statements fenced:\n%s", down)
 	}
 
-	files, err = Emit(Options{Dir: "m", Dialects: []string{"sqlite"}, Layout: "goose", Schema: fakeSchema})
+	files, err = Emit(Options{Dir: "m", Dialects: []string{"sqlite"}, Layout: "goose", Migrations: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +163,7 @@ func TestEmitGoose(t *testing.T) {
 }
 
 func TestEmitDbmate(t *testing.T) {
-	files, err := Emit(Options{Dir: "db/migrations", Dialects: []string{"postgres"}, Layout: "dbmate", Schema: fakeSchema})
+	files, err := Emit(Options{Dir: "db/migrations", Dialects: []string{"postgres"}, Layout: "dbmate", Migrations: fake})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,16 +184,86 @@ func TestEmitErrors(t *testing.T) {
 		{Dialects: nil},
 		{Dialects: []string{"postgres"}, Layout: "flyway"},
 	} {
-		o.Schema = fakeSchema
+		o.Migrations = fake
 		if _, err := Emit(o); err == nil {
 			t.Errorf("Emit(%+v) accepted bad options", o)
 		}
 	}
 	broken := func(string) (string, string, error) { return "", "", errors.New("boom") }
-	if _, err := Emit(Options{Dialects: []string{"postgres"}, Schema: broken}); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, err := Emit(Options{Dialects: []string{"postgres"}, Migrations: []Migration{{Name: NameKeys, Schema: broken}}}); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("schema error not passed on: %v", err)
 	}
 	if !slices.Contains(Layouts, LayoutDbmate) {
 		t.Error("dbmate missing from Layouts")
+	}
+}
+
+// TestEmitVersions holds idemgen's migrations in their order, each at the
+// version after the one before, from the first version the user chose.
+func TestEmitVersions(t *testing.T) {
+	tests := []struct {
+		layout, version string
+		want            []string
+	}{
+		{"", "", []string{
+			"m/000001_idempotency_keys.down.sql", "m/000001_idempotency_keys.up.sql",
+			"m/000002_idempotency_phases.down.sql", "m/000002_idempotency_phases.up.sql",
+			"m/000003_idempotency_outbox.down.sql", "m/000003_idempotency_outbox.up.sql",
+		}},
+		{"goose", "9", []string{"m/00009_idempotency_keys.sql", "m/00010_idempotency_phases.sql", "m/00011_idempotency_outbox.sql"}},
+		{"dbmate", "20260301120000", []string{
+			"m/20260301120000_idempotency_keys.sql", "m/20260301120001_idempotency_phases.sql", "m/20260301120002_idempotency_outbox.sql",
+		}},
+		{"dbmate", "20260301125959", []string{
+			"m/20260301125959_idempotency_keys.sql", "m/20260301125960_idempotency_phases.sql", "m/20260301125961_idempotency_outbox.sql",
+		}},
+	}
+	for _, tt := range tests {
+		files, err := Emit(Options{Dir: "m", Dialects: []string{"sqlite"}, Layout: tt.layout, Version: tt.version, Migrations: Migrations()})
+		if err != nil {
+			t.Fatalf("%s %s: %v", tt.layout, tt.version, err)
+		}
+		if diff := cmp.Diff(tt.want, keys(files)); diff != "" {
+			t.Errorf("%s %s: files (-want +got):\n%s", tt.layout, tt.version, diff)
+		}
+		for _, p := range tt.want {
+			if !IsMigrationName(path.Base(p)) {
+				t.Errorf("IsMigrationName(%s) = false", p)
+			}
+		}
+	}
+	for v, want := range map[string]string{"1": "2", "000009": "000010", "999": "1000", "20261231235959": "20261231235960"} {
+		if got := nextVersion(v); got != want {
+			t.Errorf("nextVersion(%s) = %s, want %s", v, got, want)
+		}
+	}
+	for name, want := range map[string]int{"000001_idempotency_keys.up.sql": 0, "7_idempotency_phases.sql": 1, "3_idempotency_outbox.down.sql": 2, "3_users.sql": -1} {
+		if got := Index(name); got != want {
+			t.Errorf("Index(%s) = %d, want %d", name, got, want)
+		}
+	}
+}
+
+// TestEmitRuntimeSchema holds each migration to the text the runtime's
+// Migrate functions apply: the templates' files, read, not copied.
+func TestEmitRuntimeSchema(t *testing.T) {
+	for _, d := range Dialects {
+		files, err := Emit(Options{Dir: "m", Dialects: []string{d}, Migrations: Migrations()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range []SchemaFunc{templates.Schema, templates.PhaseSchema, templates.OutboxSchema} {
+			up, down, err := f(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := Migrations()[i].Name
+			for dir, sql := range map[string]string{"up": up, "down": down} {
+				p := fmt.Sprintf("m/%06d_%s.%s.sql", i+1, name, dir)
+				if got := string(files[p]); !strings.HasSuffix(got, "\n\n"+body(sql)) {
+					t.Errorf("%s %s does not end with the runtime's %s script:\n%s", d, p, dir, got)
+				}
+			}
+		}
 	}
 }

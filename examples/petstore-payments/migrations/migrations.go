@@ -1,6 +1,7 @@
 // Package migrations holds the idempotency tables' migrations that idemgen
 // generated, one directory per dialect, for the service to apply at start
-// after the business tables.
+// after the business tables: the key table's (000001), the recovery
+// points' (000002) and the outbox's (000003).
 package migrations
 
 import (

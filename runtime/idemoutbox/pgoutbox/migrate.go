@@ -2,18 +2,17 @@ package pgoutbox
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 
+	"github.com/idemgen/idemgen/templates"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-var (
-	//go:embed up.sql
-	upSQL string
-	//go:embed down.sql
-	downSQL string
-)
+// The outbox's table lives with the other tables' SQL in templates, the
+// text that idemgen also writes as a migration file (docs/generator.md,
+// "Migrations"): one source, so that a tool-applied schema and Migrate's
+// never differ. The files are embedded; only an unknown dialect fails.
+var upSQL, downSQL, schemaErr = templates.OutboxSchema("postgres")
 
 // Schema returns the migration that creates the outbox's table and the one
 // that drops it, for a service that applies its migrations with a tool.
@@ -29,6 +28,9 @@ const migrateLockSQL = `SELECT pg_advisory_xact_lock(7236194020345570124)`
 // transaction. It is safe to run on every start and from several
 // processes at once.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	if schemaErr != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", schemaErr)
+	}
 	// Without arguments pgx sends the text as one simple-protocol query,
 	// so the whole script runs at once, the lock held until its COMMIT.
 	if _, err := pool.Exec(ctx, "BEGIN;\n"+migrateLockSQL+";\n"+upSQL+"\nCOMMIT;"); err != nil {

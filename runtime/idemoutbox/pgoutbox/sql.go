@@ -1,6 +1,6 @@
 package pgoutbox
 
-// Every statement pgoutbox sends is here; the table is in up.sql.
+// Every statement pgoutbox sends is here; the table is in templates/sql/postgres.outbox.up.sql.
 // Durations travel as
 // microseconds, so that leases and backoff are measured by the database
 // clock, never by the application's.

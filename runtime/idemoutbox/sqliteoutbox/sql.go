@@ -1,6 +1,6 @@
 package sqliteoutbox
 
-// Every statement sqliteoutbox sends is here; the table is in up.sql.
+// Every statement sqliteoutbox sends is here; the table is in templates/sql/sqlite.outbox.up.sql.
 // Times are unix milliseconds of
 // the outbox's clock, sent by the application. Each write is one
 // statement under SQLite's single write lock, so two runners, in one

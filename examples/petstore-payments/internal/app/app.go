@@ -86,11 +86,7 @@ func Run(ctx context.Context, o *Options, lab Lab, log *slog.Logger) error {
 		return err
 	}
 	defer db.Close()
-	effects, err := effectMigrations(db.Dialect)
-	if err != nil {
-		return err
-	}
-	if err := db.Migrate(ctx, migrations.FS(), effects...); err != nil {
+	if err := db.Migrate(ctx, migrations.FS()); err != nil {
 		return err
 	}
 	log.Info("database ready", "database", db.Name, "dialect", db.Dialect.String())

@@ -20,7 +20,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
-	"github.com/idemgen/idemgen/templates"
 )
 
 // sqlStore is the idempotency store of the SQL database: the store, the
@@ -57,24 +56,6 @@ func idempotencyStore(ctx context.Context, db *database.DB, log *slog.Logger) (s
 		}, nil
 	}
 	return sqlStore{}, errors.New("unknown database dialect")
-}
-
-// effectMigrations are the tables of the effects a transfer makes outside
-// the database, applied after the generated migrations: the recovery
-// points' (idempotency_phases) and the outbox's.
-func effectMigrations(d ledger.Dialect) ([]database.Migration, error) {
-	phases, _, err := templates.PhaseSchema(d.String())
-	if err != nil {
-		return nil, err
-	}
-	outbox, _ := sqliteoutbox.Schema()
-	if d == ledger.Postgres {
-		outbox, _ = pgoutbox.Schema()
-	}
-	return []database.Migration{
-		{Name: "effects/0001_idempotency_phases.sql", SQL: phases},
-		{Name: "effects/0002_idempotency_outbox.sql", SQL: outbox},
-	}, nil
 }
 
 // txMount mounts each transactional operation through its generated

@@ -214,14 +214,12 @@ func (d *DB) Begin(ctx context.Context) (*Tx, error) {
 // several servers start at once on one PostgreSQL database.
 const migrationLockID = 7_361_024_118
 
-// Migration is one named migration script.
-type Migration struct{ Name, SQL string }
-
 // Migrate applies the business schema, then every *.up.sql file of
-// idempotency/<dialect>/ in name order, then extra in its order. Each is
-// applied once and recorded in schema_migrations, so starting the server
-// again, or two servers at once, is harmless.
-func (d *DB) Migrate(ctx context.Context, idempotency fs.FS, extra ...Migration) error {
+// idempotency/<dialect>/ in name order: the key table's, the recovery
+// points' and the outbox's, as idemgen generated them. Each is applied
+// once and recorded in schema_migrations, so starting the server again, or
+// two servers at once, is harmless.
+func (d *DB) Migrate(ctx context.Context, idempotency fs.FS) error {
 	type migration struct{ name, sql string }
 	business, err := businessSchema.ReadFile("schema/" + d.Dialect.String() + ".sql")
 	if err != nil {
@@ -249,9 +247,6 @@ func (d *DB) Migrate(ctx context.Context, idempotency fs.FS, extra ...Migration)
 			return fmt.Errorf("read migration %s: %w", n, err)
 		}
 		all = append(all, migration{"idempotency/" + n, string(b)})
-	}
-	for _, m := range extra {
-		all = append(all, migration{m.Name, m.SQL})
 	}
 	if d.Pool != nil {
 		return d.migratePostgres(ctx, func(yield func(name, sql string) error) error {

@@ -1,4 +1,4 @@
--- Drops everything up.sql creates, staged effects with it.
+-- Drops everything the up migration creates, staged effects with it.
 DROP INDEX IF EXISTS idempotency_outbox_request_idx;
 DROP INDEX IF EXISTS idempotency_outbox_delivered_idx;
 DROP INDEX IF EXISTS idempotency_outbox_undelivered_idx;

@@ -43,6 +43,9 @@ func TestEffectsChecksCatchBrokenVersions(t *testing.T) {
 				}
 				t.Logf("%s, try %d: %s; effects: %s; %d violations, %d that say %q", r.name, try, summary(rep), f, len(violations), caught, b.want)
 				if caught > 0 {
+					for _, v := range violations[:min(len(violations), 6)] {
+						t.Log(v)
+					}
 					return
 				}
 				if try == brokenTries {

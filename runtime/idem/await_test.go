@@ -46,18 +46,26 @@ type waiting struct {
 
 func newWaiting(t *testing.T, wait time.Duration) *waiting {
 	t.Helper()
-	f := &waiting{store: &countingStore{Store: memstore.New()}, entered: make(chan struct{}, 10), release: make(chan struct{})}
-	e, err := idem.New(idem.Config{
-		Store:         f.store,
-		Policies:      []idem.Policy{transferPolicy()},
-		Tenant:        func(*http.Request) (string, bool) { return "acme", true },
-		DuplicateWait: wait,
-	})
+	store := &countingStore{Store: memstore.New()}
+	f := serveWaiting(t, idem.Config{Store: store, Policies: []idem.Policy{transferPolicy()}, DuplicateWait: wait})
+	f.store = store
+	return f
+}
+
+// serveWaiting serves the waiting handler behind an engine of cfg.
+func serveWaiting(t *testing.T, cfg idem.Config) *waiting {
+	t.Helper()
+	f := &waiting{entered: make(chan struct{}, 10), release: make(chan struct{})}
+	cfg.Tenant = func(*http.Request) (string, bool) { return "acme", true }
+	e, err := idem.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.h = e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.runs.Add(1)
+		if _, ok := idem.TxFrom[string](r.Context()); cfg.Policies[0].Transactional && !ok {
+			t.Error("the transactional handler has no transaction")
+		}
 		if r.Header.Get("X-Hold") != "" {
 			f.entered <- struct{}{}
 			<-f.release
@@ -159,4 +167,30 @@ func TestDuplicateWithoutWaitIs409(t *testing.T) {
 	}
 	close(f.release)
 	expect(t, <-first, http.StatusCreated, "")
+}
+
+// A transactional operation's duplicate waits the same way: it claims
+// again inside a transaction of its own once the first commits, and
+// replays its answer.
+func TestTransactionalDuplicateWaitsForTheAnswer(t *testing.T) {
+	p := transferPolicy()
+	p.Transactional = true
+	f := serveWaiting(t, idem.Config{Store: &txStore{memstore.New()}, Policies: []idem.Policy{p}, DuplicateWait: time.Minute})
+	first, dup := make(chan *httptest.ResponseRecorder, 1), make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- f.send("k", true) }()
+	<-f.entered
+	go func() { dup <- f.send("k", true) }()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case w := <-dup:
+		t.Fatalf("the duplicate was answered %d while the first ran", w.Code)
+	default:
+	}
+	close(f.release)
+	expect(t, <-first, http.StatusCreated, "")
+	w := <-dup
+	expect(t, w, http.StatusCreated, "")
+	if w.Header().Get("Idempotent-Replayed") != "true" || f.runs.Load() != 1 {
+		t.Errorf("the duplicate got %v %q after %d runs, want the first's replay after one", w.Header(), w.Body, f.runs.Load())
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -104,39 +103,7 @@ func replaceCachedQuery(t *testing.T, e txEnding, query string, check bool) {
 // chose. Tenant B's first claim of a key nobody has used must still win
 // the key, so that B's handler runs.
 func TestHandlerCannotReplaceTheClaimStatement(t *testing.T) {
-	const (
-		params = "text, text, text, text, bytea, text, bigint, bigint, boolean, boolean"
-		forged = `SELECT 'completed'::text, $4, $5, NULL::timestamptz, clock_timestamp(),
-			201, NULL::bytea, 'chosen by A'::bytea, false, NULL::record`
-	)
-	for _, e := range txEndings() {
-		t.Run(e.name, func(t *testing.T) {
-			s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
-			ctx := context.Background()
-			// The claim, cached on the connection.
-			if res, err := s.Claim(ctx, claimFor("k-warm", "tok-warm", time.Minute)); err != nil || !res.Won {
-				t.Fatalf("Claim = %+v, %v; want won", res, err)
-			}
-			tx := e.begin(t, s, "k-a")
-			replaceCached(t, tx, pgstore.ClaimSQL, params, forged)
-			if err := e.end(ctx, tx); err != nil {
-				t.Fatalf("ending A's transaction: %v", err)
-			}
-			b := claimFor("k-b", "tok-b", time.Minute)
-			b.Tenant = "t2"
-			res, btx, err := s.ClaimTx(ctx, b)
-			if btx != nil {
-				defer func() { _ = btx.Rollback(ctx) }()
-			}
-			if err != nil || !res.Won {
-				var body string
-				if res.Existing.Response != nil {
-					body = string(res.Existing.Response.Body)
-				}
-				t.Fatalf("B's claim of a new key = %+v (body %q), %v; want won", res, body, err)
-			}
-		})
-	}
+	forgeClaim(t, func(*testing.T, idemstore.Tx) {})
 }
 
 // Nor can a handler prepare a statement under pgx's cache name, or under

@@ -138,7 +138,7 @@ var resetSQL = [...]string{
 	`RESET ALL`,
 	`CLOSE ALL`,
 	`UNLISTEN *`,
-	`SELECT pg_advisory_unlock_all()`,
+	`SELECT pg_catalog.pg_advisory_unlock_all()`,
 	`DISCARD TEMP`,
 	`DISCARD SEQUENCES`,
 	deallocateSQL,
@@ -168,7 +168,7 @@ var leanResetSQL = [...]string{
 // random() predictable, and PostgreSQL has no statement that gives a
 // session back the seed a new one draws. It travels in the statements of
 // every reset: as a column of sessionCheckSQL, and after resetSQL.
-const reseedSQL = `SELECT setseed($1)`
+const reseedSQL = `SELECT pg_catalog.setseed($1)`
 
 // sessionCheckSQL releases the session's advisory locks, seeds random()
 // afresh with $2 (reseedSQL), and answers true when the session holds
@@ -184,14 +184,20 @@ const reseedSQL = `SELECT setseed($1)`
 // and only cursors WITH HOLD outlive a transaction (pg_cursors also lists
 // the portal of the statement that reads it). Each test reads an in-memory
 // list of the session's own or one index range of pg_depend, none builds
-// more than its answer.
-const sessionCheckSQL = `SELECT pg_advisory_unlock_all(), setseed($2),
+// more than its answer. Every relation, function and type it names is
+// pg_catalog's by name: a handler's temporary view is found before
+// pg_catalog's relation of the same unqualified name, and one named
+// pg_prepared_statements or pg_depend that shows nothing would answer
+// that the session is clean; so too in replacedSQL, deallocateSQL and
+// resetSQL.
+const sessionCheckSQL = `SELECT pg_catalog.pg_advisory_unlock_all(), pg_catalog.setseed($2),
        current_user <> session_user OR session_user <> $1
-       OR EXISTS (SELECT FROM pg_prepared_statements WHERE ` + handlerPreparedSQL + `)
-       OR EXISTS (SELECT FROM pg_cursors WHERE is_holdable)
-       OR EXISTS (SELECT FROM pg_listening_channels())
-       OR EXISTS (SELECT FROM pg_depend
-                   WHERE refclassid = 'pg_namespace'::regclass AND refobjid = pg_my_temp_schema())`
+       OR EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE ` + handlerPreparedSQL + `)
+       OR EXISTS (SELECT FROM pg_catalog.pg_cursors WHERE is_holdable)
+       OR EXISTS (SELECT FROM pg_catalog.pg_listening_channels())
+       OR EXISTS (SELECT FROM pg_catalog.pg_depend
+                   WHERE refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                     AND refobjid = pg_catalog.pg_my_temp_schema())`
 
 // handlerPreparedSQL selects, in pg_prepared_statements, the statements a
 // handler prepared: every statement prepared from SQL (PREPARE), whatever
@@ -226,8 +232,8 @@ DECLARE
     driver boolean;
     taken text;
 BEGIN
-    FOR n, driver IN SELECT name, ` + driverNameSQL + ` FROM pg_prepared_statements WHERE ` + handlerPreparedSQL + ` LOOP
-        EXECUTE format('DEALLOCATE %I', n);
+    FOR n, driver IN SELECT name, ` + driverNameSQL + ` FROM pg_catalog.pg_prepared_statements WHERE ` + handlerPreparedSQL + ` LOOP
+        EXECUTE pg_catalog.format('DEALLOCATE %I', n);
         IF driver THEN
             taken := n;
         END IF;

@@ -149,8 +149,8 @@ func TestStatementsPerRequest(t *testing.T) {
 			"SELECT 1 / (coalesce(current_setting('idemgen.transaction'",
 			"SELECT idempotency_complete(",
 			"COMMIT",
-			"SELECT pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES",
-			"SELECT EXISTS (SELECT FROM pg_prepared_statements WHERE from_sql"),
+			"SELECT pg_catalog.pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES",
+			"SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE from_sql"),
 			2}, // the key's guard, taken beside the claim's batch and let go after the commit
 		// The claim reads the completed row, and COMMIT ends the
 		// transaction that holds nothing.

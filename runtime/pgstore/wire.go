@@ -83,7 +83,7 @@ func sendBatch(ctx context.Context, pc *pgx.Conn, qs []*pgx.QueuedQuery) sentRes
 
 // replacedSQL answers whether a statement prepared from SQL stands under a
 // name that pgx's statement cache, PgBouncer or pgstore runs.
-const replacedSQL = `SELECT EXISTS (SELECT FROM pg_prepared_statements WHERE from_sql AND ` + driverNameSQL + `)`
+const replacedSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE from_sql AND ` + driverNameSQL + `)`
 
 // errStatementReplaced is why a session where replacedSQL found a
 // replaced statement is closed.

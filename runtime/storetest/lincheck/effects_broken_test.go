@@ -18,22 +18,32 @@ const (
 	brokenTries = 3
 )
 
-// Each broken version of the effects mode, run on SQLite under kills,
-// gives the violation of the check that guards what it breaks: a charge
-// under a key drawn on every run charges a request again when a retry
-// runs it after a kill; a receipt sent before the commit is delivered for
-// a run a kill rolled back; a runner that counts a refused delivery as
-// delivered leaves committed requests without their receipt.
+// Each broken version of the effects mode, run under kills, gives the
+// violation of the check that guards what it breaks: a charge under a key
+// drawn on every run charges a request again when a retry runs it after a
+// kill; a receipt sent before the commit is delivered for a run a kill
+// rolled back; a runner that counts a refused delivery as delivered leaves
+// committed requests without their receipt (these three on SQLite); a
+// PostgreSQL store that records phases and never finds them again calls
+// the processor on a retry after its charge's phase was recorded.
 func TestEffectsChecksCatchBrokenVersions(t *testing.T) {
-	for _, b := range []struct{ broken, want string }{
-		{brokenFreshKey, "the processor charged"},
-		{brokenDirectReceipt, "that run never committed"},
-		{brokenDropFailed, "its receipt was never delivered"},
+	sqlite := func(t *testing.T) run {
+		r, _ := sqliteRun(t)
+		return r
+	}
+	for _, b := range []struct {
+		broken, want string
+		run          func(t *testing.T) run
+	}{
+		{brokenFreshKey, "the processor charged", sqlite},
+		{brokenDirectReceipt, "that run never committed", sqlite},
+		{brokenDropFailed, "its receipt was never delivered", sqlite},
+		{brokenForgetPhases, "a recorded phase ran again", postgresRun},
 	} {
 		t.Run(b.broken, func(t *testing.T) {
 			for try := 1; ; try++ {
-				r, _ := sqliteRun(t)
-				r, rep, s := effectsHistory(t, r, b.broken, false, brokenDuration, brokenGap, seed(t))
+				r := b.run(t)
+				r, rep, s := effectsHistory(t, r, b.broken, brokenDuration, brokenGap, seed(t))
 				violations, f := checkSideEffects(rep, s)
 				caught := 0
 				for _, v := range violations {

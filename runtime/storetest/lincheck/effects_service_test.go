@@ -12,8 +12,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
 // The effects mode of the service: set only in the child of an effects
@@ -42,7 +46,28 @@ const (
 	// brokenDropFailed is a runner that counts a failed delivery as
 	// delivered.
 	brokenDropFailed = "drop-failed"
+	// brokenForgetPhases is a PostgreSQL store that records phases and
+	// never finds them again.
+	brokenForgetPhases = "forget-phases"
 )
+
+// forgetPhases is pgstore broken as brokenForgetPhases says.
+type forgetPhases struct{ *pgstore.Store }
+
+// LoadPhase finds nothing.
+func (forgetPhases) LoadPhase(context.Context, idemstore.Identity, string) ([]byte, bool, error) {
+	return nil, false, nil
+}
+
+// postgresStore is pgstore on pool, broken when the service's effects
+// mode says so.
+func postgresStore(pool *pgxpool.Pool) idemstore.Store {
+	s := pgstore.New(pool)
+	if os.Getenv(envBroken) == brokenForgetPhases {
+		return forgetPhases{s}
+	}
+	return s
+}
 
 // outbox is what the service needs of a dialect's outbox: staging in the
 // request's transaction, and the runner's store.

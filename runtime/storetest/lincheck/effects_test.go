@@ -66,9 +66,9 @@ type sideReport struct {
 	calls, charges []call
 	deliveries     []delivery
 	refused        int
-	// phases: the store records the charge's recovery point, so a
-	// repeated call needs a fault between.
-	phases bool
+	// phases are the charge's recovery points the store recorded, when
+	// the run can read them (run.phases).
+	phases []phaseRecord
 	// receipts: the store has an outbox, and every execution staged a
 	// receipt.
 	receipts bool
@@ -78,6 +78,7 @@ type sideReport struct {
 // docs/verification.md.
 type effectFigures struct {
 	committed, charges, calls, repeatedCalls int
+	phases                                   int
 	chargedUncommitted                       int
 	deliveries, refused, duplicates          int
 	duplicatesBy                             map[string]int
@@ -90,8 +91,8 @@ func (f effectFigures) String() string {
 		by = append(by, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(by)
-	charges := fmt.Sprintf("%d committed requests, %d charges (%d of requests that never committed), %d processor calls (%d repeated)",
-		f.committed, f.charges, f.chargedUncommitted, f.calls, f.repeatedCalls)
+	charges := fmt.Sprintf("%d committed requests, %d charges (%d of requests that never committed), %d processor calls (%d repeated), %d charge phases read back",
+		f.committed, f.charges, f.chargedUncommitted, f.calls, f.repeatedCalls, f.phases)
 	if !f.receipts {
 		return charges + ", no outbox"
 	}
@@ -103,9 +104,9 @@ func (f effectFigures) String() string {
 // and the receiver recorded: every committed request charged exactly once
 // and its receipt delivered at least once; no second charge for a logical
 // request (a key and its body) however often its handler ran; no receipt
-// but a committed request's; every delivery of a receipt beyond its first,
-// and with phases every repeated call to the processor, preceded by a
-// fault that can explain it.
+// but a committed request's; every delivery of a receipt beyond its first
+// preceded by a fault that can explain it; and, where the recorded phases
+// are read back, no call to the processor after its phase was recorded.
 func checkSideEffects(rep report, s sideReport) ([]string, effectFigures) {
 	f := effectFigures{charges: len(s.charges), calls: len(s.calls), deliveries: len(s.deliveries), refused: s.refused, duplicatesBy: map[string]int{}, receipts: s.receipts}
 	var violations []string
@@ -140,7 +141,7 @@ func checkSideEffects(rep report, s sideReport) ([]string, effectFigures) {
 			violations = append(violations, fmt.Sprintf("request %s: committed, and the processor never charged it", req))
 		}
 	}
-	violations = append(violations, repeatedCalls(rep, s, at, &f)...)
+	violations = append(violations, repeatedCalls(s, &f)...)
 	if !s.receipts {
 		return violations, f
 	}
@@ -169,39 +170,40 @@ func checkSideEffects(rep report, s sideReport) ([]string, effectFigures) {
 	return violations, f
 }
 
+// phaseSlack is how long after its record a phase may still be missed
+// by a run that looked for it just before: the record's own commit, and a
+// load that went out before it.
+const phaseSlack = time.Second
+
 // repeatedCalls counts the calls to the processor with an effect key it
-// had already seen, and, where the store records the charge's recovery
-// point, refuses one that nothing explains: no fault in force between it
-// and the call before, and no client of the request that hung up between,
-// which ends the handler's call before its answer can be recorded. A
-// recorded phase is not run again.
-func repeatedCalls(rep report, s sideReport, at func(time.Time) int64, f *effectFigures) []string {
-	hangUps := map[string][]int64{}
-	for _, o := range rep.ops {
-		if o.HungUp {
-			hangUps[logical(o.Key, o.Body)] = append(hangUps[logical(o.Key, o.Body)], o.Return)
-		}
-	}
-	hungUpBetween := func(req string, a, b int64) bool {
-		for _, r := range hangUps[req] {
-			if a-faultGrace.Nanoseconds() <= r && r <= b {
-				return true
-			}
-		}
-		return false
-	}
+// had already seen, and checks the recorded phases, where the run reads
+// them: each holds a charge the processor made, and no call under that
+// charge's effect key came after the phase was recorded (phaseSlack
+// aside), since a run that finds a recorded phase does not call again.
+func repeatedCalls(s sideReport, f *effectFigures) []string {
 	var violations []string
-	last := map[string]call{}
-	for _, c := range s.calls {
-		prev, seen := last[c.EffectKey]
-		last[c.EffectKey] = c
-		if !seen {
-			continue
+	chargeOf := map[string]string{} // the charge id of each effect key
+	made := map[string]bool{}
+	for _, c := range s.charges {
+		chargeOf[c.EffectKey] = c.Charge
+		made[c.Charge] = true
+	}
+	recorded := map[string]time.Time{} // when the phase holding each charge was recorded
+	for _, ph := range s.phases {
+		if !made[ph.Result] {
+			violations = append(violations, fmt.Sprintf("a recorded charge phase holds %q, which the processor never charged", ph.Result))
 		}
-		f.repeatedCalls++
-		a, b := at(prev.At), at(c.At)
-		if s.phases && faultBetween(rep.windows, a, b) == "" && !hungUpBetween(c.Request, a, b) {
-			violations = append(violations, fmt.Sprintf("request %s: the processor was called again under effect key %s at %.3fs, after %.3fs, with no fault between: its recorded phase ran again", c.Request, c.EffectKey, float64(b)/1e9, float64(a)/1e9))
+		recorded[ph.Result] = ph.At
+	}
+	f.phases = len(s.phases)
+	seen := map[string]bool{}
+	for _, c := range s.calls {
+		if seen[c.EffectKey] {
+			f.repeatedCalls++
+		}
+		seen[c.EffectKey] = true
+		if at, ok := recorded[chargeOf[c.EffectKey]]; ok && c.At.After(at.Add(phaseSlack)) {
+			violations = append(violations, fmt.Sprintf("request %s: the processor was called under effect key %s at %s, %v after its charge's phase was recorded: a recorded phase ran again", c.Request, c.EffectKey, c.At.Format(time.StampMilli), c.At.Sub(at)))
 		}
 	}
 	return violations
@@ -244,13 +246,18 @@ func faultBetween(windows []window, a, b int64) string {
 
 // effectsHistory runs r in the effects mode, broken or not, for d with
 // seed sd and a kill by the processor or the receiver about once a gap,
-// and returns its report and what the processor and the receiver
-// recorded; phases says whether the store records the charge's recovery
-// point.
-func effectsHistory(t *testing.T, r run, broken string, phases bool, d, gap time.Duration, sd uint64) (run, report, sideReport) {
+// and returns its report, what the processor and the receiver recorded
+// and the store's recorded phases, where r reads them.
+func effectsHistory(t *testing.T, r run, broken string, d, gap time.Duration, sd uint64) (run, report, sideReport) {
 	r, p, rc := effectsRun(t, r, broken, gap)
 	rep := history(t, r, d, sd)
-	s := sideReport{phases: phases, receipts: r.count != nil}
+	s := sideReport{receipts: r.count != nil}
+	if r.phases != nil {
+		var err error
+		if s.phases, err = r.phases(); err != nil {
+			t.Fatalf("read the recorded phases back: %v", err)
+		}
+	}
 	s.calls, s.charges = p.record()
 	s.deliveries, s.refused = rc.record()
 	return r, rep, s
@@ -258,9 +265,9 @@ func effectsHistory(t *testing.T, r run, broken string, phases bool, d, gap time
 
 // checkEffectsRun runs r in the effects mode and fails t on every
 // violation of the contract, of the history and of the effects.
-func checkEffectsRun(t *testing.T, r run, phases bool) {
+func checkEffectsRun(t *testing.T, r run) {
 	sd, d := seed(t), duration(t)
-	r, rep, s := effectsHistory(t, r, "", phases, d, killGap, sd)
+	r, rep, s := effectsHistory(t, r, "", d, killGap, sd)
 	violations, viz := check(rep, r.model)
 	fx, f := checkSideEffects(rep, s)
 	violations = append(violations, fx...)
@@ -278,7 +285,7 @@ func checkEffectsRun(t *testing.T, r run, phases bool) {
 // under the one effect key the processor charges once.
 func TestEffectsSQLite(t *testing.T) {
 	r, _ := sqliteRun(t)
-	checkEffectsRun(t, r, false)
+	checkEffectsRun(t, r)
 }
 
 // The charges of a single Redis's run, under its proxy's faults and
@@ -287,12 +294,12 @@ func TestEffectsSQLite(t *testing.T) {
 // process, so no fault but a hang-up can make a handler run again, and
 // enginetest.PhaseStorm covers its phases.
 func TestEffectsRedis(t *testing.T) {
-	checkEffectsRun(t, redisRun(t), true)
+	checkEffectsRun(t, redisRun(t))
 }
 
 // The effects of PostgreSQL's run, under its proxy's faults, terminated
 // backends and kill -9: the charge is a recovery point recorded beside the
 // request's transaction.
 func TestEffectsPostgreSQL(t *testing.T) {
-	checkEffectsRun(t, postgresRun(t), true)
+	checkEffectsRun(t, postgresRun(t))
 }

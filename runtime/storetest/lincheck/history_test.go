@@ -124,6 +124,9 @@ type run struct {
 	// count runs a query that counts, on the store's database from the
 	// test process (SQLite and PostgreSQL).
 	count func(query string) (int, error)
+	// phases reads the recorded phases named charge once the service is
+	// stopped (PostgreSQL).
+	phases func() ([]phaseRecord, error)
 	// settle, when set, runs once the clients have stopped and before
 	// the service is stopped, and returns the faults it injected.
 	settle func(svc *service, since func() int64) ([]window, error)

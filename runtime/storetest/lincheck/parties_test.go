@@ -205,3 +205,10 @@ func (k *killer) maybe(kind string) {
 		kill(kind)
 	}
 }
+
+// phaseRecord is a recorded charge phase: the charge id it holds and when
+// it was recorded, by the database's clock on this machine.
+type phaseRecord struct {
+	Result string
+	At     time.Time
+}

@@ -26,7 +26,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemoutbox/sqliteoutbox"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
-	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
@@ -156,7 +155,7 @@ func build(ctx context.Context, kind string) (idemstore.Store, http.Handler, boo
 		if err != nil {
 			return nil, nil, false, err
 		}
-		return pgstore.New(pool), idem.TxHandler(operationID, func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
+		return postgresStore(pool), idem.TxHandler(operationID, func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
 			execute(w, r, fx.around(r, func(key, run, req string) error {
 				_, err := tx.Exec(r.Context(), "INSERT INTO lin_effects (key, run, req) VALUES ($1, $2, $3)", key, run, req)
 				return err

@@ -184,6 +184,13 @@ func postgresRun(t *testing.T) run {
 			var n int
 			return n, conn.QueryRow(ctx, query).Scan(&n)
 		},
+		phases: func() ([]phaseRecord, error) {
+			rows, err := conn.Query(ctx, "SELECT convert_from(result, 'UTF8'), created_at FROM idempotency_phases WHERE name = '"+effectCharge+"'")
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, pgx.RowToStructByPos[phaseRecord])
+		},
 		effects: func() (effects, error) {
 			rows, err := conn.Query(ctx, "SELECT key, run, req FROM lin_effects")
 			if err != nil {

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -108,4 +109,36 @@ func TestHandlerShadowsTheSessionCheck(t *testing.T) {
 		handlerExec(t, tx, `CREATE TEMP VIEW pg_prepared_statements AS SELECT * FROM pg_catalog.pg_prepared_statements WHERE false;
 			CREATE TEMP VIEW pg_depend AS SELECT * FROM pg_catalog.pg_depend WHERE false`)
 	})
+}
+
+// Nor by an operator of its own: the session check runs before the reset
+// of the handler's settings, so under a search_path the handler set,
+// which may put a schema it can create in before pg_catalog. Tenant A's
+// handler makes oid = oid false there, which hides its temporary objects
+// from the check, and leaves a temporary view that shadows a table tenant
+// B reads on the same connection.
+func TestHandlerOperatorHidesFromTheSessionCheck(t *testing.T) {
+	for _, e := range txEndings() {
+		if e.name == "keyed Release" || e.name == "keyless Release" {
+			continue // a rolled-back handler's objects and settings are gone
+		}
+		t.Run(e.name, func(t *testing.T) {
+			s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+			ctx := context.Background()
+			schema := pool.Config().ConnConfig.RuntimeParams["search_path"]
+			tx := e.begin(t, s, "k-a")
+			handlerExec(t, tx, `CREATE FUNCTION never(oid, oid) RETURNS boolean LANGUAGE sql AS 'SELECT false';
+				CREATE OPERATOR = (LEFTARG = oid, RIGHTARG = oid, FUNCTION = never);
+				CREATE TEMP VIEW effects AS SELECT 'chosen by A'::text AS marker;
+				SET search_path = `+schema+`, pg_catalog`)
+			if err := e.end(ctx, tx); err != nil {
+				t.Fatalf("ending A's transaction: %v", err)
+			}
+			var got string
+			err := pool.QueryRow(ctx, "SELECT marker FROM effects WHERE marker = 'chosen by A'").Scan(&got)
+			if !errors.Is(err, pgx.ErrNoRows) {
+				t.Fatalf("B's query after A's request = %q, %v; want no rows", got, err)
+			}
+		})
+	}
 }

@@ -184,20 +184,24 @@ const reseedSQL = `SELECT pg_catalog.setseed($1)`
 // and only cursors WITH HOLD outlive a transaction (pg_cursors also lists
 // the portal of the statement that reads it). Each test reads an in-memory
 // list of the session's own or one index range of pg_depend, none builds
-// more than its answer. Every relation, function and type it names is
-// pg_catalog's by name: a handler's temporary view is found before
-// pg_catalog's relation of the same unqualified name, and one named
-// pg_prepared_statements or pg_depend that shows nothing would answer
-// that the session is clean; so too in replacedSQL, deallocateSQL and
-// resetSQL.
+// more than its answer. Every relation, function, type and operator it
+// names is pg_catalog's by name: a handler's temporary view is found
+// before pg_catalog's relation of the same unqualified name, and one named
+// pg_prepared_statements or pg_depend that shows nothing would answer that
+// the session is clean; and the check runs under the handler's
+// search_path, before leanResetSQL's RESET ALL, where an operator of a
+// schema the handler put before pg_catalog (an oid = oid that answers
+// false) would hide its temporary objects. So too in replacedSQL,
+// deallocateSQL and resetSQL.
 const sessionCheckSQL = `SELECT pg_catalog.pg_advisory_unlock_all(), pg_catalog.setseed($2),
-       current_user <> session_user OR session_user <> $1
+       current_user OPERATOR(pg_catalog.<>) session_user
+       OR session_user OPERATOR(pg_catalog.<>) $1
        OR EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE ` + handlerPreparedSQL + `)
        OR EXISTS (SELECT FROM pg_catalog.pg_cursors WHERE is_holdable)
        OR EXISTS (SELECT FROM pg_catalog.pg_listening_channels())
        OR EXISTS (SELECT FROM pg_catalog.pg_depend
-                   WHERE refclassid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
-                     AND refobjid = pg_catalog.pg_my_temp_schema())`
+                   WHERE refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                     AND refobjid OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())`
 
 // handlerPreparedSQL selects, in pg_prepared_statements, the statements a
 // handler prepared: every statement prepared from SQL (PREPARE), whatever
@@ -216,7 +220,8 @@ const handlerPreparedSQL = `(from_sql OR NOT ` + driverNameSQL + `)`
 // names of its own on a server connection that its clients share, and
 // pgstore's own (ownPrefix). handlerTx.Prepare refuses pgx's prefix and
 // pgstore's.
-const driverNameSQL = `(name LIKE 'stmtcache\_%' OR name LIKE 'PGBOUNCER\_%' OR name LIKE 'idemgen\_%')`
+const driverNameSQL = `(name OPERATOR(pg_catalog.~~) 'stmtcache\_%' OR name OPERATOR(pg_catalog.~~) 'PGBOUNCER\_%'
+    OR name OPERATOR(pg_catalog.~~) 'idemgen\_%')`
 
 // deallocateSQL drops the statements a handler prepared
 // (handlerPreparedSQL). DEALLOCATE takes neither a list nor a pattern,

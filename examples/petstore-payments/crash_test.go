@@ -7,15 +7,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 )
 
 // retryUntilDone posts until the answer is final (not 409 in progress, not
 // 503, not a transport error), honouring Retry-After, for at most d.
-func retryUntilDone(t *testing.T, c *client, path, key, body string, d time.Duration) response {
+func retryUntilDone(t *testing.T, c *labtest.Client, path, key, body string, d time.Duration) labtest.Response {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		r, err := c.do("POST", path, key, body)
+		r, err := c.Do("POST", path, key, body)
 		if err == nil && r.Status != 409 && r.Status != 503 {
 			return r
 		}
@@ -33,9 +35,9 @@ func retryUntilDone(t *testing.T, c *client, path, key, body string, d time.Dura
 }
 
 // memoCounts counts an account's transfers by memo.
-func memoCounts(c *client, account string) map[string]int {
+func memoCounts(c *labtest.Client, account string) map[string]int {
 	n := map[string]int{}
-	for _, tr := range c.transfers(account) {
+	for _, tr := range c.Transfers(account) {
 		n[tr.Memo]++
 	}
 	return n
@@ -43,12 +45,12 @@ func memoCounts(c *client, account string) map[string]int {
 
 func TestKillDuringRequestSQLite(t *testing.T) {
 	t.Parallel()
-	killDuringRequest(t, sqliteURL(t), 4)
+	killDuringRequest(t, labtest.SQLiteURL(t), 4)
 }
 
 func TestKillDuringRequestPostgres(t *testing.T) {
 	t.Parallel()
-	killDuringRequest(t, postgresURL(t), 8)
+	killDuringRequest(t, labtest.PostgresURL(t), 8)
 }
 
 // killDuringRequest sends n transfers to a server that pauses after its
@@ -56,32 +58,32 @@ func TestKillDuringRequestPostgres(t *testing.T) {
 // the same database and retries every key: each key must end with exactly
 // one transfer, and every 201 sent before the kill must still be true.
 func killDuringRequest(t *testing.T, dbURL string, n int) {
-	s := startLab(t, dbURL, "--chaos-delay", "1500ms")
-	c := newClient(t, s, keyAcme)
-	from, to := c.createAccount("from", "EUR", 1_000_000), c.createAccount("to", "EUR", 0)
+	s := bins.StartLab(t, dbURL, "--chaos-delay", "1500ms")
+	c := labtest.NewClient(t, s, labtest.KeyAcme)
+	from, to := c.CreateAccount("from", "EUR", 1_000_000), c.CreateAccount("to", "EUR", 0)
 
 	type outcome struct {
 		key  string
 		body string
-		resp response
+		resp labtest.Response
 		err  error
 	}
 	outcomes := make([]outcome, n)
 	var wg sync.WaitGroup
 	for i := range outcomes {
-		key := "kill-" + strconv.Itoa(i) + "-" + randomHex(4)
-		outcomes[i].key, outcomes[i].body = key, transferBody(from, to, 100+i, key)
+		key := "kill-" + strconv.Itoa(i) + "-" + labtest.RandomHex(4)
+		outcomes[i].key, outcomes[i].body = key, labtest.TransferBody(from, to, 100+i, key)
 		wg.Go(func() {
-			outcomes[i].resp, outcomes[i].err = c.do("POST", "/transfers", key, outcomes[i].body)
+			outcomes[i].resp, outcomes[i].err = c.Do("POST", "/transfers", key, outcomes[i].body)
 		})
 	}
 	time.Sleep(700 * time.Millisecond)
-	s.kill9()
+	s.Kill9()
 	wg.Wait()
 
 	acked := 0
-	s2 := startServer(t, dbURL)
-	c2 := newClient(t, s2, keyAcme)
+	s2 := bins.StartServer(t, dbURL)
+	c2 := labtest.NewClient(t, s2, labtest.KeyAcme)
 	for _, o := range outcomes {
 		r := retryUntilDone(t, c2, "/transfers", o.key, o.body, 40*time.Second)
 		if r.Status != 201 {
@@ -92,9 +94,9 @@ func killDuringRequest(t *testing.T, dbURL string, n int) {
 			if !bytes.Equal(o.resp.Body, r.Body) {
 				t.Errorf("key %s: acknowledged before the kill as\n%s\nbut answers after it\n%s", o.key, o.resp.Body, r.Body)
 			}
-			var tr transfer
+			var tr labtest.Transfer
 			_ = json.Unmarshal(o.resp.Body, &tr)
-			c2.expect(200, "GET", "/transfers/"+tr.ID, "", "")
+			c2.Expect(200, "GET", "/transfers/"+tr.ID, "", "")
 		}
 	}
 	counts := memoCounts(c2, from)
@@ -105,8 +107,8 @@ func killDuringRequest(t *testing.T, dbURL string, n int) {
 		}
 		total += int64(100 + i)
 	}
-	if c2.balance(from) != 1_000_000-total || c2.balance(to) != total {
-		t.Errorf("balances %d and %d, want %d and %d", c2.balance(from), c2.balance(to), 1_000_000-total, total)
+	if c2.Balance(from) != 1_000_000-total || c2.Balance(to) != total {
+		t.Errorf("balances %d and %d, want %d and %d", c2.Balance(from), c2.Balance(to), 1_000_000-total, total)
 	}
 	t.Logf("%d of %d transfers were acknowledged before the kill; all %d exist exactly once", acked, n, n)
 }
@@ -115,27 +117,27 @@ func killDuringRequest(t *testing.T, dbURL string, n int) {
 // the same keys: one transfer per key.
 func TestTwoServersPostgres(t *testing.T) {
 	t.Parallel()
-	dbURL := postgresURL(t)
-	var servers [2]*server
+	dbURL := labtest.PostgresURL(t)
+	var servers [2]*labtest.Server
 	var wg sync.WaitGroup
 	// Both start at once, so their migrations race too.
 	for i := range servers {
-		wg.Go(func() { servers[i] = startServer(t, dbURL) })
+		wg.Go(func() { servers[i] = bins.StartServer(t, dbURL) })
 	}
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
-	c0, c1 := newClient(t, servers[0], keyAcme), newClient(t, servers[1], keyAcme)
-	from, to := c0.createAccount("from", "EUR", 1_000_000), c0.createAccount("to", "EUR", 0)
+	c0, c1 := labtest.NewClient(t, servers[0], labtest.KeyAcme), labtest.NewClient(t, servers[1], labtest.KeyAcme)
+	from, to := c0.CreateAccount("from", "EUR", 1_000_000), c0.CreateAccount("to", "EUR", 0)
 
 	const keys, copies = 15, 4
-	answers := make([][]response, keys)
+	answers := make([][]labtest.Response, keys)
 	var total int64
 	for k := range keys {
-		answers[k] = make([]response, copies)
-		key := "race-" + strconv.Itoa(k) + "-" + randomHex(4)
-		body := transferBody(from, to, 10+k, key)
+		answers[k] = make([]labtest.Response, copies)
+		key := "race-" + strconv.Itoa(k) + "-" + labtest.RandomHex(4)
+		body := labtest.TransferBody(from, to, 10+k, key)
 		total += int64(10 + k)
 		for i := range copies {
 			c := c0
@@ -162,7 +164,7 @@ func TestTwoServersPostgres(t *testing.T) {
 			t.Errorf("%s: %d transfers", memo, n)
 		}
 	}
-	if c1.balance(from) != 1_000_000-total || c0.balance(to) != total {
-		t.Errorf("balances %d and %d, want %d and %d", c1.balance(from), c0.balance(to), 1_000_000-total, total)
+	if c1.Balance(from) != 1_000_000-total || c0.Balance(to) != total {
+		t.Errorf("balances %d and %d, want %d and %d", c1.Balance(from), c0.Balance(to), 1_000_000-total, total)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 	"github.com/idemgen/idemgen/examples/petstore-payments/lab/processor"
 )
 
@@ -63,8 +64,8 @@ func waitReceipts(t *testing.T, base string, n int) []string {
 // processor is up, is charged once and sent its receipt.
 func TestEffects(t *testing.T) {
 	t.Parallel()
-	for _, db := range databases {
-		t.Run(db.name, func(t *testing.T) {
+	for _, db := range labtest.Databases() {
+		t.Run(db.Name, func(t *testing.T) {
 			t.Parallel()
 			// The processor's address, before it runs.
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -74,21 +75,21 @@ func TestEffects(t *testing.T) {
 			addr := ln.Addr().String()
 			_ = ln.Close()
 			base := "http://" + addr
-			dbURL := db.url(t)
-			s := startServer(t, dbURL, "--processor-url", base, "--receipts-url", base+"/v1/receipts")
-			c := newClient(t, s, keyAcme)
-			from := c.createAccount("Ann", "EUR", 1000)
-			to := c.createAccount("Bo", "EUR", 0)
+			dbURL := db.URL(t)
+			s := bins.StartServer(t, dbURL, "--processor-url", base, "--receipts-url", base+"/v1/receipts")
+			c := labtest.NewClient(t, s, labtest.KeyAcme)
+			from := c.CreateAccount("Ann", "EUR", 1000)
+			to := c.CreateAccount("Bo", "EUR", 0)
 
-			c.expectProblem(http.StatusServiceUnavailable, "upstream-unavailable", "POST", "/transfers", "down-1", transferBody(from, to, 100, "first"))
-			if got := c.balance(from); got != 1000 {
+			c.ExpectProblem(http.StatusServiceUnavailable, "upstream-unavailable", "POST", "/transfers", "down-1", labtest.TransferBody(from, to, 100, "first"))
+			if got := c.Balance(from); got != 1000 {
 				t.Fatalf("after a 503 the payer holds %d, want 1000: the transfer was not rolled back", got)
 			}
 
-			launch(t, processorBinary, nil, "--addr", addr, "--dir", t.TempDir())
-			first := c.expect(http.StatusCreated, "POST", "/transfers", "down-1", transferBody(from, to, 100, "first")).json(t)["id"]
-			c.expect(http.StatusCreated, "POST", "/transfers", "twice-1", transferBody(from, to, 200, "second"))
-			replay := c.expect(http.StatusCreated, "POST", "/transfers", "twice-1", transferBody(from, to, 200, "second"))
+			labtest.Launch(t, bins.Processor, nil, "--addr", addr, "--dir", t.TempDir())
+			first := c.Expect(http.StatusCreated, "POST", "/transfers", "down-1", labtest.TransferBody(from, to, 100, "first")).JSON(t)["id"]
+			c.Expect(http.StatusCreated, "POST", "/transfers", "twice-1", labtest.TransferBody(from, to, 200, "second"))
+			replay := c.Expect(http.StatusCreated, "POST", "/transfers", "twice-1", labtest.TransferBody(from, to, 200, "second"))
 			if replay.Header.Get("Idempotent-Replayed") != "true" {
 				t.Fatalf("the retry was not replayed: %s", replay)
 			}
@@ -108,10 +109,10 @@ func TestEffects(t *testing.T) {
 			if receipts[0] != first && receipts[1] != first {
 				t.Errorf("receipts for %v, none for the transfer %v", receipts, first)
 			}
-			if got := c.balance(from); got != 700 {
+			if got := c.Balance(from); got != 700 {
 				t.Errorf("the payer holds %d, want 700", got)
 			}
-			if db.name == "Postgres" {
+			if db.Name == "Postgres" {
 				checkChargePhases(t, dbURL, 2)
 			}
 		})
@@ -128,7 +129,7 @@ func TestReceiptsRunnerEndsWithServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	cmd := exec.Command(serverBinary, "--addr", taken.Addr().String(), "--api-keys", apiKeys,
+	cmd := exec.Command(bins.Server, "--addr", taken.Addr().String(), "--api-keys", labtest.APIKeys,
 		"--database-url", "sqlite:"+filepath.Join(t.TempDir(), "db"), "--receipts-url", "http://127.0.0.1:9/receipts")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/lab/dayreplay"
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 )
 
 // requestsTotal matches one series of idem_requests_total in the
@@ -14,9 +15,9 @@ var requestsTotal = regexp.MustCompile(`(?m)^idem_requests_total\{operation="([^
 
 // scrapeOutcomes reads /metrics and returns idem_requests_total by
 // operation and outcome.
-func scrapeOutcomes(t *testing.T, s *server) map[string]map[string]int64 {
+func scrapeOutcomes(t *testing.T, s *labtest.Server) map[string]map[string]int64 {
 	t.Helper()
-	r := newClient(t, s, "").expect(200, "GET", "/metrics", "", "")
+	r := labtest.NewClient(t, s, "").Expect(200, "GET", "/metrics", "", "")
 	out := map[string]map[string]int64{}
 	for _, m := range requestsTotal.FindAllStringSubmatch(string(r.Body), -1) {
 		n, err := strconv.ParseFloat(m[3], 64)
@@ -38,19 +39,19 @@ func scrapeOutcomes(t *testing.T, s *server) map[string]map[string]int64 {
 // and checks that /metrics counts what the day's audit says happened.
 func TestMetricsAfterDay(t *testing.T) {
 	t.Parallel()
-	for _, db := range databases {
-		t.Run(db.name, func(t *testing.T) {
+	for _, db := range labtest.Databases() {
+		t.Run(db.Name, func(t *testing.T) {
 			t.Parallel()
-			s := startLab(t, db.url(t), "--chaos-delay", dayChaosDelay, "--metrics")
-			c := smallDay(t, s.URL)
-			if db.name == "SQLite" {
+			s := bins.StartLab(t, db.URL(t), "--chaos-delay", labtest.DayChaosDelay, "--metrics")
+			c := labtest.SmallDay(t, s.URL)
+			if db.Name == "SQLite" {
 				// As in TestDayReplay: SQLite's one writer queues the
 				// requests, so fewer clients with more patience.
 				c.Timeout = dayreplay.DefaultConfig().Timeout
 				c.Concurrency = 2
 			}
-			rep := playDay(t, c)
-			checkSafe(t, rep)
+			rep := labtest.PlayDay(t, c)
+			labtest.CheckSafe(t, rep)
 			if rep.Retries == 0 {
 				t.Fatalf("no request was retried; the day did not exercise idempotency")
 			}
@@ -61,11 +62,11 @@ func TestMetricsAfterDay(t *testing.T) {
 
 // admissionRefused sums petstore_admission_refused_total over its reasons:
 // the requests admission answered before the engine saw them.
-func admissionRefused(t *testing.T, s *server) int64 {
+func admissionRefused(t *testing.T, s *labtest.Server) int64 {
 	t.Helper()
 	var n int64
 	for _, reason := range []string{"full", "waited", "gone"} {
-		v := metric(t, s, `petstore_admission_refused_total{reason="`+reason+`"}`)
+		v := s.Metric(t, `petstore_admission_refused_total{reason="`+reason+`"}`)
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			t.Fatalf("petstore_admission_refused_total{reason=%q} = %q: %v", reason, v, err)

@@ -11,6 +11,7 @@ import (
 
 	yaml "go.yaml.in/yaml/v4"
 
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 	"github.com/idemgen/idemgen/generator"
 )
 
@@ -80,8 +81,8 @@ func TestOapiCodegenClient(t *testing.T) {
 		"-generate", "types,client", "-package", "client", "-o", "client/client.gen.go", "openapi.augmented.yaml")
 	goCmd("build", "./...")
 
-	srv := startServer(t, sqliteURL(t))
-	out := goCmd("run", ".", srv.URL, keyAcme)
+	srv := bins.StartServer(t, labtest.SQLiteURL(t))
+	out := goCmd("run", ".", srv.URL, labtest.KeyAcme)
 	var got struct {
 		First, Replay, Reused int
 		Replayed              string

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
@@ -26,7 +27,7 @@ var idemgen struct {
 func idemgenBinary(t *testing.T) string {
 	t.Helper()
 	idemgen.once.Do(func() {
-		idemgen.path = filepath.Join(binDir, "idemgen")
+		idemgen.path = filepath.Join(bins.Dir, "idemgen")
 		out, err := exec.Command("go", "build", "-o", idemgen.path, "github.com/idemgen/idemgen/cmd/idemgen").CombinedOutput()
 		if err != nil {
 			idemgen.err = fmt.Errorf("building idemgen: %w\n%s", err, out)
@@ -88,7 +89,7 @@ func decodeJSON[T any](t *testing.T, s string) T {
 }
 
 // problemName is the last segment of a problem answer's type, or "".
-func problemName(r response) string {
+func problemName(r labtest.Response) string {
 	var p struct{ Type string }
 	_ = json.Unmarshal(r.Body, &p)
 	return p.Type[strings.LastIndex(p.Type, "/")+1:]
@@ -99,18 +100,18 @@ func problemName(r response) string {
 // and the client's retry replays that. The secret travels as files.
 func TestOperatorResolvesSQLite(t *testing.T) {
 	t.Parallel()
-	operatorResolves(t, sqliteURL(t), true)
+	operatorResolves(t, labtest.SQLiteURL(t), true)
 }
 
 // TestOperatorResolvesPostgres is the same on PostgreSQL, with the secret
 // in the environment.
 func TestOperatorResolvesPostgres(t *testing.T) {
 	t.Parallel()
-	operatorResolves(t, postgresURL(t), false)
+	operatorResolves(t, labtest.PostgresURL(t), false)
 }
 
 func operatorResolves(t *testing.T, dbURL string, secretFile bool) {
-	secret := randomHex(16)
+	secret := labtest.RandomHex(16)
 	op := operator{t: t, dbURL: dbURL}
 	var env, flags []string
 	if secretFile {
@@ -122,24 +123,24 @@ func operatorResolves(t *testing.T, dbURL string, secretFile bool) {
 	} else {
 		env, op.env = []string{"KEY_LABEL_SECRET=" + secret}, []string{"IDEMGEN_KEY_LABEL_SECRET=" + secret}
 	}
-	args := append([]string{"--database-url", dbURL, "--api-keys", apiKeys}, flags...)
+	args := append([]string{"--database-url", dbURL, "--api-keys", labtest.APIKeys}, flags...)
 
 	// Opening an account is not transactional, so its key is fail-closed
 	// (openapi.yaml): a server that dies after the account's writes
 	// leaves a claim whose outcome no one knows.
-	s := launch(t, labBinary, env, append(args, "--chaos-delay", "20s")...)
-	key, body, accountID := interruptAccountOpening(t, s, newClient(t, s, keyAcme))
+	s := labtest.Launch(t, bins.Lab, env, append(args, "--chaos-delay", "20s")...)
+	key, body, accountID := interruptAccountOpening(t, s, labtest.NewClient(t, s, labtest.KeyAcme))
 	label := idemstore.KeyLabel([]byte(secret), key)
 
-	s2 := launch(t, serverBinary, env, args...)
-	c := newClient(t, s2, keyAcme)
+	s2 := labtest.Launch(t, bins.Server, env, args...)
+	c := labtest.NewClient(t, s2, labtest.KeyAcme)
 	// The retry meets the claim in flight until its lease (30 s) runs out,
 	// then the key turns indeterminate. On SQLite the lease ends as the
 	// new server starts, the database's only process since the kill, so
 	// the first retry finds the key indeterminate.
 	deadline := time.Now().Add(45 * time.Second)
 	for {
-		r := c.expect(409, "POST", "/accounts", key, body)
+		r := c.Expect(409, "POST", "/accounts", key, body)
 		if name := problemName(r); name == "outcome-unknown" {
 			break
 		} else if name != "request-in-progress" {
@@ -170,7 +171,7 @@ func operatorResolves(t *testing.T, dbURL string, secretFile bool) {
 
 	// The operator finds that the account was opened, and completes the key
 	// with the answer its request should have had.
-	account := bytes.TrimSpace(c.expect(200, "GET", "/accounts/"+accountID, "", "").Body)
+	account := bytes.TrimSpace(c.Expect(200, "GET", "/accounts/"+accountID, "", "").Body)
 	resolve := []string{"resolve", "--label", label, "--status", "201", "--yes",
 		"--header", "Content-Type: application/json", "--header", "Location: /accounts/" + accountID,
 		"--body", string(account)}
@@ -184,14 +185,14 @@ func operatorResolves(t *testing.T, dbURL string, secretFile bool) {
 		t.Fatalf("keys resolve printed %q", out)
 	}
 
-	r := c.expect(201, "POST", "/accounts", key, body)
+	r := c.Expect(201, "POST", "/accounts", key, body)
 	if r.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(r.Body, account) ||
 		r.Header.Get("Location") != "/accounts/"+accountID || r.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("retry after the resolution: %s %v, want the resolution replayed: 201 %s", r, r.Header, account)
 	}
 	// The handler did not run again: one account for the request.
 	var opened int
-	for _, a := range c.accounts() {
+	for _, a := range c.Accounts() {
 		if a.Owner == ownerOf(key) {
 			opened++
 		}
@@ -223,14 +224,14 @@ func ownerOf(key string) string { return "owner of " + key }
 // server pauses up to its chaos delay in between). It returns the key, the
 // request's body and the account's id. A pause too short to catch is tried
 // again under another key.
-func interruptAccountOpening(t *testing.T, s *server, c *client) (key, body, accountID string) {
+func interruptAccountOpening(t *testing.T, s *labtest.Server, c *labtest.Client) (key, body, accountID string) {
 	t.Helper()
 	for range 5 {
-		key = "open-" + randomHex(6)
+		key = "open-" + labtest.RandomHex(6)
 		body = fmt.Sprintf(`{"owner":%q,"currency":"EUR","initial_balance":500}`, ownerOf(key))
-		answered := make(chan response, 1)
+		answered := make(chan labtest.Response, 1)
 		go func() {
-			r, _ := c.do("POST", "/accounts", key, body)
+			r, _ := c.Do("POST", "/accounts", key, body)
 			answered <- r
 		}()
 		for accountID == "" {
@@ -238,7 +239,7 @@ func interruptAccountOpening(t *testing.T, s *server, c *client) (key, body, acc
 			case r := <-answered:
 				t.Logf("the account of key %s was answered (%s) before the kill; trying another", key, r)
 			case <-time.After(20 * time.Millisecond):
-				for _, a := range c.accounts() {
+				for _, a := range c.Accounts() {
 					if a.Owner == ownerOf(key) {
 						accountID = a.ID
 					}
@@ -250,7 +251,7 @@ func interruptAccountOpening(t *testing.T, s *server, c *client) (key, body, acc
 		if accountID == "" {
 			continue
 		}
-		s.kill9()
+		s.Kill9()
 		if r := <-answered; r.Status != 0 {
 			t.Fatalf("the killed server answered %s", r)
 		}

@@ -20,10 +20,12 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 )
 
 // dial opens a raw connection to the server.
-func dial(t *testing.T, s *server) net.Conn {
+func dial(t *testing.T, s *labtest.Server) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
 	if err != nil {
@@ -70,7 +72,7 @@ func closedWithin(t *testing.T, c net.Conn, d time.Duration) time.Duration {
 // after its request is closed by the server after --idle-timeout.
 func TestIdleConnectionsClosed(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, sqliteURL(t), "--idle-timeout", "300ms")
+	s := bins.StartServer(t, labtest.SQLiteURL(t), "--idle-timeout", "300ms")
 	const n = 20
 	var wg sync.WaitGroup
 	for range n {
@@ -92,10 +94,10 @@ func TestIdleConnectionsClosed(t *testing.T) {
 // --read-timeout, not read to its end.
 func TestSlowBodyCutOff(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, sqliteURL(t), "--read-timeout", "500ms")
+	s := bins.StartServer(t, labtest.SQLiteURL(t), "--read-timeout", "500ms")
 	c := dial(t, s)
 	body := `{"owner":"slow","currency":"EUR","initial_balance":1,"padding":"` + strings.Repeat("x", 60) + `"}`
-	head := "POST /accounts HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer " + keyAcme +
+	head := "POST /accounts HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer " + labtest.KeyAcme +
 		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
 	if _, err := io.WriteString(c, head); err != nil {
 		t.Fatal(err)
@@ -125,7 +127,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 // a new connection is served.
 func TestConnectionBound(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, sqliteURL(t), "--max-conns", "2")
+	s := bins.StartServer(t, labtest.SQLiteURL(t), "--max-conns", "2")
 	first, second := dial(t, s), dial(t, s)
 	for _, c := range []net.Conn{first, second} {
 		if err := healthz(c, bufio.NewReader(c), 5*time.Second); err != nil {
@@ -172,39 +174,22 @@ func holdWriteLock(t *testing.T, url string) func() {
 	}
 }
 
-// metric reads one sample of the server's /metrics.
-func metric(t *testing.T, s *server, name string) string {
-	t.Helper()
-	res, err := http.Get(s.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // TestAdmissionSheds: with --max-in-flight 1 and no queue, a request that
 // comes while another is being served is answered 503 server-overloaded
 // with Retry-After at once, and nothing of it is kept: its key runs as a
 // first try afterwards. Idle keep-alive connections hold no capacity.
 func TestAdmissionSheds(t *testing.T) {
 	t.Parallel()
-	dbURL := sqliteURL(t)
-	s := startServer(t, dbURL, "--max-in-flight", "1", "--max-queue", "0", "--metrics")
-	c := newClient(t, s, keyAcme)
-	c.expect(http.StatusOK, "GET", "/accounts", "", "")
+	dbURL := labtest.SQLiteURL(t)
+	s := bins.StartServer(t, dbURL, "--max-in-flight", "1", "--max-queue", "0", "--metrics")
+	c := labtest.NewClient(t, s, labtest.KeyAcme)
+	c.Expect(http.StatusOK, "GET", "/accounts", "", "")
 
 	// Three keep-alive connections that sent a request and stay open.
 	for range 3 {
 		conn := dial(t, s)
 		br := bufio.NewReader(conn)
-		if _, err := io.WriteString(conn, "GET /accounts HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer "+keyAcme+"\r\n\r\n"); err != nil {
+		if _, err := io.WriteString(conn, "GET /accounts HTTP/1.1\r\nHost: petstore\r\nAuthorization: Bearer "+labtest.KeyAcme+"\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
 		res, err := http.ReadResponse(br, nil)
@@ -214,16 +199,16 @@ func TestAdmissionSheds(t *testing.T) {
 		_, _ = io.Copy(io.Discard, res.Body)
 		_ = res.Body.Close()
 	}
-	c.expect(http.StatusOK, "GET", "/accounts", "", "")
+	c.Expect(http.StatusOK, "GET", "/accounts", "", "")
 
 	release := holdWriteLock(t, dbURL)
-	held := make(chan response, 1)
+	held := make(chan labtest.Response, 1)
 	go func() {
-		held <- c.must("POST", "/accounts", "held", `{"owner":"held","currency":"EUR","initial_balance":1}`)
+		held <- c.Must("POST", "/accounts", "held", `{"owner":"held","currency":"EUR","initial_balance":1}`)
 	}()
 	admitted := ""
 	for range 500 {
-		if admitted = metric(t, s, "petstore_admission_admitted_total"); admitted == "6" {
+		if admitted = s.Metric(t, "petstore_admission_admitted_total"); admitted == "6" {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -233,7 +218,7 @@ func TestAdmissionSheds(t *testing.T) {
 		t.Fatalf("the held request was not admitted (admitted %q, want 6)", admitted)
 	}
 	const body = `{"owner":"shed","currency":"EUR","initial_balance":1}`
-	r := c.expectProblem(http.StatusServiceUnavailable, "server-overloaded", "POST", "/accounts", "shed", body)
+	r := c.ExpectProblem(http.StatusServiceUnavailable, "server-overloaded", "POST", "/accounts", "shed", body)
 	release()
 	// The shedder's hint is the time its queue takes to drain, at most
 	// its RetryAfter: here a held request or two, so 0 to 2 seconds.
@@ -243,11 +228,11 @@ func TestAdmissionSheds(t *testing.T) {
 	if h := <-held; h.Status != http.StatusCreated {
 		t.Fatalf("the held request: %s", h)
 	}
-	again := c.expect(http.StatusCreated, "POST", "/accounts", "shed", body)
+	again := c.Expect(http.StatusCreated, "POST", "/accounts", "shed", body)
 	if again.Header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("the shed request's retry was a replay: the 503 was stored")
 	}
-	if got := metric(t, s, `petstore_admission_refused_total{reason="full"}`); got != "1" {
+	if got := s.Metric(t, `petstore_admission_refused_total{reason="full"}`); got != "1" {
 		t.Errorf("refused as full: %q, want 1", got)
 	}
 }
@@ -255,15 +240,15 @@ func TestAdmissionSheds(t *testing.T) {
 // TestHeaderBound: a header block beyond 64 KiB is refused with 431.
 func TestHeaderBound(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, sqliteURL(t))
-	c := newClient(t, s, keyAcme)
+	s := bins.StartServer(t, labtest.SQLiteURL(t))
+	c := labtest.NewClient(t, s, labtest.KeyAcme)
 	req, err := http.NewRequest("GET", s.URL+"/accounts", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+keyAcme)
+	req.Header.Set("Authorization", "Bearer "+labtest.KeyAcme)
 	req.Header.Set("X-Padding", strings.Repeat("p", 100<<10))
-	res, err := c.http.Do(req)
+	res, err := c.HTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,10 +260,10 @@ func TestHeaderBound(t *testing.T) {
 
 // clientFrom is an HTTP client whose connections come from the loopback
 // address ip, so that a test can be two client addresses at once.
-func clientFrom(t *testing.T, s *server, apiKey, ip string) *client {
-	c := newClient(t, s, apiKey)
+func clientFrom(t *testing.T, s *labtest.Server, apiKey, ip string) *labtest.Client {
+	c := labtest.NewClient(t, s, apiKey)
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-	c.http.Transport = &http.Transport{DialContext: d.DialContext}
+	c.HTTP.Transport = &http.Transport{DialContext: d.DialContext}
 	return c
 }
 
@@ -288,14 +273,14 @@ func clientFrom(t *testing.T, s *server, apiKey, ip string) *client {
 // another address is not affected.
 func TestFailedAuthThrottled(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, sqliteURL(t))
+	s := bins.StartServer(t, labtest.SQLiteURL(t))
 	const burst = 40
-	statuses := make([]response, burst)
+	statuses := make([]labtest.Response, burst)
 	var wg sync.WaitGroup
 	for i := range burst {
 		wg.Go(func() {
 			wrong := clientFrom(t, s, "guess-"+strconv.Itoa(i), "127.0.0.1")
-			statuses[i] = wrong.must("GET", "/accounts", "", "")
+			statuses[i] = wrong.Must("GET", "/accounts", "", "")
 		})
 	}
 	wg.Wait()
@@ -306,7 +291,7 @@ func TestFailedAuthThrottled(t *testing.T) {
 			n401++
 		case 429:
 			n429++
-			checkProblem(t, r, 429, "rate-limited")
+			labtest.CheckProblem(t, r, 429, "rate-limited")
 			ra, err := strconv.Atoi(r.Header.Get("Retry-After"))
 			if err != nil || ra < 1 {
 				t.Fatalf("429 with Retry-After %q", r.Header.Get("Retry-After"))
@@ -321,26 +306,26 @@ func TestFailedAuthThrottled(t *testing.T) {
 		t.Fatalf("%d × 401 and %d × 429 for %d wrong keys; want 10 failures, then 429", n401, n429, burst)
 	}
 
-	right := clientFrom(t, s, keyAcme, "127.0.0.1")
-	right.expectProblem(429, "rate-limited", "GET", "/accounts", "", "")
-	other := clientFrom(t, s, keyAcme, "127.0.0.2")
-	other.expect(200, "GET", "/accounts", "", "")
-	clientFrom(t, s, "guess", "127.0.0.2").expectProblem(401, "unauthorized", "GET", "/accounts", "", "")
+	right := clientFrom(t, s, labtest.KeyAcme, "127.0.0.1")
+	right.ExpectProblem(429, "rate-limited", "GET", "/accounts", "", "")
+	other := clientFrom(t, s, labtest.KeyAcme, "127.0.0.2")
+	other.Expect(200, "GET", "/accounts", "", "")
+	clientFrom(t, s, "guess", "127.0.0.2").ExpectProblem(401, "unauthorized", "GET", "/accounts", "", "")
 
 	time.Sleep(time.Duration(retryAfter) * time.Second)
-	right.expect(200, "GET", "/accounts", "", "")
+	right.Expect(200, "GET", "/accounts", "", "")
 }
 
 // TestAPIKeysFromEnvAndFile: keys come from API_KEYS or --api-keys-file,
 // never both with --api-keys.
 func TestAPIKeysFromEnvAndFile(t *testing.T) {
 	t.Parallel()
-	check := func(t *testing.T, s *server, good, bad string) {
-		newClient(t, s, good).expect(200, "GET", "/accounts", "", "")
-		newClient(t, s, bad).expectProblem(401, "unauthorized", "GET", "/accounts", "", "")
+	check := func(t *testing.T, s *labtest.Server, good, bad string) {
+		labtest.NewClient(t, s, good).Expect(200, "GET", "/accounts", "", "")
+		labtest.NewClient(t, s, bad).ExpectProblem(401, "unauthorized", "GET", "/accounts", "", "")
 	}
 	t.Run("env", func(t *testing.T) {
-		s := launch(t, serverBinary, []string{"API_KEYS=env-key=acme"}, "--database-url", sqliteURL(t))
+		s := labtest.Launch(t, bins.Server, []string{"API_KEYS=env-key=acme"}, "--database-url", labtest.SQLiteURL(t))
 		check(t, s, "env-key", "demo-key-acme")
 	})
 	t.Run("file", func(t *testing.T) {
@@ -349,12 +334,12 @@ func TestAPIKeysFromEnvAndFile(t *testing.T) {
 		if err := os.WriteFile(file, []byte(keys), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s := launch(t, serverBinary, []string{"API_KEYS=env-key=acme"}, "--database-url", sqliteURL(t), "--api-keys-file", file)
+		s := labtest.Launch(t, bins.Server, []string{"API_KEYS=env-key=acme"}, "--database-url", labtest.SQLiteURL(t), "--api-keys-file", file)
 		check(t, s, "file-key-2", "env-key")
-		newClient(t, s, "file-key-1").expect(200, "GET", "/accounts", "", "")
+		labtest.NewClient(t, s, "file-key-1").Expect(200, "GET", "/accounts", "", "")
 	})
 	t.Run("both", func(t *testing.T) {
-		out, code := runToExit(t, nil, "--database-url", sqliteURL(t), "--api-keys", apiKeys, "--api-keys-file", "keys")
+		out, code := runToExit(t, nil, "--database-url", labtest.SQLiteURL(t), "--api-keys", labtest.APIKeys, "--api-keys-file", "keys")
 		if code != 2 || !strings.Contains(out, "not both") {
 			t.Fatalf("--api-keys with --api-keys-file: exit %d\n%s", code, out)
 		}
@@ -367,7 +352,7 @@ func runToExit(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, serverBinary, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
+	cmd := exec.CommandContext(ctx, bins.Server, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = t.TempDir()
 	out, err := cmd.CombinedOutput()
@@ -399,7 +384,7 @@ func TestDatabasePasswordNeverLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 		u.User = url.UserPassword(u.User.Username(), secret)
-		u.Path = "/payments_missing_" + randomHex(4)
+		u.Path = "/payments_missing_" + labtest.RandomHex(4)
 		urls = append(urls, u.String())
 	}
 	for _, dbURL := range urls {

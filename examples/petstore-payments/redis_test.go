@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/api"
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
@@ -34,7 +35,7 @@ func redisStore(t *testing.T) (storeURL, prefix string, rs *redisstore.Store, cl
 	if err := client.Ping(ctx).Err(); err != nil {
 		t.Fatalf("Redis at IDEMGEN_TEST_REDIS_URL: %v", err)
 	}
-	prefix = "petstore-e2e-" + randomHex(6) + ":"
+	prefix = "petstore-e2e-" + labtest.RandomHex(6) + ":"
 	t.Cleanup(func() {
 		defer client.Close()
 		if err := redistest.DeleteUnder(ctx, client, prefix); err != nil {
@@ -54,9 +55,9 @@ func redisStore(t *testing.T) (storeURL, prefix string, rs *redisstore.Store, cl
 func TestRedisStore(t *testing.T) {
 	t.Parallel()
 	storeURL, prefix, rs, client := redisStore(t)
-	dbURL := postgresURL(t)
-	s := startServer(t, dbURL, "--idempotency-store", storeURL, "--redis-key-prefix", prefix)
-	c := newClient(t, s, keyAcme)
+	dbURL := labtest.PostgresURL(t)
+	s := bins.StartServer(t, dbURL, "--idempotency-store", storeURL, "--redis-key-prefix", prefix)
+	c := labtest.NewClient(t, s, labtest.KeyAcme)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -85,10 +86,10 @@ func TestRedisStore(t *testing.T) {
 	}
 
 	t.Run("NonTransactionalOnRedis", func(t *testing.T) {
-		key := "acct-" + randomHex(8)
+		key := "acct-" + labtest.RandomHex(8)
 		body := `{"owner":"Ada","currency":"EUR","initial_balance":100}`
-		first := c.expect(201, "POST", "/accounts", key, body)
-		replayed(t, first, c.expect(201, "POST", "/accounts", key, body))
+		first := c.Expect(201, "POST", "/accounts", key, body)
+		replayed(t, first, c.Expect(201, "POST", "/accounts", key, body))
 		if !inRedis(api.OpCreateAccount, key) {
 			t.Errorf("the key of %s is not in Redis under %s", api.OpCreateAccount, prefix)
 		}
@@ -100,25 +101,25 @@ func TestRedisStore(t *testing.T) {
 		if err := client.Del(ctx, rs.Key(idemstore.Identity{Tenant: "acme", Scope: api.OpCreateAccount, Key: key})).Err(); err != nil {
 			t.Fatal(err)
 		}
-		again := c.expect(201, "POST", "/accounts", key, body)
-		if again.Header.Get("Idempotent-Replayed") != "" || again.json(t)["id"] == first.json(t)["id"] {
+		again := c.Expect(201, "POST", "/accounts", key, body)
+		if again.Header.Get("Idempotent-Replayed") != "" || again.JSON(t)["id"] == first.JSON(t)["id"] {
 			t.Errorf("with the Redis record deleted the retry was still answered from a store: %s", again)
 		}
 	})
 
 	t.Run("TransactionalOnSQL", func(t *testing.T) {
-		from, to := c.createAccount("Bea", "EUR", 500), c.createAccount("Cy", "EUR", 0)
-		key := "tr-" + randomHex(8)
-		body := transferBody(from, to, 120, "rent")
-		first := c.expect(201, "POST", "/transfers", key, body)
-		replayed(t, first, c.expect(201, "POST", "/transfers", key, body))
+		from, to := c.CreateAccount("Bea", "EUR", 500), c.CreateAccount("Cy", "EUR", 0)
+		key := "tr-" + labtest.RandomHex(8)
+		body := labtest.TransferBody(from, to, 120, "rent")
+		first := c.Expect(201, "POST", "/transfers", key, body)
+		replayed(t, first, c.Expect(201, "POST", "/transfers", key, body))
 		if !inSQL(api.OpCreateTransfer, key) {
 			t.Errorf("the key of %s is not completed in the SQL table", api.OpCreateTransfer)
 		}
 		if inRedis(api.OpCreateTransfer, key) {
 			t.Errorf("the key of %s is in Redis; a transactional operation must stay on SQL", api.OpCreateTransfer)
 		}
-		if got := c.balance(from); got != 380 {
+		if got := c.Balance(from); got != 380 {
 			t.Errorf("balance of the source %d after a transfer and its replay, want 380", got)
 		}
 	})
@@ -129,17 +130,17 @@ func TestRedisStore(t *testing.T) {
 func TestRedisDayReplay(t *testing.T) {
 	t.Parallel()
 	storeURL, prefix, _, _ := redisStore(t)
-	s := startLab(t, postgresURL(t), "--chaos-delay", dayChaosDelay, "--idempotency-store", storeURL, "--redis-key-prefix", prefix)
-	rep := playDay(t, smallDay(t, s.URL))
+	s := bins.StartLab(t, labtest.PostgresURL(t), "--chaos-delay", labtest.DayChaosDelay, "--idempotency-store", storeURL, "--redis-key-prefix", prefix)
+	rep := labtest.PlayDay(t, labtest.SmallDay(t, s.URL))
 	if rep.Retries == 0 {
 		t.Errorf("no request was retried; the day did not exercise idempotency")
 	}
-	checkSafe(t, rep)
+	labtest.CheckSafe(t, rep)
 }
 
 // replayed fails t unless again is the replay of first: the same status
 // and body, marked Idempotent-Replayed.
-func replayed(t *testing.T, first, again response) {
+func replayed(t *testing.T, first, again labtest.Response) {
 	t.Helper()
 	if again.Status != first.Status || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry got %s (replayed %q), want the replay of %s", again, again.Header.Get("Idempotent-Replayed"), first)

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/api"
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
@@ -45,7 +46,7 @@ func TestRedisClusterStore(t *testing.T) {
 	addrs := redisCluster.Addrs(t)
 	ctx := context.Background()
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	prefix := "petstore-e2e-" + randomHex(6) + ":"
+	prefix := "petstore-e2e-" + labtest.RandomHex(6) + ":"
 	t.Cleanup(func() {
 		defer client.Close()
 		if err := redistest.DeleteUnder(ctx, client, prefix); err != nil {
@@ -56,8 +57,8 @@ func TestRedisClusterStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, sqliteURL(t), "--idempotency-store", clusterStoreURL(addrs), "--redis-key-prefix", prefix)
-	c := newClient(t, s, keyAcme)
+	s := bins.StartServer(t, labtest.SQLiteURL(t), "--idempotency-store", clusterStoreURL(addrs), "--redis-key-prefix", prefix)
+	c := labtest.NewClient(t, s, labtest.KeyAcme)
 	recordKey := func(op, key string) string {
 		return rs.Key(idemstore.Identity{Tenant: "acme", Scope: op, Key: key})
 	}
@@ -68,19 +69,19 @@ func TestRedisClusterStore(t *testing.T) {
 	const accounts = 16
 	var keys []string
 	for i := range accounts {
-		key := fmt.Sprintf("acct-%d-%s", i, randomHex(8))
+		key := fmt.Sprintf("acct-%d-%s", i, labtest.RandomHex(8))
 		body := fmt.Sprintf(`{"owner":"Ada %d","currency":"EUR","initial_balance":%d}`, i, 100+i)
-		first := c.expect(201, "POST", "/accounts", key, body)
-		replayed(t, first, c.expect(201, "POST", "/accounts", key, body))
+		first := c.Expect(201, "POST", "/accounts", key, body)
+		replayed(t, first, c.Expect(201, "POST", "/accounts", key, body))
 		keys = append(keys, key)
 	}
-	c.expectProblem(422, "idempotency-key-reused", "POST", "/accounts", keys[0], `{"owner":"Ada 0","currency":"EUR","initial_balance":999}`)
+	c.ExpectProblem(422, "idempotency-key-reused", "POST", "/accounts", keys[0], `{"owner":"Ada 0","currency":"EUR","initial_balance":999}`)
 
 	pet := `{"name":"Rex","species":"dog"}`
-	petKey := "pet-" + randomHex(8)
-	first := c.expect(201, "POST", "/pets", petKey, pet)
-	replayed(t, first, c.expect(201, "POST", "/pets", petKey, pet))
-	c.expectProblem(422, "idempotency-key-reused", "POST", "/pets", petKey, `{"name":"Rex","species":"cat"}`)
+	petKey := "pet-" + labtest.RandomHex(8)
+	first := c.Expect(201, "POST", "/pets", petKey, pet)
+	replayed(t, first, c.Expect(201, "POST", "/pets", petKey, pet))
+	c.ExpectProblem(422, "idempotency-key-reused", "POST", "/pets", petKey, `{"name":"Rex","species":"cat"}`)
 
 	for _, key := range keys {
 		if n, err := client.Exists(ctx, recordKey(api.OpCreateAccount, key)).Result(); err != nil || n != 1 {
@@ -110,7 +111,7 @@ func TestRedisClusterStore(t *testing.T) {
 	if err := client.Del(ctx, recordKey(api.OpCreateAccount, keys[1])).Err(); err != nil {
 		t.Fatal(err)
 	}
-	again := c.expect(201, "POST", "/accounts", keys[1], `{"owner":"Ada 1","currency":"EUR","initial_balance":101}`)
+	again := c.Expect(201, "POST", "/accounts", keys[1], `{"owner":"Ada 1","currency":"EUR","initial_balance":101}`)
 	if again.Header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("with the cluster's record deleted the retry was still answered from a store: %s", again)
 	}
@@ -146,7 +147,7 @@ func TestRedisStoreURLRefused(t *testing.T) {
 		cases = append(cases, struct{ url, want string }{"redis://" + addrs[0] + "/0", "is a node of a Redis Cluster"})
 	}
 	for _, tc := range cases {
-		out, code := runToExit(t, nil, "--database-url", sqliteURL(t), "--api-keys", apiKeys, "--idempotency-store", tc.url)
+		out, code := runToExit(t, nil, "--database-url", labtest.SQLiteURL(t), "--api-keys", labtest.APIKeys, "--idempotency-store", tc.url)
 		if code != 1 || !strings.Contains(out, tc.want) {
 			t.Errorf("--idempotency-store %s: exit %d, want 1 and a log that says %q\n%s", tc.url, code, tc.want, out)
 		}

@@ -1,4 +1,4 @@
-package main_test
+package lab_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 	"github.com/idemgen/idemgen/internal/tcpproxy"
 )
 
@@ -73,7 +74,7 @@ type benchSide struct {
 	name string
 	// mode is the server's --idempotency.
 	mode string
-	srv  *server
+	srv  *labtest.Server
 	cpu  *cpuMeter
 	// replays says whether a retry is answered from the stored response.
 	replays bool
@@ -85,7 +86,7 @@ var benchWorkloads = []string{"new", "replay"}
 // benchSetting runs the rounds of one setting: hop is the delay each way
 // between the servers and PostgreSQL, none when 0.
 func benchSetting(b *testing.B, hop time.Duration) {
-	dbURL := postgresURL(b)
+	dbURL := labtest.PostgresURL(b)
 	serverURL := dbURL
 	if hop > 0 {
 		serverURL = throughDelay(b, dbURL, hop)
@@ -100,7 +101,7 @@ func benchSetting(b *testing.B, hop time.Duration) {
 	}
 	for _, s := range sides {
 		app := "bench-" + s.name
-		s.srv = startLab(b, withApplicationName(b, serverURL, app), "--idempotency="+s.mode, benchAdmission)
+		s.srv = bins.StartLab(b, withApplicationName(b, serverURL, app), "--idempotency="+s.mode, benchAdmission)
 		s.cpu = newCPUMeter(b, dbURL, app, s.srv)
 	}
 	// One transport serves every server: it keeps one connection per
@@ -201,11 +202,11 @@ func benchReplayKey(s *benchSide) func(client, i int) string {
 // once, so that the rounds retry completed transfers.
 func benchCompleteReplayKeys(b *testing.B, hc *http.Client, s *benchSide, pairs [][2]string) {
 	b.Helper()
-	c := &client{base: s.srv.URL, apiKey: keyAcme, http: hc}
+	c := &labtest.Client{Base: s.srv.URL, APIKey: labtest.KeyAcme, HTTP: hc}
 	key := benchReplayKey(s)
 	for i, p := range pairs {
 		for j := range benchReplayKeys {
-			r, err := c.do("POST", "/transfers", key(i, j), transferBody(p[0], p[1], 1, "bench"))
+			r, err := c.Do("POST", "/transfers", key(i, j), labtest.TransferBody(p[0], p[1], 1, "bench"))
 			if err != nil || r.Status != http.StatusCreated {
 				b.Fatalf("%s: complete a key for the replays: %s %v", s.name, r, err)
 			}
@@ -217,8 +218,8 @@ func benchCompleteReplayKeys(b *testing.B, hc *http.Client, s *benchSide, pairs 
 // benchmark can make from it.
 func benchAccount(b *testing.B, hc *http.Client, base string) string {
 	b.Helper()
-	c := &client{base: base, apiKey: keyAcme, http: hc}
-	r, err := c.do("POST", "/accounts", "", `{"owner":"bench","currency":"EUR","initial_balance":1000000000000}`)
+	c := &labtest.Client{Base: base, APIKey: labtest.KeyAcme, HTTP: hc}
+	r, err := c.Do("POST", "/accounts", "", `{"owner":"bench","currency":"EUR","initial_balance":1000000000000}`)
 	if err != nil || r.Status != http.StatusCreated {
 		b.Fatalf("open account: %s %v", r, err)
 	}
@@ -236,13 +237,13 @@ func benchAccount(b *testing.B, hc *http.Client, base string) string {
 func benchRound(b *testing.B, hc *http.Client, s *benchSide, pairs [][2]string, key func(client, n int) string, replay bool) float64 {
 	var sent atomic.Int64
 	var wg sync.WaitGroup
-	c := &client{base: s.srv.URL, apiKey: keyAcme, http: hc}
+	c := &labtest.Client{Base: s.srv.URL, APIKey: labtest.KeyAcme, HTTP: hc}
 	start := time.Now()
 	for i, p := range pairs {
-		body := transferBody(p[0], p[1], 1, "bench")
+		body := labtest.TransferBody(p[0], p[1], 1, "bench")
 		wg.Go(func() {
 			for n := 0; sent.Add(1) <= benchTransfers; n++ {
-				r, err := c.do("POST", "/transfers", key(i, n), body)
+				r, err := c.Do("POST", "/transfers", key(i, n), body)
 				if err == nil && r.Status != http.StatusCreated {
 					err = fmt.Errorf("got %s, want 201", r)
 				}

@@ -1,4 +1,4 @@
-package main_test
+package lab_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 )
 
 // cpuMeter reads how much CPU time one side of the benchmark has used so
@@ -54,7 +56,7 @@ func withApplicationName(b *testing.B, dbURL, app string) string {
 // newCPUMeter meters the server s, whose connections to the database at
 // dbURL carry app, or returns nil when this system has no per-task
 // scheduler statistics.
-func newCPUMeter(b *testing.B, dbURL, app string, s *server) *cpuMeter {
+func newCPUMeter(b *testing.B, dbURL, app string, s *labtest.Server) *cpuMeter {
 	b.Helper()
 	if _, err := os.Stat("/proc/self/task"); err != nil {
 		b.Logf("no per-task CPU statistics here (%v); CPU time is not reported", err)
@@ -66,7 +68,7 @@ func newCPUMeter(b *testing.B, dbURL, app string, s *server) *cpuMeter {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { conn.Close(ctx) })
-	return &cpuMeter{admin: conn, app: app, pid: s.cmd.Process.Pid}
+	return &cpuMeter{admin: conn, app: app, pid: s.Pid()}
 }
 
 // read returns the CPU time used so far by the server and by the backends

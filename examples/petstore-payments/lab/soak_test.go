@@ -1,19 +1,20 @@
 //go:build soak
 
-package main_test
+package lab_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/lab/dayreplay"
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 )
 
 // The full-size days take minutes each, so the README's go test ./...
 // leaves them out; CI runs them in a step of their own, with an explicit
 // timeout:
 //
-//	go test -tags soak -count=1 -v -run '^(TestFullDay|TestStormDay)$' -timeout 60m ./examples/petstore-payments
+//	go test -tags soak -count=1 -v -run '^(TestFullDay|TestStormDay)$' -timeout 60m ./examples/petstore-payments/lab
 //
 // The full-size day: 3,000 transfers of the storm (storm_test.go), the
 // server killed ten times in the days with kills. The storm day: 300.
@@ -36,16 +37,16 @@ func TestFullDay(t *testing.T) {
 	for _, client := range dayreplay.Clients {
 		t.Run(string(client), func(t *testing.T) {
 			t.Parallel()
-			for _, db := range databases {
-				t.Run(db.name, func(t *testing.T) {
+			for _, db := range labtest.Databases() {
+				t.Run(db.Name, func(t *testing.T) {
 					t.Parallel()
-					s := startLab(t, db.url(t), "--chaos-delay", stormChaosDelay)
-					rep := playDay(t, stormDay(t, client, s.URL, fullTransfers, fullDuration))
+					s := bins.StartLab(t, db.URL(t), "--chaos-delay", stormChaosDelay)
+					rep := labtest.PlayDay(t, stormDay(t, client, s.URL, fullTransfers, fullDuration))
 					reportStorm(t, rep)
 				})
-				t.Run(db.name+"Crash", func(t *testing.T) {
+				t.Run(db.Name+"Crash", func(t *testing.T) {
 					t.Parallel()
-					rep := playDay(t, stormCrash(t, client, db.url(t), fullTransfers, fullDuration, 5*time.Second, fullKills))
+					rep := labtest.PlayDay(t, stormCrash(t, client, db.URL(t), fullTransfers, fullDuration, 5*time.Second, fullKills))
 					checkKills(t, rep, fullKills)
 					reportStorm(t, rep)
 					checkEffects(t, rep)

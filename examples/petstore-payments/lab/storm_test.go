@@ -1,4 +1,4 @@
-package main_test
+package lab_test
 
 import (
 	"math"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/lab/dayreplay"
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 )
 
 // The storm's clients: 16 of them, whose patience runs out after 30 to
@@ -30,7 +31,7 @@ const (
 // Crash) for a day of transfers by clients of the client policy, which
 // must end within duration.
 func stormDay(t *testing.T, client dayreplay.Client, base string, transfers int, duration time.Duration) dayreplay.Config {
-	c := smallDay(t, base)
+	c := labtest.SmallDay(t, base)
 	c.Client = client
 	c.Transfers = transfers
 	c.Concurrency = stormConcurrency
@@ -55,22 +56,22 @@ const stormProcessorDelay = "10ms"
 func stormCrash(t *testing.T, client dayreplay.Client, databaseURL string, transfers int, duration, killEvery time.Duration, kills int) dayreplay.Config {
 	c := stormDay(t, client, "", transfers, duration)
 	c.Crash = true
-	c.ServerBin = labBinary
+	c.ServerBin = bins.Lab
 	c.DatabaseURL = databaseURL
 	c.ServerArgs = []string{"--chaos-delay=" + stormChaosDelay}
 	c.KillEvery = killEvery
 	c.MaxKills = kills
 	c.Processor = true
-	c.ProcessorBin = processorBinary
+	c.ProcessorBin = bins.Processor
 	c.ProcessorArgs = []string{"--delay=" + stormProcessorDelay}
 	return c
 }
 
-// checkAnswered is checkSafe plus the storm's promise: no client gave up,
+// checkAnswered is labtest.CheckSafe plus the storm's promise: no client gave up,
 // and every transfer got a final answer.
 func checkAnswered(t *testing.T, rep dayreplay.Report) {
 	t.Helper()
-	checkSafe(t, rep)
+	labtest.CheckSafe(t, rep)
 	if rep.Unanswered != 0 || rep.GaveUp != 0 {
 		t.Errorf("%d of %d transfers got no final answer (%d requests given up), want 0", rep.Unanswered, rep.Started, rep.GaveUp)
 	}
@@ -156,15 +157,15 @@ func reportStorm(t *testing.T, rep dayreplay.Report) {
 // that had already hung up: admission and the idempotency layer refuse
 // those requests before they start.
 func playStorm(t *testing.T, client dayreplay.Client, databaseURL string, transfers int, duration time.Duration) {
-	s := startLab(t, databaseURL, "--chaos-delay", stormChaosDelay, "--metrics")
-	rep := playDay(t, stormDay(t, client, s.URL, transfers, duration))
+	s := bins.StartLab(t, databaseURL, "--chaos-delay", stormChaosDelay, "--metrics")
+	rep := labtest.PlayDay(t, stormDay(t, client, s.URL, transfers, duration))
 	reportStorm(t, rep)
 	t.Logf("handler runs for clients that had hung up: %s; admission refusals full %s, waited %s, gone %s, displaced %s",
-		metric(t, s, "petstore_handler_runs_client_gone_total"),
-		metric(t, s, `petstore_admission_refused_total{reason="full"}`),
-		metric(t, s, `petstore_admission_refused_total{reason="waited"}`),
-		metric(t, s, `petstore_admission_refused_total{reason="gone"}`),
-		metric(t, s, `petstore_admission_refused_total{reason="displaced"}`))
+		s.Metric(t, "petstore_handler_runs_client_gone_total"),
+		s.Metric(t, `petstore_admission_refused_total{reason="full"}`),
+		s.Metric(t, `petstore_admission_refused_total{reason="waited"}`),
+		s.Metric(t, `petstore_admission_refused_total{reason="gone"}`),
+		s.Metric(t, `petstore_admission_refused_total{reason="displaced"}`))
 }
 
 // playStorms plays a storm of transfers on each database, by the clients
@@ -174,14 +175,14 @@ func playStorms(t *testing.T, transfers int, duration, killEvery time.Duration, 
 	for _, client := range dayreplay.Clients {
 		t.Run(string(client), func(t *testing.T) {
 			t.Parallel()
-			for _, db := range databases {
-				t.Run(db.name, func(t *testing.T) {
+			for _, db := range labtest.Databases() {
+				t.Run(db.Name, func(t *testing.T) {
 					t.Parallel()
-					playStorm(t, client, db.url(t), transfers, duration)
+					playStorm(t, client, db.URL(t), transfers, duration)
 				})
-				t.Run(db.name+"Crash", func(t *testing.T) {
+				t.Run(db.Name+"Crash", func(t *testing.T) {
 					t.Parallel()
-					rep := playDay(t, stormCrash(t, client, db.url(t), transfers, duration, killEvery, kills))
+					rep := labtest.PlayDay(t, stormCrash(t, client, db.URL(t), transfers, duration, killEvery, kills))
 					checkKills(t, rep, kills)
 					reportStorm(t, rep)
 					checkEffects(t, rep)

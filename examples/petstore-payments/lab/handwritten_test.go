@@ -1,9 +1,11 @@
-package main_test
+package lab_test
 
 import (
 	"bytes"
 	"sync"
 	"testing"
+
+	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
 )
 
 // The hand-written key table that the benchmark compares idemgen with is
@@ -13,14 +15,14 @@ import (
 // without a key is refused.
 func TestHandwrittenKeysAreIdempotent(t *testing.T) {
 	t.Parallel()
-	s := startLab(t, postgresURL(t), "--idempotency=handwritten")
-	c := newClient(t, s, keyAcme)
-	from := c.createAccount("Ada", "EUR", 1000)
-	to := c.createAccount("Bo", "EUR", 0)
-	body := transferBody(from, to, 100, "rent")
+	s := bins.StartLab(t, labtest.PostgresURL(t), "--idempotency=handwritten")
+	c := labtest.NewClient(t, s, labtest.KeyAcme)
+	from := c.CreateAccount("Ada", "EUR", 1000)
+	to := c.CreateAccount("Bo", "EUR", 0)
+	body := labtest.TransferBody(from, to, 100, "rent")
 
-	first := c.expect(201, "POST", "/transfers", "hw-1", body)
-	again := c.expect(201, "POST", "/transfers", "hw-1", body)
+	first := c.Expect(201, "POST", "/transfers", "hw-1", body)
+	again := c.Expect(201, "POST", "/transfers", "hw-1", body)
 	if !bytes.Equal(again.Body, first.Body) || again.Header.Get("Location") != first.Header.Get("Location") {
 		t.Fatalf("retry answered %s (Location %q), want the first answer %s (Location %q)",
 			again, again.Header.Get("Location"), first, first.Header.Get("Location"))
@@ -31,10 +33,10 @@ func TestHandwrittenKeysAreIdempotent(t *testing.T) {
 	}
 
 	const duplicates = 8
-	answers := make([]response, duplicates)
+	answers := make([]labtest.Response, duplicates)
 	var wg sync.WaitGroup
 	for i := range answers {
-		wg.Go(func() { answers[i] = c.must("POST", "/transfers", "hw-2", body) })
+		wg.Go(func() { answers[i] = c.Must("POST", "/transfers", "hw-2", body) })
 	}
 	wg.Wait()
 	for i, a := range answers {
@@ -43,14 +45,14 @@ func TestHandwrittenKeysAreIdempotent(t *testing.T) {
 		}
 	}
 
-	if got := c.balance(from); got != 800 {
+	if got := c.Balance(from); got != 800 {
 		t.Errorf("from_account holds %d after two keys' transfers of 100, want 800", got)
 	}
-	if n := len(c.transfers(from)); n != 2 {
+	if n := len(c.Transfers(from)); n != 2 {
 		t.Errorf("%d transfers recorded for two keys, want 2", n)
 	}
 
-	other := newClient(t, s, keyGlobex)
-	other.expect(404, "POST", "/transfers", "hw-1", body)
-	c.expect(400, "POST", "/transfers", "", body)
+	other := labtest.NewClient(t, s, labtest.KeyGlobex)
+	other.Expect(404, "POST", "/transfers", "hw-1", body)
+	c.Expect(400, "POST", "/transfers", "", body)
 }

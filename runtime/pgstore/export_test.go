@@ -55,3 +55,10 @@ const SessionCheckSQL = sessionCheckSQL
 
 // Reset sends the full session reset on conn, as the store sends it.
 func Reset(ctx context.Context, conn *pgx.Conn) error { return sendReset(ctx, conn, false) }
+
+// DeallocateSQL is the full reset's statement that drops the statements a
+// handler prepared.
+const DeallocateSQL = deallocateSQL
+
+// OwnName is the name under which pgstore prepares sql on a connection.
+func OwnName(sql string) string { return ownName(sql) }

@@ -44,11 +44,12 @@ func wantClaimWon(t *testing.T, s *pgstore.Store) {
 }
 
 // forgeClaim runs, for each way a transaction ends, a store of one
-// connection that has claimed a key, and a transaction whose handler
-// replaces the cached claim (forgedClaim) and then does what forge does;
-// once the transaction has ended, tenant B's first claim of a new key on
-// that connection must win.
-func forgeClaim(t *testing.T, forge func(t *testing.T, tx idemstore.Tx)) {
+// connection that has claimed a key and ended a first transaction, whose
+// handler ran warm (nothing if empty), and a second transaction whose
+// handler replaces the cached claim (forgedClaim) and then does what
+// forge does; once that transaction has ended, tenant B's first claim of
+// a new key on that connection must win.
+func forgeClaim(t *testing.T, warm string, forge func(t *testing.T, tx idemstore.Tx)) {
 	for _, e := range txEndings() {
 		t.Run(e.name, func(t *testing.T) {
 			s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
@@ -57,7 +58,11 @@ func forgeClaim(t *testing.T, forge func(t *testing.T, tx idemstore.Tx)) {
 				t.Fatalf("Claim = %+v, %v; want won", res, err)
 			}
 			// A first transaction prepares its ending's statements.
-			if err := e.end(ctx, e.begin(t, s, "k-warm2")); err != nil {
+			first := e.begin(t, s, "k-warm2")
+			if warm != "" {
+				handlerExec(t, first, warm)
+			}
+			if err := e.end(ctx, first); err != nil {
 				t.Fatal(err)
 			}
 			tx := e.begin(t, s, "k-a")
@@ -87,14 +92,14 @@ func handlerExec(t *testing.T, tx idemstore.Tx, stmt string) {
 func TestHandlerReplacesTheSessionCheck(t *testing.T) {
 	const nothingLeft = "SELECT pg_sleep(0), pg_sleep(0), false"
 	t.Run("cache name", func(t *testing.T) {
-		forgeClaim(t, func(t *testing.T, tx idemstore.Tx) {
+		forgeClaim(t, "", func(t *testing.T, tx idemstore.Tx) {
 			name := cacheName(pgstore.SessionCheckSQL)
 			handlerExec(t, tx, "DO $$BEGIN EXECUTE 'DEALLOCATE "+name+"'; EXCEPTION WHEN invalid_sql_statement_name THEN NULL; END$$; "+
 				"PREPARE "+name+"(text, double precision) AS "+nothingLeft)
 		})
 	})
 	t.Run("prepared name", func(t *testing.T) {
-		forgeClaim(t, func(t *testing.T, tx idemstore.Tx) {
+		forgeClaim(t, "", func(t *testing.T, tx idemstore.Tx) {
 			replaceNamed(t, tx, preparedName(t, tx, pgstore.SessionCheckSQL), "text, double precision", nothingLeft)
 		})
 	})
@@ -105,7 +110,7 @@ func TestHandlerReplacesTheSessionCheck(t *testing.T) {
 // under the same unqualified name. Tenant A's handler hides its
 // statements, and its temporary objects, behind empty temporary views.
 func TestHandlerShadowsTheSessionCheck(t *testing.T) {
-	forgeClaim(t, func(t *testing.T, tx idemstore.Tx) {
+	forgeClaim(t, "", func(t *testing.T, tx idemstore.Tx) {
 		handlerExec(t, tx, `CREATE TEMP VIEW pg_prepared_statements AS SELECT * FROM pg_catalog.pg_prepared_statements WHERE false;
 			CREATE TEMP VIEW pg_depend AS SELECT * FROM pg_catalog.pg_depend WHERE false`)
 	})
@@ -141,4 +146,19 @@ func TestHandlerOperatorHidesFromTheSessionCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Nor by replacing what the full reset runs: a handler's statement
+// prepared from SQL (which outlives a rolled-back transaction too) makes
+// the ending send the full reset, first on a request before, and tenant
+// A's handler replaces the reset's deallocation, under the name pgx's
+// cache gives its text and under pgstore's own, with a statement that
+// does nothing. The replaced claim must still not outlive A's request.
+func TestHandlerReplacesTheFullReset(t *testing.T) {
+	forgeClaim(t, "PREPARE idem_warm AS SELECT 1", func(t *testing.T, tx idemstore.Tx) {
+		for _, name := range []string{cacheName(pgstore.DeallocateSQL), pgstore.OwnName(pgstore.DeallocateSQL)} {
+			handlerExec(t, tx, "DO $$BEGIN EXECUTE 'DEALLOCATE "+name+"'; EXCEPTION WHEN invalid_sql_statement_name THEN NULL; END$$; "+
+				"PREPARE "+name+" AS SELECT 1")
+		}
+	})
 }

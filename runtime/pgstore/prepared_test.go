@@ -103,7 +103,7 @@ func replaceCachedQuery(t *testing.T, e txEnding, query string, check bool) {
 // chose. Tenant B's first claim of a key nobody has used must still win
 // the key, so that B's handler runs.
 func TestHandlerCannotReplaceTheClaimStatement(t *testing.T) {
-	forgeClaim(t, func(*testing.T, idemstore.Tx) {})
+	forgeClaim(t, "", func(*testing.T, idemstore.Tx) {})
 }
 
 // Nor can a handler prepare a statement under pgx's cache name, or under

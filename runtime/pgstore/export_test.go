@@ -62,3 +62,6 @@ const DeallocateSQL = deallocateSQL
 
 // OwnName is the name under which pgstore prepares sql on a connection.
 func OwnName(sql string) string { return ownName(sql) }
+
+// SameTxSQL is the check that a transaction is still pgstore's.
+const SameTxSQL = sameTxSQL

@@ -308,3 +308,7 @@ const sqlstateFenced = "IK001"
 // sqlstateNotSameTx is the SQLSTATE (division_by_zero) of sameTxSQL in a
 // transaction pgstore did not begin.
 const sqlstateNotSameTx = "22012"
+
+// sqlstateNoStatement is the SQLSTATE (invalid_sql_statement_name) of the
+// use of a prepared statement that does not exist.
+const sqlstateNoStatement = "26000"

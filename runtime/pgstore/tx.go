@@ -596,7 +596,7 @@ func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
 	case err != nil && conn.Conn().IsClosed():
 		return t.commitCut(ctx, conn, err)
 	case err != nil:
-		t.s.giveBack(ctx, conn, t.h)
+		t.giveBackAfter(ctx, conn, err)
 		return fmt.Errorf("pgstore: commit: %w", err)
 	case tag.String() != "COMMIT":
 		t.s.giveBack(ctx, conn, t.h)
@@ -664,8 +664,29 @@ func (t *tx) Rollback(ctx context.Context) error {
 	case t.claim != nil:
 		return t.settle(ctx, conn, fmt.Errorf("pgstore: release: %w", err))
 	}
-	t.s.giveBack(ctx, conn, t.h)
+	t.giveBackAfter(ctx, conn, err)
 	return fmt.Errorf("pgstore: release: %w", err)
+}
+
+// giveBackAfter gives conn back to the pool after err ended the statements
+// of a keyless transaction's end (a keyed one is settled, which closes its
+// session), or closes it when err is a prepared statement that is not
+// there (statementGone): a handler dropped one of pgstore's or pgx's, and
+// pgx, which still takes it for prepared, would send it again on every
+// later use, so that every request on the connection would fail.
+func (t *tx) giveBackAfter(ctx context.Context, conn *pgxpool.Conn, err error) {
+	if statementGone(err) {
+		t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
+		return
+	}
+	t.s.giveBack(ctx, conn, t.h)
+}
+
+// statementGone reports whether err is PostgreSQL's answer to the use of a
+// prepared statement that does not exist (invalid_sql_statement_name).
+func statementGone(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlstateNoStatement
 }
 
 func (t *tx) end() (*pgxpool.Conn, error) {

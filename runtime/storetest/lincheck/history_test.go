@@ -542,6 +542,12 @@ func send(hc *http.Client, url string, o *op, since func() int64, rng *rand.Rand
 	if err != nil {
 		panic(err)
 	}
+	// net/http's Transport sends a request with an Idempotency-Key header
+	// again, on its own, when a reused connection breaks before the first
+	// byte of the answer: the service killed after it committed. The
+	// client would then record the replay of its own execution. Without
+	// GetBody it cannot: each request is sent once, as its record says.
+	req.GetBody = nil
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", o.Key)
 	req.Header.Set(requestHeader, o.Req)

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -42,5 +43,69 @@ func TestHandlerDeallocatesTheEnding(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// So too for the statements pgx's cache keeps for pgstore's claims,
+// completions and releases: tenant A's keyless handler drops them, and
+// tenant B's claims, completion and release on the one connection must
+// each succeed at once.
+func TestHandlerDeallocatesCachedStatements(t *testing.T) {
+	s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ctx := context.Background()
+	b := func(key string) idemstore.Claim {
+		c := claimFor(key, "tok-"+key, time.Minute)
+		c.Tenant = "t2"
+		return c
+	}
+	drop := func() {
+		t.Helper()
+		a, err := s.Begin(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sql := range []string{pgstore.ClaimSQL, pgstore.CompleteSQL, pgstore.ReleaseSQL} {
+			handlerExec(t, a, "DO $$BEGIN EXECUTE 'DEALLOCATE "+cacheName(sql)+"'; "+
+				"EXCEPTION WHEN invalid_sql_statement_name THEN NULL; END$$")
+		}
+		if err := a.Commit(ctx, idemstore.Response{}); err != nil {
+			t.Fatalf("A's commit: %v", err)
+		}
+	}
+	// The first of each prepares it on the connection; A drops those that
+	// are there.
+	for _, key := range []string{"k-0", "k-1"} {
+		if res, err := s.Claim(ctx, b(key)); err != nil || !res.Won {
+			t.Fatalf("Claim = %+v, %v; want won", res, err)
+		}
+	}
+	if err := s.Complete(ctx, b("k-0").Identity, "tok-k-0", idemstore.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, b("k-1").Identity, "tok-k-1"); err != nil {
+		t.Fatal(err)
+	}
+	drop()
+	if res, err := s.Claim(ctx, b("k-b")); err != nil || !res.Won {
+		t.Fatalf("B's Claim after A's = %+v, %v; want won", res, err)
+	}
+	drop()
+	if err := s.Complete(ctx, b("k-b").Identity, "tok-k-b", idemstore.Response{Status: 201}); err != nil {
+		t.Fatalf("B's Complete after A's: %v", err)
+	}
+	drop()
+	res, tx, err := s.ClaimTx(ctx, b("k-c"))
+	if err != nil || !res.Won {
+		t.Fatalf("B's ClaimTx after A's = %+v, %v; want won", res, err)
+	}
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Claim(ctx, b("k-d")); err != nil || !res.Won {
+		t.Fatalf("Claim = %+v, %v; want won", res, err)
+	}
+	drop()
+	if err := s.Release(ctx, b("k-d").Identity, "tok-k-d"); err != nil {
+		t.Fatalf("B's Release after A's: %v", err)
 	}
 }

@@ -65,3 +65,9 @@ func OwnName(sql string) string { return ownName(sql) }
 
 // SameTxSQL is the check that a transaction is still pgstore's.
 const SameTxSQL = sameTxSQL
+
+// CompleteSQL is the completion of a claim made outside a transaction.
+const CompleteSQL = completeSQL
+
+// ReleaseSQL is the release of a claim made outside a transaction.
+const ReleaseSQL = releaseSQL

@@ -101,6 +101,10 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 // Claim atomically claims c.Identity in one round trip. The wait for a
 // pooled connection ends with the wait context (idemstore.WithWait) too.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
+	return againIfGone(func() (idemstore.Result, error) { return s.claim(ctx, c) })
+}
+
+func (s *Store) claim(ctx context.Context, c idemstore.Claim) (idemstore.Result, error) {
 	if err := c.Check(); err != nil {
 		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
@@ -129,7 +133,9 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Result,
 // Complete stores resp for the claim held with token, or returns
 // idemstore.ErrFenced.
 func (s *Store) Complete(ctx context.Context, id idemstore.Identity, token string, resp idemstore.Response) error {
-	tag, err := s.pool.Exec(ctx, completeSQL, completeArgs(id, token, resp)...)
+	tag, err := againIfGone(func() (pgconn.CommandTag, error) {
+		return s.pool.Exec(ctx, completeSQL, completeArgs(id, token, resp)...)
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: complete: %w", err)
 	}
@@ -158,7 +164,9 @@ func (s *Store) Abandon(ctx context.Context, id idemstore.Identity, token string
 }
 
 func (s *Store) fencedExec(ctx context.Context, what, sql string, id idemstore.Identity, token string) error {
-	tag, err := s.pool.Exec(ctx, sql, id.Tenant, id.Scope, id.Key, token)
+	tag, err := againIfGone(func() (pgconn.CommandTag, error) {
+		return s.pool.Exec(ctx, sql, id.Tenant, id.Scope, id.Key, token)
+	})
 	if err != nil {
 		return fmt.Errorf("pgstore: %s: %w", what, err)
 	}

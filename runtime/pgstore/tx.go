@@ -72,6 +72,15 @@ const cachePrefix = "stmtcache_"
 // transaction (idle_in_transaction_session_timeout) or in one statement
 // (statement_timeout).
 func (s *Store) ClaimTx(ctx context.Context, c idemstore.Claim) (idemstore.Result, idemstore.Tx, error) {
+	var tx idemstore.Tx
+	res, err := againIfGone(func() (res idemstore.Result, err error) {
+		res, tx, err = s.claimTx(ctx, c)
+		return res, err
+	})
+	return res, tx, err
+}
+
+func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Result, idemstore.Tx, error) {
 	if err := c.Check(); err != nil {
 		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
@@ -680,13 +689,6 @@ func (t *tx) giveBackAfter(ctx context.Context, conn *pgxpool.Conn, err error) {
 		return
 	}
 	t.s.giveBack(ctx, conn, t.h)
-}
-
-// statementGone reports whether err is PostgreSQL's answer to the use of a
-// prepared statement that does not exist (invalid_sql_statement_name).
-func statementGone(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == sqlstateNoStatement
 }
 
 func (t *tx) end() (*pgxpool.Conn, error) {

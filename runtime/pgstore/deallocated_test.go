@@ -109,3 +109,33 @@ func TestHandlerDeallocatesCachedStatements(t *testing.T) {
 		t.Fatalf("B's Release after A's: %v", err)
 	}
 }
+
+// A statement of pgstore's own that a handler drops without using it in
+// its own transaction's end is one the next transaction's end, another
+// tenant's, would miss after its handler ran. Tenant A's keyless handler
+// drops the keyed completion's; tenant B's keyed transaction after it on
+// the one connection must commit.
+func TestHandlerDeallocatesAnotherEnding(t *testing.T) {
+	s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ctx := context.Background()
+	if err := wonTx(t, s, "k-0", "tok-0").Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Begin(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlerExec(t, a, "DEALLOCATE "+pgstore.OwnName(pgstore.CompleteTxSQL))
+	if err := a.Commit(ctx, idemstore.Response{}); err != nil {
+		t.Fatalf("A's commit: %v", err)
+	}
+	b := claimFor("k-b", "tok-b", time.Minute)
+	b.Tenant = "t2"
+	res, tx, err := s.ClaimTx(ctx, b)
+	if err != nil || !res.Won {
+		t.Fatalf("B's claim = %+v, %v; want won", res, err)
+	}
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+		t.Fatalf("B's commit after A's: %v", err)
+	}
+}

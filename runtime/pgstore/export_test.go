@@ -40,7 +40,7 @@ func QueueReset(b *pgx.Batch) {
 // (sessionCheckSQL, leanResetSQL and replacedSQL) on b.
 func QueueLeanReset(b *pgx.Batch, user string) {
 	b.QueuedQueries = append(b.QueuedQueries, leanReset(user)...)
-	b.Queue(replacedSQL)
+	b.Queue(replacedSQL, 0)
 }
 
 // ClaimSQL is the statement that claims a key.
@@ -71,3 +71,6 @@ const CompleteSQL = completeSQL
 
 // ReleaseSQL is the release of a claim made outside a transaction.
 const ReleaseSQL = releaseSQL
+
+// CompleteTxSQL is the completion of a claim inside its transaction.
+const CompleteTxSQL = completeTxSQL

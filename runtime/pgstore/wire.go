@@ -45,13 +45,25 @@ func sendOwn(ctx context.Context, pc *pgx.Conn, qs []*pgx.QueuedQuery) (sentResu
 			return sentResults{}, fmt.Errorf("preparing %.40q: %w", q.SQL, err)
 		}
 	}
-	b.ExecParams(replacedSQL, nil, nil, nil, nil)
+	b.ExecParams(replacedSQL, [][]byte{[]byte(strconv.Itoa(len(ownPrepared(pc))))}, nil, nil, nil)
 	return readBatch(pc.PgConn().ExecBatch(ctx, b)), nil
+}
+
+// ownPrepared is the set of the names of pgstore's own statements
+// prepared on pc, kept with the connection.
+func ownPrepared(pc *pgx.Conn) map[string]bool {
+	data := pc.PgConn().CustomData()
+	names, ok := data[ownPrefix].(map[string]bool)
+	if !ok {
+		names = map[string]bool{}
+		data[ownPrefix] = names
+	}
+	return names
 }
 
 // sendBatch sends qs, then replacedSQL, as pgx's batch.
 func sendBatch(ctx context.Context, pc *pgx.Conn, qs []*pgx.QueuedQuery) sentResults {
-	b := &pgx.Batch{QueuedQueries: append(qs, &pgx.QueuedQuery{SQL: replacedSQL})}
+	b := &pgx.Batch{QueuedQueries: append(qs, &pgx.QueuedQuery{SQL: replacedSQL, Arguments: []any{0}})}
 	br := pc.SendBatch(ctx, b)
 	var r sentResults
 	for range b.QueuedQueries {
@@ -82,8 +94,14 @@ func sendBatch(ctx context.Context, pc *pgx.Conn, qs []*pgx.QueuedQuery) sentRes
 }
 
 // replacedSQL answers whether a statement prepared from SQL stands under a
-// name that pgx's statement cache, PgBouncer or pgstore runs.
-const replacedSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE from_sql AND ` + driverNameSQL + `)`
+// name that pgx's statement cache, PgBouncer or pgstore runs, or whether
+// pgstore's own statements on the session are not the $1 that pgstore
+// prepared there (ownPrepared): a handler that dropped one (DEALLOCATE)
+// would have the next transaction's end on the connection, another
+// tenant's, fail after its handler ran.
+const replacedSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE from_sql AND ` + driverNameSQL + `)
+       OR (SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements
+            WHERE NOT from_sql AND name OPERATOR(pg_catalog.~~) 'idemgen\_%') OPERATOR(pg_catalog.<>) $1::pg_catalog.int8`
 
 // errStatementReplaced is why a session where replacedSQL found a
 // replaced statement is closed.
@@ -102,10 +120,12 @@ func ownName(sql string) string {
 // on pc first if this connection has not yet (a round trip, once per
 // connection and statement). Its results come back in text.
 func queueOwn(ctx context.Context, pc *pgx.Conn, b *pgconn.Batch, q *pgx.QueuedQuery) error {
-	sd, err := pc.Prepare(ctx, ownName(q.SQL), q.SQL)
+	name := ownName(q.SQL)
+	sd, err := pc.Prepare(ctx, name, q.SQL)
 	if err != nil {
 		return err
 	}
+	ownPrepared(pc)[name] = true
 	if len(q.Arguments) != len(sd.ParamOIDs) {
 		return fmt.Errorf("%d arguments for %d parameters", len(q.Arguments), len(sd.ParamOIDs))
 	}

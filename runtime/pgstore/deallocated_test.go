@@ -47,9 +47,9 @@ func TestHandlerDeallocatesTheEnding(t *testing.T) {
 }
 
 // So too for the statements pgx's cache keeps for pgstore's claims,
-// completions and releases: tenant A's keyless handler drops them, and
-// tenant B's claims, completion and release on the one connection must
-// each succeed at once.
+// transactions' begins, completions and releases: tenant A's keyless
+// handler drops them, and tenant B's claims, begin, completion and
+// release on the one connection must each succeed at once.
 func TestHandlerDeallocatesCachedStatements(t *testing.T) {
 	s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
@@ -64,7 +64,7 @@ func TestHandlerDeallocatesCachedStatements(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, sql := range []string{pgstore.ClaimSQL, pgstore.CompleteSQL, pgstore.ReleaseSQL} {
+		for _, sql := range []string{pgstore.ClaimSQL, pgstore.CompleteSQL, pgstore.ReleaseSQL, pgstore.TxTimeoutsSQL} {
 			handlerExec(t, a, "DO $$BEGIN EXECUTE 'DEALLOCATE "+cacheName(sql)+"'; "+
 				"EXCEPTION WHEN invalid_sql_statement_name THEN NULL; END$$")
 		}
@@ -95,6 +95,20 @@ func TestHandlerDeallocatesCachedStatements(t *testing.T) {
 	}
 	drop()
 	res, tx, err := s.ClaimTx(ctx, b("k-c"))
+	if err != nil || !res.Won {
+		t.Fatalf("B's ClaimTx after A's = %+v, %v; want won", res, err)
+	}
+	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	drop()
+	if tx, err = s.Begin(ctx, time.Minute); err != nil {
+		t.Fatalf("B's Begin after A's: %v", err)
+	}
+	if err := tx.Commit(ctx, idemstore.Response{}); err != nil {
+		t.Fatal(err)
+	}
+	res, tx, err = s.ClaimTx(ctx, b("k-c2"))
 	if err != nil || !res.Won {
 		t.Fatalf("B's ClaimTx after A's = %+v, %v; want won", res, err)
 	}

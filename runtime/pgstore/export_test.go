@@ -74,3 +74,6 @@ const ReleaseSQL = releaseSQL
 
 // CompleteTxSQL is the completion of a claim inside its transaction.
 const CompleteTxSQL = completeTxSQL
+
+// TxTimeoutsSQL is the statement that bounds and marks a transaction.
+const TxTimeoutsSQL = txTimeoutsSQL

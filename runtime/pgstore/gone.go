@@ -11,7 +11,7 @@ import (
 // what is no longer there: the next request's use of the statement on
 // that connection fails. pgx forgets every statement of a query or batch
 // that failed, and a statement that is not there ran nothing, so a claim,
-// a completion and a release are sent once more when that is why they
+// a transaction's begin, a completion and a release are sent once more when that is why they
 // failed (againIfGone), and the second time pgx prepares them afresh.
 // The statements that end a transaction cannot be: the transaction
 // aborted with them. A keyless one's connection is closed instead

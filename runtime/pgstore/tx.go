@@ -154,6 +154,10 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 // the same round trip as BEGIN): PostgreSQL ends a session that sits idle
 // in the transaction, or runs one statement, for longer.
 func (s *Store) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, error) {
+	return againIfGone(func() (idemstore.Tx, error) { return s.begin(ctx, lease) })
+}
+
+func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, error) {
 	if s.unusable != nil {
 		return nil, s.unusable
 	}

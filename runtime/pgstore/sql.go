@@ -44,7 +44,7 @@ const claimSQL = `SELECT k.state, k.operation, k.fingerprint, k.lease_until, t.n
        END
   FROM (SELECT clock_timestamp() AS now) t
   LEFT JOIN idempotency_keys k
-    ON k.tenant = $1 AND k.scope = $2 AND k.key = $3
+    ON k.tenant = $1::pg_catalog.text AND k.scope = $2::pg_catalog.text AND k.key = $3::pg_catalog.text
    AND k.expires_at > t.now
    AND (k.state <> 'in_flight' OR k.lease_until > t.now)`
 
@@ -55,10 +55,10 @@ const claimSQL = `SELECT k.state, k.operation, k.fingerprint, k.lease_until, t.n
 // the update itself.
 const completeSQL = `UPDATE idempotency_keys
    SET state = 'completed', completed_at = clock_timestamp(),
-       status = $5, headers = $6, body = $7, body_omitted = $8,
+       status = $5::pg_catalog.int4, headers = $6::pg_catalog.bytea, body = $7::pg_catalog.bytea, body_omitted = $8::pg_catalog.bool,
        lease_until = NULL
- WHERE tenant = $1 AND scope = $2 AND key = $3
-   AND lease_token = $4 AND state = 'in_flight'`
+ WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
+   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
 
 // completeTxSQL stores the response inside the handler's transaction. There
 // a fenced completion must abort the transaction, which is what lets
@@ -69,22 +69,22 @@ const completeTxSQL = `SELECT idempotency_complete($1, $2, $3, $4, $5, $6, $7, $
 // releaseSQL deletes the row only for the current token of an in-flight
 // claim: a late release from an abandoned request deletes nothing.
 const releaseSQL = `DELETE FROM idempotency_keys
- WHERE tenant = $1 AND scope = $2 AND key = $3
-   AND lease_token = $4 AND state = 'in_flight'`
+ WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
+   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
 
 // abandonTakeoverSQL ends the lease now, so the next claim of the same
 // request takes the key over at once. Token-checked like every write.
 const abandonTakeoverSQL = `UPDATE idempotency_keys
    SET lease_until = clock_timestamp()
- WHERE tenant = $1 AND scope = $2 AND key = $3
-   AND lease_token = $4 AND state = 'in_flight'`
+ WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
+   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
 
 // abandonFailClosedSQL marks the key indeterminate for an operator to
 // resolve.
 const abandonFailClosedSQL = `UPDATE idempotency_keys
    SET state = 'indeterminate'
- WHERE tenant = $1 AND scope = $2 AND key = $3
-   AND lease_token = $4 AND state = 'in_flight'`
+ WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
+   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
 
 // sweepSQL deletes a bounded batch of expired rows, skipping locked ones.
 const sweepSQL = `SELECT idempotency_sweep($1)`
@@ -257,8 +257,8 @@ $$`
 // locks keep every other claim out, and is fenced on the token.
 const markCommittedSQL = `UPDATE idempotency_keys
    SET state = 'indeterminate', lease_until = NULL
- WHERE tenant = $1 AND scope = $2 AND key = $3
-   AND lease_token = $4 AND state = 'in_flight'`
+ WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
+   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
 
 // failClosedTxSQL runs when the handler ended its transaction itself (a raw
 // COMMIT or ROLLBACK): what its writes became cannot be known, so the key
@@ -270,7 +270,7 @@ const markCommittedSQL = `UPDATE idempotency_keys
 const failClosedTxSQL = `INSERT INTO idempotency_keys AS k
        (tenant, scope, key, operation, fingerprint, state,
         lease_token, lease_until, expires_at, created_at)
-VALUES ($1, $2, $3, $5, $6, 'indeterminate', $4, NULL,
+VALUES ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text, $5::pg_catalog.text, $6::pg_catalog.bytea, 'indeterminate', $4::pg_catalog.text, NULL,
         clock_timestamp() + $7 * interval '1 microsecond', clock_timestamp())
 ON CONFLICT (tenant, scope, key) DO UPDATE
    SET state        = 'indeterminate',

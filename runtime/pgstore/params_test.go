@@ -57,3 +57,36 @@ func TestHandlerCannotTypeTheClaimsParameters(t *testing.T) {
 		t.Fatalf("B's claim sent again on another connection = %+v, %v; want the key in flight", res, err)
 	}
 }
+
+// A handler that has pgx cache the claim through a view whose columns
+// are of other types than the key table's makes the claim's next run on
+// the connection, once the view is gone, fail with "cached plan must not
+// change result type"; tenant B's claim must win all the same.
+func TestHandlerCannotTypeTheClaimsResult(t *testing.T) {
+	s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	ctx := context.Background()
+	a, err := s.Begin(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlerExec(t, a, `INSERT INTO idempotency_keys (tenant, scope, key, operation, fingerprint, state, expires_at, status)
+		VALUES ('t9', 's9', 'seed', 'op', '\x00', 'completed', clock_timestamp() + interval '1 hour', 201)`)
+	handlerExec(t, a, `CREATE TEMP VIEW idempotency_keys AS SELECT tenant, scope, key, state::name AS state,
+		operation, fingerprint, lease_until, status, headers, body, body_omitted, expires_at FROM idempotency_keys`)
+	rows, err := a.Driver().(pgx.Tx).Query(ctx, pgstore.ClaimSQL, "t9", "s9", "seed", "op", []byte{0}, "tok", int64(1000), int64(1000), false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, idemstore.Response{}); err != nil {
+		t.Fatalf("A's commit: %v", err)
+	}
+	b := claimFor("k-b", "tok-b", time.Minute)
+	b.Tenant = "t2"
+	if res, err := s.Claim(ctx, b); err != nil || !res.Won {
+		t.Fatalf("B's claim = %+v, %v; want won", res, err)
+	}
+}

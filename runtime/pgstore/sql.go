@@ -312,3 +312,8 @@ const sqlstateNotSameTx = "22012"
 // sqlstateNoStatement is the SQLSTATE (invalid_sql_statement_name) of the
 // use of a prepared statement that does not exist.
 const sqlstateNoStatement = "26000"
+
+// sqlstateStalePlan is the SQLSTATE (feature_not_supported) of the use of
+// a prepared statement whose result's type has changed since it was
+// prepared.
+const sqlstateStalePlan = "0A000"

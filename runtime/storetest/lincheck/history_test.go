@@ -605,7 +605,12 @@ func operations(ops []*op) []porcupine.Operation {
 // those porcupine refuses: the visualization shows the same, in a browser.
 func illegalKeys(pm porcupine.Model, history []porcupine.Operation) []string {
 	var out []string
+	deadline := time.Now().Add(keysCheckBudget)
 	for _, part := range partitionByKey(history) {
+		if len(out) == maxKeysNamed || time.Now().After(deadline) {
+			out = append(out, "(more keys not looked at)")
+			break
+		}
 		// Bounded: proving a key's history illegal can take porcupine
 		// a search exponential in its overlapping requests.
 		res := porcupine.CheckOperationsTimeout(pm, part, keyCheckTimeout)
@@ -636,9 +641,14 @@ func check(rep report, m model) (violations []string, viz string) {
 	return checkWithin(rep, m, 5*time.Minute)
 }
 
-// keyCheckTimeout bounds porcupine's look at one key's history when the
-// whole history was refused, to say which keys.
-const keyCheckTimeout = 10 * time.Second
+// When the whole history was refused, illegalKeys says which keys: at most
+// maxKeysNamed of them, looking at each for at most keyCheckTimeout and at
+// all of them for at most keysCheckBudget.
+const (
+	maxKeysNamed    = 5
+	keyCheckTimeout = 10 * time.Second
+	keysCheckBudget = 20 * time.Second
+)
 
 // checkWithin is check with porcupine's search bounded by d; a history it
 // cannot decide in d is a violation that says so.

@@ -51,9 +51,9 @@ func benchResponse() idemstore.Response {
 	}
 }
 
-func benchSetup(b *testing.B) (*pgstore.Store, *pgxpool.Pool) {
+func benchSetup(b *testing.B, tweak ...func(*pgxpool.Config)) (*pgstore.Store, *pgxpool.Pool) {
 	b.Helper()
-	s, pool := newStore(b, func(c *pgxpool.Config) { c.MaxConns = int32(benchWorkers * runtime.GOMAXPROCS(0)) })
+	s, pool := newStore(b, append([]func(*pgxpool.Config){func(c *pgxpool.Config) { c.MaxConns = int32(benchWorkers * runtime.GOMAXPROCS(0)) }}, tweak...)...)
 	ctx := context.Background()
 	resp := benchResponse()
 	for i := range benchKeys {

@@ -91,26 +91,68 @@ func readClaim(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, unsettle
 	return res, r.outcome == outcomeBusyElse, err
 }
 
+// readPeek reads peekSQL's rows and closes them: decided reports whether
+// a row decided the claim, and res is then the answer to c.
+func readPeek(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, decided bool, err error) {
+	defer rows.Close()
+	if !rows.Next() {
+		return idemstore.Result{}, false, rows.Err()
+	}
+	want := claimColumns()
+	var r claimRow
+	err = checkColumns(rows.FieldDescriptions(), rows.RawValues(), want[:len(want)-1])
+	if err == nil {
+		r, err = decodeDecidingRow(rows.RawValues())
+	}
+	if err == nil {
+		// Before Close: the headers still point into the driver's buffer.
+		res, err = r.result(c)
+	}
+	rows.Close()
+	if rerr := rows.Err(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return idemstore.Result{}, false, err
+	}
+	return res, true, nil
+}
+
 // decodeClaimRow decodes the raw values of one row of claimSQL. Everything
 // it returns but the headers is copied out of values, which belong to the
 // driver's buffer.
 func decodeClaimRow(fds []pgconn.FieldDescription, values [][]byte) (claimRow, error) {
 	want := claimColumns()
+	if err := checkColumns(fds, values, want[:]); err != nil {
+		return claimRow{}, err
+	}
+	if values[9] != nil {
+		return decodeClaimRecord(values[9])
+	}
+	return decodeDecidingRow(values)
+}
+
+// checkColumns checks that a row's columns, described by fds, are of the
+// types want, in the binary format.
+func checkColumns(fds []pgconn.FieldDescription, values [][]byte, want []uint32) error {
 	if len(fds) != len(want) || len(values) != len(want) {
-		return claimRow{}, fmt.Errorf("the claim returned %d columns, want %d", len(values), len(want))
+		return fmt.Errorf("the claim returned %d columns, want %d", len(values), len(want))
 	}
 	for i, fd := range fds {
 		// pgx asks for text in the text format, the rest in binary; text
 		// is the same bytes in both.
 		textual := fd.DataTypeOID == pgtype.TextOID
 		if fd.DataTypeOID != want[i] || (fd.Format != pgtype.BinaryFormatCode && !textual) {
-			return claimRow{}, fmt.Errorf("claim column %d is type %d in format %d, want type %d in binary (%w)",
+			return fmt.Errorf("claim column %d is type %d in format %d, want type %d in binary (%w)",
 				i, fd.DataTypeOID, fd.Format, want[i], ErrQueryExecMode)
 		}
 	}
-	if values[9] != nil {
-		return decodeClaimRecord(values[9])
-	}
+	return nil
+}
+
+// decodeDecidingRow decodes the columns of a row that decides a claim
+// (decidingColumnsSQL), the first nine of values.
+func decodeDecidingRow(values [][]byte) (claimRow, error) {
 	var (
 		r claimRow
 		d wireDecoder

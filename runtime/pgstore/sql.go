@@ -37,13 +37,33 @@ package pgstore
 // function's result arrives as one anonymous record, readable only in the
 // binary format (claimrow.go): pgstore needs pgx's default query execution
 // mode, or another mode that describes statements (see the package comment).
-const claimSQL = `SELECT k.state, k.operation, k.fingerprint, k.lease_until, t.now,
-       k.status, k.headers, k.body, k.body_omitted,
+const claimSQL = `SELECT ` + decidingColumnsSQL + `,
        CASE WHEN k.key IS NULL
             THEN idempotency_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
        END
   FROM (SELECT clock_timestamp() AS now) t
-  LEFT JOIN idempotency_keys k
+  LEFT JOIN ` + decidingRowSQL
+
+// peekSQL is claimSQL's read without the claim: the row that decides a
+// claim of the key, if one does, and no row otherwise. A transactional
+// claim sends it on its own before it begins a transaction (ClaimTx): a
+// replay, a conflict with a visible row and a key in flight outside a
+// transaction are answered by this one plain read, with no transaction,
+// no timeouts and no guard. It decides exactly as claimSQL's join would on
+// its own snapshot, a moment earlier.
+const peekSQL = `SELECT ` + decidingColumnsSQL + `
+  FROM (SELECT clock_timestamp() AS now) t
+  JOIN ` + decidingRowSQL
+
+// decidingColumnsSQL are the columns of a deciding row that claimSQL and
+// peekSQL return (claimColumns).
+const decidingColumnsSQL = `k.state, k.operation, k.fingerprint, k.lease_until, t.now,
+       k.status, k.headers, k.body, k.body_omitted`
+
+// decidingRowSQL joins the key's row to t.now when it decides a claim by
+// itself: live, and completed, indeterminate, or in flight with its lease
+// running.
+const decidingRowSQL = `idempotency_keys k
     ON k.tenant = $1::pg_catalog.text AND k.scope = $2::pg_catalog.text AND k.key = $3::pg_catalog.text
    AND k.expires_at > t.now
    AND (k.state <> 'in_flight' OR k.lease_until > t.now)`

@@ -118,6 +118,10 @@ func TestStatementsPerRequest(t *testing.T) {
 	// row decides the claim (for a new key, it inserts the key). It
 	// compares fingerprints in Go.
 	const claim = "SELECT k.state, k.operation"
+	// A transactional claim first reads the row that decides it by
+	// itself, outside a transaction (the same columns as the claim, no
+	// call of idempotency_claim): a completed key is answered by it alone.
+	const peek = "SELECT k.state, k.operation, k.fingerprint, k.lease_until, t.now, k.status, k.headers, k.body, k.body_omitted FROM"
 	// A transaction's start: BEGIN and the lease's statement timeouts,
 	// pipelined with the claim.
 	begin := []string{"begin isolation level read committed", "SELECT set_config('idle_in_transaction_session_timeout'"}
@@ -133,7 +137,7 @@ func TestStatementsPerRequest(t *testing.T) {
 		"replay":  {[]string{claim}, 0},
 		"conflict: another request with the key (422)": {[]string{claim}, 0},
 		"conflict: the key in flight (409)":            {[]string{claim}, 0},
-		"transactional new key": {append(slices.Clone(begin), claim,
+		"transactional new key": {append([]string{peek}, append(slices.Clone(begin), claim,
 			// The handler's own write, in the request's transaction.
 			"INSERT INTO effects",
 			// In one batch: the check that the transaction is still the
@@ -150,14 +154,15 @@ func TestStatementsPerRequest(t *testing.T) {
 			"SELECT idempotency_complete(",
 			"COMMIT",
 			"SELECT pg_catalog.pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES",
-			"SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE from_sql"),
+			"SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE from_sql")...),
 			2}, // the key's guard, taken beside the claim's batch and let go after the commit
-		// The claim reads the completed row, and COMMIT ends the
-		// transaction that holds nothing.
-		"transactional replay": {append(slices.Clone(begin), claim, "COMMIT"), 2}, // the guard, taken and let go
-		// The held request holds the guard in this process, which tells
-		// the claim without asking the database.
-		"transactional conflict: the key in flight (409)": {append(slices.Clone(begin), claim, "COMMIT"), 0},
+		// The read of the completed row answers: no transaction, no guard.
+		"transactional replay": {[]string{peek}, 0},
+		// The held request's row is not visible: the read finds nothing,
+		// the claim meets the key's lock, and COMMIT ends the transaction
+		// that holds nothing. The held request holds the guard in this
+		// process, which tells the claim without asking the database.
+		"transactional conflict: the key in flight (409)": {append([]string{peek}, append(slices.Clone(begin), claim, "COMMIT")...), 0},
 	}
 	for _, p := range paths {
 		var got []string

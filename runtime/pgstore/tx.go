@@ -56,12 +56,16 @@ var ErrConnClosed = fmt.Errorf("pgstore: the transaction's connection closed bef
 // prepares (driverNameSQL).
 const cachePrefix = "stmtcache_"
 
-// ClaimTx claims c inside a new transaction, in one round trip when the
-// claim is won: BEGIN, the lease-bound timeouts and the claim travel in one
-// pipelined batch on a pooled connection (the first use of a connection
-// also prepares the batch's statements, as pgx does for every query). A lost claim costs a second round
-// trip, the COMMIT that keeps what the claim decided (an abandoned claim
-// marked indeterminate) and returns the connection clean.
+// ClaimTx claims c inside a new transaction. A row that decides the claim
+// by itself (a completed key, a conflict, a visible claim in flight) is
+// read first, in one plain statement outside any transaction (peekSQL),
+// and answers it: no transaction begins. Otherwise BEGIN, the lease-bound
+// timeouts and the claim travel in one pipelined batch on the same pooled
+// connection, a second round trip (the first use of a connection also
+// prepares the statements, as pgx does for every query). A claim lost in
+// the transaction costs one more, the COMMIT that keeps what the claim
+// decided (an abandoned claim marked indeterminate) and returns the
+// connection clean.
 //
 // The in-flight row is written inside the transaction and stays invisible to
 // other sessions until Commit; the key's advisory lock, held until the
@@ -90,6 +94,13 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	if res, decided, err := peek(ctx, conn, c); err != nil || decided {
+		conn.Release()
+		if err != nil {
+			return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", err)
+		}
+		return res, nil, nil
 	}
 	// The key's guard is asked for on the guard's connection while the
 	// claim travels on this one.
@@ -146,6 +157,18 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
 	}
 	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), mark: c.Token, claim: &c, guard: guard}, nil
+}
+
+// peek reads the row that decides c by itself (peekSQL), outside any
+// transaction: decided reports whether there is one, and res is then the
+// answer. Such a claim needs nothing of the transactional claim, which
+// would only read the same row and commit a transaction that did nothing.
+func peek(ctx context.Context, conn *pgxpool.Conn, c idemstore.Claim) (res idemstore.Result, decided bool, err error) {
+	rows, err := conn.Query(ctx, peekSQL, c.Tenant, c.Scope, c.Key)
+	if err != nil {
+		return idemstore.Result{}, false, err
+	}
+	return readPeek(rows, c)
 }
 
 // Begin starts a plain READ COMMITTED transaction for a transactional

@@ -14,7 +14,7 @@
 // table's released migration never changes, and a service that stages no
 // effects never needs the outbox's.
 //
-// docs/outbox.md says when to use it rather than an effect key passed to a
+// docs/effects.md says when to use it rather than an effect key passed to a
 // downstream that honours keys, how many runners may run, and what a kill
 // at each point leaves behind.
 package idemoutbox

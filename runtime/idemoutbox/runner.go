@@ -66,8 +66,11 @@ const pruneEvery = time.Minute
 // pruneBatch is the most effects one delete removes.
 const pruneBatch = 1000
 
-// recordTimeout bounds each write that records an attempt's outcome, the
-// last ones after Run's context has ended too.
+// recordTimeout bounds each write that records a failed attempt or gives
+// an effect back, and how long a stopping runner goes on recording the
+// deliveries made: Run returns at most Drain plus recordTimeout after its
+// context ends. It is also the longest wait between two tries of a
+// delivery's record, which has no bound of its own (recordDelivery).
 const recordTimeout = 5 * time.Second
 
 // Runner delivers staged effects at least once (docs/semantics.md §8.3).
@@ -77,6 +80,9 @@ const recordTimeout = 5 * time.Second
 // others after their lease.
 type Runner struct {
 	cfg Config
+	// records are the Store's Records, shared with the process's other
+	// runners on it, or nil when it has none.
+	records *Records
 }
 
 // NewRunner returns a runner of cfg, or an error when it lacks a Store or
@@ -111,7 +117,11 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Runner{cfg: cfg}, nil
+	r := &Runner{cfg: cfg}
+	if s, ok := cfg.Store.(recordsOf); ok {
+		r.records = s.Records()
+	}
+	return r, nil
 }
 
 // Run delivers due effects until ctx ends, then drains: it claims no
@@ -125,10 +135,15 @@ func NewRunner(cfg Config) (*Runner, error) {
 func (r *Runner) Run(ctx context.Context) error {
 	deliveries, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	s := stopping{deliveries: deliveries, abandon: make(chan struct{})}
+	records, endRecords := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRecords()
+	s := stopping{deliveries: deliveries, records: records, abandon: make(chan struct{})}
 	stop := context.AfterFunc(ctx, func() {
 		time.AfterFunc(r.cfg.Drain, cancel)
-		time.AfterFunc(r.cfg.Drain+recordTimeout, func() { close(s.abandon) })
+		time.AfterFunc(r.cfg.Drain+recordTimeout, func() {
+			endRecords()
+			close(s.abandon)
+		})
 	})
 	defer stop()
 	var pruned time.Time
@@ -153,11 +168,11 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // stopping is how a Run ends: deliveries is the deliveries' context,
-// ended Drain after Run's, and abandon is closed when Run stops waiting
-// for them.
+// ended Drain after Run's; records, the context of the deliveries'
+// records, and abandon, closed, end when Run stops waiting for them.
 type stopping struct {
-	deliveries context.Context
-	abandon    chan struct{}
+	deliveries, records context.Context
+	abandon             chan struct{}
 }
 
 // round claims one batch and delivers it, returning how many it claimed.
@@ -176,6 +191,11 @@ func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, r.cfg.Workers)
 	for _, m := range msgs {
+		if r.records != nil && r.records.recording(m.ID) {
+			// Delivered, and another runner of this process is still
+			// recording it: leave it under this claim's lease.
+			continue
+		}
 		acquired := false
 		select {
 		case sem <- struct{}{}:
@@ -195,7 +215,7 @@ func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			r.deliver(ctx, s.deliveries, m, token, leaseEnd)
+			r.deliver(ctx, s, m, token, leaseEnd)
 		})
 	}
 	done := make(chan struct{})
@@ -213,29 +233,61 @@ func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 
 // deliver makes one attempt at m, ending its context when m's lease
 // does, and records its outcome.
-func (r *Runner) deliver(ctx, deliveries context.Context, m Message, token string, leaseEnd time.Time) {
+func (r *Runner) deliver(ctx context.Context, s stopping, m Message, token string, leaseEnd time.Time) {
 	var err error
 	if m.Attempts > r.cfg.MaxAttempts {
 		// Deliveries began that were never recorded: the runners making
 		// them died (an effect that kills its runner, say).
 		err = fmt.Errorf("%d attempts began and none was recorded", m.Attempts-1)
 	} else {
-		dctx, cancel := context.WithDeadline(deliveries, leaseEnd)
+		dctx, cancel := context.WithDeadline(s.deliveries, leaseEnd)
 		err = r.call(dctx, m)
 		cancel()
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
 	if err == nil {
-		lag, rerr := r.cfg.Store.Delivered(rctx, m)
-		if rerr != nil {
-			r.cfg.Logger.ErrorContext(ctx, "idemoutbox: an effect was delivered but its delivery could not be recorded; it will be delivered again after its lease",
-				"effect", m.Name, "id", m.ID, "err", rerr)
-			return
-		}
-		Observe(ctx, r.cfg.Observer, Event{Name: m.Name, Outcome: OutcomeDelivered, Attempt: m.Attempts, Lag: lag})
+		r.recordDelivery(ctx, s.records, m)
 		return
 	}
+	r.recordFailure(ctx, m, token, err)
+}
+
+// recordDelivery records m's delivery, under records alone: a record that
+// fails is tried again, a while later, until it succeeds or the runner
+// stops waiting for its records. Given up, it would hand m to its
+// receiver again after its lease, although only the database was slow;
+// and while it is under way, the runners of this process that share the
+// Store's Records pass m over.
+func (r *Runner) recordDelivery(ctx, records context.Context, m Message) {
+	if r.records != nil {
+		defer r.records.hold(m.ID)()
+	}
+	for try := 1; ; try++ {
+		lag, err := r.cfg.Store.Delivered(records, m)
+		if err == nil {
+			Observe(ctx, r.cfg.Observer, Event{Name: m.Name, Outcome: OutcomeDelivered, Attempt: m.Attempts, Lag: lag})
+			return
+		}
+		if records.Err() != nil {
+			r.cfg.Logger.ErrorContext(ctx, "idemoutbox: an effect was delivered but its delivery could not be recorded; it will be delivered again after its lease",
+				"effect", m.Name, "id", m.ID, "err", err)
+			return
+		}
+		if try == 1 {
+			r.cfg.Logger.WarnContext(ctx, "idemoutbox: recording a delivery failed; it is tried again until it is recorded or the runner stops",
+				"effect", m.Name, "id", m.ID, "err", err)
+		}
+		select {
+		case <-records.Done():
+		case <-time.After(min(r.backoff(try), recordTimeout)):
+		}
+	}
+}
+
+// recordFailure records the failed attempt at m, held under token, as
+// retried or, after the last attempt, dead.
+func (r *Runner) recordFailure(ctx context.Context, m Message, token string, err error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	dead := m.Attempts >= r.cfg.MaxAttempts
 	outcome := OutcomeRetried
 	if dead {

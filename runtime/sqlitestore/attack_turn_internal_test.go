@@ -162,6 +162,20 @@ func claimWaits(t *testing.T, s *Store, key string) {
 	}
 }
 
+// passedOnce queues two writers (claims or other writes) for s's turn,
+// which a transaction holds, then ends the transaction and checks that
+// the turn was passed on exactly once: to one queued writer at a time,
+// and free afterwards (afterwards).
+func passedOnce(t *testing.T, s *Store, claims bool, path string, end func()) {
+	t.Helper()
+	most := queueTwo(t, s, claims)
+	end()
+	if n := most(); n != 1 {
+		t.Errorf("%s: %d queued writers held the turn at once, want 1", path, n)
+	}
+	afterwards(t, s, path)
+}
+
 // afterwards checks that s serves a new key once the turn is idle: its
 // claim wins, well within the lock wait.
 func afterwards(t *testing.T, s *Store, path string) {
@@ -287,12 +301,7 @@ func TestAttackTurnEveryEndPassesTheTurnOnce(t *testing.T) {
 				if err != nil || !res.Won {
 					t.Fatalf("ClaimTx = won %v, %v", res.Won, err)
 				}
-				most := queueTwo(t, s, claims)
-				p.end(t, tx)
-				if n := most(); n != 1 {
-					t.Errorf("%d queued writers held the turn at once, want 1", n)
-				}
-				afterwards(t, s, name)
+				passedOnce(t, s, claims, name, func() { p.end(t, tx) })
 			})
 		}
 	}

@@ -106,7 +106,7 @@ type Store struct {
 	// handler, whose retries back off to 100 ms apart, keeps a completion
 	// from losing the lock again and again to a storm of new claims, and
 	// hands the lock on the moment it frees. Other processes, and keyless
-	// transactions (Begin), still meet SQLite's own lock.
+	// transactions of Begin (not BeginTurn), still meet SQLite's own lock.
 	writers turn
 }
 

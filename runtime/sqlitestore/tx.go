@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -295,8 +296,45 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	if lease <= 0 {
 		return nil, fmt.Errorf("sqlitestore: begin: lease (%v) must be positive", lease)
 	}
+	return s.beginKeyless(ctx, lease, nil)
+}
+
+// BeginTurn is Begin in this process's write turn (Store.writers): it
+// waits for the turn, for as long as ctx allows, in the order of the
+// completions and releases that wait with it, ahead of the claims, and
+// the transaction keeps the turn until it ends or lease runs out. It is
+// for the process's own writers beside its requests (an outbox's runners,
+// an operator's writes): under a storm of requests a transaction that
+// polled SQLite's lock (Begin) could lose it, over and over, to the
+// writers the turn hands it to, and fail with SQLite's busy timeout.
+func (s *Store) BeginTurn(ctx context.Context, lease time.Duration) (idemstore.Tx, error) {
+	if lease <= 0 {
+		return nil, fmt.Errorf("sqlitestore: begin: lease (%v) must be positive", lease)
+	}
+	pass, err := s.admit(ctx, untilCtx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: begin: no write turn: %w", err)
+	}
+	return s.beginKeyless(ctx, lease, pass)
+}
+
+// untilCtx is a wait for the write turn that only its context ends.
+const untilCtx = time.Duration(math.MaxInt64)
+
+// beginKeyless is Begin, holding the write turn that pass passes on when
+// pass is not nil: the transaction passes it on when it ends or its lease
+// runs out, whichever comes first, and when it fails to begin.
+func (s *Store) beginKeyless(ctx context.Context, lease time.Duration, pass func()) (idemstore.Tx, error) {
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
 	t := &storeTx{s: s, ctx: txCtx, cancel: cancel}
+	if pass != nil {
+		ended := context.AfterFunc(txCtx, pass)
+		t.passTurn = func() {
+			if ended() {
+				pass()
+			}
+		}
+	}
 	stop := context.AfterFunc(ctx, cancel)
 	err := s.begin(ctx, t)
 	if !stop() && err == nil {
@@ -339,7 +377,8 @@ type storeTx struct {
 	id    idemstore.Identity
 	token string
 	// passTurn passes on this process's write turn, which a held
-	// transaction keeps until it ends (ClaimTx); nil for a keyless one.
+	// transaction (ClaimTx) and one of BeginTurn keep until they end; nil
+	// for one of Begin.
 	passTurn func()
 }
 

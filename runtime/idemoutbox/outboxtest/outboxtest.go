@@ -33,6 +33,10 @@ type Instance struct {
 	Write func(ctx context.Context, marker string) error
 	// Count reports the committed business writes recording marker.
 	Count func(ctx context.Context, marker string) (int, error)
+	// Block takes, outside the outbox, what the record of a delivery
+	// has to wait for (SQLite's write lock, in a request's transaction;
+	// on PostgreSQL the outbox's rows) and holds it until release.
+	Block func(ctx context.Context) (release func(), err error)
 }
 
 // Target opens instances of a dialect.

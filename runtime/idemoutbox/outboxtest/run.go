@@ -27,6 +27,7 @@ func Run(t *testing.T, tg Target) {
 		{"DeadLetter", deadLetter},
 		{"ConcurrentRunners", concurrentRunners},
 		{"SlowBatches", slowBatches},
+		{"SlowRecord", slowRecord},
 		{"DeadRunnersLease", deadRunnersLease},
 		{"ShutdownDrains", shutdownDrains},
 		{"ShutdownBound", shutdownBound},

@@ -23,6 +23,8 @@ import (
 type Outbox struct {
 	pool *pgxpool.Pool
 	opts idemoutbox.Options
+	// records are the deliveries its runners are recording.
+	records idemoutbox.Records
 }
 
 var _ idemoutbox.Store = (*Outbox)(nil)
@@ -32,6 +34,11 @@ var _ idemoutbox.Store = (*Outbox)(nil)
 func New(pool *pgxpool.Pool, opts idemoutbox.Options) *Outbox {
 	return &Outbox{pool: pool, opts: opts}
 }
+
+// Records returns the deliveries the outbox's runners in this process
+// are recording, which they pass over when they claim them
+// (idemoutbox.Records).
+func (o *Outbox) Records() *idemoutbox.Records { return &o.records }
 
 // Stage writes the effect name with payload in the transaction of the
 // request of ctx, a handler's context under a transactional operation on

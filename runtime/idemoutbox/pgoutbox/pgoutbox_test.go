@@ -113,6 +113,16 @@ func open(t *testing.T, schema string, maxPayload int) outboxtest.Instance {
 			err := pool.QueryRow(ctx, "SELECT count(*) FROM orders WHERE marker = $1", marker).Scan(&n)
 			return n, err
 		},
+		Block: func(ctx context.Context) (func(), error) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := tx.Exec(ctx, "SELECT id FROM idempotency_outbox FOR UPDATE"); err != nil {
+				return nil, errors.Join(err, tx.Rollback(ctx))
+			}
+			return func() { _ = tx.Rollback(context.Background()) }, nil
+		},
 	}
 }
 

@@ -30,6 +30,8 @@ type Outbox struct {
 	store *sqlitestore.Store
 	opts  idemoutbox.Options
 	now   func() time.Time
+	// records are the deliveries its runners are recording.
+	records idemoutbox.Records
 }
 
 var _ idemoutbox.Store = (*Outbox)(nil)
@@ -40,16 +42,23 @@ func New(store *sqlitestore.Store, opts idemoutbox.Options) *Outbox {
 	return &Outbox{store: store, opts: opts, now: time.Now}
 }
 
+// Records returns the deliveries the outbox's runners in this process
+// are recording, which they pass over when they claim them
+// (idemoutbox.Records).
+func (o *Outbox) Records() *idemoutbox.Records { return &o.records }
+
 // writeLease bounds each write transaction of a runner or an operator.
 const writeLease = 30 * time.Second
 
-// write runs f in a transaction of the store's own (sqlitestore's Begin),
-// so that a runner's writes take the process's write turn behind the
-// requests' instead of polling SQLite's lock against them. A request
-// meeting an outside writer on the lock would wait in SQLite's busy
-// handler, for up to 100 ms a step.
+// write runs f in a transaction of the store's own, in the process's
+// write turn (sqlitestore's BeginTurn), waiting for the turn as long as ctx
+// allows: behind the requests' transactions and completions, rather than
+// polling SQLite's lock against them. A runner polling the lock lost it,
+// over and over under load, to the writers the turn hands it to, and gave
+// up after SQLite's busy timeout; a request meeting an outside writer on
+// the lock would wait in SQLite's busy handler, for up to 100 ms a step.
 func (o *Outbox) write(ctx context.Context, f func(*sqlitestore.Tx) error) error {
-	t, err := o.store.Begin(ctx, writeLease)
+	t, err := o.store.BeginTurn(ctx, writeLease)
 	if err != nil {
 		return err
 	}

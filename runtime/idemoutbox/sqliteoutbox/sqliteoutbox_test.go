@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemoutbox"
 	"github.com/idemgen/idemgen/runtime/idemoutbox/outboxtest"
 	"github.com/idemgen/idemgen/runtime/idemoutbox/sqliteoutbox"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -67,6 +69,19 @@ func open(t *testing.T, path string, maxPayload int) outboxtest.Instance {
 			err := db.QueryRowContext(ctx, `SELECT count(*) FROM orders WHERE marker = ?`, marker).Scan(&n)
 			return n, err
 		},
+		Block: func(ctx context.Context) (func(), error) {
+			// A request's transaction, which holds the process's write
+			// turn and SQLite's write lock.
+			_, tx, err := s.ClaimTx(ctx, idemstore.Claim{
+				Identity:  idemstore.Identity{Tenant: "acme", Scope: "block", Key: "block"},
+				Operation: "block", Fingerprint: []byte{1}, Token: "block",
+				Lease: time.Minute, TTL: time.Hour, OnLeaseExpiry: idemstore.Takeover,
+			})
+			if err != nil {
+				return nil, err
+			}
+			return func() { _ = tx.Rollback(context.Background()) }, nil
+		},
 	}
 }
 
@@ -115,5 +130,26 @@ func TestNoOutbox(t *testing.T) {
 	}
 	if ms, err := o.List(ctx, idemoutbox.Query{}); err != nil || len(ms) != 0 {
 		t.Errorf("List after Migrate = %v, %v", ms, err)
+	}
+}
+
+// A runner's write waits for the process's write turn for as long as a
+// request's transaction holds it, past SQLite's busy timeout (5 s), and
+// then succeeds: it queues behind the requests' writes instead of
+// polling SQLite's lock against them until the timeout fails it.
+func TestWritesWaitForTheTurn(t *testing.T) {
+	inst := open(t, newDB(t), 0)
+	release, err := inst.Block(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const held = 6 * time.Second
+	time.AfterFunc(held, release)
+	start := time.Now()
+	if _, err := inst.Outbox.Claim(context.Background(), 1, time.Minute, "runner"); err != nil {
+		t.Fatalf("a claim behind a request's transaction of %v failed after %v: %v", held, time.Since(start), err)
+	}
+	if d := time.Since(start); d < held {
+		t.Errorf("the claim returned %v after it began, while the request's transaction held the turn for %v", d, held)
 	}
 }

@@ -1,0 +1,59 @@
+package outboxtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemoutbox"
+)
+
+// recordHeld is how long slowRecord keeps a delivery's record waiting:
+// longer than any bound a runner could put on one record (5 s), and than
+// the effect's lease.
+const recordHeld = 7 * time.Second
+
+// A delivery whose record has to wait, longer than the effect's lease
+// and than any bound on one write, for a database held by someone else
+// is recorded once the database is free, and delivered once: no runner of
+// the process, its own or another, hands the effect out again while its
+// record waits.
+func slowRecord(t *testing.T, tg Target) {
+	f := newFixture(t, tg)
+	ek := f.stageMany(t, 1)[0]
+	rcv := newReceiver()
+	rcv.hold, rcv.entered = make(chan struct{}), make(chan struct{}, 8)
+	cfg := runnerConfig(f.inst.Outbox, rcv.deliver)
+	cfg.Lease = 2 * time.Second
+	go func() {
+		<-rcv.entered
+		release, err := f.inst.Block(context.Background())
+		close(rcv.hold)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		time.Sleep(recordHeld)
+		release()
+	}()
+	// Once recorded, the effect is no runner's to claim: a while after
+	// the record is enough for a second delivery, begun before it, to
+	// show.
+	runUntil(t, cfg, 2, func() bool { return f.deliveredFor(t, ek) >= 500*time.Millisecond })
+	m := f.all(t)[0]
+	if n := rcv.count(ek); n != 1 || m.State != idemoutbox.StateDelivered {
+		t.Errorf("delivered %d times, and the effect is %+v; want it delivered once, and recorded", n, m)
+	}
+}
+
+// deliveredFor is how long the effect ek has been recorded delivered, 0
+// while it is not.
+func (f *fixture) deliveredFor(t *testing.T, ek string) time.Duration {
+	t.Helper()
+	for _, m := range f.all(t) {
+		if m.EffectKey == ek && m.State == idemoutbox.StateDelivered {
+			return time.Since(m.DeliveredAt)
+		}
+	}
+	return 0
+}

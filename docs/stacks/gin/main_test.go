@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -9,34 +10,21 @@ import (
 	"github.com/idemgen/idemgen/docs/stacks/stacktest"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemgin"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
 
 	"example.com/orders/api"
 )
 
 func init() { gin.SetMode(gin.TestMode) }
 
-// TestRetryIsReplayed: the page's two curl commands, in process. The same
-// order sent twice under one key is placed once, and the second answer is
-// the first, marked replayed.
-func TestRetryIsReplayed(t *testing.T) {
-	store := stacktest.OpenStore(t, schema)
-	handler, err := newHandler(store, orders{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stacktest.RetryIsReplayed(t, handler, store)
-}
-
-// TestMalformedBodyIsNotStored: a body the strict server cannot decode is
-// its 400, not the key's answer, so the corrected request under the same
-// key runs.
-func TestMalformedBodyIsNotStored(t *testing.T) {
-	store := stacktest.OpenStore(t, schema)
-	handler, err := newHandler(store, orders{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stacktest.MalformedBodyIsNotStored(t, handler, store)
+// TestPage: the page's curl commands, in process: the same order sent
+// twice under one key is placed once, the second answer the first
+// replayed; a body the server cannot decode is its 400, not stored, so
+// the corrected request under the same key runs.
+func TestPage(t *testing.T) {
+	stacktest.InProcess(t, schema, func(store *sqlitestore.Store) (http.Handler, error) {
+		return newHandler(store, orders{})
+	})
 }
 
 // TestCheckRoutesNeedsContextWithFallback: without ContextWithFallback the

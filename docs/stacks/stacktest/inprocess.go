@@ -104,3 +104,22 @@ func MalformedBodyIsNotStored(t *testing.T, h http.Handler, store *sqlitestore.S
 		t.Errorf("%d orders, want 1", n)
 	}
 }
+
+// InProcess runs the in-process scenarios, RetryIsReplayed and
+// MalformedBodyIsNotStored, each a subtest on a store of its own (the key
+// table and the tables of schema) with the handler mount returns for it.
+func InProcess(t *testing.T, schema string, mount func(*sqlitestore.Store) (http.Handler, error)) {
+	for name, scenario := range map[string]func(*testing.T, http.Handler, *sqlitestore.Store){
+		"retry is replayed":            RetryIsReplayed,
+		"malformed body is not stored": MalformedBodyIsNotStored,
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := OpenStore(t, schema)
+			h, err := mount(store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scenario(t, h, store)
+		})
+	}
+}

@@ -1,10 +1,15 @@
 package stacktest
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/problem"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
 // Service is what the kill scenarios need to know of a stack page's
@@ -22,6 +27,69 @@ type Service struct {
 	Request func(base string) *http.Request
 	// Rows counts the rows the request's handler writes.
 	Rows func(t testing.TB) int
+}
+
+// The environment Main reads in a child: the database to serve, and
+// whether the handler hangs after its write.
+const (
+	envDB    = "STACKTEST_CHILD_DB"
+	envStuck = "STACKTEST_CHILD_STUCK"
+)
+
+// Main is the TestMain of a stack page's module. In a child that Start
+// ran for SQLiteService, it serves through serve the database the test
+// gave it, stuck true when the handler is to call Hang after its write;
+// otherwise it runs the tests.
+func Main(m *testing.M, serve func(db string, stuck bool) error) {
+	db := os.Getenv(envDB)
+	if db == "" {
+		os.Exit(m.Run())
+	}
+	if err := serve(db, os.Getenv(envStuck) != ""); err != nil {
+		fmt.Fprintln(os.Stderr, "service:", err)
+		os.Exit(1)
+	}
+}
+
+// Hang is where the handler of a stuck child (Main's stuck) goes once it
+// has written to the database db: it creates the file the test waits for
+// and never returns, so that the transaction holding the write is open
+// when the test kills the child.
+func Hang(db string) error {
+	if err := os.WriteFile(written(db), nil, 0o600); err != nil {
+		return err
+	}
+	select {}
+}
+
+func written(db string) string { return db + ".written" }
+
+// SQLiteService is the service of a stack page's module whose TestMain is
+// Main, on a SQLite database of the test's own with the pages' orders
+// table, sent the pages' curl command.
+func SQLiteService(t *testing.T) Service {
+	path := filepath.Join(t.TempDir(), "orders.db")
+	return Service{
+		Env:     []string{envDB + "=" + path},
+		Stuck:   []string{envDB + "=" + path, envStuck + "=1"},
+		Written: written(path),
+		Request: func(base string) *http.Request { return NewRequest(base, "order-1", Order) },
+		Rows: func(t testing.TB) int {
+			store, err := sqlitestore.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			return Orders(t, store)
+		},
+	}
+}
+
+// Kills runs both kill scenarios, ReplayedAfterKill and
+// OneRowAfterKillMidHandler, on SQLiteService, each a subtest.
+func Kills(t *testing.T) {
+	t.Run("replayed after kill", func(t *testing.T) { ReplayedAfterKill(t, SQLiteService(t)) })
+	t.Run("one row after kill mid-handler", func(t *testing.T) { OneRowAfterKillMidHandler(t, SQLiteService(t)) })
 }
 
 // ReplayedAfterKill: a service killed with SIGKILL after it answered the

@@ -1,5 +1,5 @@
-// Package stackmain is the main that the gin and ogen pages' modules
-// share, which their pages do not show: it opens the SQLite store, creates
+// Package stackmain is the main that the gin, echo and ogen pages'
+// modules share, which their pages do not show: it opens the SQLite store, creates
 // the key table and the service's own, and serves until the process is
 // told to stop. What differs between the stacks (generation, mounting,
 // the handlers, the service's table) stays in each module.

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"example.com/orders/api"
+)
+
+// docs:begin create-order
+// orders implements the strict server.
+type orders struct{}
+
+// CreateOrder is transactional: it writes through the transaction that
+// also records its idempotency key, which it gets from its context (the
+// request's, which echo's strict server passes) through the generated
+// accessor.
+func (orders) CreateOrder(ctx context.Context, req api.CreateOrderRequestObject) (api.CreateOrderResponseObject, error) {
+	tx, err := api.CreateOrderTx(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tenant, _ := ctx.Value(tenantKey{}).(string)
+	order := api.CreateOrder201JSONResponse{Item: req.Body.Item, Quantity: req.Body.Quantity}
+	err = tx.QueryRowContext(ctx, `INSERT INTO orders (tenant, item, quantity) VALUES (?, ?, ?) RETURNING id`,
+		tenant, req.Body.Item, req.Body.Quantity).Scan(&order.Id)
+	if err != nil {
+		return nil, fmt.Errorf("insert order: %w", err)
+	}
+	return order, nil
+}
+
+// docs:end create-order

@@ -146,6 +146,9 @@ type Report struct {
 	// status other than 409, from any copy), from when its client began
 	// it; transfers that got none are counted in Unanswered instead.
 	Slowest time.Duration
+	// P50 and P99 are the median and the 99th percentile of the answered
+	// transfers' times to their final answers, measured as Slowest.
+	P50, P99 time.Duration
 	// SlowestEndings names the slowest transfer and how each of its
 	// copies ended, as NotAcknowledged does.
 	SlowestEndings string

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +51,9 @@ type replayer struct {
 	// slowestKey that transfer's key.
 	slowest    time.Duration
 	slowestKey string
+	// finals holds each answered transfer's time to its first final
+	// answer, for the percentiles of the report.
+	finals []time.Duration
 }
 
 // changeKey marks the context of an amount change, so that its attempts
@@ -278,6 +282,9 @@ func (r *replayer) transfer(ctx context.Context, tr plannedTransfer) {
 	if first > r.slowest {
 		r.slowest, r.slowestKey = first, tr.key
 	}
+	if answered {
+		r.finals = append(r.finals, first)
+	}
 	r.mu.Unlock()
 	// Only a key that was answered is known to be used: when every copy
 	// gave up, the transfer may never have run, and the same key with
@@ -486,6 +493,7 @@ func (r *replayer) audit(ctx context.Context, p plan) (Report, map[string]apiTra
 	defer r.mu.Unlock()
 	a.Requests, a.Retries, a.GaveUp = r.requests.Load(), r.retries.Load(), r.gaveUp.Load()
 	a.TimedOut, a.Slowest = r.timedOut.Load(), r.slowest
+	a.P50, a.P99 = percentile(r.finals, 50), percentile(r.finals, 99)
 	if r.slowestKey != "" {
 		a.SlowestEndings = r.slowestKey + ": " + strings.Join(r.endings[r.slowestKey], "; ") +
 			"; attempts: " + r.attempts.of(r.slowestKey)
@@ -508,6 +516,17 @@ func (r *replayer) audit(ctx context.Context, p plan) (Report, map[string]apiTra
 		}
 	}
 	return a, transfers, nil
+}
+
+// percentile is the p-th percentile (nearest rank) of ds, which it
+// sorts; zero when ds is empty.
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	rank := (p*len(ds) + 99) / 100
+	return ds[max(rank, 1)-1]
 }
 
 func yesNo(b bool) string {
@@ -542,6 +561,7 @@ func (a Report) WriteTable(w io.Writer) error {
 	row("lost transfers (201 but missing)", a.Lost)
 	row("wrongly-accepted amount changes", fmt.Sprintf("%d of %d", a.WronglyAccepted, a.AmountChanges))
 	row("money conserved", yesNo(a.Conserved))
+	row("time to a final answer, median and 99th percentile", fmt.Sprintf("%v, %v", a.P50.Round(10*time.Millisecond), a.P99.Round(10*time.Millisecond)))
 	row("slowest time to a final answer", a.Slowest.Round(10*time.Millisecond))
 	row("slowest transfer", a.SlowestEndings)
 	a.Effects.rows(row)

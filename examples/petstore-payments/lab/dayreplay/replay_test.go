@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,5 +96,23 @@ func TestNoAmountChangeAfterNoAnswer(t *testing.T) {
 	}
 	if n := srv.changed.Load(); n != 0 || rep.AmountChanges != 0 {
 		t.Errorf("%d amount changes sent (%d reported) under keys that were never answered, want 0", n, rep.AmountChanges)
+	}
+}
+
+func TestPercentileIsTheNearestRank(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	for p, want := range map[int]time.Duration{50: 50 * time.Millisecond, 99: 99 * time.Millisecond, 100: 100 * time.Millisecond} {
+		if got := percentile(slices.Clone(ds), p); got != want {
+			t.Errorf("percentile %d of 1..100 ms = %v, want %v", p, got, want)
+		}
+	}
+	if got := percentile([]time.Duration{7 * time.Second}, 99); got != 7*time.Second {
+		t.Errorf("percentile 99 of one = %v, want it", got)
+	}
+	if got := percentile(nil, 99); got != 0 {
+		t.Errorf("percentile of none = %v, want 0", got)
 	}
 }

@@ -119,11 +119,14 @@ const sweepSQL = `SELECT idempotency_sweep($1)`
 // gone as soon as the transaction ends, however it ends. And a claim's
 // transaction wears its request's badge, $4 (requestBadge; $3 is
 // badgeClass), for as long as it lasts, so that settle can tell whom the
-// key's holder serves; a keyless one passes NULLs and takes no lock.
+// key's holder serves; a keyless one passes NULLs and takes no lock. Its
+// last column is when the transaction began, by the database's clock:
+// what pgx prepared since then, it prepared for the handler (cached.go).
 const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
        set_config('statement_timeout', $1, true),
        set_config('idemgen.transaction', $2, true),
-       pg_try_advisory_xact_lock_shared($3, $4)`
+       pg_try_advisory_xact_lock_shared($3, $4),
+       pg_catalog.transaction_timestamp()`
 
 // sameTxSQL runs first in the batch that ends a handler's transaction. It
 // fails, with division_by_zero (sqlstateNotSameTx), unless the connection
@@ -212,7 +215,9 @@ const reseedSQL = `SELECT pg_catalog.setseed($1)`
 // search_path, before leanResetSQL's RESET ALL, where an operator of a
 // schema the handler put before pg_catalog (an oid = oid that answers
 // false) would hide its temporary objects. So too in replacedSQL,
-// deallocateSQL and resetSQL.
+// deallocateSQL and resetSQL. Its last column lists the statements that
+// pgx's statement cache prepared since $3, when the handler's transaction
+// began (cachedSinceSQL).
 const sessionCheckSQL = `SELECT pg_catalog.pg_advisory_unlock_all(), pg_catalog.setseed($2),
        current_user OPERATOR(pg_catalog.<>) session_user
        OR session_user OPERATOR(pg_catalog.<>) $1
@@ -221,7 +226,8 @@ const sessionCheckSQL = `SELECT pg_catalog.pg_advisory_unlock_all(), pg_catalog.
        OR EXISTS (SELECT FROM pg_catalog.pg_listening_channels())
        OR EXISTS (SELECT FROM pg_catalog.pg_depend
                    WHERE refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
-                     AND refobjid OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema())`
+                     AND refobjid OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()),
+       ` + cachedSinceSQL
 
 // handlerPreparedSQL selects, in pg_prepared_statements, the statements a
 // handler prepared: every statement prepared from SQL (PREPARE), whatever

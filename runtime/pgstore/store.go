@@ -39,6 +39,8 @@ type Store struct {
 	// claim then fails with it, so the engine refuses work (503) and logs
 	// why, instead of failing on each request in a confusing way.
 	unusable error
+	// describes is set for a pool in cache_describe mode (cached.go).
+	describes bool
 	// guard holds the keys of won transactional claims where their
 	// handlers cannot let go of them (guard.go).
 	guard *guard
@@ -91,7 +93,9 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		o(s)
 	}
 	s.guard = newGuard(pool, s.guardConnect, s.logger)
-	switch mode := pool.Config().ConnConfig.DefaultQueryExecMode; mode {
+	mode := pool.Config().ConnConfig.DefaultQueryExecMode
+	s.describes = mode == pgx.QueryExecModeCacheDescribe
+	switch mode {
 	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
 		s.unusable = fmt.Errorf("%w, not %s", ErrQueryExecMode, mode)
 	}

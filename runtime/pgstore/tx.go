@@ -108,7 +108,7 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	b := leasedBegin(c.Lease, c.Token, requestBadge(c))
 	b.Queue(claimSQL, claimArgs(c, true)...)
 	br := conn.SendBatch(ctx, b)
-	err = begun(br)
+	began, err := begun(br)
 	var (
 		res       idemstore.Result
 		unsettled bool
@@ -149,14 +149,14 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 		// request holds the key, one whose handler let go of the key's
 		// own locks, or the guard could not be asked. The claim is given
 		// back, never run unguarded.
-		s.giveBack(ctx, conn, newHandlerTx(br.Tx()))
+		s.giveBack(ctx, conn, newHandlerTx(br.Tx(), nil))
 		guard.releaseLater()
 		if errors.Is(gerr, errGuardBusy) {
 			return busyResult(c), nil, nil
 		}
 		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
 	}
-	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), mark: c.Token, claim: &c, guard: guard}, nil
+	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: c.Token, claim: &c, guard: guard}, nil
 }
 
 // peek reads the row that decides c by itself (peekSQL), outside any
@@ -193,7 +193,7 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	}
 	mark := newMark()
 	br := conn.SendBatch(ctx, leasedBegin(lease, mark, nil))
-	err = begun(br)
+	began, err := begun(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -201,7 +201,7 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 		s.giveBack(ctx, conn, nil)
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx()), mark: mark}, nil
+	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: mark}, nil
 }
 
 // leasedBegin is a batch that begins a transaction bounded by lease (its
@@ -226,13 +226,14 @@ func leasedBegin(lease time.Duration, mark string, badge any) *pgx.Batch {
 // claim's lease token, which marks a claimed one.
 func newMark() string { return rand.Text() }
 
-// begun reads the results of leasedBegin's two statements from br.
-func begun(br pgx.BatchResults) error {
-	if _, err := br.Exec(); err != nil {
-		return err
+// begun reads the results of leasedBegin's two statements from br: when
+// the transaction began, by the database's clock.
+func begun(br pgx.BatchResults) (began time.Time, err error) {
+	if _, err = br.Exec(); err != nil {
+		return began, err
 	}
-	_, err := br.Exec()
-	return err
+	err = br.QueryRow().Scan(nil, nil, nil, nil, &began)
+	return began, err
 }
 
 // timeoutSetting renders a lease as a PostgreSQL timeout in whole
@@ -307,7 +308,7 @@ func newSeed() float64 {
 // A transaction in which a statement failed runs nothing but its end, so
 // it cannot be checked: sameTxSQL is left out, and a caller that must know
 // learns it otherwise (Release).
-func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
+func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, h *handlerTx, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
 	pc := conn.Conn()
 	if pc.IsClosed() {
 		return tag, errNotSent, nil
@@ -318,7 +319,7 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*
 		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: []any{mark}})
 	}
 	qs = append(qs, stmts...)
-	qs = append(qs, leanReset(pc.Config().User)...)
+	qs = append(qs, leanReset(pc.Config().User, h.cache.began)...)
 	sent, err := sendOwn(ctx, pc, qs)
 	if err != nil {
 		return tag, err, nil
@@ -344,6 +345,12 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*
 		return tag, err, nil
 	}
 	left, resetErr := sent.boolAt(i, 2)
+	if resetErr == nil {
+		var list []byte
+		if list, resetErr = sent.valueAt(i, 3); resetErr == nil {
+			resetErr = h.cache.found(list)
+		}
+	}
 	for j := i + 1; resetErr == nil && j < i+1+len(leanResetSQL); j++ {
 		_, resetErr = sent.at(j)
 	}
@@ -363,10 +370,10 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, stmts ...*
 	return tag, nil, resetErr
 }
 
-// leanReset is sessionCheckSQL, for a connection of user, and
-// leanResetSQL.
-func leanReset(user string) []*pgx.QueuedQuery {
-	qs := []*pgx.QueuedQuery{{SQL: sessionCheckSQL, Arguments: []any{user, newSeed()}}}
+// leanReset is sessionCheckSQL, for a connection of user whose handler's
+// transaction began at began, and leanResetSQL.
+func leanReset(user string, began time.Time) []*pgx.QueuedQuery {
+	qs := []*pgx.QueuedQuery{{SQL: sessionCheckSQL, Arguments: []any{user, newSeed(), began}}}
 	for _, q := range leanResetSQL {
 		qs = append(qs, &pgx.QueuedQuery{SQL: q})
 	}
@@ -400,6 +407,9 @@ func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx, r
 				resetErr = fmt.Errorf("forgetting the handler's prepared statement %q: %w", name, resetErr)
 				break
 			}
+		}
+		if resetErr == nil {
+			resetErr = refreshCached(rctx, pc, h)
 		}
 	}
 	if resetErr != nil && !pc.IsClosed() {
@@ -487,7 +497,7 @@ func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 	if handlerEnded(conn) {
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
-	tag, err, resetErr := sendEnding(ctx, conn, t.mark,
+	tag, err, resetErr := sendEnding(ctx, conn, t.mark, t.h,
 		&pgx.QueuedQuery{SQL: completeTxSQL, Arguments: completeArgs(c.Identity, c.Token, resp)},
 		&pgx.QueuedQuery{SQL: commitSQL})
 	switch {
@@ -625,7 +635,7 @@ func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
 	if handlerEnded(conn) {
 		return t.endedKeyless(ctx, conn, "commit")
 	}
-	tag, err, resetErr := sendEnding(ctx, conn, t.mark, &pgx.QueuedQuery{SQL: commitSQL})
+	tag, err, resetErr := sendEnding(ctx, conn, t.mark, t.h, &pgx.QueuedQuery{SQL: commitSQL})
 	switch {
 	case errors.Is(err, errHandlerEndedTx):
 		return t.endedKeyless(ctx, conn, "commit")
@@ -679,7 +689,7 @@ func (t *tx) Rollback(ctx context.Context) error {
 		}
 		var tag pgconn.CommandTag
 		var resetErr error
-		tag, err, resetErr = sendEnding(ctx, conn, t.mark, stmts...)
+		tag, err, resetErr = sendEnding(ctx, conn, t.mark, t.h, stmts...)
 		switch {
 		case err == nil && committed && tag.RowsAffected() > 0:
 			err = errHandlerEndedTx
@@ -744,14 +754,21 @@ type handlerTx struct {
 	// nested ones.
 	closed   *atomic.Bool
 	prepared *preparedNames
+	cache    *handlerCache
 	// nested is set for a savepoint, which may end itself.
 	nested bool
 }
 
 var _ pgx.Tx = (*handlerTx)(nil)
 
-func newHandlerTx(tx pgx.Tx) *handlerTx {
-	return &handlerTx{tx: tx, closed: new(atomic.Bool), prepared: new(preparedNames)}
+// newHandlerTx returns the pgx.Tx of a handler that writes through tx,
+// with what it tells of pgx's caches kept in c (cached.go); nil for a
+// transaction whose handler never runs.
+func newHandlerTx(tx pgx.Tx, c *handlerCache) *handlerTx {
+	if c == nil {
+		c = &handlerCache{}
+	}
+	return &handlerTx{tx: tx, closed: new(atomic.Bool), prepared: new(preparedNames), cache: c}
 }
 
 // preparedNames are the names under which a handler prepared statements
@@ -791,7 +808,7 @@ func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &handlerTx{tx: inner, closed: h.closed, prepared: h.prepared, nested: true}, nil
+	return &handlerTx{tx: inner, closed: h.closed, prepared: h.prepared, cache: h.cache, nested: true}, nil
 }
 
 // Commit returns ErrTxOwned: the idempotency layer commits. A nested
@@ -823,6 +840,7 @@ func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns 
 	if h.closed.Load() {
 		return 0, pgx.ErrTxClosed
 	}
+	h.cache.ranCopy(table, columns)
 	return h.tx.CopyFrom(ctx, table, columns, src)
 }
 
@@ -831,11 +849,15 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 	if h.closed.Load() {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
+	h.cache.ranBatch(b)
 	return h.tx.SendBatch(ctx, b)
 }
 
 // LargeObjects forwards to the transaction.
-func (h *handlerTx) LargeObjects() pgx.LargeObjects { return h.tx.LargeObjects() }
+func (h *handlerTx) LargeObjects() pgx.LargeObjects {
+	h.cache.ranLargeObjects()
+	return h.tx.LargeObjects()
+}
 
 // Prepare forwards to the transaction. The statement lasts as long as the
 // transaction: it is dropped before the connection serves another request.
@@ -859,7 +881,7 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	if h.closed.Load() {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
-	return h.tx.Exec(ctx, sql, args...)
+	return h.tx.Exec(ctx, sql, h.cache.ran(sql, args)...)
 }
 
 // Query forwards to the transaction.
@@ -867,7 +889,7 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 	if h.closed.Load() {
 		return closedRows{}, pgx.ErrTxClosed
 	}
-	return h.tx.Query(ctx, sql, args...)
+	return h.tx.Query(ctx, sql, h.cache.ran(sql, args)...)
 }
 
 // QueryRow forwards to the transaction.
@@ -875,7 +897,7 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	if h.closed.Load() {
 		return closedRows{}
 	}
-	return h.tx.QueryRow(ctx, sql, args...)
+	return h.tx.QueryRow(ctx, sql, h.cache.ran(sql, args)...)
 }
 
 // Conn returns nil. The connection is the idempotency layer's: through it a

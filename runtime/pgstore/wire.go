@@ -177,15 +177,21 @@ func (r sentResults) at(i int) (*pgconn.Result, error) {
 // boolAt returns column col of the single row of statement i, a boolean
 // in text or in binary.
 func (r sentResults) boolAt(i, col int) (bool, error) {
+	v, err := r.valueAt(i, col)
+	return string(v) == "t" || (len(v) == 1 && v[0] == 1), err
+}
+
+// valueAt returns column col of the single row of statement i, nil for
+// NULL.
+func (r sentResults) valueAt(i, col int) ([]byte, error) {
 	res, err := r.at(i)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if len(res.Rows) != 1 || len(res.Rows[0]) <= col {
-		return false, fmt.Errorf("%d rows where one of at least %d columns was due", len(res.Rows), col+1)
+		return nil, fmt.Errorf("%d rows where one of at least %d columns was due", len(res.Rows), col+1)
 	}
-	v := res.Rows[0][col]
-	return string(v) == "t" || (len(v) == 1 && v[0] == 1), nil
+	return res.Rows[0][col], nil
 }
 
 // sendReset sends resetSQL and reseedSQL, each parsed afresh, behind a

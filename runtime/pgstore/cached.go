@@ -1,0 +1,302 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// pgx keeps, with each connection, what it learnt of a statement's text
+// the first time it ran it there: in its statement cache (pgx's default
+// mode) the statement it prepared, whose parameter types, result columns
+// and parse stay fixed for as long as it is cached; in its description
+// cache (cache_describe) the parameter types and result columns, which
+// every later run of the text sends along. A handler runs inside a session
+// it can change (a temporary view that stands for a table, search_path,
+// DateStyle, standard_conforming_strings), so whatever pgx prepared or
+// described for it there would be used, unchecked, by every later request
+// on the connection that runs the same text: the application's own query,
+// whose $1 a handler made a name (63 bytes), would match rows of another
+// tenant's.
+//
+// So nothing pgx learnt in a handler's session outlives its request. Once
+// the session is reset, the texts pgx cached while the handler ran are
+// forgotten and prepared (or described) again, in the clean session; a
+// text that does not parse there (it needs the handler's temporary table)
+// stays forgotten. Which texts those are:
+//
+//   - in the statement cache, those whose statement the session lists as
+//     prepared since the handler's transaction began (cachedSince, asked
+//     in the same round trip as the session check): whatever ran them,
+//     the handler's queries, large objects, COPY;
+//   - in the description cache, which leaves no trace on the session,
+//     every text the handler ran in a mode that describes (handlerTx
+//     records them, rewritten as a QueryRewriter of the handler's rewrote
+//     them): this costs a round trip per request for a handler that runs
+//     statements on a pool in cache_describe mode.
+//
+// A text cached before the handler ran is left as it was in the statement
+// cache: the handler's run of it prepares nothing.
+
+// cachedSinceSQL selects, as one JSON array of texts (NULL for none), the
+// statements that pgx's statement cache prepared on the session at or
+// after $3, a timestamptz: the start of a handler's transaction. It is a
+// column of sessionCheckSQL.
+const cachedSinceSQL = `(SELECT pg_catalog.json_agg(statement)::pg_catalog.text FROM pg_catalog.pg_prepared_statements
+          WHERE NOT from_sql AND name OPERATOR(pg_catalog.~~) 'stmtcache\_%'
+            AND prepare_time OPERATOR(pg_catalog.>=) $3::pg_catalog.timestamptz)`
+
+// handlerCache returns what the handler of a transaction that began at
+// began, by the database's clock, will tell about pgx's caches.
+func (s *Store) handlerCache(began time.Time) *handlerCache {
+	return &handlerCache{began: began, describes: s.describes}
+}
+
+// handlerCache is what a handler's transaction, and its nested ones, tell
+// the end of the transaction about pgx's caches.
+type handlerCache struct {
+	// began is when the transaction began, by the database's clock; zero
+	// for a transaction whose handler never ran.
+	began time.Time
+	// describes is set when the pool describes rather than prepares
+	// (cache_describe).
+	describes bool
+
+	mu sync.Mutex
+	// texts are the texts pgx may have cached for the handler: those the
+	// handler ran in a mode that describes, and those the session check
+	// found prepared (checked is then set).
+	texts   []string
+	checked bool
+}
+
+// add records texts.
+func (c *handlerCache) add(texts ...string) {
+	c.mu.Lock()
+	c.texts = append(c.texts, texts...)
+	c.mu.Unlock()
+}
+
+// found records the texts the session check found prepared since the
+// transaction began, a JSON array or NULL (nil).
+func (c *handlerCache) found(list []byte) error {
+	var texts []string
+	if list != nil {
+		if err := json.Unmarshal(list, &texts); err != nil {
+			return fmt.Errorf("the statements prepared in the handler's session: %w", err)
+		}
+	}
+	c.mu.Lock()
+	c.texts = append(c.texts, texts...)
+	c.checked = true
+	c.mu.Unlock()
+	return nil
+}
+
+// take returns the texts, each once, and whether the session check ran;
+// it forgets both.
+func (c *handlerCache) take() ([]string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	texts, checked := c.texts, c.checked
+	c.texts, c.checked = nil, false
+	slices.Sort(texts)
+	return slices.Compact(texts), checked
+}
+
+// ran records sql, which the handler runs with args (pgx's options
+// first), when pgx may describe it in its description cache (in
+// cache_describe mode, the pool's or one the args choose), and returns the
+// args to run it with: a QueryRewriter among the options is wrapped so
+// that the text it rewrites sql to is recorded instead.
+func (c *handlerCache) ran(sql string, args []any) []any {
+	if c == nil {
+		return args
+	}
+	mode, rewriter := pgx.QueryExecModeCacheStatement, -1
+	if c.describes {
+		mode = pgx.QueryExecModeCacheDescribe
+	}
+options:
+	for i, a := range args {
+		switch a := a.(type) {
+		case pgx.QueryExecMode:
+			mode = a
+		case pgx.QueryRewriter:
+			rewriter = i
+		case pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
+		default:
+			break options
+		}
+	}
+	switch {
+	case mode != pgx.QueryExecModeCacheDescribe:
+	case rewriter >= 0:
+		args = slices.Clone(args)
+		args[rewriter] = recordRewrite{inner: args[rewriter].(pgx.QueryRewriter), c: c}
+	default:
+		c.add(sql)
+	}
+	return args
+}
+
+// recordRewrite is a handler's QueryRewriter whose result is recorded
+// among the texts pgx may describe.
+type recordRewrite struct {
+	inner pgx.QueryRewriter
+	c     *handlerCache
+}
+
+// RewriteQuery rewrites as the handler's rewriter does and records the
+// text it returns.
+func (r recordRewrite) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, args []any) (string, []any, error) {
+	sql, args, err := r.inner.RewriteQuery(ctx, conn, sql, args)
+	if err == nil {
+		r.c.add(sql)
+	}
+	return sql, args, err
+}
+
+// ranBatch records the texts of b as ran does; a batch runs in the pool's
+// mode.
+func (c *handlerCache) ranBatch(b *pgx.Batch) {
+	if c == nil || !c.describes || b == nil {
+		return
+	}
+	for _, q := range b.QueuedQueries {
+		if len(q.Arguments) > 0 {
+			if rw, ok := q.Arguments[0].(pgx.QueryRewriter); ok {
+				q.Arguments[0] = recordRewrite{inner: rw, c: c}
+				continue
+			}
+		}
+		c.add(q.SQL)
+	}
+}
+
+// ranCopy records the text with which pgx describes the table of a COPY.
+func (c *handlerCache) ranCopy(table pgx.Identifier, columns []string) {
+	if c == nil || !c.describes {
+		return
+	}
+	quoted := make([]string, len(columns))
+	for i, col := range columns {
+		quoted[i] = `"` + strings.ReplaceAll(col, `"`, `""`) + `"`
+	}
+	c.add("select " + strings.Join(quoted, ", ") + " from " + table.Sanitize())
+}
+
+// ranLargeObjects records the texts that pgx's large objects run.
+func (c *handlerCache) ranLargeObjects() {
+	if c == nil || !c.describes {
+		return
+	}
+	c.add("select lo_create($1)", "select lo_open($1, $2)", "select lo_unlink($1)",
+		"select lowrite($1, $2)", "select loread($1, $2)", "select lo_lseek64($1, $2, $3)",
+		"select lo_tell64($1)", "select lo_truncate64($1, $2)", "select lo_close($1)")
+}
+
+// refreshCached makes pgx forget what it cached of the texts h's handler
+// may have had it cache, and caches them again, in the session pc now
+// has: a reset one. When the session check did not run (the session was
+// given back after an error), the statements prepared since the
+// transaction began are asked for first.
+func refreshCached(ctx context.Context, pc *pgx.Conn, h *handlerTx) error {
+	c := h.cache
+	texts, checked := c.take()
+	if !checked && !c.began.IsZero() {
+		// The session is clean by now: the check is parsed afresh, and
+		// only its list of statements is read.
+		args := [][]byte{[]byte(pc.Config().User), []byte("0"), []byte(c.began.Format(time.RFC3339Nano))}
+		res := pc.PgConn().ExecParams(ctx, sessionCheckSQL, args, nil, nil, nil).Read()
+		if res.Err == nil && (len(res.Rows) != 1 || len(res.Rows[0]) < 4) {
+			res.Err = fmt.Errorf("%d rows where one of at least 4 columns was due", len(res.Rows))
+		}
+		if res.Err != nil {
+			return fmt.Errorf("asking for the statements prepared in the handler's session: %w", res.Err)
+		}
+		if err := c.found(res.Rows[0][3]); err != nil {
+			return err
+		}
+		texts, _ = c.take()
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	for _, sql := range texts {
+		if err := forget(ctx, pc, sql); err != nil {
+			return err
+		}
+	}
+	return recache(ctx, pc, texts)
+}
+
+// errForget is forgetting's answer to every query.
+var errForget = errors.New("pgstore: forgetting what pgx cached of a statement")
+
+// forgetting is a QueryRewriter that fails: pgx then forgets what it
+// cached of the query's text, in both its caches, having sent nothing.
+// The statement itself goes when pgx next runs a query on the connection.
+type forgetting struct{}
+
+// RewriteQuery returns errForget.
+func (forgetting) RewriteQuery(context.Context, *pgx.Conn, string, []any) (string, []any, error) {
+	return "", nil, errForget
+}
+
+// forget makes pgx forget what it cached of sql on pc.
+func forget(ctx context.Context, pc *pgx.Conn, sql string) error {
+	rows, err := pc.Query(ctx, sql, forgetting{})
+	rows.Close()
+	if err != nil && !errors.Is(err, errForget) {
+		return fmt.Errorf("forgetting a statement the handler's session prepared: %w", err)
+	}
+	return nil
+}
+
+// recacheSQL heads the batch with which recache has pgx prepare texts: it
+// takes no parameter, and is queued with one, so that pgx, once it has
+// prepared every text of the batch, refuses to run any.
+const recacheSQL = `SELECT`
+
+// recache has pgx prepare (or describe) texts on pc and cache them, in
+// one round trip, without running any: a batch whose first statement's
+// arguments do not fit is refused once its statements are prepared, and
+// pgx keeps them. A text that does not parse is left out, and the others
+// are tried again.
+func recache(ctx context.Context, pc *pgx.Conn, texts []string) error {
+	for len(texts) > 0 {
+		b := &pgx.Batch{}
+		b.Queue(recacheSQL, nil)
+		for _, sql := range texts {
+			b.Queue(sql)
+		}
+		err := pc.SendBatch(ctx, b).Close()
+		var pre pgx.ErrPreprocessingBatch
+		switch {
+		case err == nil:
+			return errors.New("recaching statements: the batch ran")
+		case !errors.As(err, &pre):
+			return fmt.Errorf("recaching statements: %w", err)
+		case pre.SQL() == recacheSQL:
+			return nil
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			return fmt.Errorf("recaching statements: %w", err)
+		}
+		n := len(texts)
+		if texts = slices.DeleteFunc(texts, func(sql string) bool { return sql == pre.SQL() }); len(texts) == n {
+			return fmt.Errorf("recaching statements: %w", err)
+		}
+	}
+	return nil
+}

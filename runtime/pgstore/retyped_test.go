@@ -1,0 +1,182 @@
+package pgstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+)
+
+// retypedQuery is the application's own query that tenant A's handler has
+// pgx prepare under a session of its making.
+const retypedQuery = "SELECT count(*) FROM effects WHERE marker = $1"
+
+// retyping is a way for a handler to have the application's query text
+// parsed otherwise than in a clean session: its $1 comes out as name, which
+// truncates a value to 63 bytes.
+type retyping struct {
+	name string
+	// before and after run in the handler around its run of retypedQuery;
+	// evil is a schema that holds a table effects whose marker is a name.
+	before, after func(evil string) []string
+}
+
+func retypings() []retyping {
+	return []retyping{
+		{"temporary view",
+			func(string) []string {
+				return []string{"CREATE TEMP VIEW effects AS SELECT marker::name AS marker FROM effects"}
+			},
+			func(string) []string { return []string{"DROP VIEW pg_temp.effects"} }},
+		{"search_path",
+			func(evil string) []string {
+				return []string{"SELECT set_config('search_path', '" + evil + ", ' || current_setting('search_path'), true)"}
+			},
+			func(string) []string { return nil }},
+	}
+}
+
+// docs/semantics.md §7.2: nothing a handler leaves on its session reaches
+// a later request on that connection, not even through pgx's statement
+// cache, which fixes a text's parameter types where it first prepares (or
+// describes) the text. Tenant A's handler runs the application's own
+// query under a session where its $1 is a name, and ends in any of the
+// ways a transaction ends (a keyless one after a failed statement too);
+// tenant B's run of the same
+// text after it on the one connection, through the pool and inside B's
+// own handler, must match only B's own marker, not the 63 bytes it shares
+// with another row's.
+func TestHandlerCannotRetypeACachedQuery(t *testing.T) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe} {
+		for _, r := range retypings() {
+			for _, e := range txEndings() {
+				for _, fails := range []bool{false, true} {
+					if fails && strings.HasPrefix(e.name, "keyed") {
+						// A keyed transaction in which a statement failed
+						// closes its session.
+						continue
+					}
+					name := mode.String() + ", " + r.name + ", " + e.name
+					if fails {
+						name += ", after a failed statement"
+					}
+					t.Run(name, func(t *testing.T) { retype(t, mode, r, e, fails) })
+				}
+			}
+		}
+	}
+}
+
+func retype(t *testing.T, mode pgx.QueryExecMode, r retyping, e txEnding, fails bool) {
+	s, pool := newStore(t, func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.DefaultQueryExecMode = mode
+	})
+	ctx := context.Background()
+	evil := "idemevil_" + randomHex(6)
+	shared := strings.Repeat("y", 63)
+	secret := shared + "-tenant-b-secret"
+	for _, stmt := range []string{
+		"CREATE SCHEMA " + evil,
+		"CREATE TABLE " + evil + ".effects (marker name NOT NULL)",
+		"INSERT INTO effects (marker) VALUES ('" + shared + "')",
+	} {
+		if _, err := pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+evil+" CASCADE") })
+	// A first transaction prepares the statements of its ending.
+	if err := e.end(ctx, e.begin(t, s, "k-0")); err != nil {
+		t.Fatal(err)
+	}
+	a := e.begin(t, s, "k-a")
+	for _, stmt := range r.before(evil) {
+		handlerExec(t, a, stmt)
+	}
+	var n int
+	if err := a.Driver().(pgx.Tx).QueryRow(ctx, retypedQuery, "x").Scan(&n); err != nil {
+		t.Fatalf("A's run of the query: %v", err)
+	}
+	for _, stmt := range r.after(evil) {
+		handlerExec(t, a, stmt)
+	}
+	if fails {
+		_, _ = a.Driver().(pgx.Tx).Exec(ctx, "SELECT 1/0")
+	}
+	_ = e.end(ctx, a)
+	if err := pool.QueryRow(ctx, retypedQuery, secret).Scan(&n); err != nil || n != 0 {
+		t.Errorf("B's query through the pool after A's request = %d, %v; want 0", n, err)
+	}
+	b := e.begin(t, s, "k-b")
+	err := b.Driver().(pgx.Tx).QueryRow(ctx, retypedQuery, secret).Scan(&n)
+	if err != nil || n != 0 {
+		t.Errorf("B's query in its handler after A's request = %d, %v; want 0", n, err)
+	}
+	if err := e.end(ctx, b); err != nil {
+		t.Fatalf("ending B's transaction: %v", err)
+	}
+}
+
+// What pgx prepared in a handler's session is prepared again once the
+// session is clean, and stays cached: a handler whose statements pgx
+// prepares (its default mode) pays no round trip for it once its texts
+// are cached, where each request's handler would otherwise have them
+// prepared anew. A pool that describes (cache_describe) leaves no trace of
+// what it described on the session, so every text the handler ran is
+// described again after each request, in one round trip for all.
+func TestHandlerStatementsStayCached(t *testing.T) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var rt roundTrips
+			s, _ := newStore(t, func(c *pgxpool.Config) {
+				c.MaxConns = 1
+				c.ConnConfig.DefaultQueryExecMode = mode
+				rt.install(c)
+			})
+			pgstore.SetGuardIdleClose(s, time.Hour)
+			ctx := context.Background()
+			request := func(key string) (handler, end snapshot) {
+				t.Helper()
+				tx := wonTx(t, s, key, "tok-"+key)
+				before := rt.snap()
+				var n int
+				ptx := tx.Driver().(pgx.Tx)
+				if _, err := ptx.Exec(ctx, "INSERT INTO effects (marker) VALUES ($1)", key); err != nil {
+					t.Fatal(err)
+				}
+				if err := ptx.QueryRow(ctx, retypedQuery, key).Scan(&n); err != nil || n != 1 {
+					t.Fatalf("the handler's query = %d, %v; want 1", n, err)
+				}
+				handler = rt.snap().sub(before)
+				before = rt.snap()
+				if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+					t.Fatal(err)
+				}
+				for deadline := time.Now().Add(10 * time.Second); !pgstore.GuardQuiet(s); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the guard did not go quiet")
+					}
+				}
+				return handler, rt.snap().sub(before)
+			}
+			request("k-0")
+			request("k-1")
+			handler, end := request("k-2")
+			t.Logf("handler: %+v; end: %+v", handler, end)
+			wantEnd := int64(2)
+			if mode == pgx.QueryExecModeCacheDescribe {
+				wantEnd++
+			}
+			if handler.writes != 2 || end.writes != wantEnd {
+				t.Errorf("socket writes of a request's handler %d, of its end %d; want 2, %d", handler.writes, end.writes, wantEnd)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -214,8 +215,10 @@ func refreshCached(ctx context.Context, pc *pgx.Conn, h *handlerTx) error {
 	texts, checked := c.take()
 	if !checked && !c.began.IsZero() {
 		// The session is clean by now: the check is parsed afresh, and
-		// only its list of statements is read.
-		args := [][]byte{[]byte(pc.Config().User), []byte("0"), []byte(c.began.Format(time.RFC3339Nano))}
+		// only its list of statements is read (it seeds random() afresh
+		// again, as every reset does).
+		seed := strconv.FormatFloat(newSeed(), 'g', -1, 64)
+		args := [][]byte{[]byte(pc.Config().User), []byte(seed), []byte(c.began.Format(time.RFC3339Nano))}
 		res := pc.PgConn().ExecParams(ctx, sessionCheckSQL, args, nil, nil, nil).Read()
 		if res.Err == nil && (len(res.Rows) != 1 || len(res.Rows[0]) < 4) {
 			res.Err = fmt.Errorf("%d rows where one of at least 4 columns was due", len(res.Rows))

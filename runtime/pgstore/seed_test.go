@@ -3,10 +3,12 @@ package pgstore_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -58,6 +60,31 @@ func TestHandlerSeedDoesNotReachThePool(t *testing.T) {
 			}
 		})
 	}
+	// A keyless transaction in which a statement failed is given back
+	// after an error, with the full reset and a look at what pgx prepared
+	// for the handler: neither may leave a seed that the next request's
+	// random() repeats.
+	t.Run("keyless Commit after a failed statement", func(t *testing.T) {
+		s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+		var got []float64
+		for range 2 {
+			tx, err := s.Begin(ctx, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			handlerExec(t, tx, setseed)
+			_, _ = tx.Driver().(pgx.Tx).Exec(ctx, "SELECT 1/0")
+			_ = tx.Commit(ctx, idemstore.Response{})
+			var r float64
+			if err := pool.QueryRow(ctx, "SELECT random()").Scan(&r); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r)
+		}
+		if got[0] == predicted || got[0] == got[1] {
+			t.Fatalf("B's random() after two such requests = %v, %v; setseed(0.25) predicts %v", got[0], got[1], predicted)
+		}
+	})
 	// The full reset, which gives a connection back after an error, too.
 	t.Run("full reset", func(t *testing.T) {
 		pool := openPool(t, newSchema(t))

@@ -16,6 +16,12 @@
 // when gin's Engine.ContextWithFallback is true: gin's Context passes the
 // request's values on only then. CheckRoutes refuses an engine without
 // it, and Middleware refuses its requests (500, the handler not run).
+//
+// gin reuses the *gin.Context for the next request once the handler
+// returns. A handler hands it only to calls that are over by then (the
+// stores' statements are: a transaction ends, inside the engine, what it
+// made from a statement's context); anything that outlives the handler
+// takes the request's own context, c.Request.Context().
 package idemgin
 
 import (

@@ -77,10 +77,10 @@ func strictTransfer(runs *atomic.Int64) gin.HandlerFunc {
 			c.String(http.StatusInternalServerError, err.Error())
 			return
 		}
-		// gin reuses its Context for the next request once the handler
-		// returns, so a call that may touch its context later is given
-		// the request's (a store's statement can end after the handler).
-		if _, err := tx.ExecContext(c.Request.Context(), `INSERT INTO transfers (amount) VALUES (1)`); err != nil {
+		// The *gin.Context itself, as a strict method hands it on: gin
+		// reuses it for the next request once the handler returns, and
+		// the store must not read it after the transaction ended.
+		if _, err := tx.ExecContext(c, `INSERT INTO transfers (amount) VALUES (1)`); err != nil {
 			c.String(http.StatusInternalServerError, err.Error())
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -247,6 +248,9 @@ func (t *storeTx) close() {
 		t.conn = nil
 	}
 	t.cancel()
+	if t.h != nil {
+		t.h.end()
+	}
 }
 
 // resetSession drops every temporary table, view, index and trigger on
@@ -508,16 +512,41 @@ type Tx struct {
 	lease context.Context
 	// used is set once the handler has run, or prepared, a statement.
 	used atomic.Bool
+	// ends ends the contexts within made; end runs them.
+	mu   sync.Mutex
+	ends []func()
 }
 
 // within is ctx, ended also when t's lease is: the statement run under it
 // is interrupted then. The context lives until the transaction ends, as
-// rows read under it must.
+// rows read under it must, and end ends it.
 func (t *Tx) within(ctx context.Context) context.Context {
 	t.used.Store(true)
 	c, cancel := context.WithCancelCause(ctx)
-	context.AfterFunc(t.lease, func() { cancel(context.Cause(t.lease)) })
+	stop := context.AfterFunc(t.lease, func() { cancel(context.Cause(t.lease)) })
+	t.mu.Lock()
+	t.ends = append(t.ends, func() {
+		stop()
+		cancel(context.Cause(t.lease))
+	})
+	t.mu.Unlock()
 	return c
+}
+
+// end ends the contexts within made, in the caller's goroutine, once the
+// transaction has ended: ending one reads the context it was made from,
+// and a context a handler passed in may be its framework's to reuse once
+// the handler returns (gin's *gin.Context is the next request's), so
+// nothing of the transaction may read it later, from a goroutine of its
+// own, as the lease's end would.
+func (t *Tx) end() {
+	t.mu.Lock()
+	ends := t.ends
+	t.ends = nil
+	t.mu.Unlock()
+	for _, f := range ends {
+		f()
+	}
 }
 
 // ExecContext runs a statement that returns no rows inside the transaction.

@@ -109,7 +109,7 @@ func CheckRoutes(e *idem.Engine, g *gin.Engine) error {
 	}
 	mux := http.NewServeMux()
 	for _, rt := range g.Routes() {
-		if err := register(mux, rt.Method+" "+servemuxPath(rt.Path)); err != nil {
+		if err := register(mux, rt.Method+" "+ServeMuxPath(rt.Path)); err != nil {
 			return err
 		}
 	}
@@ -128,8 +128,11 @@ func register(mux *http.ServeMux, pattern string) (err error) {
 	return nil
 }
 
-// servemuxPath writes gin's ":id" as "{id}" and its "*rest" as "{rest...}".
-func servemuxPath(path string) string {
+// ServeMuxPath writes the path of a gin route as net/http's ServeMux
+// writes a pattern's: gin's ":id" as "{id}" and its "*rest" as
+// "{rest...}". A ServeMux of the routes stands in for gin where a route
+// must be found without serving the request, as CheckRoutes does.
+func ServeMuxPath(path string) string {
 	segs := strings.Split(path, "/")
 	for i, s := range segs {
 		switch {

@@ -191,3 +191,19 @@ func TestCheckRoutesFindsAMissingRoute(t *testing.T) {
 		t.Fatalf("CheckRoutes = %v, want createTransfer reported", err)
 	}
 }
+
+// ServeMuxPath writes gin's parameters and catch-alls as ServeMux's
+// wildcards, and leaves the rest of the path alone.
+func TestServeMuxPath(t *testing.T) {
+	for path, want := range map[string]string{
+		"/transfers":                 "/transfers",
+		"/transfers/:id":             "/transfers/{id}",
+		"/accounts/:acct/notes/:nid": "/accounts/{acct}/notes/{nid}",
+		"/files/*rest":               "/files/{rest...}",
+		"/a:b/c":                     "/a:b/c",
+	} {
+		if got := idemgin.ServeMuxPath(path); got != want {
+			t.Errorf("ServeMuxPath(%q) = %q, want %q", path, got, want)
+		}
+	}
+}

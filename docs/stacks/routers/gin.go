@@ -2,9 +2,10 @@ package routers
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/idemgen/idemgen/runtime/idemgin"
 )
 
 // docs:begin gin
@@ -20,27 +21,12 @@ type GinRoutes struct {
 // Handle registers h for method and path.
 func (r *GinRoutes) Handle(method, path string, h http.Handler) {
 	r.Gin.Handle(method, path, gin.WrapH(h))
-	r.mirror.Handle(method+" "+ginToServeMux(path), h)
+	r.mirror.Handle(method+" "+idemgin.ServeMuxPath(path), h)
 }
 
 // Lookup is the route lookup for CheckRoutes.
 func (r *GinRoutes) Lookup(req *http.Request) (http.Handler, string) {
 	return r.mirror.Handler(req)
-}
-
-// ginToServeMux writes gin's ":id" as "{id}" and its "*rest" as
-// "{rest...}".
-func ginToServeMux(path string) string {
-	segs := strings.Split(path, "/")
-	for i, s := range segs {
-		switch {
-		case strings.HasPrefix(s, ":"):
-			segs[i] = "{" + s[1:] + "}"
-		case strings.HasPrefix(s, "*"):
-			segs[i] = "{" + s[1:] + "...}"
-		}
-	}
-	return strings.Join(segs, "/")
 }
 
 // docs:end gin

@@ -1,11 +1,8 @@
 package idemecho_test
 
 import (
-	"context"
-	"database/sql"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,49 +10,16 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemecho"
-	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/internal/adaptertest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
-
-// newEngine serves a transactional createTransfer on a SQLite store that
-// also holds a transfers table, for the tenant an echo middleware put in
-// the request's context.
-func newEngine(t *testing.T) (*idem.Engine, *sql.DB) {
-	t.Helper()
-	ctx := context.Background()
-	s, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE transfers (amount INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	p := idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
-		p.Transactional, p.OnLeaseExpiry = true, idemstore.Takeover
-	})
-	e, err := idem.New(idem.Config{Store: s, Policies: []idem.Policy{p}, Tenant: func(r *http.Request) (string, bool) {
-		v, ok := r.Context().Value(tenantKey{}).(string)
-		return v, ok
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, s.DB()
-}
-
-type tenantKey struct{}
 
 // authenticate is echo middleware that puts the tenant in the request's
 // context, where Config.Tenant reads it.
 func authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), tenantKey{}, "acme")))
+		c.SetRequest(adaptertest.WithTenant(c.Request()))
 		return next(c)
 	}
 }
@@ -74,7 +38,7 @@ func transfer(runs *atomic.Int64) echo.HandlerFunc {
 		}
 		runs.Add(1)
 		ctx := c.Request().Context()
-		tx, err := idem.TxFor[*sqlitestore.Tx](ctx, "createTransfer")
+		tx, err := idem.TxFor[*sqlitestore.Tx](ctx, adaptertest.Op)
 		if err != nil {
 			return err
 		}
@@ -97,42 +61,25 @@ func newEcho(e *idem.Engine, runs *atomic.Int64) *echo.Echo {
 	return ec
 }
 
-func post(h http.Handler, key, body string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Idempotency-Key", key)
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
-}
-
-func count(t *testing.T, db *sql.DB) (n int) {
-	t.Helper()
-	if err := db.QueryRow(`SELECT count(*) FROM transfers`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // Behind the middleware, a handler finds its transaction in the request's
 // context, writes once, and its retry is the same answer replayed byte for
 // byte; CheckRoutes passes, and an unprotected route answers as usual.
 func TestMiddlewareProtectsAnEchoRoute(t *testing.T) {
-	e, db := newEngine(t)
+	e, db := adaptertest.Engine(t)
 	var runs atomic.Int64
 	ec := newEcho(e, &runs)
 	if err := idemecho.CheckRoutes(e, ec); err != nil {
 		t.Fatal(err)
 	}
-	first := post(ec, "k1", `{"amount": 5}`)
-	retry := post(ec, "k1", `{"amount": 5}`)
+	first := adaptertest.Post(ec, "k1", `{"amount": 5}`)
+	retry := adaptertest.Post(ec, "k1", `{"amount": 5}`)
 	if first.Code != http.StatusCreated || retry.Code != http.StatusCreated || retry.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("first %d %s, retry %d replayed=%q; want 201 and a replayed 201", first.Code, first.Body, retry.Code, retry.Header().Get("Idempotent-Replayed"))
 	}
 	if first.Body.String() != retry.Body.String() || retry.Header().Get("Content-Type") != first.Header().Get("Content-Type") {
 		t.Fatalf("replay %q (%s), first %q (%s)", retry.Body, retry.Header().Get("Content-Type"), first.Body, first.Header().Get("Content-Type"))
 	}
-	if n := count(t, db); n != 1 || runs.Load() != 1 {
+	if n := adaptertest.Transfers(t, db); n != 1 || runs.Load() != 1 {
 		t.Fatalf("%d transfers from %d runs, want 1 and 1", n, runs.Load())
 	}
 	w := httptest.NewRecorder()
@@ -145,18 +92,18 @@ func TestMiddlewareProtectsAnEchoRoute(t *testing.T) {
 // A body that does not decode is echo's 400, not the key's answer: the
 // corrected retry with the same key runs.
 func TestBodyThatDoesNotDecodeIsNotStored(t *testing.T) {
-	e, db := newEngine(t)
+	e, db := adaptertest.Engine(t)
 	var runs atomic.Int64
 	ec := newEcho(e, &runs)
 	for range 2 {
-		if w := post(ec, "k1", `{"amount": "five"}`); w.Code != http.StatusBadRequest || w.Header().Get("Idempotent-Replayed") != "" {
+		if w := adaptertest.Post(ec, "k1", `{"amount": "five"}`); w.Code != http.StatusBadRequest || w.Header().Get("Idempotent-Replayed") != "" {
 			t.Fatalf("bad body: %d replayed=%q, want echo's 400, unstored", w.Code, w.Header().Get("Idempotent-Replayed"))
 		}
 	}
-	if w := post(ec, "k1", `{"amount": 5}`); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "" {
+	if w := adaptertest.Post(ec, "k1", `{"amount": 5}`); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") != "" {
 		t.Fatalf("corrected retry: %d replayed=%q, want a fresh 201", w.Code, w.Header().Get("Idempotent-Replayed"))
 	}
-	if n := count(t, db); n != 1 || runs.Load() != 1 {
+	if n := adaptertest.Transfers(t, db); n != 1 || runs.Load() != 1 {
 		t.Fatalf("%d transfers from %d runs, want 1 and 1", n, runs.Load())
 	}
 }
@@ -165,11 +112,11 @@ func TestBodyThatDoesNotDecodeIsNotStored(t *testing.T) {
 // by echo's error handler, and that answer is the key's: the retry gets it
 // replayed, and the handler does not run again.
 func TestHandlerErrorIsTheKeysAnswer(t *testing.T) {
-	e, _ := newEngine(t)
+	e, _ := adaptertest.Engine(t)
 	var runs atomic.Int64
 	ec := newEcho(e, &runs)
-	first := post(ec, "k1", `{"amount": 0}`)
-	retry := post(ec, "k1", `{"amount": 0}`)
+	first := adaptertest.Post(ec, "k1", `{"amount": 0}`)
+	retry := adaptertest.Post(ec, "k1", `{"amount": 0}`)
 	if first.Code != http.StatusUnprocessableEntity || retry.Code != first.Code || retry.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("first %d %s, retry %d replayed=%q; want 422 and a replayed 422", first.Code, first.Body, retry.Code, retry.Header().Get("Idempotent-Replayed"))
 	}
@@ -181,7 +128,7 @@ func TestHandlerErrorIsTheKeysAnswer(t *testing.T) {
 // CheckRoutes asks echo's router: a protected operation echo does not
 // route, or routes for another method only, is reported.
 func TestCheckRoutesFindsAMissingRoute(t *testing.T) {
-	e, _ := newEngine(t)
+	e, _ := adaptertest.Engine(t)
 	for name, register := range map[string]func(*echo.Echo){
 		"another path":   func(ec *echo.Echo) { ec.POST("/other", transfer(new(atomic.Int64))) },
 		"another method": func(ec *echo.Echo) { ec.GET("/transfers", transfer(new(atomic.Int64))) },
@@ -190,7 +137,7 @@ func TestCheckRoutesFindsAMissingRoute(t *testing.T) {
 		ec := echo.New()
 		ec.Use(idemecho.Middleware(e))
 		register(ec)
-		if err := idemecho.CheckRoutes(e, ec); err == nil || !strings.Contains(err.Error(), "createTransfer") {
+		if err := idemecho.CheckRoutes(e, ec); err == nil || !strings.Contains(err.Error(), adaptertest.Op) {
 			t.Errorf("%s: CheckRoutes = %v, want createTransfer reported", name, err)
 		}
 	}

@@ -1,12 +1,9 @@
 package idemgin_test
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,50 +11,17 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemgin"
-	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/internal/adaptertest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
 func init() { gin.SetMode(gin.TestMode) }
 
-// newEngine serves a transactional createTransfer on a SQLite store that
-// also holds a transfers table, for the tenant a gin middleware put in the
-// request's context.
-func newEngine(t *testing.T) (*idem.Engine, *sql.DB) {
-	t.Helper()
-	ctx := context.Background()
-	s, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.DB().ExecContext(ctx, `CREATE TABLE transfers (amount INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	p := idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
-		p.Transactional, p.OnLeaseExpiry = true, idemstore.Takeover
-	})
-	e, err := idem.New(idem.Config{Store: s, Policies: []idem.Policy{p}, Tenant: func(r *http.Request) (string, bool) {
-		v, ok := r.Context().Value(tenantKey{}).(string)
-		return v, ok
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, s.DB()
-}
-
-type tenantKey struct{}
-
 // authenticate is gin middleware that puts the tenant in the request's
 // context, where Config.Tenant reads it.
 func authenticate(c *gin.Context) {
-	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), tenantKey{}, "acme"))
+	c.Request = adaptertest.WithTenant(c.Request)
 }
 
 // strictTransfer is a handler as an oapi-codegen strict server's method
@@ -72,7 +36,7 @@ func strictTransfer(runs *atomic.Int64) gin.HandlerFunc {
 			return
 		}
 		runs.Add(1)
-		tx, err := idem.TxFor[*sqlitestore.Tx](c, "createTransfer")
+		tx, err := idem.TxFor[*sqlitestore.Tx](c, adaptertest.Op)
 		if err != nil {
 			c.String(http.StatusInternalServerError, err.Error())
 			return
@@ -98,42 +62,25 @@ func newGin(e *idem.Engine, runs *atomic.Int64, fallback bool) *gin.Engine {
 	return g
 }
 
-func post(h http.Handler, key, body string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(body))
-	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Idempotency-Key", key)
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
-}
-
-func count(t *testing.T, db *sql.DB) (n int) {
-	t.Helper()
-	if err := db.QueryRow(`SELECT count(*) FROM transfers`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // Behind the middleware, a strict-style handler finds its transaction in
 // the *gin.Context, writes once, and its retry is the same answer replayed
 // byte for byte; CheckRoutes passes.
 func TestMiddlewareProtectsAGinRoute(t *testing.T) {
-	e, db := newEngine(t)
+	e, db := adaptertest.Engine(t)
 	var runs atomic.Int64
 	g := newGin(e, &runs, true)
 	if err := idemgin.CheckRoutes(e, g); err != nil {
 		t.Fatal(err)
 	}
-	first := post(g, "k1", `{}`)
-	retry := post(g, "k1", `{}`)
+	first := adaptertest.Post(g, "k1", `{}`)
+	retry := adaptertest.Post(g, "k1", `{}`)
 	if first.Code != http.StatusCreated || retry.Code != http.StatusCreated || retry.Header().Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("first %d, retry %d replayed=%q; want 201 and a replayed 201", first.Code, retry.Code, retry.Header().Get("Idempotent-Replayed"))
 	}
 	if first.Body.String() != retry.Body.String() || retry.Header().Get("Content-Type") != first.Header().Get("Content-Type") {
 		t.Fatalf("replay %q (%s), first %q (%s)", retry.Body, retry.Header().Get("Content-Type"), first.Body, first.Header().Get("Content-Type"))
 	}
-	if n := count(t, db); n != 1 || runs.Load() != 1 {
+	if n := adaptertest.Transfers(t, db); n != 1 || runs.Load() != 1 {
 		t.Fatalf("%d transfers from %d runs, want 1 and 1", n, runs.Load())
 	}
 	w := httptest.NewRecorder()
@@ -146,16 +93,16 @@ func TestMiddlewareProtectsAGinRoute(t *testing.T) {
 // A request gin's server could not decode answers 400 that is not the
 // key's answer: the corrected retry with the same key runs.
 func TestRequestErrorIsNotStored(t *testing.T) {
-	e, db := newEngine(t)
+	e, db := adaptertest.Engine(t)
 	var runs atomic.Int64
 	g := newGin(e, &runs, true)
-	if w := post(g, "k1", `bad`); w.Code != http.StatusBadRequest {
+	if w := adaptertest.Post(g, "k1", `bad`); w.Code != http.StatusBadRequest {
 		t.Fatalf("bad body: %d, want 400", w.Code)
 	}
-	if w := post(g, "k1", `{}`); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") == "true" {
+	if w := adaptertest.Post(g, "k1", `{}`); w.Code != http.StatusCreated || w.Header().Get("Idempotent-Replayed") == "true" {
 		t.Fatalf("corrected retry: %d replayed=%q, want a fresh 201", w.Code, w.Header().Get("Idempotent-Replayed"))
 	}
-	if n := count(t, db); n != 1 {
+	if n := adaptertest.Transfers(t, db); n != 1 {
 		t.Fatalf("%d transfers, want 1", n)
 	}
 }
@@ -165,29 +112,29 @@ func TestRequestErrorIsNotStored(t *testing.T) {
 // request before the handler runs instead of letting it write outside the
 // key's transaction.
 func TestWithoutContextFallbackNothingRuns(t *testing.T) {
-	e, db := newEngine(t)
+	e, db := adaptertest.Engine(t)
 	var runs atomic.Int64
 	g := newGin(e, &runs, false)
 	if err := idemgin.CheckRoutes(e, g); !errors.Is(err, idemgin.ErrNoContextFallback) {
 		t.Fatalf("CheckRoutes = %v, want ErrNoContextFallback", err)
 	}
-	w := post(g, "k1", `{}`)
+	w := adaptertest.Post(g, "k1", `{}`)
 	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), "ContextWithFallback") {
 		t.Fatalf("%d %q, want 500 naming ContextWithFallback", w.Code, w.Body)
 	}
-	if n := count(t, db); n != 0 || runs.Load() != 0 {
+	if n := adaptertest.Transfers(t, db); n != 0 || runs.Load() != 0 {
 		t.Fatalf("%d transfers from %d runs, want none", n, runs.Load())
 	}
 }
 
 // CheckRoutes reports a protected operation that gin does not route.
 func TestCheckRoutesFindsAMissingRoute(t *testing.T) {
-	e, _ := newEngine(t)
+	e, _ := adaptertest.Engine(t)
 	g := gin.New()
 	g.ContextWithFallback = true
 	g.Use(idemgin.Middleware(e))
 	g.POST("/other", func(c *gin.Context) {})
-	if err := idemgin.CheckRoutes(e, g); err == nil || !strings.Contains(err.Error(), "createTransfer") {
+	if err := idemgin.CheckRoutes(e, g); err == nil || !strings.Contains(err.Error(), adaptertest.Op) {
 		t.Fatalf("CheckRoutes = %v, want createTransfer reported", err)
 	}
 }

@@ -16,9 +16,11 @@
 // clients that hang up. docs/verification.md says how to run the long
 // version and what it found.
 //
-// In its effects mode (SQLite and PostgreSQL, the stores with an outbox)
-// the service's handler also charges a fake processor in the test process
-// through a recovery point under the charge's effect key, and stages a
+// In its effects mode, on every store the suite runs in a child process
+// (SQLite, PostgreSQL, a single Redis and a Redis Cluster), the service's
+// handler also charges a fake processor in the test process under the
+// charge's effect key, in a recovery point where the store records one;
+// on the stores with an outbox (SQLite and PostgreSQL) it stages a
 // receipt in the key's transaction, which the service's outbox runner
 // delivers to a receiver in the test process. After a final drain the
 // checks hold the processor's and the receiver's records to the committed

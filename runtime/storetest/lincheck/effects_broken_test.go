@@ -24,23 +24,25 @@ const (
 // kill; a receipt sent before the commit is delivered for a run a kill
 // rolled back; a runner that counts a refused delivery as delivered leaves
 // committed requests without their receipt (these three on SQLite); a
-// PostgreSQL store that records phases and never finds them again calls
-// the processor on a retry after its charge's phase was recorded.
+// store that records phases and never finds them again (PostgreSQL, a
+// Redis Cluster) calls the processor on a retry after its charge's phase
+// was recorded.
 func TestEffectsChecksCatchBrokenVersions(t *testing.T) {
 	sqlite := func(t *testing.T) run {
 		r, _ := sqliteRun(t)
 		return r
 	}
 	for _, b := range []struct {
-		broken, want string
-		run          func(t *testing.T) run
+		broken, want, store string
+		run                 func(t *testing.T) run
 	}{
-		{brokenFreshKey, "the processor charged", sqlite},
-		{brokenDirectReceipt, "that run never committed", sqlite},
-		{brokenDropFailed, "its receipt was never delivered", sqlite},
-		{brokenForgetPhases, "a recorded phase ran again", postgresRun},
+		{brokenFreshKey, "the processor charged", "sqlite", sqlite},
+		{brokenDirectReceipt, "that run never committed", "sqlite", sqlite},
+		{brokenDropFailed, "its receipt was never delivered", "sqlite", sqlite},
+		{brokenForgetPhases, "a recorded phase ran again", "postgres", postgresRun},
+		{brokenForgetPhases, "a recorded phase ran again", "redis-cluster", clusterRun},
 	} {
-		t.Run(b.broken, func(t *testing.T) {
+		t.Run(b.broken+"/"+b.store, func(t *testing.T) {
 			for try := 1; ; try++ {
 				r := b.run(t)
 				r, rep, s := effectsHistory(t, r, b.broken, brokenDuration, brokenGap, seed(t))

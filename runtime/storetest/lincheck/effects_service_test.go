@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemoutbox"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
 // The effects mode of the service: set only in the child of an effects
@@ -26,6 +28,14 @@ const (
 	envProcessor = "IDEMGEN_LINCHECK_PROCESSOR" // the fake processor's URL
 	envReceiver  = "IDEMGEN_LINCHECK_RECEIVER"  // the receipts' receiver's URL
 	envBroken    = "IDEMGEN_LINCHECK_BROKEN"    // a broken handler or runner (the broken* constants); unset: none
+)
+
+// failAfterCharge is how many runs there are of a request in effects mode
+// for each that fails after its charge (sideEffects.around), with the
+// error failedAfterCharge.
+const (
+	failAfterCharge   = 16
+	failedAfterCharge = "failed after its charge"
 )
 
 // The names of a request's effects, for idem.EffectKey and idem.Phase.
@@ -46,8 +56,8 @@ const (
 	// brokenDropFailed is a runner that counts a failed delivery as
 	// delivered.
 	brokenDropFailed = "drop-failed"
-	// brokenForgetPhases is a PostgreSQL store that records phases and
-	// never finds them again.
+	// brokenForgetPhases is a PostgreSQL or Redis store that records
+	// phases and never finds them again.
 	brokenForgetPhases = "forget-phases"
 )
 
@@ -59,6 +69,14 @@ func (forgetPhases) LoadPhase(context.Context, idemstore.Identity, string) ([]by
 	return nil, false, nil
 }
 
+// forgetRedisPhases is redisstore broken as brokenForgetPhases says.
+type forgetRedisPhases struct{ *redisstore.Store }
+
+// LoadPhase finds nothing.
+func (forgetRedisPhases) LoadPhase(context.Context, idemstore.Identity, string) ([]byte, bool, error) {
+	return nil, false, nil
+}
+
 // postgresStore is pgstore on pool, broken when the service's effects
 // mode says so.
 func postgresStore(pool *pgxpool.Pool) idemstore.Store {
@@ -67,6 +85,16 @@ func postgresStore(pool *pgxpool.Pool) idemstore.Store {
 		return forgetPhases{s}
 	}
 	return s
+}
+
+// redisStore is redisstore on c, under the service's prefix, broken when
+// the service's effects mode says so.
+func redisStore(c redis.UniversalClient) (idemstore.Store, error) {
+	s, err := redisstore.New(c, redisstore.WithPrefix(os.Getenv(envPrefix)))
+	if err == nil && os.Getenv(envBroken) == brokenForgetPhases {
+		return forgetRedisPhases{s}, nil
+	}
+	return s, err
 }
 
 // outbox is what the service needs of a dialect's outbox: staging in the
@@ -133,7 +161,11 @@ func startEffects(ob outbox) (*sideEffects, error) {
 
 // around returns record with the request's effects before it: the charge,
 // then the receipt, then a pause of up to 20 ms, so that a kill can fall
-// between the effects and the commit. Without the effects mode (fx nil) it
+// between the effects and the commit. One run in failAfterCharge fails
+// (the handler's own 500) after its charge, so that its retry, which the
+// engine lets run again, finds the charge's phase where the store records
+// one beside the request: on Redis, whose operations fail closed, no
+// crash lets a run's retry run again. Without the effects mode (fx nil) it
 // is record.
 func (fx *sideEffects) around(r *http.Request, record func(key, run, req string) error) func(key, run, req string) error {
 	if fx == nil {
@@ -152,6 +184,9 @@ func (fx *sideEffects) around(r *http.Request, record func(key, run, req string)
 		charge, err := fx.charge(ctx, logical(key, string(body)))
 		if err != nil {
 			return fmt.Errorf("charge: %w", err)
+		}
+		if rand.IntN(failAfterCharge) == 0 {
+			return errors.New(failedAfterCharge)
 		}
 		payload, err := json.Marshal(receipt{Key: key, Run: run, Req: req, Body: string(body), Charge: charge})
 		if err != nil {

@@ -297,6 +297,15 @@ func TestEffectsRedis(t *testing.T) {
 	checkEffectsRun(t, redisRun(t))
 }
 
+// The charges of a Redis Cluster's run, under its proxies' faults,
+// failovers and kill -9: the charge is a recovery point, which a failover
+// must not lose once recorded (a FORCE failover may: the repeated call
+// then carries the same effect key), and with no outbox there is no
+// receipt.
+func TestEffectsRedisCluster(t *testing.T) {
+	checkEffectsRun(t, clusterRun(t))
+}
+
 // The effects of PostgreSQL's run, under its proxy's faults, terminated
 // backends and kill -9: the charge is a recovery point recorded beside the
 // request's transaction.

@@ -708,7 +708,7 @@ func checkEffects(rep report) []string {
 // allowed an execution it did not see.
 func notProcessed(o *op) bool {
 	switch o.result {
-	case resReplayed, resMismatch, resInProgress, resIndeterminate:
+	case resReplayed, resMismatch, resInProgress, resIndeterminate, resFailedAfterCharge:
 		return true
 	case resUnavailable, resHandlerFailed:
 		return !o.Faulted

@@ -27,6 +27,9 @@ func TestModelVerdicts(t *testing.T) {
 	lost := func(call, ret int64) *op {
 		return &op{Body: body, Call: call, Return: ret, Err: "connection reset", Faulted: true}
 	}
+	failed := func(call, ret int64) *op {
+		return &op{Body: body, Call: call, Return: ret, Status: http.StatusInternalServerError, Answer: []byte(handlerFailure + failedAfterCharge)}
+	}
 	for _, tc := range []struct {
 		name          string
 		ops           []*op
@@ -60,6 +63,12 @@ func TestModelVerdicts(t *testing.T) {
 		{"409 after a 503 with no fault", []*op{refused(0, 10, body, http.StatusServiceUnavailable, problem.StoreUnavailable), refused(20, 30, body, http.StatusConflict, problem.InProgress)}, false, true, false},
 		{"outcome-unknown after a 503 with no fault", []*op{refused(0, 10, body, http.StatusServiceUnavailable, problem.StoreUnavailable), refused(20, 30, body, http.StatusConflict, problem.OutcomeUnknown)}, false, true, false},
 		{"a faulted 503 that completed unseen", []*op{{Body: body, Call: 0, Return: 10, Status: http.StatusServiceUnavailable, Problem: problem.StoreUnavailable, Faulted: true}, replayed(20, 30, answer)}, true, true, false},
+		// The effects mode's handler failing after its charge ran on a
+		// claim of its own, which the engine gave back.
+		{"an execution after a failure after the charge", []*op{failed(0, 10), refused(2, 8, body, http.StatusConflict, problem.InProgress), executed(20, 30)}, false, true, false},
+		{"a replay after a failure after the charge alone", []*op{failed(0, 10), replayed(20, 30, answer)}, false, false, false},
+		{"a failure after the charge after an execution", []*op{executed(0, 10), failed(20, 30)}, false, false, false},
+		{"409 after a failure after the charge", []*op{failed(0, 10), refused(20, 30, body, http.StatusConflict, problem.InProgress)}, false, false, false},
 		// A claim that loses the key's guard lost it to another request.
 		{"409 that lost the guard to a request beside it", []*op{refused(0, 10, body, http.StatusConflict, problem.InProgress), refused(5, 15, other, http.StatusUnprocessableEntity, problem.KeyReused), executed(20, 30)}, true, true, true},
 		{"409 alone on a key never claimed, guard", []*op{refused(0, 10, body, http.StatusConflict, problem.InProgress), executed(20, 30)}, true, false, true},

@@ -16,20 +16,21 @@ import (
 type result int
 
 const (
-	resExecuted      result = iota // 201 without Idempotent-Replayed: the handler ran
-	resReplayed                    // 201 with Idempotent-Replayed: true
-	resMismatch                    // 422 idempotency-key-reused
-	resInProgress                  // 409 request-in-progress
-	resIndeterminate               // 409 outcome-unknown
-	resUnknown                     // 500 outcome-unknown: this request's own commit is in doubt
-	resUnavailable                 // 503 idempotency-store-unavailable
-	resHandlerFailed               // the handler's own 500: its transaction failed, nothing stored
-	resNoAnswer                    // the client got no answer: the service died, or the client hung up
-	resOther                       // anything else, which the contract never answers here
+	resExecuted          result = iota // 201 without Idempotent-Replayed: the handler ran
+	resReplayed                        // 201 with Idempotent-Replayed: true
+	resMismatch                        // 422 idempotency-key-reused
+	resInProgress                      // 409 request-in-progress
+	resIndeterminate                   // 409 outcome-unknown
+	resUnknown                         // 500 outcome-unknown: this request's own commit is in doubt
+	resUnavailable                     // 503 idempotency-store-unavailable
+	resHandlerFailed                   // the handler's own 500: its transaction failed, nothing stored
+	resFailedAfterCharge               // the handler's own 500 on purpose, after its charge: nothing stored, the key released
+	resNoAnswer                        // the client got no answer: the service died, or the client hung up
+	resOther                           // anything else, which the contract never answers here
 )
 
 var resultNames = [...]string{"executed", "replayed", "422 mismatch", "409 in-progress",
-	"409 outcome-unknown", "500 outcome-unknown", "503 unavailable", "500 handler", "no answer", "other"}
+	"409 outcome-unknown", "500 outcome-unknown", "503 unavailable", "500 handler", "500 after the charge", "no answer", "other"}
 
 func (r result) String() string { return resultNames[r] }
 
@@ -52,6 +53,8 @@ func classify(o *op) result {
 		return resUnknown
 	case o.Status == http.StatusServiceUnavailable && o.Problem == problem.StoreUnavailable:
 		return resUnavailable
+	case o.Status == http.StatusInternalServerError && o.Problem == "" && bytes.HasPrefix(o.Answer, []byte(handlerFailure+failedAfterCharge)):
+		return resFailedAfterCharge
 	case o.Status == http.StatusInternalServerError && o.Problem == "" && bytes.HasPrefix(o.Answer, []byte(handlerFailure)):
 		return resHandlerFailed
 	}
@@ -295,6 +298,8 @@ func (m model) apply(s keyState, st step) []keyState {
 			return m.lost(s, st)
 		}
 		return notRun(s, st)
+	case resFailedAfterCharge:
+		return failedAfterChargeStep(s, st)
 	case resUnknown, resHandlerFailed, resNoAnswer:
 		if !o.Faulted && o.result != resNoAnswer {
 			return nil
@@ -302,6 +307,28 @@ func (m model) apply(s keyState, st step) []keyState {
 		return m.lost(s, st)
 	}
 	return nil
+}
+
+// failedAfterChargeStep is the effects mode's handler failing on purpose
+// after its charge: it claimed the free key and ran, and the engine gives
+// the key back with nothing stored. Under a fault the release may have
+// been lost, and the claim stays, never to complete.
+func failedAfterChargeStep(s keyState, st step) []keyState {
+	o := st.op
+	if !st.end {
+		if s.Kind != free {
+			return nil
+		}
+		return []keyState{{Kind: held, Body: o.Body, Holder: o.ID}}
+	}
+	if s.Kind != held || s.Holder != o.ID {
+		return nil
+	}
+	out := []keyState{{Holder: phantom}}
+	if o.Faulted {
+		out = append(out, keyState{Kind: held, Body: o.Body, Holder: phantom, Unrun: true})
+	}
+	return out
 }
 
 // notRun is a 503 outside an injected fault: the engine says it did not

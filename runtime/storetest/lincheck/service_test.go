@@ -26,7 +26,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemoutbox/sqliteoutbox"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
-	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 	"github.com/idemgen/idemgen/runtime/storetest/mutant"
@@ -168,7 +167,7 @@ func build(ctx context.Context, kind string) (idemstore.Store, http.Handler, boo
 		}
 		opt.MaxRetries, opt.DialerRetries = 1, 1
 		c := redis.NewClient(opt)
-		s, err := redisstore.New(c, redisstore.WithPrefix(os.Getenv(envPrefix)))
+		s, err := redisStore(c)
 		return s, fileHandler(), false, err
 	case "cluster":
 		routes := map[string]string{}
@@ -190,7 +189,7 @@ func build(ctx context.Context, kind string) (idemstore.Store, http.Handler, boo
 				return d.DialContext(ctx, network, addr)
 			},
 		})
-		s, err := redisstore.New(c, redisstore.WithPrefix(os.Getenv(envPrefix)))
+		s, err := redisStore(c)
 		return s, fileHandler(), false, err
 	}
 	return nil, nil, false, fmt.Errorf("unknown store kind %q", kind)

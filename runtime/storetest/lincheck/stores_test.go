@@ -233,8 +233,8 @@ func redisRun(t *testing.T) run {
 	}
 	u.Host = p.Addr()
 	prefix := "lincheck:" + randomHex(6) + ":"
+	c := redis.NewClient(opt)
 	t.Cleanup(func() {
-		c := redis.NewClient(opt)
 		defer c.Close()
 		if err := redistest.DeleteUnder(context.Background(), c, prefix); err != nil {
 			t.Errorf("delete the run's keys: %v", err)
@@ -247,6 +247,7 @@ func redisRun(t *testing.T) run {
 		faults:  proxyFaults(p),
 		kill:    true,
 		hangUps: true,
+		phases:  redisPhases(c, prefix),
 		effects: fileEffects(effects),
 	}
 }
@@ -257,6 +258,12 @@ func redisRun(t *testing.T) run {
 // manual failover (CLUSTER FAILOVER, which waits for the replica to catch
 // up, so no acknowledged write is lost).
 func TestLinearizableRedisCluster(t *testing.T) {
+	checkRun(t, clusterRun(t))
+}
+
+// clusterRun is a Redis Cluster's run, on a cluster of its own that
+// redistest starts on loopback ports and stops when the test ends.
+func clusterRun(t *testing.T) run {
 	if os.Getenv(redisURLEnv) == "" {
 		t.Skip(redisURLEnv + " is unset; set it to a Redis URL (redis://host:port/db) to run the Redis tests")
 	}
@@ -272,16 +279,19 @@ func TestLinearizableRedisCluster(t *testing.T) {
 		ps = append(ps, p)
 		routes = append(routes, a+"="+p.Addr())
 	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = c.Close() })
 	effects := filepath.Join(t.TempDir(), "effects")
-	checkRun(t, run{
-		name: "redis-cluster",
+	return run{
+		name:   "redis-cluster",
+		phases: redisPhases(c, "lincheck:"),
 		env: []string{envService + "=cluster", envTarget + "=" + strings.Join(addrs, ","),
 			envRoutes + "=" + strings.Join(routes, ","), envPrefix + "=lincheck:", envEffects + "=" + effects},
 		faults:  append(proxyFaults(ps...), failover(t, addrs)),
 		kill:    true,
 		hangUps: true,
 		effects: fileEffects(effects),
-	})
+	}
 }
 
 // failover promotes a random replica of the cluster at addrs in its

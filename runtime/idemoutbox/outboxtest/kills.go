@@ -31,8 +31,8 @@ const (
 // due again this long after it was claimed.
 const childLease = time.Second
 
-// RunKills runs the scenarios in which real child processes, started with
-// tg.Command, are killed with SIGKILL at each point of an effect's life.
+// RunKills runs the scenarios in which real child processes, the test
+// binary run again (Target.HelperEnv), are killed with SIGKILL at each point of an effect's life.
 // After each kill a runner in the test's process plays the restarted
 // service: every committed request's effect is delivered, none of a
 // request that did not commit, and the duplicates are counted; only a
@@ -64,9 +64,13 @@ type killed struct {
 	file string
 }
 
-// child returns a child in mode on k's database.
+// child returns a child in mode on k's database: the test binary, run
+// again with its TestHelperProcess alone.
 func (k *killed) child(t *testing.T, mode string) *exec.Cmd {
-	return k.tg.Command(t, k.db, modeEnv+"="+mode, receiverEnv+"="+k.file)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), k.tg.HelperEnv+"="+k.db, modeEnv+"="+mode, receiverEnv+"="+k.file)
+	cmd.Stderr = os.Stderr
+	return cmd
 }
 
 // startKilled starts a child in mode, waits until it says it is at the

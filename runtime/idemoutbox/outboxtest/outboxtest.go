@@ -8,7 +8,7 @@ package outboxtest
 
 import (
 	"context"
-	"os/exec"
+	"errors"
 	"testing"
 	"time"
 
@@ -42,14 +42,19 @@ type Instance struct {
 // Target opens instances of a dialect.
 type Target struct {
 	// NewDB creates an empty database with the schema applied, dropped
-	// when the test ends, and returns its name for Open and Command.
+	// when the test ends, and returns its name for Open and the child
+	// processes.
 	NewDB func(t *testing.T) string
 	// Open opens an instance on db whose outbox refuses payloads over
 	// maxPayload bytes; it is closed when the test ends.
 	Open func(t *testing.T, db string, maxPayload int) Instance
-	// Command returns the command that runs the test binary's
-	// TestHelperProcess, which calls Child, on db, with env added.
-	Command func(t *testing.T, db string, env ...string) *exec.Cmd
+	// Migrate applies the outbox's migration to db: the up migration,
+	// or the down one, which drops the table, when up is false.
+	Migrate func(t *testing.T, db string, up bool)
+	// HelperEnv names the environment variable in which RunKills hands
+	// a child process its database: the test binary, run again with its
+	// TestHelperProcess alone, which calls Child.
+	HelperEnv string
 }
 
 // open opens an instance on a new database.
@@ -76,3 +81,21 @@ func policies(lease time.Duration) []idem.Policy {
 
 // body is every request's body.
 const body = `{"item":"book"}`
+
+// The down migration drops the table, after which the outbox says it has
+// none (idemoutbox.ErrNoOutbox); the up migration brings it back.
+func noOutbox(t *testing.T, tg Target) {
+	ctx, db := context.Background(), tg.NewDB(t)
+	o := tg.Open(t, db, maxPayload).Outbox
+	tg.Migrate(t, db, false)
+	if _, err := o.List(ctx, idemoutbox.Query{}); !errors.Is(err, idemoutbox.ErrNoOutbox) {
+		t.Errorf("List without the table = %v, want ErrNoOutbox", err)
+	}
+	if err := o.Redrive(ctx, 1); !errors.Is(err, idemoutbox.ErrNoOutbox) {
+		t.Errorf("Redrive without the table = %v, want ErrNoOutbox", err)
+	}
+	tg.Migrate(t, db, true)
+	if ms, err := o.List(ctx, idemoutbox.Query{}); err != nil || len(ms) != 0 {
+		t.Errorf("List after the up migration = %v, %v", ms, err)
+	}
+}

@@ -34,6 +34,7 @@ func Run(t *testing.T, tg Target) {
 		{"InterruptedAttempts", interruptedAttempts},
 		{"PanickingReceiver", panickingReceiver},
 		{"DeliveredArePruned", deliveredArePruned},
+		{"NoOutbox", noOutbox},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, tg) })
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -34,7 +33,7 @@ func testURL(t testing.TB) string {
 }
 
 // target is the outbox on a schema of its own per test.
-var target = outboxtest.Target{NewDB: newSchema, Open: open, Command: command}
+var target = outboxtest.Target{NewDB: newSchema, Open: open, Migrate: migrate, HelperEnv: helperEnv}
 
 // newSchema creates a schema with pgstore's tables, the outbox's, and a
 // table of business writes; it is dropped when the test ends.
@@ -126,11 +125,18 @@ func open(t *testing.T, schema string, maxPayload int) outboxtest.Instance {
 	}
 }
 
-func command(t *testing.T, schema string, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), helperEnv+"="+schema), env...)
-	cmd.Stderr = os.Stderr
-	return cmd
+// migrate applies the outbox's migration to schema, up or down.
+func migrate(t *testing.T, schema string, up bool) {
+	pool := openPool(t, schema)
+	defer pool.Close()
+	err := pgoutbox.Migrate(context.Background(), pool)
+	if !up {
+		_, down := pgoutbox.Schema()
+		_, err = pool.Exec(context.Background(), down)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestOutbox(t *testing.T) { outboxtest.Run(t, target) }
@@ -138,35 +144,4 @@ func TestOutbox(t *testing.T) { outboxtest.Run(t, target) }
 func TestKills(t *testing.T) { outboxtest.RunKills(t, target) }
 
 // TestHelperProcess is the child of the kill tests.
-func TestHelperProcess(t *testing.T) {
-	schema := os.Getenv(helperEnv)
-	if schema == "" {
-		t.Skip("the child of the kill tests")
-	}
-	outboxtest.Child(t, target, schema)
-}
-
-// Schema's down migration drops the table, after which the outbox says
-// it has none; Migrate brings it back.
-func TestNoOutbox(t *testing.T) {
-	ctx := context.Background()
-	pool := openPool(t, newSchema(t))
-	defer pool.Close()
-	_, down := pgoutbox.Schema()
-	if _, err := pool.Exec(ctx, down); err != nil {
-		t.Fatal(err)
-	}
-	o := pgoutbox.New(pool, idemoutbox.Options{})
-	if _, err := o.List(ctx, idemoutbox.Query{}); !errors.Is(err, idemoutbox.ErrNoOutbox) {
-		t.Errorf("List without the table = %v, want ErrNoOutbox", err)
-	}
-	if err := o.Redrive(ctx, 1); !errors.Is(err, idemoutbox.ErrNoOutbox) {
-		t.Errorf("Redrive without the table = %v, want ErrNoOutbox", err)
-	}
-	if err := pgoutbox.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if ms, err := o.List(ctx, idemoutbox.Query{}); err != nil || len(ms) != 0 {
-		t.Errorf("List after Migrate = %v, %v", ms, err)
-	}
-}
+func TestHelperProcess(t *testing.T) { outboxtest.Child(t, target) }

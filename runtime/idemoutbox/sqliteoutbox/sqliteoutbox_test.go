@@ -2,9 +2,7 @@ package sqliteoutbox_test
 
 import (
 	"context"
-	"errors"
-	"os"
-	"os/exec"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,7 +19,7 @@ import (
 const helperEnv = "SQLITEOUTBOX_HELPER_DB"
 
 // target is the outbox in a database file of its own per test.
-var target = outboxtest.Target{NewDB: newDB, Open: open, Command: command}
+var target = outboxtest.Target{NewDB: newDB, Open: open, Migrate: migrate, HelperEnv: helperEnv}
 
 // newDB creates a database file with sqlitestore's tables, the outbox's,
 // and a table of business writes.
@@ -85,11 +83,22 @@ func open(t *testing.T, path string, maxPayload int) outboxtest.Instance {
 	}
 }
 
-func command(t *testing.T, path string, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), helperEnv+"="+path), env...)
-	cmd.Stderr = os.Stderr
-	return cmd
+// migrate applies the outbox's migration to the database at path, up or
+// down, on a database/sql handle of its own beside the instance's store.
+func migrate(t *testing.T, path string, up bool) {
+	db, err := sql.Open("sqlite", sqlitestore.DSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = sqliteoutbox.Migrate(context.Background(), db)
+	if !up {
+		_, down := sqliteoutbox.Schema()
+		_, err = db.ExecContext(context.Background(), down)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestOutbox(t *testing.T) { outboxtest.Run(t, target) }
@@ -97,41 +106,7 @@ func TestOutbox(t *testing.T) { outboxtest.Run(t, target) }
 func TestKills(t *testing.T) { outboxtest.RunKills(t, target) }
 
 // TestHelperProcess is the child of the kill tests.
-func TestHelperProcess(t *testing.T) {
-	path := os.Getenv(helperEnv)
-	if path == "" {
-		t.Skip("the child of the kill tests")
-	}
-	outboxtest.Child(t, target, path)
-}
-
-// Schema's down migration drops the table, after which the outbox says
-// it has none; Migrate brings it back.
-func TestNoOutbox(t *testing.T) {
-	ctx := context.Background()
-	s, err := sqlitestore.Open(ctx, newDB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	_, down := sqliteoutbox.Schema()
-	if _, err := s.DB().ExecContext(ctx, down); err != nil {
-		t.Fatal(err)
-	}
-	o := sqliteoutbox.New(s, idemoutbox.Options{})
-	if _, err := o.List(ctx, idemoutbox.Query{}); !errors.Is(err, idemoutbox.ErrNoOutbox) {
-		t.Errorf("List without the table = %v, want ErrNoOutbox", err)
-	}
-	if err := o.Redrive(ctx, 1); !errors.Is(err, idemoutbox.ErrNoOutbox) {
-		t.Errorf("Redrive without the table = %v, want ErrNoOutbox", err)
-	}
-	if err := sqliteoutbox.Migrate(ctx, s.DB()); err != nil {
-		t.Fatal(err)
-	}
-	if ms, err := o.List(ctx, idemoutbox.Query{}); err != nil || len(ms) != 0 {
-		t.Errorf("List after Migrate = %v, %v", ms, err)
-	}
-}
+func TestHelperProcess(t *testing.T) { outboxtest.Child(t, target) }
 
 // A runner's write waits for the process's write turn for as long as a
 // request's transaction holds it, past SQLite's busy timeout (5 s), and

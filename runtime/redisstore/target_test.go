@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/redisstore"
+	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 	"github.com/idemgen/idemgen/runtime/storetest"
 )
 
@@ -53,14 +54,7 @@ func dumpKeys(t *testing.T, c redis.UniversalClient) []byte {
 		}
 		return iter.Err()
 	}
-	var err error
-	switch c := c.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, read)
-	case *redis.Client:
-		err = read(ctx, c)
-	}
-	if err != nil {
+	if err := redistest.EachMaster(ctx, c, read); err != nil {
 		t.Fatal(err)
 	}
 	return out.Bytes()

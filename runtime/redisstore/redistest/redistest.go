@@ -281,11 +281,17 @@ func DeleteUnder(ctx context.Context, c redis.UniversalClient, prefix string) er
 		}
 		return iter.Err()
 	}
+	return EachMaster(ctx, c, del)
+}
+
+// EachMaster runs f on every master of a cluster, at once, or on a
+// single Redis: where a scan of every key of c has to go.
+func EachMaster(ctx context.Context, c redis.UniversalClient, f func(context.Context, *redis.Client) error) error {
 	switch c := c.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
+		return c.ForEachMaster(ctx, f)
 	case *redis.Client:
-		return del(ctx, c)
+		return f(ctx, c)
 	default:
 		return fmt.Errorf("cannot scan a %T", c)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 )
 
 // phaseTTL is the time to live the engine gives a recorded phase: the
@@ -42,13 +44,7 @@ func redisPhases(c redis.UniversalClient, prefix string) func() ([]phaseRecord, 
 			}
 			return iter.Err()
 		}
-		var err error
-		switch c := c.(type) {
-		case *redis.ClusterClient:
-			err = c.ForEachMaster(ctx, read)
-		case *redis.Client:
-			err = read(ctx, c)
-		}
+		err := redistest.EachMaster(ctx, c, read)
 		return out, err
 	}
 }

@@ -7,18 +7,19 @@ import (
 )
 
 // Binder returns b (echo's DefaultBinder when b is nil) that tells the
-// engine, when a request body does not decode, that the operation did not
-// start executing (idem.NotExecuted): its 400 is not stored and the key is
+// engine, when it cannot bind a request, that the operation did not start
+// executing (idem.NotExecuted): its 400 is not stored and the key is
 // released, so the client's corrected retry with the same key runs. Set it
 // as the Echo's Binder:
 //
 //	e.Binder = idemecho.Binder(e.Binder)
 //
 // oapi-codegen's strict server on echo then decodes each body through it
-// (Context.Bind). Given echo's DefaultBinder, it binds the body alone, as
-// the strict server does with that binder; another binder binds as it
-// does. A handler of your own that calls Context.Bind must do so before
-// it does anything the key's answer should record.
+// (Context.Bind). It binds as b does, for every handler (echo's
+// DefaultBinder: the path parameters, the query of a GET, DELETE or HEAD,
+// then the body), so a handler of your own that calls Context.Bind gets
+// the same mark: it must bind before it does anything the key's answer
+// should record.
 func Binder(b echo.Binder) echo.Binder {
 	if b == nil {
 		b = &echo.DefaultBinder{}
@@ -29,12 +30,7 @@ func Binder(b echo.Binder) echo.Binder {
 type binder struct{ inner echo.Binder }
 
 func (b binder) Bind(i any, c echo.Context) error {
-	var err error
-	if d, ok := b.inner.(*echo.DefaultBinder); ok {
-		err = d.BindBody(c, i)
-	} else {
-		err = b.inner.Bind(i, c)
-	}
+	err := b.inner.Bind(i, c)
 	if err != nil {
 		idem.NotExecuted(c.Request().Context())
 	}

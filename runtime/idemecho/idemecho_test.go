@@ -142,3 +142,28 @@ func TestCheckRoutesFindsAMissingRoute(t *testing.T) {
 		}
 	}
 }
+
+// Binder binds as the binder it wraps does, for every handler: with echo's
+// DefaultBinder, a handler's own Context.Bind still gets the path's
+// parameters, not the body alone.
+func TestBinderBindsAsItsBinder(t *testing.T) {
+	ec := echo.New()
+	ec.Binder = idemecho.Binder(ec.Binder)
+	ec.POST("/accounts/:id", func(c echo.Context) error {
+		var req struct {
+			ID   string `param:"id"`
+			Name string `json:"name"`
+		}
+		if err := c.Bind(&req); err != nil {
+			return err
+		}
+		return c.String(http.StatusOK, req.ID+" "+req.Name)
+	})
+	r := httptest.NewRequest(http.MethodPost, "/accounts/a1", strings.NewReader(`{"name": "acme"}`))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	ec.ServeHTTP(w, r)
+	if w.Code != http.StatusOK || w.Body.String() != "a1 acme" {
+		t.Fatalf("%d %q, want 200 \"a1 acme\"", w.Code, w.Body)
+	}
+}

@@ -153,11 +153,12 @@ func reportStorm(t *testing.T, rep dayreplay.Report) {
 }
 
 // playStorm plays a storm of transfers against a server on databaseURL
-// with --metrics, and logs the server's count of handler runs for clients
-// that had already hung up: admission and the idempotency layer refuse
-// those requests before they start.
-func playStorm(t *testing.T, client dayreplay.Client, databaseURL string, transfers int, duration time.Duration) {
-	s := bins.StartLab(t, databaseURL, "--chaos-delay", stormChaosDelay, "--metrics")
+// with --metrics and flags, and logs the server's count of handler runs
+// for clients that had already hung up: admission and the idempotency
+// layer refuse those requests before they start. It returns the day's
+// report and the server, still running.
+func playStorm(t *testing.T, client dayreplay.Client, databaseURL string, transfers int, duration time.Duration, flags ...string) (dayreplay.Report, *labtest.Server) {
+	s := bins.StartLab(t, databaseURL, append([]string{"--chaos-delay", stormChaosDelay, "--metrics"}, flags...)...)
 	rep := labtest.PlayDay(t, stormDay(t, client, s.URL, transfers, duration))
 	reportStorm(t, rep)
 	t.Logf("handler runs for clients that had hung up: %s; admission refusals full %s, waited %s, gone %s, displaced %s",
@@ -167,6 +168,7 @@ func playStorm(t *testing.T, client dayreplay.Client, databaseURL string, transf
 		s.Metric(t, `petstore_admission_refused_total{reason="gone"}`),
 		s.Metric(t, `petstore_admission_refused_total{reason="displaced"}`))
 	checkQuietLogs(t, s.Logs())
+	return rep, s
 }
 
 // checkQuietLogs fails t if a storm of ordinary client timeouts, without

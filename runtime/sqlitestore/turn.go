@@ -24,7 +24,8 @@ const (
 // turn admits one of this process's writers at a time (Store.writers;
 // docs/semantics.md §9 defines the word). A
 // freed turn goes to a waiting completion, release or abandonment first,
-// oldest first: its handler has answered, or will not run. Then it goes
+// or to a transaction of BeginTurn, oldest first: its handler has
+// answered, or will not run, or it is no request's. Then it goes
 // to the claim whose key has waited longest: a retry keeps the place of
 // its key's first claim that waited, as long as the key is remembered.
 // Under a retry storm a claim often waits past its client's patience

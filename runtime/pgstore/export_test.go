@@ -54,7 +54,7 @@ func RequestBadge(c idemstore.Claim) (class, badge int32) { return badgeClass, r
 const SessionCheckSQL = sessionCheckSQL
 
 // Reset sends the full session reset on conn, as the store sends it.
-func Reset(ctx context.Context, conn *pgx.Conn) error { return sendReset(ctx, conn, false) }
+func Reset(ctx context.Context, conn *pgx.Conn) error { return sendReset(ctx, conn, false, false) }
 
 // DeallocateSQL is the full reset's statement that drops the statements a
 // handler prepared.

@@ -180,3 +180,52 @@ func TestHandlerStatementsStayCached(t *testing.T) {
 		})
 	}
 }
+
+// A statement pgx prepared before the handler ran is parsed again where
+// it next runs once something made it invalid, and keeps what that parse
+// read of the session's settings: here the date of a constant that
+// DateStyle reads. Tenant A's handler sets DateStyle and has the
+// application's query, prepared in a clean session, parse again under it
+// (DISCARD PLANS); tenant B's run of the same text after it, on the one
+// connection, must read the constant as a clean session does.
+func TestHandlerCannotReparseACachedQuery(t *testing.T) {
+	const query = "SELECT count(*) FROM effects WHERE marker = $1 AND pg_catalog.to_char('03/04/2024'::date, 'MM') = '03'"
+	for _, e := range txEndings() {
+		for _, fails := range []bool{false, true} {
+			if fails && strings.HasPrefix(e.name, "keyed") {
+				continue
+			}
+			name := e.name
+			if fails {
+				name += ", after a failed statement"
+			}
+			t.Run(name, func(t *testing.T) {
+				s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+				ctx := context.Background()
+				if _, err := pool.Exec(ctx, "INSERT INTO effects (marker) VALUES ('b')"); err != nil {
+					t.Fatal(err)
+				}
+				var n int
+				if err := pool.QueryRow(ctx, query, "b").Scan(&n); err != nil || n != 1 {
+					t.Fatalf("B's query before A's request = %d, %v; want 1", n, err)
+				}
+				if err := e.end(ctx, e.begin(t, s, "k-0")); err != nil {
+					t.Fatal(err)
+				}
+				a := e.begin(t, s, "k-a")
+				handlerExec(t, a, "SET LOCAL DateStyle = 'ISO, DMY'")
+				handlerExec(t, a, "DISCARD PLANS")
+				if err := a.Driver().(pgx.Tx).QueryRow(ctx, query, "b").Scan(&n); err != nil || n != 0 {
+					t.Fatalf("A's run of the query = %d, %v; want 0, the constant read as 3 April", n, err)
+				}
+				if fails {
+					_, _ = a.Driver().(pgx.Tx).Exec(ctx, "SELECT 1/0")
+				}
+				_ = e.end(ctx, a)
+				if err := pool.QueryRow(ctx, query, "b").Scan(&n); err != nil || n != 1 {
+					t.Errorf("B's query after A's request = %d, %v; want 1", n, err)
+				}
+			})
+		}
+	}
+}

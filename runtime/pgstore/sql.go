@@ -215,9 +215,14 @@ const reseedSQL = `SELECT pg_catalog.setseed($1)`
 // search_path, before leanResetSQL's RESET ALL, where an operator of a
 // schema the handler put before pg_catalog (an oid = oid that answers
 // false) would hide its temporary objects. So too in replacedSQL,
-// deallocateSQL and resetSQL. Its last column lists the statements that
-// pgx's statement cache prepared since $3, when the handler's transaction
-// began (cachedSinceSQL).
+// deallocateSQL and resetSQL. Its fourth column lists the statements
+// that pgx's statement cache prepared since $3, when the handler's
+// transaction began (cachedSinceSQL). Its last tells whether the check
+// itself was parsed since then: 'now' becomes a constant, the time it is
+// parsed at, and a prepared statement is parsed again only once something
+// made it invalid. The same may then have happened to any statement the
+// handler ran (DISCARD PLANS), which it would have had parsed under its
+// own settings (discardPlansSQL).
 const sessionCheckSQL = `SELECT pg_catalog.pg_advisory_unlock_all(), pg_catalog.setseed($2),
        current_user OPERATOR(pg_catalog.<>) session_user
        OR session_user OPERATOR(pg_catalog.<>) $1
@@ -227,7 +232,8 @@ const sessionCheckSQL = `SELECT pg_catalog.pg_advisory_unlock_all(), pg_catalog.
        OR EXISTS (SELECT FROM pg_catalog.pg_depend
                    WHERE refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
                      AND refobjid OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()),
-       ` + cachedSinceSQL
+       ` + cachedSinceSQL + `,
+       'now'::pg_catalog.timestamptz OPERATOR(pg_catalog.>=) $3::pg_catalog.timestamptz`
 
 // handlerPreparedSQL selects, in pg_prepared_statements, the statements a
 // handler prepared: every statement prepared from SQL (PREPARE), whatever
@@ -315,6 +321,17 @@ ON CONFLICT (tenant, scope, key) DO UPDATE
        body_omitted = false
  WHERE (k.lease_token = excluded.lease_token AND k.state = 'in_flight')
     OR k.expires_at <= clock_timestamp()`
+
+// discardPlansSQL makes every statement prepared on the session parse
+// again where it runs next. A prepared statement is parsed again, where
+// it next runs, once something made it invalid, and keeps what that parse
+// read of the session's settings: a constant written in a format that
+// DateStyle or TimeZone reads, or x = NULL under transform_null_equals.
+// After a handler whose session made the statements invalid (DISCARD
+// PLANS, which needs no privilege), they are parsed again in the clean
+// session before another request runs them. It travels with the full
+// reset.
+const discardPlansSQL = `DISCARD PLANS`
 
 const (
 	commitSQL   = `COMMIT`

@@ -278,7 +278,9 @@ func (s *Store) giveBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx) 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if !pc.IsClosed() {
-		if err := sendReset(rctx, pc, pc.PgConn().TxStatus() != 'I'); err != nil {
+		// A handler's session may have had the statements it ran parsed
+		// anew under its settings (discardPlansSQL).
+		if err := sendReset(rctx, pc, pc.PgConn().TxStatus() != 'I', h != nil && !h.cache.describes); err != nil {
 			s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: cleaning up a connection failed; closing it", slog.Any("err", err))
 			_ = pc.Close(rctx)
 		}
@@ -297,8 +299,9 @@ func newSeed() float64 {
 // sendEnding sends the statements that end the transaction marked with
 // mark, behind sameTxSQL and followed by sessionCheckSQL, leanResetSQL and
 // replacedSQL, in one round trip of pgstore's own messages (wire.go); when
-// sessionCheckSQL finds that the handler left more on the session, a
-// second round trip sends resetSQL. It returns the command tag of the last
+// sessionCheckSQL finds that the handler left more on the session, or
+// that prepared statements were made to parse again while it ran, a
+// second round trip sends resetSQL (with discardPlansSQL). It returns the command tag of the last
 // of stmts, err when one of them failed (the reset then never ran), and
 // resetErr when only the reset failed or found the session unfit to reuse
 // (errStatementReplaced). err wraps errHandlerEndedTx when the connection
@@ -354,15 +357,20 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, h *handler
 	for j := i + 1; resetErr == nil && j < i+1+len(leanResetSQL); j++ {
 		_, resetErr = sent.at(j)
 	}
-	var replaced bool
+	// A pool that describes parses every statement where it runs, the
+	// check too: it keeps no parse of the handler's session.
+	var replaced, replanned bool
+	if resetErr == nil && !h.cache.describes {
+		replanned, resetErr = sent.boolAt(i, 4)
+	}
 	if resetErr == nil {
 		replaced, resetErr = sent.boolAt(i+1+len(leanResetSQL), 0)
 	}
 	switch {
 	case resetErr == nil && replaced:
 		resetErr = errStatementReplaced
-	case resetErr == nil && left:
-		resetErr = sendReset(ctx, pc, false)
+	case resetErr == nil && (left || replanned):
+		resetErr = sendReset(ctx, pc, false, replanned)
 	}
 	if resetErr != nil {
 		resetErr = fmt.Errorf("resetting the session: %w", resetErr)

@@ -107,6 +107,19 @@ const replacedSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statement
 // replaced statement is closed.
 var errStatementReplaced = errors.New("a handler prepared a statement from SQL under a name of the driver's or pgstore's; the session is not reused")
 
+// queueReplan queues discardPlansSQL on b, and behind it, when pgstore
+// has prepared sessionCheckSQL on pc, that statement, so that it parses
+// again now, in the clean session: the check of the next transaction's
+// end reads a check parsed after its transaction began as a sign that the
+// handler made the statements parse again. Its answers are not read.
+func queueReplan(b *pgconn.Batch, pc *pgx.Conn) {
+	b.ExecParams(discardPlansSQL, nil, nil, nil, nil)
+	if name := ownName(sessionCheckSQL); ownPrepared(pc)[name] {
+		seed := strconv.FormatFloat(newSeed(), 'g', -1, 64)
+		b.ExecPrepared(name, [][]byte{[]byte(pc.Config().User), []byte(seed), []byte("epoch")}, nil, nil)
+	}
+}
+
 // ownPrefix starts the names of pgstore's own prepared statements.
 const ownPrefix = "idemgen_"
 
@@ -195,8 +208,9 @@ func (r sentResults) valueAt(i, col int) ([]byte, error) {
 }
 
 // sendReset sends resetSQL and reseedSQL, each parsed afresh, behind a
-// ROLLBACK when rollback is set, in one round trip.
-func sendReset(ctx context.Context, pc *pgx.Conn, rollback bool) error {
+// ROLLBACK when rollback is set and followed by discardPlansSQL when
+// replan is (queueReplan), in one round trip.
+func sendReset(ctx context.Context, pc *pgx.Conn, rollback, replan bool) error {
 	b := &pgconn.Batch{}
 	if rollback {
 		b.ExecParams(rollbackSQL, nil, nil, nil, nil)
@@ -205,5 +219,8 @@ func sendReset(ctx context.Context, pc *pgx.Conn, rollback bool) error {
 		b.ExecParams(q, nil, nil, nil, nil)
 	}
 	b.ExecParams(reseedSQL, [][]byte{[]byte(strconv.FormatFloat(newSeed(), 'g', -1, 64))}, nil, nil, nil)
+	if replan {
+		queueReplan(b, pc)
+	}
 	return readBatch(pc.PgConn().ExecBatch(ctx, b)).err
 }

@@ -23,15 +23,45 @@ import (
 func (e *Engine) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt := e.router.find(r.Method, r.URL.EscapedPath())
-		switch {
-		case rt.op == nil:
-			next.ServeHTTP(w, r)
-		case rt.near:
-			e.refusePath(w, r, rt.op)
-		default:
-			e.serve(w, r, rt.op, rt.params, nil, next)
-		}
+		e.serveFound(w, r, rt, next)
 	})
+}
+
+// RoutedMiddleware is Middleware for one request of a router that has
+// chosen the request's route before its middleware runs, as gin has:
+// pattern is that route's path, parameters in braces as Route takes them,
+// or "" when the router routes the request nowhere. When the route is not
+// the operation the engine reads from the path (another operation's, an
+// unprotected one, none), a decoding or precedence rule of the router's
+// own has read the path differently, and the request is refused with 500
+// route-mismatch before anything runs: its handler would otherwise run
+// under another operation's policy, or under none.
+func (e *Engine) RoutedMiddleware(pattern string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt := e.router.find(r.Method, r.URL.EscapedPath())
+		if routed := e.routeOp(r.Method, pattern); routed != rt.op && !rt.near {
+			op := rt.op
+			if op == nil {
+				op = routed
+			}
+			e.refuseRoute(w, r, op, fmt.Sprintf("the router routed it to %q, which is not the route of the operation the engine read from its path", pattern))
+			return
+		}
+		e.serveFound(w, r, rt, next)
+	})
+}
+
+// serveFound serves r as the router found it: untouched when it is no
+// protected operation's, refused when routers could read it two ways.
+func (e *Engine) serveFound(w http.ResponseWriter, r *http.Request, rt route, next http.Handler) {
+	switch {
+	case rt.op == nil:
+		next.ServeHTTP(w, r)
+	case rt.near:
+		e.refusePath(w, r, rt.op)
+	default:
+		e.serve(w, r, rt.op, rt.params, nil, next)
+	}
 }
 
 // Handler protects next, the handler of one operation, for routers that

@@ -102,7 +102,8 @@ func (rt *router) match(method, escapedPath string) (*operation, map[string]stri
 				// An escaped "/" at the very end reads as a trailing slash
 				// to a router that matches the decoded path.
 				work.Add(len(segs[len(segs)-1]))
-				near := !canonicalEscapes(escapedPath) || strings.HasSuffix(pathtemplate.Decode(segs[len(segs)-1]), "/")
+				near := !canonicalEscapes(escapedPath) || strings.HasSuffix(pathtemplate.Decode(segs[len(segs)-1]), "/") ||
+					rt.decodedElsewhere(method, op, escapedPath, segs)
 				return op, params, near
 			}
 		}
@@ -147,6 +148,33 @@ func (rt *router) match(method, escapedPath string) (*operation, map[string]stri
 		}
 	}
 	return nil, nil, false
+}
+
+// decodedElsewhere reports whether a router that matches the decoded path
+// (gin by default), where an escaped "/" inside a segment separates
+// segments, reads a path that matched op as another protected operation
+// or as none: "/customers/c1%2Fbalance" is updateCustomer {id: "c1/balance"}
+// to the engine, ServeMux, chi and ogen, and /customers/{id}/balance to
+// gin. It counts the bytes it reads.
+func (rt *router) decodedElsewhere(method string, op *operation, escapedPath string, segs []string) bool {
+	work.Add(len(escapedPath))
+	if !strings.Contains(escapedPath, "%2F") {
+		return false
+	}
+	decoded := decodeAll(segs)
+	work.Add(len(decoded)) // split on "/"
+	rest, ok := cutSegments(fillEmpty(strings.Split(decoded, "/")), rt.base)
+	if !ok {
+		return true
+	}
+	size := bytesOf(rest)
+	for _, o := range rt.byMethod[method] {
+		work.Add(size)
+		if _, ok := o.template.Match(rest); ok {
+			return o != op
+		}
+	}
+	return true
 }
 
 // bytesOf is the length of segs' bytes together.

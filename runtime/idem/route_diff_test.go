@@ -13,11 +13,15 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gin-gonic/gin"
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/runtime/fingerprint"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemecho"
+	"github.com/idemgen/idemgen/runtime/idemgin"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
@@ -108,14 +112,19 @@ var (
 
 // diffCase is one router in one mounting.
 type diffCase struct {
-	name      string
-	newRouter func() diffRouter
+	name string
+	// newRouter makes the router, with e's middleware of its own when it
+	// has one (adapter).
+	newRouter func(e *idem.Engine) diffRouter
 	// mixed allows templates with parameters that share a segment with
 	// text (ServeMux has no such patterns).
 	mixed bool
 	// perRoute mounts Engine.Handler on every route instead of the
 	// middleware in front of the router.
 	perRoute bool
+	// adapter is a router that newRouter mounted the engine in, through
+	// the router's adapter (idemgin, idemecho).
+	adapter bool
 	// words are the literal segments templates are made of.
 	words []string
 	// anyPolicy only asks that a request the router hands a protected
@@ -256,7 +265,6 @@ func runDifferential(t *testing.T, dc diffCase) {
 			ids      []string
 			hits     = map[string]routed{}
 			mu       sync.Mutex
-			router   = dc.newRouter()
 			used     = map[string]bool{}
 		)
 		for i, tm := range tmpls {
@@ -271,6 +279,7 @@ func runDifferential(t *testing.T, dc diffCase) {
 		if err != nil {
 			continue // overlapping templates: the engine refuses to start
 		}
+		router := dc.newRouter(e)
 		ok := func() (ok bool) {
 			defer func() {
 				if recover() != nil {
@@ -300,7 +309,7 @@ func runDifferential(t *testing.T, dc diffCase) {
 		}
 		byFingerprint := map[string]string{}
 		var h http.Handler = router
-		if !dc.perRoute {
+		if !dc.perRoute && !dc.adapter {
 			h = e.Middleware(router)
 		}
 		for i := range perRound {
@@ -352,7 +361,7 @@ func runDifferential(t *testing.T, dc diffCase) {
 }
 
 func TestDifferentialServeMux(t *testing.T) {
-	newMux := func() diffRouter { return muxRouter{http.NewServeMux()} }
+	newMux := func(*idem.Engine) diffRouter { return muxRouter{http.NewServeMux()} }
 	runDifferential(t, diffCase{name: "ServeMux", newRouter: newMux, words: allWords})
 	runDifferential(t, diffCase{name: "ServeMux per route", newRouter: newMux, words: allWords, perRoute: true})
 }
@@ -369,8 +378,8 @@ func TestDifferentialServeMux(t *testing.T) {
 // policy of the same API. Engine.Handler on each route takes the operation
 // from the route itself and holds with every literal and template.
 func TestDifferentialChi(t *testing.T) {
-	newChi := func() diffRouter { return chiRouter{chi.NewRouter()} }
-	newStripping := func() diffRouter {
+	newChi := func(*idem.Engine) diffRouter { return chiRouter{chi.NewRouter()} }
+	newStripping := func(*idem.Engine) diffRouter {
 		r := chi.NewRouter()
 		r.Use(middleware.StripSlashes)
 		return chiRouter{r}
@@ -380,4 +389,107 @@ func TestDifferentialChi(t *testing.T) {
 	runDifferential(t, diffCase{name: "chi, mixed segments", newRouter: newChi, mixed: true, words: plainWords, anyPolicy: true})
 	runDifferential(t, diffCase{name: "chi per route", newRouter: newChi, mixed: true, words: allWords, perRoute: true})
 	runDifferential(t, diffCase{name: "chi+StripSlashes per route", newRouter: newStripping, mixed: true, words: allWords, perRoute: true, normalizes: true})
+}
+
+// ginRouter is gin as it comes (UseRawPath false): it routes on the
+// decoded path, where an escaped "/" separates segments, and hands out
+// parameters decoded.
+type ginRouter struct{ *gin.Engine }
+
+func (g ginRouter) add(tmpl string, params []string, wrap func(http.Handler) http.Handler, h func(*http.Request, map[string]string)) {
+	g.POST(colonParams(tmpl), gin.WrapH(wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		vals := map[string]string{}
+		for _, p := range params {
+			vals[p] = routeParam(r, p)
+		}
+		h(r, vals)
+		w.WriteHeader(http.StatusCreated)
+	}))))
+}
+
+// echoRouter is echo, which routes on the path as the request escaped it
+// when it needs its escapes (RawPath), as chi does, and hands out
+// parameters as they stand there.
+type echoRouter struct{ *echo.Echo }
+
+func (ec echoRouter) add(tmpl string, params []string, wrap func(http.Handler) http.Handler, h func(*http.Request, map[string]string)) {
+	ec.POST(colonParams(tmpl), func(c echo.Context) error {
+		wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			vals := map[string]string{}
+			for _, p := range params {
+				v := c.Param(p)
+				if r.URL.RawPath != "" {
+					if d, err := url.PathUnescape(v); err == nil {
+						v = d
+					}
+				}
+				vals[p] = v
+			}
+			h(r, vals)
+			w.WriteHeader(http.StatusCreated)
+		})).ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
+}
+
+// ginParams carries gin's parameters to the wrapped handler.
+type ginParams struct{}
+
+// routeParam is the gin parameter p of the request r, which
+// withGinParams put in its context.
+func routeParam(r *http.Request, p string) string {
+	ps, _ := r.Context().Value(ginParams{}).(gin.Params)
+	return ps.ByName(p)
+}
+
+// colonParams writes a template as gin and echo write a route: "{p0}" as
+// ":p0", literals decoded (they compare them with the decoded path).
+func colonParams(tmpl string) string {
+	if d, err := url.PathUnescape(tmpl); err == nil {
+		tmpl = d
+	}
+	return strings.NewReplacer("{", ":", "}", "").Replace(tmpl)
+}
+
+// colonWords are the literals gin and echo can route: a ":" starts a
+// parameter in either.
+var colonWords = []string{"accounts", "orders", "v1", "x.y", "pets"}
+
+// gin routes on the decoded path, so an escaped "/" in a value makes it
+// another route than the engine's: behind Engine.Middleware the engine
+// refuses every path a decoding router reads elsewhere, and behind
+// idemgin.Middleware it also refuses whatever gin routes to another
+// operation than the one the engine read.
+func TestDifferentialGin(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	newGin := func(mw ...gin.HandlerFunc) func(*idem.Engine) diffRouter {
+		return func(e *idem.Engine) diffRouter {
+			g := gin.New()
+			g.ContextWithFallback = true
+			for _, m := range mw {
+				g.Use(m)
+			}
+			g.Use(func(c *gin.Context) {
+				c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), ginParams{}, c.Params))
+			})
+			return ginRouter{g}
+		}
+	}
+	words := append([]string{"café", "a b"}, colonWords...)
+	runDifferential(t, diffCase{name: "gin", newRouter: newGin(), words: words})
+	adapted := func(e *idem.Engine) diffRouter { return newGin(idemgin.Middleware(e))(e) }
+	runDifferential(t, diffCase{name: "gin behind idemgin.Middleware", newRouter: adapted, words: words, adapter: true})
+}
+
+// echo routes on the path as the request escaped it, as the engine does,
+// but its parameter at the root takes the whole path ("/{id}" serves
+// "/a/b"): behind idemecho.Middleware, which compares echo's route with
+// the engine's operation, nothing reaches a handler unprotected.
+func TestDifferentialEcho(t *testing.T) {
+	newEcho := func(e *idem.Engine) diffRouter {
+		ec := echo.New()
+		ec.Use(idemecho.Middleware(e))
+		return echoRouter{ec}
+	}
+	runDifferential(t, diffCase{name: "echo behind idemecho.Middleware", newRouter: newEcho, words: colonWords, adapter: true})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
 // Middleware returns echo middleware that applies e's policies to the
@@ -32,6 +33,12 @@ import (
 // the engine scopes keys to the tenant Config.Tenant reads from the
 // request. echo runs Use'd middleware after routing, for every route.
 //
+// echo has chosen the route when Middleware runs, and its rules are not
+// the engine's (a parameter at the root takes the whole path: "/:id"
+// serves "/a/b"). A request whose echo route is not the operation the
+// engine read from its path (e.RoutedMiddleware) is refused with 500
+// route-mismatch, and nothing runs.
+//
 // An error the chain returns is answered inside the engine, through echo's
 // HTTPErrorHandler (Context.Error), so that answer is the one the engine
 // stores and replays; the middleware itself then returns nil.
@@ -39,7 +46,7 @@ func Middleware(e *idem.Engine) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			in, outer := c.Request(), c.Response()
-			e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.RoutedMiddleware(pathtemplate.FromColons(c.Path()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				c.SetRequest(r)
 				c.SetResponse(echo.NewResponse(w, c.Echo()))
 				if err := next(c); err != nil {

@@ -29,11 +29,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
 // ErrNoContextFallback is the error of a gin engine whose Context does not
@@ -47,10 +47,16 @@ var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback i
 // engine scopes keys to the tenant Config.Tenant reads from the request),
 // and before registering the routes it protects: gin gives a route only
 // the middleware Use'd before it.
+//
+// gin has chosen the route when Middleware runs, reading the decoded path
+// (Engine.UseRawPath false), where the engine reads the path segment by
+// segment as ServeMux does. A request whose gin route is not the
+// operation the engine read (e.RoutedMiddleware) is refused with 500
+// route-mismatch, and nothing runs.
 func Middleware(e *idem.Engine) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		outer := c.Writer
-		e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.RoutedMiddleware(ServeMuxPath(c.FullPath()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c.Request = r.WithContext(context.WithValue(r.Context(), probeKey{}, true))
 			if c.Value(probeKey{}) == nil {
 				// The handler could not reach its transaction: refuse
@@ -132,15 +138,4 @@ func register(mux *http.ServeMux, pattern string) (err error) {
 // writes a pattern's: gin's ":id" as "{id}" and its "*rest" as
 // "{rest...}". A ServeMux of the routes stands in for gin where a route
 // must be found without serving the request, as CheckRoutes does.
-func ServeMuxPath(path string) string {
-	segs := strings.Split(path, "/")
-	for i, s := range segs {
-		switch {
-		case strings.HasPrefix(s, ":"):
-			segs[i] = "{" + s[1:] + "}"
-		case strings.HasPrefix(s, "*"):
-			segs[i] = "{" + s[1:] + "...}"
-		}
-	}
-	return strings.Join(segs, "/")
-}
+func ServeMuxPath(path string) string { return pathtemplate.FromColons(path) }

@@ -455,3 +455,20 @@ func (s segment) mayOverlap(o segment) bool {
 	la, lb := s.parts[len(s.parts)-1].lit, o.parts[len(o.parts)-1].lit
 	return strings.HasSuffix(la, lb) || strings.HasSuffix(lb, la)
 }
+
+// FromColons writes the path of a gin or echo route in braces, as a
+// template (and a ServeMux pattern) writes it: ":id" as "{id}", a
+// catch-all "*rest" as "{rest...}" (which is no template: no operation's
+// route).
+func FromColons(path string) string {
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		switch {
+		case strings.HasPrefix(s, ":"):
+			segs[i] = "{" + s[1:] + "}"
+		case strings.HasPrefix(s, "*"):
+			segs[i] = "{" + s[1:] + "...}"
+		}
+	}
+	return strings.Join(segs, "/")
+}

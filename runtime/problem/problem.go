@@ -108,7 +108,7 @@ var table = [...]row{
 	RouteNotApplied: {RouteMismatch, http.StatusInternalServerError, "Request not routed to its policy",
 		"The server could not apply this operation's idempotency policy to the request, so it did not run it. Contact support.", "", ""},
 	PathNotCanonical: {NonCanonicalPath, http.StatusBadRequest, "Path not canonical",
-		"The request path is not in canonical form (an empty or dot segment, a needless escape, or a parameter value holding the text that follows the parameter). Send it to %s exactly, with the same idempotency key.",
+		"The request path is not in canonical form (an empty or dot segment, a needless escape, an escaped \"/\" that routers read as a separator or not, or a parameter value holding the text that follows the parameter). Send it to %s exactly, with the same idempotency key.",
 		"the path has an empty or dot segment or a needless escape; nothing ran", "send the path in canonical form, same key"},
 	MethodRefused: {MethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
 		"This route takes %s for operation %s; the method %q was not run.", "", ""},

@@ -25,8 +25,9 @@ const Op = "createTransfer"
 
 // Engine serves Op on a SQLite store of the test's own that also holds a
 // transfers table (amount INTEGER), for the tenant WithTenant put in the
-// request's context.
-func Engine(t *testing.T) (*idem.Engine, *sql.DB) {
+// request's context. Each of adjust then changes the engine's Config
+// (other policies, a logger) for what its test is about.
+func Engine(t *testing.T, adjust ...func(*idem.Config)) (*idem.Engine, *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "idem.db"))
@@ -43,10 +44,14 @@ func Engine(t *testing.T) (*idem.Engine, *sql.DB) {
 	p := idemtest.Policy(Op, "/transfers", func(p *idem.Policy) {
 		p.Transactional, p.OnLeaseExpiry = true, idemstore.Takeover
 	})
-	e, err := idem.New(idem.Config{Store: s, Policies: []idem.Policy{p}, Tenant: func(r *http.Request) (string, bool) {
+	cfg := idem.Config{Store: s, Policies: []idem.Policy{p}, Tenant: func(r *http.Request) (string, bool) {
 		v, ok := r.Context().Value(tenantKey{}).(string)
 		return v, ok
-	}})
+	}}
+	for _, f := range adjust {
+		f(&cfg)
+	}
+	e, err := idem.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

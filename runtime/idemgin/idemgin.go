@@ -27,7 +27,6 @@ package idemgin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -55,10 +54,15 @@ var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback i
 // route-mismatch, and nothing runs.
 func Middleware(e *idem.Engine) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if p, ok := c.Request.Context().Value(probeKey{}).(*probe); ok {
+			p.reached, p.route = true, c.FullPath()
+			c.Abort()
+			return
+		}
 		outer := c.Writer
 		e.RoutedMiddleware(ServeMuxPath(c.FullPath()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c.Request = r.WithContext(context.WithValue(r.Context(), probeKey{}, true))
-			if c.Value(probeKey{}) == nil {
+			c.Request = r.WithContext(context.WithValue(r.Context(), fallbackKey{}, true))
+			if c.Value(fallbackKey{}) == nil {
 				// The handler could not reach its transaction: refuse
 				// before it runs rather than let it write outside it.
 				idem.NotExecuted(r.Context())
@@ -77,9 +81,9 @@ func Middleware(e *idem.Engine) gin.HandlerFunc {
 	}
 }
 
-// probeKey marks the request's context, to see whether gin's Context
+// fallbackKey marks the request's context, to see whether gin's Context
 // passes the request's values on.
-type probeKey struct{}
+type fallbackKey struct{}
 
 // RequestError answers a request that oapi-codegen's gin server could not
 // decode or bind with 400 and err's text, as oapi-codegen's default does,
@@ -102,36 +106,6 @@ func ParamError(c *gin.Context, err error, status int) {
 		idem.NotExecuted(c.Request.Context())
 	}
 	c.JSON(status, gin.H{"msg": err.Error()})
-}
-
-// CheckRoutes is e.CheckRoutes for an engine behind Middleware on g: it
-// refuses g without ContextWithFallback and reports every protected
-// operation g does not route. gin cannot find a route without serving the
-// request, so the routes g lists (Engine.Routes) are matched in a
-// ServeMux of CheckRoutes' own: call it once every route is registered.
-func CheckRoutes(e *idem.Engine, g *gin.Engine) error {
-	if !g.ContextWithFallback {
-		return ErrNoContextFallback
-	}
-	mux := http.NewServeMux()
-	for _, rt := range g.Routes() {
-		if err := register(mux, rt.Method+" "+ServeMuxPath(rt.Path)); err != nil {
-			return err
-		}
-	}
-	return e.CheckRoutes(idem.BehindMiddleware, mux.Handler)
-}
-
-// register adds pattern to mux; a pattern ServeMux cannot take is an
-// error rather than a panic.
-func register(mux *http.ServeMux, pattern string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("idemgin: CheckRoutes cannot match the route %s: %v", pattern, r)
-		}
-	}()
-	mux.Handle(pattern, http.NotFoundHandler())
-	return nil
 }
 
 // ServeMuxPath writes the path of a gin route as net/http's ServeMux

@@ -154,3 +154,40 @@ func TestServeMuxPath(t *testing.T) {
 		}
 	}
 }
+
+// CheckRoutes proves each protected route runs Middleware: a route gin
+// made before g.Use(idemgin.Middleware) (or in a group made before it)
+// runs without the engine, and is reported; the probe that finds it runs
+// no handler it reaches Middleware through.
+func TestCheckRoutesFindsARouteMadeBeforeTheMiddleware(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(g *gin.Engine, h gin.HandlerFunc, mw ...gin.HandlerFunc)
+	}{
+		{"route before Use", func(g *gin.Engine, h gin.HandlerFunc, mw ...gin.HandlerFunc) {
+			g.POST("/transfers", h)
+			g.Use(mw...)
+		}},
+		{"group made before Use", func(g *gin.Engine, h gin.HandlerFunc, mw ...gin.HandlerFunc) {
+			grp := g.Group("/")
+			g.Use(mw...)
+			grp.POST("/transfers", h)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _ := adaptertest.Engine(t)
+			var runs atomic.Int64
+			g := gin.New()
+			g.ContextWithFallback = true
+			tc.build(g, strictTransfer(&runs), authenticate, idemgin.Middleware(e))
+			if err := idemgin.CheckRoutes(e, g); err == nil || !strings.Contains(err.Error(), "without running idemgin.Middleware") {
+				t.Fatalf("CheckRoutes = %v, want the route reported", err)
+			}
+		})
+	}
+	e, db := adaptertest.Engine(t)
+	var runs atomic.Int64
+	if err := idemgin.CheckRoutes(e, newGin(e, &runs, true)); err != nil || runs.Load() != 0 || adaptertest.Transfers(t, db) != 0 {
+		t.Fatalf("CheckRoutes = %v after %d runs, want nil and none", err, runs.Load())
+	}
+}

@@ -120,13 +120,16 @@ const sweepSQL = `SELECT idempotency_sweep($1)`
 // transaction wears its request's badge, $4 (requestBadge; $3 is
 // badgeClass), for as long as it lasts, so that settle can tell whom the
 // key's holder serves; a keyless one passes NULLs and takes no lock. Its
-// last column is when the transaction began, by the database's clock:
+// fifth column is when the transaction began, by the database's clock:
 // what pgx prepared since then, it prepared for the handler (cached.go).
+// Its last is the relation the store's table name resolves to on the
+// session before the handler runs (txMark).
 const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
        set_config('statement_timeout', $1, true),
        set_config('idemgen.transaction', $2, true),
        pg_try_advisory_xact_lock_shared($3, $4),
-       pg_catalog.transaction_timestamp()`
+       pg_catalog.transaction_timestamp(),
+       pg_catalog.to_regclass('idempotency_keys')::pg_catalog.oid`
 
 // sameTxSQL runs first in the batch that ends a handler's transaction. It
 // fails, with division_by_zero (sqlstateNotSameTx), unless the connection
@@ -134,10 +137,19 @@ const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', 
 // ended it and began another in the same statement (COMMIT AND CHAIN, or
 // COMMIT; BEGIN through the simple protocol) leaves the connection in a
 // transaction without the mark, where it cannot be told apart by its
-// status. The failure aborts that transaction, so nothing queued behind
-// the check (a completion, a COMMIT) runs. current_setting is not
-// evaluated when the statement is planned, so neither is the division.
-const sameTxSQL = `SELECT 1 / (coalesce(current_setting('idemgen.transaction', true), '') = $1)::int`
+// status. It fails the same way when the store's table name no longer
+// resolves to the relation it named when the transaction began ($2, see
+// txMark; 0 for a keyless transaction): the completion would write another
+// relation. The failure aborts
+// that transaction, so nothing queued behind the check (a completion, a
+// COMMIT) runs. current_setting is not evaluated when the statement is
+// planned, so neither is the division. Every function and operator is
+// pg_catalog's: the statement is parsed under the handler's search_path.
+const sameTxSQL = `SELECT 1 OPERATOR(pg_catalog./) (
+         coalesce(pg_catalog.current_setting('idemgen.transaction', true), '') OPERATOR(pg_catalog.=) $1::pg_catalog.text
+     AND ($2::pg_catalog.oid OPERATOR(pg_catalog.=) 0
+          OR coalesce(pg_catalog.to_regclass('idempotency_keys')::pg_catalog.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid, false))
+       )::pg_catalog.int4`
 
 // resetSQL gives back a connection that a transactional claim or a
 // handler used as the pool handed it out. It is DISCARD ALL without
@@ -332,6 +344,14 @@ ON CONFLICT (tenant, scope, key) DO UPDATE
 // session before another request runs them. It travels with the full
 // reset.
 const discardPlansSQL = `DISCARD PLANS`
+
+// settleSessionSQL runs before settle marks a key, on the session of a
+// handler that may have ended its transaction itself and then changed the
+// session at will: it undoes what decides where settle's statements write
+// (the role, the search_path, temporary relations named like the store's
+// table), so that they mark the key's own row. The claim's session locks
+// stay: they keep every other claim away until the key is settled.
+const settleSessionSQL = `SET SESSION AUTHORIZATION DEFAULT; RESET ROLE; RESET search_path; DISCARD TEMP`
 
 const (
 	commitSQL   = `COMMIT`

@@ -150,7 +150,7 @@ func TestStatementsPerRequest(t *testing.T) {
 			// statement the batch ran was the handler's (replacedSQL). This
 			// handler leaves nothing else, so the full reset (resetSQL) is
 			// not sent.
-			"SELECT 1 / (coalesce(current_setting('idemgen.transaction'",
+			"SELECT 1 OPERATOR(pg_catalog./) (",
 			"SELECT idempotency_complete(",
 			"COMMIT",
 			"SELECT pg_catalog.pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES",

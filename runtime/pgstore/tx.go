@@ -108,7 +108,7 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	b := leasedBegin(c.Lease, c.Token, requestBadge(c))
 	b.Queue(claimSQL, claimArgs(c, true)...)
 	br := conn.SendBatch(ctx, b)
-	began, err := begun(br)
+	began, keys, err := begun(br)
 	var (
 		res       idemstore.Result
 		unsettled bool
@@ -156,7 +156,7 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 		}
 		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
 	}
-	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: c.Token, claim: &c, guard: guard}, nil
+	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: txMark{c.Token, keys}, claim: &c, guard: guard}, nil
 }
 
 // peek reads the row that decides c by itself (peekSQL), outside any
@@ -193,7 +193,7 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	}
 	mark := newMark()
 	br := conn.SendBatch(ctx, leasedBegin(lease, mark, nil))
-	began, err := begun(br)
+	began, _, err := begun(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -201,7 +201,9 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 		s.giveBack(ctx, conn, nil)
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: mark}, nil
+	// A keyless transaction writes no key: where the table's name resolves
+	// at its end is not looked at (txMark's keys is 0).
+	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: txMark{value: mark}}, nil
 }
 
 // leasedBegin is a batch that begins a transaction bounded by lease (its
@@ -227,13 +229,28 @@ func leasedBegin(lease time.Duration, mark string, badge any) *pgx.Batch {
 func newMark() string { return rand.Text() }
 
 // begun reads the results of leasedBegin's two statements from br: when
-// the transaction began, by the database's clock.
-func begun(br pgx.BatchResults) (began time.Time, err error) {
+// the transaction began, by the database's clock, and the relation that
+// the store's table named the transaction's session then (see txMark).
+func begun(br pgx.BatchResults) (began time.Time, keys uint32, err error) {
 	if _, err = br.Exec(); err != nil {
-		return began, err
+		return began, keys, err
 	}
-	err = br.QueryRow().Scan(nil, nil, nil, nil, &began)
-	return began, err
+	err = br.QueryRow().Scan(nil, nil, nil, nil, &began, &keys)
+	return began, keys, err
+}
+
+// txMark is what sameTxSQL checks at a transaction's end: value, the
+// transaction's mark, and keys, the oid of the relation that the name
+// idempotency_keys resolved to when the transaction began, before the
+// handler ran. A handler that makes the name resolve elsewhere (a temporary
+// table of that name, which the session's search_path finds first, or a
+// search_path of its own) would have the completion, and every statement
+// after it on the session, write a relation of its making instead of the
+// key's row (docs/semantics.md §7.2). A keyless transaction, which writes
+// no key, has keys 0, and sameTxSQL checks its mark alone.
+type txMark struct {
+	value string
+	keys  uint32
 }
 
 // timeoutSetting renders a lease as a PostgreSQL timeout in whole
@@ -311,7 +328,7 @@ func newSeed() float64 {
 // A transaction in which a statement failed runs nothing but its end, so
 // it cannot be checked: sameTxSQL is left out, and a caller that must know
 // learns it otherwise (Release).
-func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, h *handlerTx, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
+func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handlerTx, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
 	pc := conn.Conn()
 	if pc.IsClosed() {
 		return tag, errNotSent, nil
@@ -319,7 +336,7 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark string, h *handler
 	checked := !txFailed(conn)
 	var qs []*pgx.QueuedQuery
 	if checked {
-		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: []any{mark}})
+		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: []any{mark.value, mark.keys}})
 	}
 	qs = append(qs, stmts...)
 	qs = append(qs, leanReset(pc.Config().User, h.cache.began)...)
@@ -464,8 +481,9 @@ type tx struct {
 	conn *pgxpool.Conn // nil once the transaction has ended
 	h    *handlerTx
 	// mark is the transaction's mark (sameTxSQL): the claim's lease token,
-	// or a random one for a keyless transaction.
-	mark string
+	// or a random one for a keyless transaction, with the relation of the
+	// store's table.
+	mark txMark
 	// claim is the won claim the transaction holds, with its session
 	// locks; nil for a keyless transaction (Begin).
 	claim *idemstore.Claim
@@ -601,6 +619,9 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 	var err error
 	if pc.PgConn().TxStatus() != 'I' {
 		_, err = pc.Exec(rctx, rollbackSQL)
+	}
+	if err == nil {
+		_, err = pc.Exec(rctx, settleSessionSQL)
 	}
 	unknown := errors.Is(cause, errHandlerEndedTx)
 	// The statements are described afresh rather than taken from pgx's

@@ -145,12 +145,14 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 //
 // Nor may the handler change the connection for the requests that use it
 // after its own (see sessionAction); the temporary objects it creates are
-// dropped instead, when the transaction ends (resetSession).
+// dropped instead, when the transaction ends (resetSession). Nor may it
+// make what the store's own statements on the connection act on (see
+// storeObject).
 //
 // Once SQLite has rolled the transaction back on its own (see rolledBack),
 // nothing more of the handler's runs: it would run outside any
 // transaction.
-func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, _, _, _ string) sqlite.AuthorizerReturnCode {
+func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, arg2, _, _ string) sqlite.AuthorizerReturnCode {
 	if !t.handlerOwns.Load() {
 		return sqlite.AuthorizerOK
 	}
@@ -164,8 +166,35 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, _, _, _ stri
 		return sqlite.AuthorizerDeny
 	case sessionAction(action, op):
 		return sqlite.AuthorizerDeny
+	case storeObject(action, op, arg2):
+		return sqlite.AuthorizerDeny
 	}
 	return sqlite.AuthorizerOK
+}
+
+// storeObject reports whether a handler's statement would change what the
+// store's own statements on its connection act on: a temporary table or
+// view named as one of the store's tables, which SQLite resolves an
+// unqualified name to first, so that the completion would write it
+// instead of the key's row; a trigger on one of them, which could undo
+// the completion after it ran; or the table itself altered or dropped.
+// For a table or view, name is the object's name; for a trigger, table is
+// the table it is on; for ALTER TABLE, table is the table.
+func storeObject(action sqlite.AuthorizerActionCode, name, table string) bool {
+	switch action {
+	case sqlite.AuthCreateTempTable, sqlite.AuthCreateTempView, sqlite.AuthCreateView,
+		sqlite.AuthDropTable, sqlite.AuthDropTempTable:
+		return storeTables[strings.ToLower(name)]
+	case sqlite.AuthCreateTrigger, sqlite.AuthCreateTempTrigger, sqlite.AuthAlterTable:
+		return storeTables[strings.ToLower(table)]
+	}
+	return false
+}
+
+// storeTables are the tables of the store's migrations, by SQLite's
+// case-insensitive name.
+var storeTables = map[string]bool{
+	"idempotency_keys": true, "idempotency_phases": true, "idempotency_outbox": true,
 }
 
 // commitHook is the commit hook of a handler transaction's connection: it

@@ -18,11 +18,14 @@
 package idemecho
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/routeprobe"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
@@ -45,6 +48,9 @@ import (
 func Middleware(e *idem.Engine) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			if routeprobe.Reach(c.Request().Context(), c.Path()) {
+				return nil // CheckRoutes' probe: nothing runs
+			}
 			in, outer := c.Request(), c.Response()
 			e.RoutedMiddleware(pathtemplate.FromColons(c.Path()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				c.SetRequest(r)
@@ -61,14 +67,33 @@ func Middleware(e *idem.Engine) echo.MiddlewareFunc {
 }
 
 // CheckRoutes is e.CheckRoutes(idem.BehindMiddleware, …) for an engine
-// behind Middleware on ec: it asks ec's router where each protected
-// operation's sample request goes, without serving it, and reports every
-// operation ec does not route. Call it once every route is registered.
-// Routes of a host (Echo.Host) have a router of their own and are not
-// looked into.
+// behind Middleware on ec: it proves that echo routes every protected
+// operation (Lookup) through Middleware. It serves one probe per routed
+// operation through ec: a request with no body and no key, whose context is already
+// cancelled and carries a mark only CheckRoutes sets. Middleware answers a
+// probe by recording the route echo chose, and runs nothing else: no
+// handler, no store call. CheckRoutes reports every operation echo does
+// not route, and every one whose probe never reached Middleware (Use'd on
+// a group or a route the operation's is not, or not at all): echo served
+// that probe with whatever it routes it to, and serves the operation's
+// requests without the engine. Middleware in front of Middleware sees the
+// probe; one that would refuse it (authentication) lets it through when
+// Probing says it is one. Call it once every route is registered. Routes
+// of a host (Echo.Host) have a router of their own and are not looked
+// into.
 func CheckRoutes(e *idem.Engine, ec *echo.Echo) error {
-	return e.CheckRoutes(idem.BehindMiddleware, Lookup(ec))
+	return routeprobe.Check(e, ec, Lookup(ec), func(r *http.Request, status int) error {
+		return fmt.Errorf("idemecho: %s %s: echo answered %d without running idemecho.Middleware: Use it on the Echo (ec.Use), and let its probe through the middleware in front of it (Probing)",
+			r.Method, r.URL.Path, status)
+	})
 }
+
+// Probing reports whether ctx is the context of CheckRoutes' probe, which
+// Middleware answers without running anything. Middleware in front of
+// Middleware that would refuse the probe (authentication without
+// credentials) lets it through. No client request carries the mark: only
+// CheckRoutes puts it in a context.
+func Probing(ctx context.Context) bool { return routeprobe.Is(ctx) }
 
 // Lookup is the route lookup of ec's router, for Engine.CheckRoutes: the
 // route echo would serve r with, found without serving it, and ec itself

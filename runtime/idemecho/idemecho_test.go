@@ -143,6 +143,35 @@ func TestCheckRoutesFindsAMissingRoute(t *testing.T) {
 	}
 }
 
+// CheckRoutes proves each protected route runs Middleware: a route echo
+// serves without it (Middleware Use'd on a group the route is not in, or
+// on no route at all) is reported, and the probe that proves a route
+// runs no handler behind Middleware.
+func TestCheckRoutesFindsARouteWithoutTheMiddleware(t *testing.T) {
+	for name, build := range map[string]func(ec *echo.Echo, h echo.HandlerFunc, mw echo.MiddlewareFunc){
+		"Middleware on another group": func(ec *echo.Echo, h echo.HandlerFunc, mw echo.MiddlewareFunc) {
+			ec.Group("/admin", mw)
+			ec.POST("/transfers", h)
+		},
+		"Middleware on another route": func(ec *echo.Echo, h echo.HandlerFunc, mw echo.MiddlewareFunc) {
+			ec.POST("/transfers", h)
+			ec.POST("/other", h, mw)
+		},
+	} {
+		e, _ := adaptertest.Engine(t)
+		ec := echo.New()
+		build(ec, transfer(new(atomic.Int64)), idemecho.Middleware(e))
+		if err := idemecho.CheckRoutes(e, ec); err == nil || !strings.Contains(err.Error(), "without running idemecho.Middleware") {
+			t.Errorf("%s: CheckRoutes = %v, want the route reported", name, err)
+		}
+	}
+	e, db := adaptertest.Engine(t)
+	var runs atomic.Int64
+	if err := idemecho.CheckRoutes(e, newEcho(e, &runs)); err != nil || runs.Load() != 0 || adaptertest.Transfers(t, db) != 0 {
+		t.Fatalf("CheckRoutes = %v after %d runs, want nil and none", err, runs.Load())
+	}
+}
+
 // Binder binds as the binder it wraps does, for every handler: with echo's
 // DefaultBinder, a handler's own Context.Bind still gets the path's
 // parameters, not the body alone.

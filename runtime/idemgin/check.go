@@ -2,13 +2,13 @@ package idemgin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/routeprobe"
 )
 
 // CheckRoutes is e.CheckRoutes for an engine behind Middleware on g: it
@@ -30,20 +30,10 @@ func CheckRoutes(e *idem.Engine, g *gin.Engine) error {
 	if !g.ContextWithFallback {
 		return ErrNoContextFallback
 	}
-	var missed []error
-	err := e.CheckRoutes(idem.BehindMiddleware, func(r *http.Request) (http.Handler, string) {
-		p, status := send(g, r)
-		switch {
-		case !p.reached:
-			missed = append(missed, fmt.Errorf("idemgin: %s %s: gin answered %d without running idemgin.Middleware: register the route after g.Use(idemgin.Middleware(e)), in a group made after it, and let Middleware's probe through the middleware in front of it (Probing)",
-				r.Method, r.URL.Path, status))
-			return g, r.URL.Path // reported above
-		case p.route == "":
-			return nil, "" // gin's 404 or 405 answer
-		}
-		return g, p.route
+	return routeprobe.Check(e, g, nil, func(r *http.Request, status int) error {
+		return fmt.Errorf("idemgin: %s %s: gin answered %d without running idemgin.Middleware: register the route after g.Use(idemgin.Middleware(e)), in a group made after it, and let Middleware's probe through the middleware in front of it (Probing)",
+			r.Method, r.URL.Path, status)
 	})
-	return errors.Join(append([]error{err}, missed...)...)
 }
 
 // Probing reports whether ctx is the context of CheckRoutes' probe, which
@@ -51,46 +41,4 @@ func CheckRoutes(e *idem.Engine, g *gin.Engine) error {
 // Middleware that would refuse the probe (authentication without
 // credentials) lets it through. No client request carries the mark: only
 // CheckRoutes puts it in a context.
-func Probing(ctx context.Context) bool {
-	_, ok := ctx.Value(probeKey{}).(*probe)
-	return ok
-}
-
-// probe records what Middleware saw of CheckRoutes' request.
-type probe struct {
-	reached bool
-	route   string // gin's FullPath
-}
-
-type probeKey struct{}
-
-// send serves r through g as CheckRoutes' probe and returns what
-// Middleware saw of it and the status g answered.
-func send(g *gin.Engine, r *http.Request) (*probe, int) {
-	p := &probe{}
-	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), probeKey{}, p))
-	cancel() // a handler that runs despite all has nothing to work with
-	w := &discard{header: http.Header{}, status: http.StatusOK}
-	g.ServeHTTP(w, r.WithContext(ctx))
-	return p, w.status
-}
-
-// discard is the ResponseWriter of a probe: it keeps the status only.
-type discard struct {
-	header http.Header
-	status int
-	wrote  bool
-}
-
-func (d *discard) Header() http.Header { return d.header }
-
-func (d *discard) Write(b []byte) (int, error) {
-	d.wrote = true
-	return len(b), nil
-}
-
-func (d *discard) WriteHeader(code int) {
-	if !d.wrote {
-		d.status, d.wrote = code, true
-	}
-}
+func Probing(ctx context.Context) bool { return routeprobe.Is(ctx) }

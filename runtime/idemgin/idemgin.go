@@ -32,6 +32,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/routeprobe"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
@@ -54,9 +55,8 @@ var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback i
 // route-mismatch, and nothing runs.
 func Middleware(e *idem.Engine) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if p, ok := c.Request.Context().Value(probeKey{}).(*probe); ok {
-			p.reached, p.route = true, c.FullPath()
-			c.Abort()
+		if routeprobe.Reach(c.Request.Context(), c.FullPath()) {
+			c.Abort() // CheckRoutes' probe: nothing runs
 			return
 		}
 		outer := c.Writer

@@ -178,9 +178,20 @@ func checkQuietLogs(t *testing.T, logs string) {
 	t.Helper()
 	for _, level := range []string{"WARN", "ERROR"} {
 		if lines := labtest.LevelCounts(logs, level); len(lines) > 0 {
-			t.Errorf("the server logged at %s in a storm without kills: %s", level, strings.Join(lines, "; "))
+			t.Errorf("the server logged at %s in a storm without kills: %s; the first such line:\n%s",
+				level, strings.Join(lines, "; "), firstAt(logs, level))
 		}
 	}
+}
+
+// firstAt is the first line of logs at level.
+func firstAt(logs, level string) string {
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, " level="+level+" ") {
+			return line
+		}
+	}
+	return ""
 }
 
 // playStorms plays a storm of transfers on each database, by the clients

@@ -32,7 +32,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	a, err := s.ledger.CreateAccount(r.Context(), s.conn, tenant(r), in)
+	a, err := s.ledger.CreateAccount(finishing(r), s.conn, tenant(r), in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -137,7 +137,7 @@ func (s *Server) createPet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p, err := s.ledger.CreatePet(r.Context(), s.conn, tenant(r), in)
+	p, err := s.ledger.CreatePet(finishing(r), s.conn, tenant(r), in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -180,14 +180,17 @@ func (s *Server) createAdoption(w http.ResponseWriter, r *http.Request, db ledge
 	writeJSON(w, http.StatusCreated, a)
 }
 
-// finishing is the context a transactional handler writes under: the
-// request's values without its cancellation. The handler runs under a won
-// claim, in the idempotency layer's transaction, which the lease bounds. A
-// client that hangs up mid-way must not cut the writes off: its retry
-// waits for this request's answer (409 in progress, then the replay), and
-// an aborted run leaves it nothing to find but another run, which under
-// row-lock waits longer than the clients' patience is aborted in turn, and
-// no transfer between busy accounts ever finishes.
+// finishing is the context a handler writes under: the request's values
+// without its cancellation. The handler runs under a won claim. A client
+// that hangs up mid-way must not cut the writes off. A transactional
+// handler writes in the idempotency layer's transaction, which the lease
+// bounds; its retry waits for this request's answer (409 in progress, then
+// the replay), and an aborted run leaves it nothing to find but another
+// run, which under row-lock waits longer than the clients' patience is
+// aborted in turn, and no transfer between busy accounts ever finishes.
+// Another handler's write commits on its own: cancelled mid-way, it may
+// have committed or not, and the 500 that followed released the claim for
+// a retry to write it again (and logged an error for a client's timeout).
 func finishing(r *http.Request) context.Context {
 	return context.WithoutCancel(r.Context())
 }

@@ -18,6 +18,10 @@ const (
 	ProblemInternal            = "internal-error"
 	ProblemDatabaseUnavailable = "database-unavailable"
 	ProblemUpstreamUnavailable = "upstream-unavailable"
+	// ProblemClientGone answers a request whose client hung up before its
+	// answer, the idempotency layer's name for it (runtime/problem's
+	// ClientGone).
+	ProblemClientGone = "client-gone"
 )
 
 // problem is an RFC 9457 problem details object.
@@ -38,6 +42,7 @@ var problemTitles = map[string]string{
 	ProblemInternal:            "Internal error",
 	ProblemDatabaseUnavailable: "Database unavailable",
 	ProblemUpstreamUnavailable: "A service the request needs is unavailable",
+	ProblemClientGone:          "Client gone",
 	"currency-mismatch":        "Currencies do not match",
 	"insufficient-funds":       "Insufficient funds",
 	"pet-unavailable":          "Pet unavailable",

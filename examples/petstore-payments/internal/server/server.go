@@ -237,6 +237,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrUnavailable):
 		s.log.WarnContext(r.Context(), "a service the request needs did not answer", "method", r.Method, "path", r.URL.Path, "err", err)
 		s.writeProblem(w, http.StatusServiceUnavailable, ProblemUpstreamUnavailable, "a service the request needs did not answer; retrying with the same Idempotency-Key is safe", 1)
+	case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
+		// The client hung up and the read it waited for ended with it:
+		// nothing for an operator, and no one reads the answer.
+		s.log.DebugContext(r.Context(), "request ended: its client left", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.writeProblem(w, http.StatusServiceUnavailable, ProblemClientGone, "the client left before the answer", 0)
 	default:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		s.writeProblem(w, http.StatusInternalServerError, ProblemInternal, "the service failed; retrying with the same Idempotency-Key is safe", 0)

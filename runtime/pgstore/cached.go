@@ -40,8 +40,8 @@ import (
 //     the handler's queries, large objects, COPY;
 //   - in the description cache, which leaves no trace on the session,
 //     every text the handler ran in a mode that describes (handlerTx
-//     records them, rewritten as a QueryRewriter of the handler's rewrote
-//     them): this costs a round trip per request for a handler that runs
+//     records them, as a QueryRewriter of the handler's rewrote them):
+//     this costs a round trip per request for a handler that runs
 //     statements on a pool in cache_describe mode.
 //
 // A text cached before the handler ran is left as it was in the statement
@@ -116,12 +116,10 @@ func (c *handlerCache) take() ([]string, bool) {
 // ran records sql, which the handler runs with args (pgx's options
 // first), when pgx may describe it in its description cache (in
 // cache_describe mode, the pool's or one the args choose), and returns the
-// args to run it with: a QueryRewriter among the options is wrapped so
-// that the text it rewrites sql to is recorded instead.
+// args to run it with: a QueryRewriter among the options is wrapped, so
+// that it gets no connection (withheld.go) and the text it rewrites sql to
+// is the one recorded.
 func (c *handlerCache) ran(sql string, args []any) []any {
-	if c == nil {
-		return args
-	}
 	mode, rewriter := pgx.QueryExecModeCacheStatement, -1
 	if c.describes {
 		mode = pgx.QueryExecModeCacheDescribe
@@ -138,54 +136,45 @@ options:
 			break options
 		}
 	}
-	switch {
-	case mode != pgx.QueryExecModeCacheDescribe:
-	case rewriter >= 0:
-		args = slices.Clone(args)
-		args[rewriter] = recordRewrite{inner: args[rewriter].(pgx.QueryRewriter), c: c}
-	default:
-		c.add(sql)
+	var record *handlerCache
+	if mode == pgx.QueryExecModeCacheDescribe {
+		record = c
 	}
+	if rewriter < 0 {
+		if record != nil {
+			c.add(sql)
+		}
+		return args
+	}
+	args = slices.Clone(args)
+	args[rewriter] = handlerRewrite{inner: args[rewriter].(pgx.QueryRewriter), c: record}
 	return args
 }
 
-// recordRewrite is a handler's QueryRewriter whose result is recorded
-// among the texts pgx may describe.
-type recordRewrite struct {
-	inner pgx.QueryRewriter
-	c     *handlerCache
-}
-
-// RewriteQuery rewrites as the handler's rewriter does and records the
-// text it returns.
-func (r recordRewrite) RewriteQuery(ctx context.Context, conn *pgx.Conn, sql string, args []any) (string, []any, error) {
-	sql, args, err := r.inner.RewriteQuery(ctx, conn, sql, args)
-	if err == nil {
-		r.c.add(sql)
-	}
-	return sql, args, err
-}
-
-// ranBatch records the texts of b as ran does; a batch runs in the pool's
+// ranBatch records the texts of b as ran does, and makes its queries
+// withhold the connection (withholdBatch); a batch runs in the pool's
 // mode.
 func (c *handlerCache) ranBatch(b *pgx.Batch) {
-	if c == nil || !c.describes || b == nil {
+	if b == nil {
 		return
 	}
-	for _, q := range b.QueuedQueries {
-		if len(q.Arguments) > 0 {
-			if rw, ok := q.Arguments[0].(pgx.QueryRewriter); ok {
-				q.Arguments[0] = recordRewrite{inner: rw, c: c}
-				continue
+	var record *handlerCache
+	if c.describes {
+		record = c
+		for _, q := range b.QueuedQueries {
+			if len(q.Arguments) == 0 {
+				c.add(q.SQL)
+			} else if _, ok := q.Arguments[0].(pgx.QueryRewriter); !ok {
+				c.add(q.SQL)
 			}
 		}
-		c.add(q.SQL)
 	}
+	withholdBatch(b, record)
 }
 
 // ranCopy records the text with which pgx describes the table of a COPY.
 func (c *handlerCache) ranCopy(table pgx.Identifier, columns []string) {
-	if c == nil || !c.describes {
+	if !c.describes {
 		return
 	}
 	quoted := make([]string, len(columns))
@@ -197,7 +186,7 @@ func (c *handlerCache) ranCopy(table pgx.Identifier, columns []string) {
 
 // ranLargeObjects records the texts that pgx's large objects run.
 func (c *handlerCache) ranLargeObjects() {
-	if c == nil || !c.describes {
+	if !c.describes {
 		return
 	}
 	c.add("select lo_create($1)", "select lo_open($1, $2)", "select lo_unlink($1)",

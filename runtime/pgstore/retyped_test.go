@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,67 @@ func TestHandlerCannotRetypeACachedQuery(t *testing.T) {
 	}
 }
 
+// So too whichever call of its pgx.Tx the handler runs the query with,
+// and with a mode it chooses itself: tenant B's runs use that mode too.
+func TestHandlerCannotRetypeThroughAnyCall(t *testing.T) {
+	vias := map[string]func(ctx context.Context, ptx pgx.Tx, opts []any) error{
+		"Query": func(ctx context.Context, ptx pgx.Tx, opts []any) error {
+			rows, err := ptx.Query(ctx, retypedQuery, append(opts, "x")...)
+			if err == nil {
+				rows.Close()
+				err = rows.Err()
+			}
+			return err
+		},
+		"Exec": func(ctx context.Context, ptx pgx.Tx, opts []any) error {
+			_, err := ptx.Exec(ctx, retypedQuery, append(opts, "x")...)
+			return err
+		},
+		"named arguments": func(ctx context.Context, ptx pgx.Tx, opts []any) error {
+			named := strings.Replace(retypedQuery, "$1", "@marker", 1)
+			var n int
+			return ptx.QueryRow(ctx, named, append(opts, pgx.NamedArgs{"marker": "x"})...).Scan(&n)
+		},
+		"a batch": func(ctx context.Context, ptx pgx.Tx, _ []any) error {
+			b := &pgx.Batch{}
+			b.Queue(retypedQuery, "x")
+			return ptx.SendBatch(ctx, b).Close()
+		},
+	}
+	modes := []struct {
+		name string
+		pool pgx.QueryExecMode
+		opts []any
+	}{
+		{"cache_statement", pgx.QueryExecModeCacheStatement, nil},
+		{"cache_describe", pgx.QueryExecModeCacheDescribe, nil},
+		{"cache_describe chosen by the query", pgx.QueryExecModeCacheStatement, []any{pgx.QueryExecModeCacheDescribe}},
+	}
+	e := txEndings()[0]
+	for _, m := range modes {
+		for via, run := range vias {
+			if via == "a batch" && m.opts != nil {
+				continue // a batch runs in the pool's mode
+			}
+			t.Run(m.name+", "+via, func(t *testing.T) {
+				retypeWith(t, m.pool, m.opts, retypings()[0], e, false, func(ctx context.Context, ptx pgx.Tx) error {
+					return run(ctx, ptx, slices.Clone(m.opts))
+				})
+			})
+		}
+	}
+}
+
 func retype(t *testing.T, mode pgx.QueryExecMode, r retyping, e txEnding, fails bool) {
+	retypeWith(t, mode, nil, r, e, fails, func(ctx context.Context, ptx pgx.Tx) error {
+		var n int
+		return ptx.QueryRow(ctx, retypedQuery, "x").Scan(&n)
+	})
+}
+
+// retypeWith has tenant A's handler run retypedQuery with run under r, on
+// a pool in mode, and tenant B run it with opts, pgx's options.
+func retypeWith(t *testing.T, mode pgx.QueryExecMode, opts []any, r retyping, e txEnding, fails bool, run func(context.Context, pgx.Tx) error) {
 	s, pool := newStore(t, func(c *pgxpool.Config) {
 		c.MaxConns = 1
 		c.ConnConfig.DefaultQueryExecMode = mode
@@ -100,8 +161,7 @@ func retype(t *testing.T, mode pgx.QueryExecMode, r retyping, e txEnding, fails 
 	for _, stmt := range r.before(evil) {
 		handlerExec(t, a, stmt)
 	}
-	var n int
-	if err := a.Driver().(pgx.Tx).QueryRow(ctx, retypedQuery, "x").Scan(&n); err != nil {
+	if err := run(ctx, a.Driver().(pgx.Tx)); err != nil {
 		t.Fatalf("A's run of the query: %v", err)
 	}
 	for _, stmt := range r.after(evil) {
@@ -111,11 +171,12 @@ func retype(t *testing.T, mode pgx.QueryExecMode, r retyping, e txEnding, fails 
 		_, _ = a.Driver().(pgx.Tx).Exec(ctx, "SELECT 1/0")
 	}
 	_ = e.end(ctx, a)
-	if err := pool.QueryRow(ctx, retypedQuery, secret).Scan(&n); err != nil || n != 0 {
+	var n int
+	if err := pool.QueryRow(ctx, retypedQuery, append(slices.Clone(opts), secret)...).Scan(&n); err != nil || n != 0 {
 		t.Errorf("B's query through the pool after A's request = %d, %v; want 0", n, err)
 	}
 	b := e.begin(t, s, "k-b")
-	err := b.Driver().(pgx.Tx).QueryRow(ctx, retypedQuery, secret).Scan(&n)
+	err := b.Driver().(pgx.Tx).QueryRow(ctx, retypedQuery, append(slices.Clone(opts), secret)...).Scan(&n)
 	if err != nil || n != 0 {
 		t.Errorf("B's query in its handler after A's request = %d, %v; want 0", n, err)
 	}

@@ -873,13 +873,14 @@ func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns 
 	return h.tx.CopyFrom(ctx, table, columns, src)
 }
 
-// SendBatch forwards to the transaction.
+// SendBatch forwards to the transaction; its results, and the rows they
+// hand out, withhold the connection (withheld.go).
 func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if h.closed.Load() {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
 	h.cache.ranBatch(b)
-	return h.tx.SendBatch(ctx, b)
+	return handlerBatch{h.tx.SendBatch(ctx, b)}
 }
 
 // LargeObjects forwards to the transaction.
@@ -913,12 +914,14 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	return h.tx.Exec(ctx, sql, h.cache.ran(sql, args)...)
 }
 
-// Query forwards to the transaction.
+// Query forwards to the transaction; its rows withhold the connection
+// (withheld.go).
 func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if h.closed.Load() {
 		return closedRows{}, pgx.ErrTxClosed
 	}
-	return h.tx.Query(ctx, sql, h.cache.ran(sql, args)...)
+	rows, err := h.tx.Query(ctx, sql, h.cache.ran(sql, args)...)
+	return withheld(rows), err
 }
 
 // QueryRow forwards to the transaction.

@@ -126,6 +126,7 @@ type Engine struct {
 	jitter       func(n int) int // Config.RetryAfterJitter
 	dupWait      time.Duration
 	held         heldKeys
+	routed       routedOps // RoutedMiddleware's patterns
 }
 
 // operation is a policy prepared for serving.

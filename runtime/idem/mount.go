@@ -3,6 +3,7 @@ package idem
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
@@ -39,7 +40,7 @@ func (e *Engine) Middleware(next http.Handler) http.Handler {
 func (e *Engine) RoutedMiddleware(pattern string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt := e.router.find(r.Method, r.URL.EscapedPath())
-		if routed := e.routeOp(r.Method, pattern); routed != rt.op && !rt.near {
+		if routed := pickMethod(e.routed.ops(e, pattern), r.Method); routed != rt.op && !rt.near {
 			op := rt.op
 			if op == nil {
 				op = routed
@@ -49,6 +50,36 @@ func (e *Engine) RoutedMiddleware(pattern string, next http.Handler) http.Handle
 		}
 		e.serveFound(w, r, rt, next)
 	})
+}
+
+// routedOps caches, per route pattern a router reported to
+// RoutedMiddleware, the operations on that path, so that a request pays
+// for no parse. A router reports its own routes' patterns; past
+// maxRoutedPatterns of them a pattern is looked up each time instead.
+type routedOps struct {
+	mu sync.RWMutex
+	m  map[string][]*operation
+}
+
+const maxRoutedPatterns = 1 << 12
+
+func (c *routedOps) ops(e *Engine, pattern string) []*operation {
+	c.mu.RLock()
+	ops, ok := c.m[pattern]
+	c.mu.RUnlock()
+	if ok {
+		return ops
+	}
+	ops = e.opsOnPath(pattern)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string][]*operation)
+	}
+	if len(c.m) < maxRoutedPatterns {
+		c.m[pattern] = ops
+	}
+	return ops
 }
 
 // serveFound serves r as the router found it: untouched when it is no

@@ -51,6 +51,12 @@ func (e *Engine) Route(method, pattern string, h http.Handler) http.Handler {
 // nil. A route for every method names an operation only when exactly one
 // is on its path.
 func (e *Engine) routeOp(method, pattern string) *operation {
+	return pickMethod(e.opsOnPath(pattern), method)
+}
+
+// opsOnPath returns the operations, of any method, whose path a route's
+// pattern is, alone or below BasePath.
+func (e *Engine) opsOnPath(pattern string) []*operation {
 	t, err := pathtemplate.Parse(pattern)
 	if err != nil {
 		// A router's own syntax (a regular expression, a wildcard) the
@@ -62,12 +68,21 @@ func (e *Engine) routeOp(method, pattern string) *operation {
 	if len(e.router.base) > 0 {
 		base = "/" + strings.Join(e.router.base, "/")
 	}
-	var found *operation
+	var ops []*operation
 	for _, op := range e.ops {
-		if method != "" && method != op.Method {
-			continue
+		if s := op.template.Shape(); shape == s || shape == base+s {
+			ops = append(ops, op)
 		}
-		if s := op.template.Shape(); shape != s && shape != base+s {
+	}
+	return ops
+}
+
+// pickMethod returns the one operation of ops that method names, or nil;
+// method "" names the only one.
+func pickMethod(ops []*operation, method string) *operation {
+	var found *operation
+	for _, op := range ops {
+		if method != "" && method != op.Method {
 			continue
 		}
 		if found != nil {

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/examples/petstore-payments/lab/labtest"
+	"github.com/idemgen/idemgen/internal/logscan"
 )
 
 // documentedLine is one row of the README's "What it logs": a level, the
@@ -50,6 +52,35 @@ func documentedLines(t *testing.T) []documentedLine {
 		t.Fatal(`README.md's "What it logs" lists no line`)
 	}
 	return out
+}
+
+// TestEveryWarningOfTheServiceIsListed reads the WARN and ERROR lines the
+// service's own packages, and the outbox runner it runs for receipts, can
+// log from their source: each must be in the README's "What it logs", so
+// that a new one without its entry fails here.
+func TestEveryWarningOfTheServiceIsListed(t *testing.T) {
+	documented := documentedLines(t)
+	dirs, err := filepath.Glob(filepath.Join("internal", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs = append(dirs, filepath.Join("..", "..", "runtime", "idemoutbox"))
+	found := 0
+	for _, dir := range dirs {
+		lines, err := logscan.WarnAndError(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			found++
+			if !listed(documented, labtest.LogLine{Level: l.Level, Msg: l.Msg}) {
+				t.Errorf("%s logs %s %q, which the README's \"What it logs\" does not list", dir, l.Level, l.Msg)
+			}
+		}
+	}
+	if found < 10 {
+		t.Fatalf("found %d WARN and ERROR lines in the service's source; the scan is missing them", found)
+	}
 }
 
 // TestOperatorSeesTheDocumentedLogLines starts the service as an operator

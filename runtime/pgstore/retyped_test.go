@@ -227,10 +227,11 @@ func TestHandlerStatementsStayCached(t *testing.T) {
 				}
 				return handler, rt.snap().sub(before)
 			}
-			request("k-0")
+			handler, end := request("k-0")
+			t.Logf("first request: handler %+v; end %+v", handler, end)
 			request("k-1")
-			handler, end := request("k-2")
-			t.Logf("handler: %+v; end: %+v", handler, end)
+			handler, end = request("k-2")
+			t.Logf("third request: handler %+v; end %+v", handler, end)
 			wantEnd := int64(2)
 			if mode == pgx.QueryExecModeCacheDescribe {
 				wantEnd++

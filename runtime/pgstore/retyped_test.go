@@ -291,3 +291,48 @@ func TestHandlerCannotReparseACachedQuery(t *testing.T) {
 		}
 	}
 }
+
+// pgx learns the column types of a COPY the same way, from a query it
+// prepares or describes: tenant A's handler copies into a temporary table
+// that stands for the application's, whose column is a float8 where the
+// application's is an int8; tenant B's copy of 5 into the application's
+// table after it, on the one connection, must store 5, not the bits of
+// 5.0 read as an int8.
+func TestHandlerCannotRetypeACopy(t *testing.T) {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s, pool := newStore(t, func(c *pgxpool.Config) {
+				c.MaxConns = 1
+				c.ConnConfig.DefaultQueryExecMode = mode
+			})
+			ctx := context.Background()
+			if _, err := pool.Exec(ctx, "CREATE TABLE amounts (n int8 NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			if err := wonTx(t, s, "k-0", "tok-0").Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+				t.Fatal(err)
+			}
+			a := wonTx(t, s, "k-a", "tok-a")
+			ptx := a.Driver().(pgx.Tx)
+			handlerExec(t, a, "CREATE TEMP TABLE amounts (n float8 NOT NULL)")
+			if _, err := ptx.CopyFrom(ctx, pgx.Identifier{"amounts"}, []string{"n"}, pgx.CopyFromRows([][]any{{1.5}})); err != nil {
+				t.Fatalf("A's copy: %v", err)
+			}
+			handlerExec(t, a, "DROP TABLE pg_temp.amounts")
+			if err := a.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.CopyFrom(ctx, pgx.Identifier{"amounts"}, []string{"n"}, pgx.CopyFromRows([][]any{{int64(5)}})); err != nil {
+				t.Fatalf("B's copy: %v", err)
+			}
+			var got []int64
+			rows, err := pool.Query(ctx, "SELECT n FROM amounts")
+			if err == nil {
+				got, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+			}
+			if err != nil || len(got) != 1 || got[0] != 5 {
+				t.Fatalf("the application's table after B's copy = %v, %v; want [5]", got, err)
+			}
+		})
+	}
+}

@@ -14,7 +14,17 @@ import (
 // answer and replays it, or finds the key free (the first request's answer
 // was not stored) and runs as a retry would, or, past the bound, is
 // answered 409.
+//
+// At most Config.DuplicateWaiters requests wait for one key at once; the
+// ones past it are answered 409 at once, so that copies of one request
+// hold no more of the capacity in front of the engine than that.
 func (e *Engine) serveKeyed(w http.ResponseWriter, r *http.Request, q *request, c idemstore.Claim, next http.Handler) {
+	joined := false
+	defer func() {
+		if joined {
+			e.waiters.leave(q.id)
+		}
+	}()
 	for {
 		if q.op.Transactional {
 			e.serveTx(w, r, q, c, next)
@@ -26,7 +36,8 @@ func (e *Engine) serveKeyed(w http.ResponseWriter, r *http.Request, q *request, 
 			return
 		}
 		q.metInFlight = nil
-		if !e.await(r, q) {
+		joined = joined || e.waiters.join(q.id)
+		if !joined || !e.await(r, q) {
 			e.stillRunning(w, q, *rec)
 			return
 		}
@@ -109,4 +120,35 @@ func (h *heldKeys) ended(id idemstore.Identity) <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.m[id]
+}
+
+// waiters counts the requests waiting for each key's answer
+// (Config.DuplicateWait), at most max of them.
+type waiters struct {
+	max int
+	mu  sync.Mutex
+	n   map[idemstore.Identity]int
+}
+
+// join counts one more request waiting for id, unless max already do.
+func (ws *waiters) join(id idemstore.Identity) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.n[id] >= ws.max {
+		return false
+	}
+	if ws.n == nil {
+		ws.n = map[idemstore.Identity]int{}
+	}
+	ws.n[id]++
+	return true
+}
+
+// leave counts one request fewer waiting for id.
+func (ws *waiters) leave(id idemstore.Identity) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.n[id]--; ws.n[id] <= 0 {
+		delete(ws.n, id)
+	}
 }

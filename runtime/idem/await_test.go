@@ -194,3 +194,35 @@ func TestTransactionalDuplicateWaitsForTheAnswer(t *testing.T) {
 		t.Errorf("the duplicate got %v %q after %d runs, want the first's replay after one", w.Header(), w.Body, f.runs.Load())
 	}
 }
+
+// At most DuplicateWaiters requests (1 when zero) wait for one key's
+// answer; the next copy is answered 409 at once.
+func TestDuplicateWaitersBounded(t *testing.T) {
+	for _, waiters := range []int{0, 2} {
+		store := &countingStore{Store: memstore.New()}
+		f := serveWaiting(t, idem.Config{Store: store, Policies: []idem.Policy{transferPolicy()},
+			DuplicateWait: time.Minute, DuplicateWaiters: waiters})
+		first := make(chan *httptest.ResponseRecorder, 1)
+		go func() { first <- f.send("k", true) }()
+		<-f.entered
+		want := max(waiters, 1)
+		dups := make(chan *httptest.ResponseRecorder, want)
+		for i := range want {
+			go func() { dups <- f.send("k", true) }()
+			for store.claims.Load() < int64(i+2) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // the copies are waiting
+		began := time.Now()
+		expect(t, f.send("k", true), http.StatusConflict, problem.InProgress)
+		if took := time.Since(began); took > time.Second {
+			t.Errorf("DuplicateWaiters %d: the copy past the bound was answered after %v, want at once", waiters, took)
+		}
+		close(f.release)
+		expect(t, <-first, http.StatusCreated, "")
+		for range want {
+			expect(t, <-dups, http.StatusCreated, "")
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,6 +99,12 @@ type Config struct {
 	// every quarter of the operation's handler time (at least 10 ms, at
 	// most 250 ms). Zero answers 409 at once.
 	DuplicateWait time.Duration
+	// DuplicateWaiters bounds the requests of one key that wait at once
+	// (DuplicateWait) in this process; the ones past it are answered 409
+	// at once, so that a client's copies of one request hold no more
+	// than this many of the slots in front of the engine while they
+	// wait. Zero is 1.
+	DuplicateWaiters int
 	// Sealer, when set, seals every stored response's headers and body
 	// (SealResponse) before it reaches the store, and opens them when a
 	// retry replays them. NewAESGCM is one; a team can back one with its
@@ -127,6 +134,7 @@ type Engine struct {
 	dupWait      time.Duration
 	held         heldKeys
 	routed       routedOps // RoutedMiddleware's patterns
+	waiters      waiters
 }
 
 // operation is a policy prepared for serving.
@@ -180,6 +188,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.rotatedAt, e.sealer = cfg.SecretsRotatedAt, cfg.Sealer
 	e.dupWait = max(cfg.DuplicateWait, 0)
+	e.waiters.max = cmp.Or(max(cfg.DuplicateWaiters, 0), 1)
 	e.clearSecret = idemstore.NewSecret(nil)
 	if e.jitter = cfg.RetryAfterJitter; e.jitter == nil {
 		e.jitter = newLockedRand().IntN

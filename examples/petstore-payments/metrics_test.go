@@ -65,7 +65,7 @@ func TestMetricsAfterDay(t *testing.T) {
 func admissionRefused(t *testing.T, s *labtest.Server) int64 {
 	t.Helper()
 	var n int64
-	for _, reason := range []string{"full", "waited", "gone"} {
+	for _, reason := range []string{"full", "waited", "gone", "displaced", "read-ahead-full"} {
 		v := s.Metric(t, `petstore_admission_refused_total{reason="`+reason+`"}`)
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {

@@ -2,10 +2,12 @@ package idemshed_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,4 +100,55 @@ func slowPost(t *testing.T, addr string) slowAnswer {
 		}
 	}
 	return slowAnswer{status: <-done, sentAll: true}
+}
+
+// The bodies read ahead hold at most ReadAheadBytes, however many clients
+// send one: with one slot and no queue, 48 clients that each send a MiB
+// and withhold its last bytes add about one MiB to the heap, the ones
+// past the budget are refused at once, and small requests are served
+// meanwhile.
+func TestReadAheadBoundedInAll(t *testing.T) {
+	const conns = 48
+	s, err := idemshed.New(idemshed.Config{MaxInFlight: 1, BodyTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	chunk := strings.Repeat("x", 1<<20)
+	for range conns {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// Content-Length one MiB and ten bytes; the last ten never come.
+		fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(chunk)+10)
+		_, _ = io.WriteString(c, chunk) // a refused client's write may fail
+	}
+	time.Sleep(time.Second)
+	runtime.GC()
+	var during runtime.MemStats
+	runtime.ReadMemStats(&during)
+	for i := range 10 {
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("small request %d: %d while the large bodies were held, want 200", i, resp.StatusCode)
+		}
+	}
+	grew := int64(during.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("heap in use grew by %.1f MiB with %d connections", float64(grew)/(1<<20), conns)
+	if grew > 8<<20 {
+		t.Errorf("%d MiB of heap held by %d clients, with one slot and no queue", grew>>20, conns)
+	}
+	if n := s.Stats().Refused[idemshed.ReadAheadFull]; n != conns-1 {
+		t.Errorf("%d refused as read-ahead-full, want %d", n, conns-1)
+	}
 }

@@ -3,20 +3,51 @@ package idemshed
 import "net/http"
 
 // newWaiter is r's place in the queue, should it need one: with
-// Config.Key, dated by when its key was first seen.
+// Config.Key, dated by its request's first refused attempt.
 func (s *Shedder) newWaiter(r *http.Request) *waiter {
 	w := &waiter{ready: make(chan struct{}, 1), since: s.now()}
-	if s.seen == nil {
+	if s.refusals == nil {
 		return w
 	}
-	if k := s.cfg.Key(r); k != "" {
-		w.since, w.retry = s.seen.see(k, w.since)
+	k := s.cfg.Key(r)
+	tenant, ok := s.tenant(r)
+	if k == "" || !ok {
+		return w
 	}
+	w.keyed, w.tenant = true, tenant
+	w.id = s.refusals.id(attempt{tenant: tenant, method: r.Method, path: r.URL.Path, key: k})
+	w.since, w.retry = s.refusals.look(w.id, w.since)
 	return w
 }
 
-// next is the index of the waiter a freed slot goes to: the retry whose
-// key was seen first, else, among first attempts, the newest while the
+// tenant is r's tenant as Config.Tenant reads it; without one, every
+// request is the one tenant's.
+func (s *Shedder) tenant(r *http.Request) (string, bool) {
+	if s.cfg.Tenant == nil {
+		return "", true
+	}
+	return s.cfg.Tenant(r)
+}
+
+// remember remembers w's request as refused, dated by w's arrival unless it
+// was refused before.
+func (s *Shedder) remember(w *waiter) {
+	if w.keyed {
+		s.refusals.refused(w.id, w.tenant, w.since, s.now())
+	}
+}
+
+// forget forgets w's request, whose attempt is served, and returns what
+// ends its serving.
+func (s *Shedder) forget(w *waiter) (done func()) {
+	if !w.keyed {
+		return func() {}
+	}
+	return s.refusals.admitted(w.id)
+}
+
+// next is the index of the waiter a freed slot goes to: the retry refused
+// first, else, among first attempts, the newest while the
 // queue is congested and the oldest otherwise. Called with s.mu held and
 // the queue not empty.
 func (s *Shedder) next() int {
@@ -35,9 +66,9 @@ func (s *Shedder) next() int {
 	return 0
 }
 
-// displace makes room in a full queue for w when w is a retry of a key
-// seen before that of the youngest waiter: that waiter is refused, and
-// reports whether room was made. Called with s.mu held.
+// displace makes room in a full queue for w when w is a retry refused
+// before the youngest waiter arrived: that waiter is refused, and reports
+// whether room was made. Called with s.mu held.
 func (s *Shedder) displace(w *waiter) bool {
 	if !w.retry || len(s.queue) == 0 {
 		return false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -30,23 +29,28 @@ func keyed(t *testing.T, queue int) (*Shedder, func(time.Duration)) {
 	return s, func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 }
 
-// seeOld lets s see key once, answered at once, an hour ago on its clock.
-func seeOld(t *testing.T, s *Shedder, key string, move func(time.Duration)) {
+// refusedAgo has s refuse a request under key (its client gone before it
+// was served), then moves s's clock by age.
+func refusedAgo(t *testing.T, s *Shedder, key string, move func(time.Duration), age time.Duration) {
 	t.Helper()
-	b := newBlocking()
-	close(b.release)
-	if rec := serveKey(s.Middleware(b), "first", key); rec.Code != http.StatusCreated {
-		t.Fatalf("first attempt of %s: %d", key, rec.Code)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequestWithContext(ctx, "POST", "/t?n=first", nil)
+	r.Header.Set("Idempotency-Key", key)
+	s.Middleware(newBlocking()).ServeHTTP(rec, r)
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("first attempt of %s: %d, want 503", key, rec.Code)
 	}
-	move(time.Hour)
+	move(age)
 }
 
-// A freed slot goes to the retry of the key seen first, before first
+// A freed slot goes to the retry refused first, before first
 // attempts that came before it and after it, congested queue or not.
 func TestOldRetryServedFirst(t *testing.T) {
 	for _, congested := range []bool{false, true} {
 		s, move := keyed(t, 3)
-		seeOld(t, s, "old", move)
+		refusedAgo(t, s, "old", move, 30*time.Second)
 		b := newBlocking()
 		h := s.Middleware(b)
 		var wg sync.WaitGroup
@@ -70,12 +74,12 @@ func TestOldRetryServedFirst(t *testing.T) {
 	}
 }
 
-// A retry of an old key that finds the queue full takes the place of the
+// A retry refused long ago that finds the queue full takes the place of the
 // youngest waiter, a first attempt, which is refused; a first attempt that
 // finds it full is refused itself.
 func TestFullQueueRefusesNewWorkFirst(t *testing.T) {
 	s, move := keyed(t, 1)
-	seeOld(t, s, "old", move)
+	refusedAgo(t, s, "old", move, 30*time.Second)
 	b := newBlocking()
 	h := s.Middleware(b)
 	var wg sync.WaitGroup
@@ -101,34 +105,8 @@ func TestFullQueueRefusesNewWorkFirst(t *testing.T) {
 	if newRec.Code != http.StatusServiceUnavailable || newRec.Header().Get("Retry-After") == "" {
 		t.Errorf("the displaced first attempt: %d Retry-After %q, want 503 with a hint", newRec.Code, newRec.Header().Get("Retry-After"))
 	}
-	if st := s.Stats(); st.Refused[Displaced] != 1 || st.Refused[Full] != 1 || st.Admitted != 3 {
-		t.Errorf("stats %+v, want 3 admitted, 1 refused as full, 1 displaced", st)
-	}
-}
-
-// The memory of keys stays within its bound, keeps a key that is seen
-// again with its first sighting, and forgets one not seen for twice its
-// span.
-func TestFirstSeenBounded(t *testing.T) {
-	t0 := time.Now()
-	f := newFirstSeen(8, time.Minute, t0)
-	f.see("kept", t0)
-	for i := range 1000 {
-		f.see(strconv.Itoa(i), t0.Add(time.Duration(i)*time.Millisecond))
-		if i%3 == 0 {
-			if at, again := f.see("kept", t0.Add(time.Second)); !again || !at.Equal(t0) {
-				t.Fatalf("after %d keys: kept first seen %v (again %v), want %v", i, at, again, t0)
-			}
-		}
-		if n := f.len(); n > 8 {
-			t.Fatalf("after %d keys: %d remembered, want at most 8", i, n)
-		}
-	}
-	later := t0.Add(3 * time.Minute)
-	f.see("other", later)
-	f.see("other2", later.Add(2*time.Minute))
-	if at, again := f.see("kept", later.Add(2*time.Minute)); again {
-		t.Errorf("kept, unseen for 4 minutes, still remembered from %v", at)
+	if st := s.Stats(); st.Refused[Displaced] != 1 || st.Refused[Full] != 1 || st.Admitted != 2 {
+		t.Errorf("stats %+v, want 2 admitted, 1 refused as full, 1 displaced", st)
 	}
 }
 

@@ -18,19 +18,30 @@
 //     Scale" describes), whose client is the most likely to still be
 //     there;
 //   - with Config.Key, the oldest retries come first: the Shedder
-//     remembers when it first saw each idempotency key, a freed slot goes
-//     to the waiting retry whose key it saw first, before any first
-//     attempt. When the queue is full, a retry whose key was seen
-//     before that of the youngest waiter takes that waiter's place, and
-//     the youngest is refused instead: shedding refuses new work before
-//     old retries, so that the client that has waited longest is not the
-//     one refused again and again;
+//     remembers when it first refused each request (its tenant, method,
+//     path and idempotency key), and a freed slot goes to the waiting
+//     retry refused first, before any first attempt. When the queue is
+//     full, a retry refused before the youngest waiter arrived takes that
+//     waiter's place, and the youngest is refused instead: shedding
+//     refuses new work before old retries, so that the client that has
+//     waited longest is not the one refused again and again;
+//   - no client buys that priority: a request is dated by its first
+//     refusal, not its first sighting, forgotten once an attempt of it is
+//     served and at most KeyMemory after that refusal, and a copy of a
+//     request being served is no retry. The memory is bounded (MaxKeys),
+//     a full one keeps the requests refused first, and with
+//     Config.Tenant one tenant holds at most its share (MaxTenantKeys),
+//     so a flood of fresh keys makes no other retry a first attempt;
 //   - a request whose client has hung up (its context is done) is never
 //     started, whether it came so or gave up while it waited.
 //
 // A request's body is read before the request waits for a slot, within
 // BodyTimeout: a client that sends its body a byte at a time holds a
-// goroutine and a connection, never a slot that others need.
+// goroutine and a connection, never a slot that others need. The bodies
+// read ahead hold at most ReadAheadBytes together, beside SmallBodyBytes
+// for each: a body that finds no room left is refused at once, so that
+// clients who withhold the end of large bodies hold a bounded amount of
+// memory, and small requests are read ahead and served all the while.
 //
 // The refusal is a 503 problem with Retry-After, in whole seconds: the
 // time the queue is expected to take to drain (the mean time a request
@@ -44,9 +55,14 @@
 // The refusal is never stored. Put the Shedder in front
 // of the idempotency engine: a refused request
 // claims no key, so the client's retry under the same key is a first try.
+// Behind the Shedder, the engine's idem.Config.DuplicateWait lets a copy of a
+// request in flight wait for its answer while holding its slot; its
+// idem.Config.DuplicateWaiters (one by default) bounds how many copies of one
+// key do so, and the others are answered 409 at once.
 package idemshed
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,19 +108,43 @@ type Config struct {
 	// are left for the handler to read or refuse (the engine answers 413
 	// past its own Config.MaxRequestBytes). Zero is DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// Key reads a request's idempotency key, cheaply and before its body
-	// (HeaderKey reads a header); "" is a request without one. With it,
-	// the Shedder serves the retries of the keys it has waited on longest
-	// first, and refuses first attempts before them. Nil orders requests
-	// by arrival alone. It runs on every request, before any slot is
-	// taken, and must not block.
+	// ReadAheadBytes bounds the bytes of the bodies read ahead at once, by
+	// all requests together, from the moment they are read to the end of
+	// their requests. A body of at most SmallBodyBytes is read outside the
+	// bound; one that would take the bound past it is refused at once
+	// with 503 and Retry-After (Reason ReadAheadFull) and its connection
+	// closed. Zero is (MaxInFlight+MaxQueue)*MaxBodyBytes: as many large
+	// bodies as requests served and waiting.
+	ReadAheadBytes int64
+	// Key reads a request's idempotency key, cheaply (HeaderKey reads a
+	// header); "" is a request without one. With it, the Shedder serves
+	// first the retries of the requests it has refused longest, and
+	// refuses first attempts before them. A retry is a request with the
+	// tenant, method, path and key of one the Shedder refused and has not
+	// served since. Nil orders requests by arrival alone. It runs on every
+	// request, before any slot is taken, and must not block.
 	Key func(*http.Request) string
-	// MaxKeys bounds the keys remembered with their first sighting; zero
-	// is DefaultMaxKeys.
+	// Tenant returns the tenant, or the authenticated client, of a
+	// request, as idem.Config.Tenant does (it may be the same function):
+	// with Key, each tenant's refused requests are remembered apart, at
+	// most MaxTenantKeys of them, so that one tenant's keys crowd out no
+	// other's. A request whose tenant is unknown counts as keyless. Nil
+	// counts every request as one tenant's; put the Shedder after
+	// authentication to have one.
+	Tenant func(*http.Request) (string, bool)
+	// MaxKeys bounds the refused requests remembered; zero is
+	// DefaultMaxKeys. A full memory remembers no more until some are
+	// served or forgotten: those refused first keep their places.
 	MaxKeys int
-	// KeyMemory is how long a key not seen again is remembered (between
-	// it and twice it); zero is DefaultKeyMemory. Make it longer than the
-	// clients' retries of one key last.
+	// MaxTenantKeys bounds the refused requests remembered for one
+	// tenant. Zero is MaxKeys/DefaultTenantShare with Tenant set, MaxKeys
+	// without.
+	MaxTenantKeys int
+	// KeyMemory is how long a refused request is remembered: its retries
+	// count as retries for this long after its first refusal, then as
+	// first attempts again; zero is DefaultKeyMemory. It bounds the age a
+	// client can claim. Make it longer than the clients' retries of one
+	// request last.
 	KeyMemory time.Duration
 	// Rand draws the jitter of Retry-After from [0, n); nil uses
 	// math/rand/v2's N. Tests pass a fixed one.
@@ -120,7 +160,16 @@ const (
 	DefaultKeyMemory     = time.Minute
 	DefaultBodyTimeout   = 10 * time.Second
 	DefaultMaxBodyBytes  = 1 << 20
+	// DefaultTenantShare is the share of MaxKeys one tenant may hold:
+	// MaxTenantKeys is MaxKeys divided by it.
+	DefaultTenantShare = 16
 )
+
+// SmallBodyBytes is the size of a body read ahead outside
+// Config.ReadAheadBytes: no more than the buffers net/http keeps for each
+// connection, so that small requests are read ahead whatever large ones
+// hold.
+const SmallBodyBytes = 4 << 10
 
 // Reason says why a request was not served.
 type Reason int
@@ -136,8 +185,11 @@ const (
 	// SlowBody: the request's body did not arrive within BodyTimeout.
 	SlowBody
 	// Displaced: the request waited in a full queue and gave its place
-	// to a retry of a key seen before its own.
+	// to a retry refused before it.
 	Displaced
+	// ReadAheadFull: the request's body is larger than SmallBodyBytes and
+	// the bodies read ahead already hold Config.ReadAheadBytes.
+	ReadAheadFull
 	nReasons
 )
 
@@ -153,6 +205,8 @@ func (r Reason) String() string {
 		return "slow-body"
 	case Displaced:
 		return "displaced"
+	case ReadAheadFull:
+		return "read-ahead-full"
 	}
 	return "Reason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -173,8 +227,10 @@ type Stats struct {
 type Shedder struct {
 	cfg  Config
 	rand func(int64) int64
-	// seen remembers keys' first sightings; nil without Config.Key.
-	seen *firstSeen
+	// refusals remembers the refused requests; nil without Config.Key.
+	refusals *refusals
+	// bodies is what is left of Config.ReadAheadBytes.
+	bodies budget
 	// service is the mean time a request holds its slot.
 	service movingmean.Duration
 	// now reads the clock that says whether the queue is congested; tests
@@ -199,10 +255,14 @@ type waiter struct {
 	ready     chan struct{}
 	granted   bool
 	displaced bool
-	// since is when the waiter's key was first seen, or when it arrived;
-	// retry says the key was seen before this request.
-	since time.Time
-	retry bool
+	// since is when the waiter's request was first refused, or when it
+	// arrived; retry says it was refused before. keyed says it has a key
+	// and a tenant, id and tenant name it in Shedder.refusals.
+	since  time.Time
+	retry  bool
+	keyed  bool
+	id     uint64
+	tenant string
 }
 
 // New checks cfg and returns its Shedder.
@@ -210,8 +270,8 @@ func New(cfg Config) (*Shedder, error) {
 	if cfg.MaxInFlight < 1 {
 		return nil, errors.New("idemshed: MaxInFlight must be at least 1")
 	}
-	if cfg.MaxQueue < 0 || cfg.MaxWait < 0 || cfg.CongestedWait < 0 || cfg.RetryAfter < 0 {
-		return nil, errors.New("idemshed: MaxQueue, MaxWait, CongestedWait and RetryAfter must not be negative")
+	if cfg.MaxQueue < 0 || cfg.MaxWait < 0 || cfg.CongestedWait < 0 || cfg.RetryAfter < 0 || cfg.ReadAheadBytes < 0 || cfg.MaxTenantKeys < 0 {
+		return nil, errors.New("idemshed: MaxQueue, MaxWait, CongestedWait, RetryAfter, ReadAheadBytes and MaxTenantKeys must not be negative")
 	}
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = DefaultMaxWait
@@ -234,21 +294,37 @@ func New(cfg Config) (*Shedder, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if cfg.MaxKeys <= 0 {
-		cfg.MaxKeys = DefaultMaxKeys
+	if cfg.ReadAheadBytes == 0 {
+		cfg.ReadAheadBytes = timesAtMost(int64(cfg.MaxInFlight)+int64(cfg.MaxQueue), cfg.MaxBodyBytes)
 	}
-	if cfg.KeyMemory <= 0 {
-		cfg.KeyMemory = DefaultKeyMemory
-	}
+	cfg = keyDefaults(cfg)
 	s := &Shedder{cfg: cfg, rand: cfg.Rand, now: time.Now}
+	s.bodies.left.Store(cfg.ReadAheadBytes)
 	s.emptyAt = s.now()
 	if cfg.Key != nil {
-		s.seen = newFirstSeen(cfg.MaxKeys, cfg.KeyMemory, s.emptyAt)
+		s.refusals = newRefusals(cfg.MaxKeys, cfg.MaxTenantKeys, cfg.KeyMemory, s.emptyAt)
 	}
 	if s.rand == nil {
 		s.rand = rand.N[int64]
 	}
 	return s, nil
+}
+
+// keyDefaults fills in cfg's zero MaxKeys, MaxTenantKeys and KeyMemory.
+func keyDefaults(cfg Config) Config {
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
+	if cfg.MaxTenantKeys == 0 {
+		cfg.MaxTenantKeys = cfg.MaxKeys
+		if cfg.Tenant != nil {
+			cfg.MaxTenantKeys = max(cfg.MaxKeys/DefaultTenantShare, 1)
+		}
+	}
+	if cfg.KeyMemory <= 0 {
+		cfg.KeyMemory = DefaultKeyMemory
+	}
+	return cfg
 }
 
 // Stats returns the counts so far.
@@ -264,12 +340,14 @@ func (s *Shedder) Stats() Stats {
 // up within the wait bound, and refuses it with 503 otherwise.
 func (s *Shedder) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.readAhead(w, r) {
-			s.refused[SlowBody].Add(1)
-			s.writeProblem(w, problem.BodyUnread)
+		unread, ok := s.readAhead(w, r)
+		defer unread()
+		if !ok {
 			return
 		}
-		if !s.acquire(r) {
+		q := s.newWaiter(r)
+		if !s.acquire(r.Context(), q) {
+			s.remember(q)
 			s.refuse(w)
 			return
 		}
@@ -278,23 +356,23 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 		if r.Context().Err() != nil {
 			// The client left while the slot was handed over.
 			s.refused[Gone].Add(1)
+			s.remember(q)
 			s.refuse(w)
 			return
 		}
+		defer s.forget(q)()
 		s.admitted.Add(1)
 		next.ServeHTTP(w, r)
 	})
 }
 
-// acquire takes a slot for r, waiting for one within the bound, and
+// acquire takes a slot for w, waiting for one within the bound, and
 // counts why it could not.
-func (s *Shedder) acquire(r *http.Request) bool {
-	ctx := r.Context()
+func (s *Shedder) acquire(ctx context.Context, w *waiter) bool {
 	if ctx.Err() != nil {
 		s.refused[Gone].Add(1)
 		return false
 	}
-	w := s.newWaiter(r)
 	s.mu.Lock()
 	if s.inFlight < s.cfg.MaxInFlight && len(s.queue) == 0 {
 		s.inFlight++

@@ -171,8 +171,10 @@ func admission(o *Options) (*idemshed.Shedder, error) {
 		RetryAfter:    time.Second,
 		CongestedWait: min(idemshed.DefaultCongestedWait, o.maxWait),
 		ProblemBase:   ProblemBase,
-		// The retries of the keys waited on longest come first.
-		Key: idemshed.HeaderKey(api.CreateTransferPolicy().Key.Name),
+		// The retries refused longest ago come first, each tenant's
+		// remembered apart: admission stands after authentication.
+		Key:    idemshed.HeaderKey(api.CreateTransferPolicy().Key.Name),
+		Tenant: server.TenantFromRequest,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("admission: %w", err)

@@ -58,7 +58,7 @@ func (m *metrics) handler(api http.Handler) http.Handler {
 //	petstore_handler_runs_client_gone_total      counter
 //	petstore_admission_admitted_total            counter
 //	petstore_admission_queued_total              counter
-//	petstore_admission_refused_total{reason}     counter: full, waited, gone, displaced
+//	petstore_admission_refused_total{reason}     counter: full, waited, gone, displaced, read-ahead-full
 //
 // A handler run whose client had already hung up is work nobody reads;
 // under a retry storm it should stay near zero, because admission and the
@@ -76,7 +76,7 @@ func (m *metrics) watch(srv *server.Server, shed *idemshed.Shedder) error {
 		counter("admission_admitted_total", "Requests admitted to be served.", nil, func() int64 { return shed.Stats().Admitted }),
 		counter("admission_queued_total", "Requests that waited for a slot, admitted or not.", nil, func() int64 { return shed.Stats().Queued }),
 	}
-	for _, why := range []idemshed.Reason{idemshed.Full, idemshed.Waited, idemshed.Gone, idemshed.Displaced} {
+	for _, why := range []idemshed.Reason{idemshed.Full, idemshed.Waited, idemshed.Gone, idemshed.Displaced, idemshed.ReadAheadFull} {
 		cs = append(cs, counter("admission_refused_total", "Requests refused with 503 before anything ran, by reason.",
 			prometheus.Labels{"reason": why.String()}, func() int64 { return shed.Stats().Refused[why] }))
 	}

@@ -19,7 +19,8 @@ import (
 // DefaultBinder: the path parameters, the query of a GET, DELETE or HEAD,
 // then the body), so a handler of your own that calls Context.Bind gets
 // the same mark: it must bind before it does anything the key's answer
-// should record.
+// should record. A request that binds has reached its handler (Reached):
+// an error returned after it is the handler's answer, and stored.
 func Binder(b echo.Binder) echo.Binder {
 	if b == nil {
 		b = &echo.DefaultBinder{}
@@ -30,9 +31,10 @@ func Binder(b echo.Binder) echo.Binder {
 type binder struct{ inner echo.Binder }
 
 func (b binder) Bind(i any, c echo.Context) error {
-	err := b.inner.Bind(i, c)
-	if err != nil {
+	if err := b.inner.Bind(i, c); err != nil {
 		idem.NotExecuted(c.Request().Context())
+		return err
 	}
-	return err
+	Reached(c)
+	return nil
 }

@@ -1,7 +1,8 @@
 // Package idemecho fits the idempotency engine to echo (v4): Middleware
 // applies the engine's policies inside echo's middleware chain, after the
-// authentication that sets the tenant; Binder tells the engine when a
-// request body could not be decoded, so that answer is not stored; and
+// authentication that sets the tenant; StrictMiddleware and Binder tell it
+// when a request has reached its handler, so that a request answered
+// before (a parameter or a body that did not bind) is not stored; and
 // CheckRoutes proves at start-up that echo routes every protected
 // operation. It keeps echo out of runtime/idem, which imports the standard
 // library only.
@@ -9,8 +10,25 @@
 //	e := echo.New()
 //	e.Binder = idemecho.Binder(e.Binder)
 //	e.Use(authenticate, idemecho.Middleware(engine))
-//	api.RegisterHandlers(e, api.NewStrictHandler(impl, nil))
+//	api.RegisterHandlers(e, api.NewStrictHandler(impl,
+//		[]api.StrictMiddlewareFunc{idemecho.StrictMiddleware[api.StrictHandlerFunc]}))
 //	err := idemecho.CheckRoutes(engine, e)
+//
+// oapi-codegen's echo server binds a request's parameters in its wrapper,
+// and answers one it cannot bind with echo's HTTPError 400, before any
+// handler of its strict server runs. Middleware answers an error returned
+// before the request reached its handler as not executed: the 400 is not
+// stored, and the client's corrected retry with the same key runs. The
+// strict server's method is reached through StrictMiddleware, which runs
+// once the parameters and the body are bound; an error returned after it
+// (a 400 of the method's own) is the key's answer, stored as before.
+// Without StrictMiddleware, Binder marks an operation with a body as
+// reached once the body binds; an error the method of an operation
+// without a body returns would be taken as the wrapper's, and not stored.
+// A handler of your own (an echo handler, or a method of oapi-codegen's
+// ServerInterface without the strict server, which the wrapper calls once
+// the parameters are bound) binds through Binder, or calls Reached,
+// before it does anything the key's answer should record.
 //
 // An oapi-codegen strict-server method on echo gets the request's context
 // (c.Request().Context()), where the engine put the transaction, so a
@@ -44,7 +62,15 @@ import (
 //
 // An error the chain returns is answered inside the engine, through echo's
 // HTTPErrorHandler (Context.Error), so that answer is the one the engine
-// stores and replays; the middleware itself then returns nil.
+// stores and replays; the middleware itself then returns nil. An error
+// returned before the request reached its handler (Reached: a parameter
+// oapi-codegen's wrapper could not bind, a body that did not decode,
+// middleware behind this one that refused the request) is answered as not
+// executed (idem.NotExecuted): a 4xx is not stored and the key is
+// released, so the client's corrected retry with the same key runs.
+// oapi-codegen's strict server reaches its method through
+// StrictMiddleware; a handler of your own, by binding through Binder or
+// by calling Reached.
 func Middleware(e *idem.Engine) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -53,9 +79,13 @@ func Middleware(e *idem.Engine) echo.MiddlewareFunc {
 			}
 			in, outer := c.Request(), c.Response()
 			e.RoutedMiddleware(pathtemplate.FromColons(c.Path()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				c.SetRequest(r)
+				ctx, reach := withReach(r.Context())
+				c.SetRequest(r.WithContext(ctx))
 				c.SetResponse(echo.NewResponse(w, c.Echo()))
 				if err := next(c); err != nil {
+					if !reach.reached.Load() {
+						idem.NotExecuted(ctx) // answered before the handler ran
+					}
 					c.Error(err)
 				}
 			})).ServeHTTP(outer, in)

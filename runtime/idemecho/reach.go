@@ -1,0 +1,57 @@
+package idemecho
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/labstack/echo/v4"
+)
+
+// reach records, for one request behind Middleware, whether the request
+// reached its handler. An error the chain returns before it did (a
+// parameter oapi-codegen's wrapper could not bind, a body that did not
+// decode) means the operation did not start executing.
+type reach struct{ reached atomic.Bool }
+
+type reachKey struct{}
+
+// withReach returns ctx carrying a fresh reach.
+func withReach(ctx context.Context) (context.Context, *reach) {
+	r := &reach{}
+	return context.WithValue(ctx, reachKey{}, r), r
+}
+
+// Reached tells Middleware that the request reached its handler: an error
+// the chain returns from now on is the handler's answer, stored as the
+// key's like any other, where an error returned before it was (a
+// parameter or a body that did not bind) is answered as not executed and
+// not stored. StrictMiddleware calls it for an oapi-codegen strict server,
+// and Binder once a request has bound; a handler of your own that binds
+// nothing calls it before it does anything the key's answer should
+// record. Outside Middleware it does nothing.
+func Reached(c echo.Context) {
+	if r, ok := c.Request().Context().Value(reachKey{}).(*reach); ok {
+		r.reached.Store(true)
+	}
+}
+
+// StrictMiddleware is the strict-server middleware of oapi-codegen's echo
+// server that calls Reached before the method runs. oapi-codegen's
+// wrapper binds the path, query, header and cookie parameters, and its
+// strict handler the body, before the strict middleware run: an error
+// returned before StrictMiddleware is one the method never saw. Give it
+// to NewStrictHandler, instantiated with the generated package's
+// StrictHandlerFunc, so that a parameter the wrapper answers 400 is not
+// stored:
+//
+//	api.NewStrictHandler(impl, []api.StrictMiddlewareFunc{idemecho.StrictMiddleware[api.StrictHandlerFunc]})
+//
+// Without it, Middleware cannot tell the method's own error (a 400 it
+// returns) from the wrapper's, and answers both as not executed; Binder
+// alone marks only operations with a body.
+func StrictMiddleware[H ~func(echo.Context, any) (any, error)](f H, _ string) H {
+	return func(c echo.Context, request any) (any, error) {
+		Reached(c)
+		return f(c, request)
+	}
+}

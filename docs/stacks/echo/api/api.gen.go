@@ -27,6 +27,11 @@ type Order struct {
 	Quantity int    `json:"quantity"`
 }
 
+// CreateOrderParams defines parameters for CreateOrder.
+type CreateOrderParams struct {
+	Express *bool `form:"express,omitempty" json:"express,omitempty"`
+}
+
 // CreateOrderJSONRequestBody defines body for CreateOrder for application/json ContentType.
 type CreateOrderJSONRequestBody = NewOrder
 
@@ -34,7 +39,7 @@ type CreateOrderJSONRequestBody = NewOrder
 type ServerInterface interface {
 
 	// (POST /orders)
-	CreateOrder(ctx echo.Context) error
+	CreateOrder(ctx echo.Context, params CreateOrderParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -46,8 +51,17 @@ type ServerInterfaceWrapper struct {
 func (w *ServerInterfaceWrapper) CreateOrder(ctx echo.Context) error {
 	var err error
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateOrderParams
+	// ------------- Optional query parameter "express" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "express", ctx.QueryParams(), &params.Express, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter express: %s", err))
+	}
+
 	// Invoke the callback with all the unmarshaled arguments
-	err = w.Handler.CreateOrder(ctx)
+	err = w.Handler.CreateOrder(ctx, params)
 	return err
 }
 
@@ -103,7 +117,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 }
 
 type CreateOrderRequestObject struct {
-	Body *CreateOrderJSONRequestBody
+	Params CreateOrderParams
+	Body   *CreateOrderJSONRequestBody
 }
 
 type CreateOrderResponseObject interface {
@@ -144,8 +159,10 @@ type strictHandler struct {
 }
 
 // CreateOrder operation middleware
-func (sh *strictHandler) CreateOrder(ctx echo.Context) error {
+func (sh *strictHandler) CreateOrder(ctx echo.Context, params CreateOrderParams) error {
 	var request CreateOrderRequestObject
+
+	request.Params = params
 
 	var body CreateOrderJSONRequestBody
 	var err error

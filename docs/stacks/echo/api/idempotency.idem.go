@@ -47,6 +47,7 @@ func CreateOrderPolicy() idem.Policy {
 				{Pointer: "/item", Type: fingerprint.String},
 				{Pointer: "/quantity", Type: fingerprint.Integer},
 			},
+			Query: []string{"express"},
 		},
 	}
 }

@@ -171,6 +171,10 @@ func admission(o *Options) (*idemshed.Shedder, error) {
 		RetryAfter:    time.Second,
 		CongestedWait: min(idemshed.DefaultCongestedWait, o.maxWait),
 		ProblemBase:   ProblemBase,
+		// Bodies are read ahead as the server bounds them: a body that
+		// has not arrived within the read timeout holds no slot.
+		MaxBodyBytes: maxBodyBytes,
+		BodyTimeout:  o.readTimeout,
 		// The retries refused longest ago come first, each tenant's
 		// remembered apart: admission stands after authentication.
 		Key:    idemshed.HeaderKey(api.CreateTransferPolicy().Key.Name),

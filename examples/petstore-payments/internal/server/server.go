@@ -46,9 +46,10 @@ type Config struct {
 	// Admission bounds the requests served at once (idemshed); nil admits
 	// every request. It stands after authentication and rate limiting and
 	// in front of the idempotency layer, so that a request it refuses has
-	// claimed no key, and it sees a request only once its body has arrived:
-	// a client that sends its body slowly holds a connection, cut off by
-	// the read timeout, but none of the capacity.
+	// claimed no key. It reads a request's body before the request takes
+	// any capacity (idemshed does, within a bound on all the bodies it
+	// holds): a client that sends its body slowly holds a connection, cut
+	// off by the read timeout, but none of the capacity.
 	Admission func(http.Handler) http.Handler
 	// Tx mounts the transactional operations. When it is nil they run in
 	// plain transactions from Begin, with no idempotency.
@@ -149,7 +150,7 @@ func New(cfg Config) (*Server, error) {
 		chain = cfg.Idempotency(chain)
 	}
 	if cfg.Admission != nil {
-		chain = s.readBody(cfg.Admission(chain))
+		chain = cfg.Admission(chain)
 	}
 	chain = s.authenticate(s.rateLimit(chain))
 

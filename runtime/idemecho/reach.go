@@ -46,6 +46,11 @@ func Reached(c echo.Context) {
 //
 //	api.NewStrictHandler(impl, []api.StrictMiddlewareFunc{idemecho.StrictMiddleware[api.StrictHandlerFunc]})
 //
+// oapi-codegen wraps the method in the slice's order, so the last of the
+// slice runs first: put StrictMiddleware last, and what strict middleware
+// of your own answers after the binding is stored, as the method's
+// answer would be.
+//
 // Without it, Middleware cannot tell the method's own error (a 400 it
 // returns) from the wrapper's, and answers both as not executed; Binder
 // alone marks only operations with a body.

@@ -29,8 +29,8 @@
 //   - gone.go: a client that hung up before its claim is answered 503,
 //     and nothing is claimed for it.
 //   - await.go: serveKeyed claims the key; a request that met its key in
-//     flight may wait for the answer (Config.DuplicateWait) and claim
-//     again.
+//     flight may wait for the answer (Config.DuplicateWait, at most
+//     Config.DuplicateWaiters of them for one key) and claim again.
 //   - claim.go, rotation.go, storecall.go: the claim asks the store for
 //     the key (the words claim, hold, release, abandon and settle are
 //     defined in docs/semantics.md §9), committed on its own or inside the

@@ -9,16 +9,17 @@
 //
 //	e := echo.New()
 //	e.Binder = idemecho.Binder(e.Binder)
-//	e.Use(authenticate, idemecho.Middleware(engine))
+//	e.Use(authenticate, idemecho.Middleware(engine, idemecho.UnboundNotExecuted()))
 //	api.RegisterHandlers(e, api.NewStrictHandler(impl,
 //		[]api.StrictMiddlewareFunc{idemecho.StrictMiddleware[api.StrictHandlerFunc]}))
 //	err := idemecho.CheckRoutes(engine, e)
 //
 // oapi-codegen's echo server binds a request's parameters in its wrapper,
 // and answers one it cannot bind with echo's HTTPError 400, before any
-// handler of its strict server runs. Middleware answers an error returned
-// before the request reached its handler as not executed: the 400 is not
-// stored, and the client's corrected retry with the same key runs. The
+// handler of its strict server runs. With UnboundNotExecuted, Middleware
+// answers an error returned before the request reached its handler as not
+// executed: the 400 is not stored, and the client's corrected retry with
+// the same key runs. The
 // strict server's method is reached through StrictMiddleware, which runs
 // once the parameters and the body are bound; an error returned after it
 // (a 400 of the method's own) is the key's answer, stored as before.
@@ -62,16 +63,15 @@ import (
 //
 // An error the chain returns is answered inside the engine, through echo's
 // HTTPErrorHandler (Context.Error), so that answer is the one the engine
-// stores and replays; the middleware itself then returns nil. An error
-// returned before the request reached its handler (Reached: a parameter
-// oapi-codegen's wrapper could not bind, a body that did not decode,
-// middleware behind this one that refused the request) is answered as not
-// executed (idem.NotExecuted): a 4xx is not stored and the key is
-// released, so the client's corrected retry with the same key runs.
-// oapi-codegen's strict server reaches its method through
-// StrictMiddleware; a handler of your own, by binding through Binder or
-// by calling Reached.
-func Middleware(e *idem.Engine) echo.MiddlewareFunc {
+// stores and replays; the middleware itself then returns nil. A body that
+// does not bind through Binder is answered as not executed; with
+// UnboundNotExecuted, so is every error returned before the request
+// reached its handler (see there).
+func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if routeprobe.Reach(c.Request().Context(), c.Path()) {
@@ -83,7 +83,7 @@ func Middleware(e *idem.Engine) echo.MiddlewareFunc {
 				c.SetRequest(r.WithContext(ctx))
 				c.SetResponse(echo.NewResponse(w, c.Echo()))
 				if err := next(c); err != nil {
-					if !reach.reached.Load() {
+					if o.unbound && !reach.reached.Load() {
 						idem.NotExecuted(ctx) // answered before the handler ran
 					}
 					c.Error(err)

@@ -7,6 +7,27 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
+// Option configures Middleware.
+type Option func(*options)
+
+type options struct{ unbound bool }
+
+// UnboundNotExecuted tells Middleware that every protected route marks the
+// moment its request reaches its handler: oapi-codegen's strict server
+// through StrictMiddleware, a handler of your own by binding through
+// Binder or by calling Reached. An error the chain returns before that
+// moment (a parameter oapi-codegen's wrapper could not bind, middleware
+// behind Middleware that refused the request) is then answered as not
+// executed (idem.NotExecuted): a 4xx is not stored and the key is
+// released, so the client's corrected retry with the same key runs.
+//
+// It is not the default because a route that never marks its handler
+// reached would have every 4xx of its own answered so, its key released
+// after whatever the handler did outside its transaction (a charge, a
+// message), for a retry to do again. Without it, every answer but a body
+// Binder could not bind is the key's, stored and replayed.
+func UnboundNotExecuted() Option { return func(o *options) { o.unbound = true } }
+
 // reach records, for one request behind Middleware, whether the request
 // reached its handler. An error the chain returns before it did (a
 // parameter oapi-codegen's wrapper could not bind, a body that did not
@@ -51,9 +72,9 @@ func Reached(c echo.Context) {
 // of your own answers after the binding is stored, as the method's
 // answer would be.
 //
-// Without it, Middleware cannot tell the method's own error (a 400 it
-// returns) from the wrapper's, and answers both as not executed; Binder
-// alone marks only operations with a body.
+// Under UnboundNotExecuted, without it, Middleware cannot tell the
+// method's own error (a 400 it returns) from the wrapper's, and answers
+// both as not executed; Binder alone marks only operations with a body.
 func StrictMiddleware[H ~func(echo.Context, any) (any, error)](f H, _ string) H {
 	return func(c echo.Context, request any) (any, error) {
 		Reached(c)

@@ -74,7 +74,8 @@ func cancelTransfer(runs *atomic.Int64, middlewares ...strictMiddlewareFunc) ech
 }
 
 // strictEcho serves cancelTransfer behind the engine, with
-// idemecho.StrictMiddleware as its strict middleware.
+// idemecho.StrictMiddleware as its strict middleware, as
+// UnboundNotExecuted asks.
 func strictEcho(t *testing.T) (*echo.Echo, *atomic.Int64) {
 	e, _ := adaptertest.Engine(t, func(c *idem.Config) {
 		c.Policies = append(c.Policies, idemtest.Policy(cancelOp, "/transfers/{id}/cancel", func(p *idem.Policy) {
@@ -84,7 +85,7 @@ func strictEcho(t *testing.T) (*echo.Echo, *atomic.Int64) {
 	})
 	runs := new(atomic.Int64)
 	ec := echo.New()
-	ec.Use(authenticate, idemecho.Middleware(e))
+	ec.Use(authenticate, idemecho.Middleware(e, idemecho.UnboundNotExecuted()))
 	ec.POST("/transfers", transfer(new(atomic.Int64)))
 	ec.POST("/transfers/:id/cancel", cancelTransfer(runs, idemecho.StrictMiddleware[strictHandlerFunc]))
 	if err := idemecho.CheckRoutes(e, ec); err != nil {
@@ -141,5 +142,29 @@ func TestStrictMethodErrorIsStored(t *testing.T) {
 	}
 	if first.Body.String() != retry.Body.String() || runs.Load() != 1 {
 		t.Fatalf("replay %q, first %q, %d runs; want the same answer from one run", retry.Body, first.Body, runs.Load())
+	}
+}
+
+// Without UnboundNotExecuted, an error a handler of its own returns is the
+// key's answer whether or not it marked itself reached: a handler that did
+// something outside its transaction and then answered 402 must not have
+// its key released for a retry to do it again.
+func TestUnmarkedHandlerErrorIsStoredByDefault(t *testing.T) {
+	e, _ := adaptertest.Engine(t, func(c *idem.Config) {
+		c.Policies = append(c.Policies, idemtest.Policy("chargeCard", "/charges", func(*idem.Policy) {}))
+	})
+	var charges atomic.Int64
+	ec := echo.New()
+	ec.Use(authenticate, idemecho.Middleware(e))
+	ec.POST("/transfers", transfer(new(atomic.Int64)))
+	ec.POST("/charges", func(c echo.Context) error {
+		charges.Add(1) // a processor's charge, outside any transaction
+		return echo.NewHTTPError(http.StatusPaymentRequired, "card declined")
+	})
+	first := cancel(ec, "k1", "/charges")
+	retry := cancel(ec, "k1", "/charges")
+	if first.Code != http.StatusPaymentRequired || retry.Header().Get("Idempotent-Replayed") != "true" || charges.Load() != 1 {
+		t.Fatalf("first %d, retry %d replayed=%q, %d charges; want the 402 replayed from one charge",
+			first.Code, retry.Code, retry.Header().Get("Idempotent-Replayed"), charges.Load())
 	}
 }

@@ -62,8 +62,10 @@ func newHandler(store *sqlitestore.Store, h api.StrictServerInterface) (http.Han
 	// A body that does not decode: echo's 400, not stored.
 	e.Binder = idemecho.Binder(e.Binder)
 	// Authentication sets the tenant, then the engine applies the policy;
-	// echo runs Use'd middleware after routing, for every route.
-	e.Use(authenticate, idemecho.Middleware(engine))
+	// echo runs Use'd middleware after routing, for every route. Every
+	// route here is the strict server's, which marks its method reached
+	// (StrictMiddleware below), so an error before that is not stored.
+	e.Use(authenticate, idemecho.Middleware(engine, idemecho.UnboundNotExecuted()))
 	// A parameter that does not bind: the wrapper's 400, answered before
 	// StrictMiddleware, not stored; an error the method returns after it
 	// is the key's answer.

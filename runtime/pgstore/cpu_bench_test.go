@@ -20,12 +20,14 @@ import (
 )
 
 // BenchmarkTxCPU is where a transactional request's CPU goes: for a
-// transactional replay of a completed key and for a transactional new key
-// (claim, one business write, commit with the completion), the wall time,
+// transactional replay of a completed key, for a transactional new key
+// (claim, one business write, commit with the completion) and for the same
+// business write in a bare transaction, the wall time,
 // the CPU of this process (pgstore and pgx, the benchmark's own loop
 // included) and that of the PostgreSQL backends that serve the store (its
 // pool's and the guard's, told apart from the rest of the server by their
-// application_name), per request, the median of the rounds. Throughput
+// application_name), per request, one request at a time, the median of
+// the rounds. Throughput
 // moves with the machine's load; the CPU per request much less, and it is
 // what a change to the statements moves. It reads Linux's per-task
 // scheduler statistics, so it needs the server on this machine:
@@ -33,7 +35,7 @@ import (
 //	nice go test -run '^$' -bench TxCPU -benchtime 10x ./runtime/pgstore/
 func BenchmarkTxCPU(b *testing.B) {
 	app := "pgstore_bench_" + randomHex(4)
-	s, _ := benchSetupApp(b, app)
+	s, pool := benchSetupApp(b, app)
 	ctx := context.Background()
 	resp := benchResponse()
 	meter := newBackendMeter(b, app)
@@ -42,6 +44,18 @@ func BenchmarkTxCPU(b *testing.B) {
 		name string
 		do   func(int64) error
 	}{
+		// The same transaction without idempotency.
+		{"bare", func(int64) error {
+			tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				return err
+			}
+			if err := writeEffect(ctx, tx, "b"+strconv.FormatInt(seq.Add(1), 10)); err != nil {
+				_ = tx.Rollback(ctx)
+				return err
+			}
+			return tx.Commit(ctx)
+		}},
 		{"replay", func(i int64) error {
 			c := claimFor("k"+strconv.FormatInt(i%benchKeys, 10), "tok-r", time.Minute)
 			res, tx, err := s.ClaimTx(ctx, c)
@@ -73,7 +87,7 @@ func BenchmarkTxCPU(b *testing.B) {
 	for b.Loop() {
 		for i, p := range paths {
 			p0, d0 := processCPU(), meter.read(b)
-			ns := timeBatch(b, p.do)
+			ns := timeSerial(b, p.do)
 			p1, d1 := processCPU(), meter.read(b)
 			samples[i][0] = append(samples[i][0], ns/1e3)
 			samples[i][1] = append(samples[i][1], float64((p1-p0).Nanoseconds())/benchBatch/1e3)
@@ -86,6 +100,19 @@ func BenchmarkTxCPU(b *testing.B) {
 		b.ReportMetric(median(samples[i][1]), p.name+"-client-cpu-µs/op")
 		b.ReportMetric(median(samples[i][2]), p.name+"-db-cpu-µs/op")
 	}
+}
+
+// timeSerial runs f for benchBatch operations one after another and
+// returns the wall-clock nanoseconds per operation. One at a time, the CPU
+// per request is the statements' own, without the contention of many.
+func timeSerial(b *testing.B, f func(i int64) error) float64 {
+	start := time.Now()
+	for i := range int64(benchBatch) {
+		if err := f(i + 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(time.Since(start).Nanoseconds()) / benchBatch
 }
 
 // benchSetupApp is benchSetup on connections that carry app as their

@@ -91,6 +91,39 @@ func readClaim(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, unsettle
 	return res, r.outcome == outcomeBusyElse, err
 }
 
+// readTxClaim reads the single row of txClaimSQL from rows and closes
+// them; unsettled is as for readClaim.
+func readTxClaim(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, unsettled bool, err error) {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return idemstore.Result{}, false, err
+		}
+		return idemstore.Result{}, false, errors.New("the claim returned no row")
+	}
+	var r claimRow
+	values := rows.RawValues()
+	err = checkColumns(rows.FieldDescriptions(), values, []uint32{pgtype.RecordOID})
+	if err == nil && values[0] == nil {
+		err = errors.New("the claim returned no outcome")
+	}
+	if err == nil {
+		r, err = decodeClaimRecord(values[0])
+	}
+	if err == nil {
+		// Before Close: the headers still point into the driver's buffer.
+		res, err = r.result(c)
+	}
+	rows.Close()
+	if rerr := rows.Err(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return idemstore.Result{}, false, err
+	}
+	return res, r.outcome == outcomeBusyElse, nil
+}
+
 // readPeek reads peekSQL's rows and closes them: decided reports whether
 // a row decided the claim, and res is then the answer to c.
 func readPeek(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, decided bool, err error) {

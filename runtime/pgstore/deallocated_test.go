@@ -20,12 +20,22 @@ import (
 func TestHandlerDeallocatesTheEnding(t *testing.T) {
 	deallocate := map[string]func(t *testing.T, tx idemstore.Tx) string{
 		"all": func(*testing.T, idemstore.Tx) string { return "DEALLOCATE ALL" },
+		// The check of the transaction's mark, which a keyed Commit makes
+		// in its completion.
 		"the first statement": func(t *testing.T, tx idemstore.Tx) string {
 			return "DEALLOCATE " + preparedName(t, tx, pgstore.SameTxSQL)
+		},
+		"the completion": func(t *testing.T, tx idemstore.Tx) string {
+			return "DEALLOCATE " + preparedName(t, tx, pgstore.CompleteTxSQL)
 		},
 	}
 	for what, stmt := range deallocate {
 		for _, e := range txEndings() {
+			if (what == "the completion") != (e.name == "keyed Commit") {
+				// Only a keyed Commit sends the completion; it sends no
+				// check of its own.
+				continue
+			}
 			t.Run(what+", "+e.name, func(t *testing.T) {
 				s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 				ctx := context.Background()

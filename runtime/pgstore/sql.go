@@ -55,6 +55,15 @@ const peekSQL = `SELECT ` + decidingColumnsSQL + `
   FROM (SELECT clock_timestamp() AS now) t
   JOIN ` + decidingRowSQL
 
+// txClaimSQL is the claim inside a transaction (ClaimTx), sent behind
+// BEGIN and txTimeoutsSQL after peekSQL found no row that decides it:
+// idempotency_claim, called without claimSQL's read, which the peek has
+// just made; a row that appeared since is one the function decides
+// itself. Its record is the statement's one column (claimFields).
+const txClaimSQL = `SELECT idempotency_claim($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text, $4::pg_catalog.text,
+                         $5::pg_catalog.bytea, $6::pg_catalog.text, $7::pg_catalog.int8, $8::pg_catalog.int8,
+                         $9::pg_catalog.bool, true)`
+
 // decidingColumnsSQL are the columns of a deciding row that claimSQL and
 // peekSQL return (claimColumns).
 const decidingColumnsSQL = `k.state, k.operation, k.fingerprint, k.lease_until, t.now,
@@ -80,11 +89,33 @@ const completeSQL = `UPDATE idempotency_keys
  WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
    AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
 
-// completeTxSQL stores the response inside the handler's transaction. There
-// a fenced completion must abort the transaction, which is what lets
-// Tx.Commit queue COMMIT right behind it: idempotency_complete raises
-// SQLSTATE IK001 rather than updating nothing.
-const completeTxSQL = `SELECT idempotency_complete($1, $2, $3, $4, $5, $6, $7, $8)`
+// completeTxSQL stores the response inside the handler's transaction, and
+// checks, in the same statement, that the transaction is still the one
+// the claim began and that the table's name still resolves to the
+// relation it named then (sameTxCheckSQL, which otherwise runs as a
+// statement of its own, sameTxSQL): $1 is both the transaction's mark and
+// the claim's token, $2 the relation's oid (txMark); $3 to $9 are
+// completeArgs' but the token. A fenced completion must abort the
+// transaction, which is what lets Tx.Commit queue COMMIT right behind it.
+// The update is completeSQL's, as a plain statement; only when it updated
+// nothing is idempotency_complete called, whose own update finds nothing
+// either and raises SQLSTATE IK001. A transaction that is not the claim's
+// fails with sameTxSQL's division_by_zero instead, wherever the statement
+// had got to: either error aborts the whole statement, the update with
+// it, and everything queued behind.
+const completeTxSQL = `WITH u AS (
+    UPDATE idempotency_keys
+       SET state = 'completed', completed_at = clock_timestamp(),
+           status = $6::pg_catalog.int4, headers = $7::pg_catalog.bytea, body = $8::pg_catalog.bytea, body_omitted = $9::pg_catalog.bool,
+           lease_until = NULL
+     WHERE tenant = $3::pg_catalog.text AND scope = $4::pg_catalog.text AND key = $5::pg_catalog.text
+       AND lease_token = $1::pg_catalog.text AND state = 'in_flight'
+    RETURNING 1)
+SELECT CASE WHEN ` + sameTxCheckSQL + ` OPERATOR(pg_catalog.<>) 1
+            THEN NULL
+            WHEN NOT EXISTS (SELECT FROM u)
+            THEN idempotency_complete($3, $4, $5, $1, $6, $7, $8, $9)
+       END`
 
 // releaseSQL deletes the row only for the current token of an in-flight
 // claim: a late release from an abandoned request deletes nothing.
@@ -145,7 +176,12 @@ const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', 
 // COMMIT) runs. current_setting is not evaluated when the statement is
 // planned, so neither is the division. Every function and operator is
 // pg_catalog's: the statement is parsed under the handler's search_path.
-const sameTxSQL = `SELECT 1 OPERATOR(pg_catalog./) (
+const sameTxSQL = `SELECT ` + sameTxCheckSQL
+
+// sameTxCheckSQL is sameTxSQL's expression, with the transaction's mark
+// as $1 and the relation's oid as $2: 1, or division_by_zero.
+// completeTxSQL makes the same check.
+const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
          coalesce(pg_catalog.current_setting('idemgen.transaction', true), '') OPERATOR(pg_catalog.=) $1::pg_catalog.text
      AND ($2::pg_catalog.oid OPERATOR(pg_catalog.=) 0
           OR coalesce(pg_catalog.to_regclass('idempotency_keys')::pg_catalog.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid, false))

@@ -123,8 +123,9 @@ func TestStatementsPerRequest(t *testing.T) {
 	// call of idempotency_claim): a completed key is answered by it alone.
 	const peek = "SELECT k.state, k.operation, k.fingerprint, k.lease_until, t.now, k.status, k.headers, k.body, k.body_omitted FROM"
 	// A transaction's start: BEGIN and the lease's statement timeouts,
-	// pipelined with the claim.
-	begin := []string{"begin isolation level read committed", "SELECT set_config('idle_in_transaction_session_timeout'"}
+	// pipelined with the claim, which calls idempotency_claim without the
+	// read (the peek made it).
+	begin := []string{"begin isolation level read committed", "SELECT set_config('idle_in_transaction_session_timeout'", "SELECT idempotency_claim("}
 	want := map[string]struct {
 		stmts []string
 		// guard is how many of the guard's statements the request causes,
@@ -137,11 +138,11 @@ func TestStatementsPerRequest(t *testing.T) {
 		"replay":  {[]string{claim}, 0},
 		"conflict: another request with the key (422)": {[]string{claim}, 0},
 		"conflict: the key in flight (409)":            {[]string{claim}, 0},
-		"transactional new key": {append([]string{peek}, append(slices.Clone(begin), claim,
+		"transactional new key": {append([]string{peek}, append(slices.Clone(begin),
 			// The handler's own write, in the request's transaction.
 			"INSERT INTO effects",
-			// In one batch: the check that the transaction is still the
-			// claim's, the completion, COMMIT, and the reset before the
+			// In one batch: the completion, which also checks that the
+			// transaction is still the claim's, COMMIT, and the reset before the
 			// connection goes back to the pool: the check of what a handler
 			// may have left on the session, which also releases the claim's
 			// session locks and seeds random() afresh (sessionCheckSQL),
@@ -150,8 +151,7 @@ func TestStatementsPerRequest(t *testing.T) {
 			// statement the batch ran was the handler's (replacedSQL). This
 			// handler leaves nothing else, so the full reset (resetSQL) is
 			// not sent.
-			"SELECT 1 OPERATOR(pg_catalog./) (",
-			"SELECT idempotency_complete(",
+			"WITH u AS ( UPDATE idempotency_keys SET state = 'completed'",
 			"COMMIT",
 			"SELECT pg_catalog.pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES",
 			"SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE from_sql")...),
@@ -162,7 +162,7 @@ func TestStatementsPerRequest(t *testing.T) {
 		// the claim meets the key's lock, and COMMIT ends the transaction
 		// that holds nothing. The held request holds the guard in this
 		// process, which tells the claim without asking the database.
-		"transactional conflict: the key in flight (409)": {append([]string{peek}, append(slices.Clone(begin), claim, "COMMIT")...), 0},
+		"transactional conflict: the key in flight (409)": {append([]string{peek}, append(slices.Clone(begin), "COMMIT")...), 0},
 	}
 	for _, p := range paths {
 		var got []string

@@ -106,7 +106,7 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	// claim travels on this one.
 	guard := s.guard.lock(c.Identity)
 	b := leasedBegin(c.Lease, c.Token, requestBadge(c))
-	b.Queue(claimSQL, claimArgs(c, true)...)
+	b.Queue(txClaimSQL, claimArgs(c, true)[:9]...)
 	br := conn.SendBatch(ctx, b)
 	began, keys, err := begun(br)
 	var (
@@ -116,7 +116,7 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	if err == nil {
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {
-			res, unsettled, err = readClaim(rows, c)
+			res, unsettled, err = readTxClaim(rows, c)
 		}
 	}
 	if cerr := br.Close(); err == nil {
@@ -327,13 +327,14 @@ func newSeed() float64 {
 //
 // A transaction in which a statement failed runs nothing but its end, so
 // it cannot be checked: sameTxSQL is left out, and a caller that must know
-// learns it otherwise (Release).
+// learns it otherwise (Release). It is left out too when mark's value is
+// empty: the first of stmts checks the mark itself (completeTxSQL).
 func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handlerTx, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
 	pc := conn.Conn()
 	if pc.IsClosed() {
 		return tag, errNotSent, nil
 	}
-	checked := !txFailed(conn)
+	checked := mark.value != "" && !txFailed(conn)
 	var qs []*pgx.QueuedQuery
 	if checked {
 		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: []any{mark.value, mark.keys}})
@@ -498,9 +499,10 @@ var errTxEnded = errors.New("pgstore: transaction already ended")
 func (t *tx) Driver() any { return pgx.Tx(t.h) }
 
 // Commit writes resp as the key's completion and commits, in one round
-// trip: idempotency_complete, COMMIT and the release of the claim's session
-// locks are pipelined in one batch. When the token is no longer current the
-// function raises, the transaction aborts, the COMMIT is never executed,
+// trip: the completion (completeTxSQL, which also checks that the
+// transaction is still the claim's), COMMIT and the release of the claim's
+// session locks are pipelined in one batch. When the token is no longer
+// current the completion raises, the transaction aborts, the COMMIT is never executed,
 // everything is rolled back and Commit returns idemstore.ErrFenced.
 //
 // A handler that ended the transaction itself (a raw COMMIT or ROLLBACK
@@ -523,8 +525,9 @@ func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 	if handlerEnded(conn) {
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
-	tag, err, resetErr := sendEnding(ctx, conn, t.mark, t.h,
-		&pgx.QueuedQuery{SQL: completeTxSQL, Arguments: completeArgs(c.Identity, c.Token, resp)},
+	// The completion checks the mark (the claim's token) itself.
+	tag, err, resetErr := sendEnding(ctx, conn, txMark{}, t.h,
+		&pgx.QueuedQuery{SQL: completeTxSQL, Arguments: completeTxArgs(t.mark, c.Identity, resp)},
 		&pgx.QueuedQuery{SQL: commitSQL})
 	switch {
 	case errors.Is(err, errHandlerEndedTx):
@@ -544,10 +547,11 @@ func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 		// may already belong to a retry. That is a fenced completion.
 		t.s.giveBack(ctx, conn, t.h)
 		return fmt.Errorf("%w: the database ended the transaction when the lease ran out: %w", idemstore.ErrFenced, err)
-	case isFenced(err):
+	case isFenced(err), isNotSameTx(err):
 		// While this transaction holds the key's locks no claim can take
 		// the key over, so a claim row that is not current any more was
 		// ended by the handler: a raw ROLLBACK, then a new transaction.
+		// So was a transaction without the claim's mark.
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	case conn.Conn().IsClosed():
 		return t.commitCut(ctx, conn, err)
@@ -577,6 +581,14 @@ func (t *tx) commitCut(ctx context.Context, conn *pgxpool.Conn, err error) error
 		return fmt.Errorf("pgstore: commit: the connection closed before the commit's answer came: %w: %w", idemstore.ErrOutcomeUnknown, err)
 	}
 	return fmt.Errorf("pgstore: commit: the connection closed before the commit's answer came; the key's row tells whether it committed: %w", err)
+}
+
+// completeTxArgs are completeTxSQL's arguments for the completion of id
+// with resp in the transaction marked with mark, whose value is the
+// claim's token.
+func completeTxArgs(mark txMark, id idemstore.Identity, resp idemstore.Response) []any {
+	args := completeArgs(id, mark.value, resp)
+	return append([]any{mark.value, mark.keys}, append(args[:3], args[4:]...)...)
 }
 
 // errSessionDiscarded is why settle closes a session instead of

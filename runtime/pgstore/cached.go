@@ -2,6 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,13 +50,31 @@ import (
 // A text cached before the handler ran is left as it was in the statement
 // cache: the handler's run of it prepares nothing.
 
-// cachedSinceSQL selects, as one JSON array of texts (NULL for none), the
-// statements that pgx's statement cache prepared on the session at or
-// after $3, a timestamptz: the start of a handler's transaction. It is a
-// column of sessionCheckSQL.
-const cachedSinceSQL = `(SELECT pg_catalog.json_agg(statement)::pg_catalog.text FROM pg_catalog.pg_prepared_statements
+// cachedSinceSQL selects, as one JSON array of pairs (NULL for none), the
+// name and the text of every statement that pgx's statement cache
+// prepared on the session at or after $3, a timestamptz: the start of a
+// handler's transaction. It is a column of sessionCheckSQL. Each text
+// comes as its UTF-8 bytes in base64, whatever the session's
+// client_encoding: the check runs before the reset, under a
+// client_encoding the handler may have set for the session, in which a
+// text outside ASCII would come back as other bytes than pgx's.
+const cachedSinceSQL = `(SELECT pg_catalog.json_agg(pg_catalog.json_build_array(name,
+            pg_catalog.encode(pg_catalog.convert_to(statement, 'UTF8'), 'base64')))::pg_catalog.text
+          FROM pg_catalog.pg_prepared_statements
           WHERE NOT from_sql AND name OPERATOR(pg_catalog.~~) 'stmtcache\_%'
             AND prepare_time OPERATOR(pg_catalog.>=) $3::pg_catalog.timestamptz)`
+
+// cacheName is the name under which pgx's statement cache prepares sql:
+// its prefix, then the hex of the first 24 bytes of the text's SHA-256.
+func cacheName(sql string) string {
+	sum := sha256.Sum256([]byte(sql))
+	return cachePrefix + hex.EncodeToString(sum[:24])
+}
+
+// errCacheNameTaken is why a session where a statement was prepared under
+// the cache name of another text is closed: pgx would run it for that
+// text.
+var errCacheNameTaken = errors.New("a statement was prepared in the handler's session under the statement cache's name of another text; the session is not reused")
 
 // handlerCache returns what the handler of a transaction that began at
 // began, by the database's clock, will tell about pgx's caches.
@@ -87,12 +108,24 @@ func (c *handlerCache) add(texts ...string) {
 }
 
 // found records the texts the session check found prepared since the
-// transaction began, a JSON array or NULL (nil).
+// transaction began (cachedSinceSQL), or NULL (nil). A statement under the
+// cache name of another text than its own was not prepared by pgx, and
+// stands in for pgx's statement of that other text: errCacheNameTaken.
 func (c *handlerCache) found(list []byte) error {
-	var texts []string
+	var pairs [][2]string
 	if list != nil {
-		if err := json.Unmarshal(list, &texts); err != nil {
+		if err := json.Unmarshal(list, &pairs); err != nil {
 			return fmt.Errorf("the statements prepared in the handler's session: %w", err)
+		}
+	}
+	texts := make([]string, len(pairs))
+	for i, p := range pairs {
+		text, err := base64.StdEncoding.DecodeString(p[1])
+		if err != nil {
+			return fmt.Errorf("the statements prepared in the handler's session: %w", err)
+		}
+		if texts[i] = string(text); cacheName(texts[i]) != p[0] {
+			return fmt.Errorf("%w: %s", errCacheNameTaken, p[0])
 		}
 	}
 	c.mu.Lock()

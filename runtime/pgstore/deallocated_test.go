@@ -75,7 +75,7 @@ func TestHandlerDeallocatesCachedStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, sql := range []string{pgstore.ClaimSQL, pgstore.CompleteSQL, pgstore.ReleaseSQL, pgstore.TxTimeoutsSQL} {
-			handlerExec(t, a, "DO $$BEGIN EXECUTE 'DEALLOCATE "+cacheName(sql)+"'; "+
+			handlerExec(t, a, "DO $$BEGIN EXECUTE 'DEALLOCATE "+pgstore.CacheName(sql)+"'; "+
 				"EXCEPTION WHEN invalid_sql_statement_name THEN NULL; END$$")
 		}
 		if err := a.Commit(ctx, idemstore.Response{}); err != nil {

@@ -77,3 +77,10 @@ const CompleteTxSQL = completeTxSQL
 
 // TxTimeoutsSQL is the statement that bounds and marks a transaction.
 const TxTimeoutsSQL = txTimeoutsSQL
+
+// ConnOf returns the connection under t, which its handler is never
+// handed: a test's stand-in for a route to it not yet closed.
+func ConnOf(t idemstore.Tx) *pgx.Conn { return t.(*tx).conn.Conn() }
+
+// CacheName is the name under which pgx's statement cache prepares sql.
+func CacheName(sql string) string { return cacheName(sql) }

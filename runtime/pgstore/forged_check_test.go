@@ -93,7 +93,7 @@ func TestHandlerReplacesTheSessionCheck(t *testing.T) {
 	const nothingLeft = "SELECT pg_sleep(0), pg_sleep(0), false"
 	t.Run("cache name", func(t *testing.T) {
 		forgeClaim(t, "", func(t *testing.T, tx idemstore.Tx) {
-			name := cacheName(pgstore.SessionCheckSQL)
+			name := pgstore.CacheName(pgstore.SessionCheckSQL)
 			handlerExec(t, tx, "DO $$BEGIN EXECUTE 'DEALLOCATE "+name+"'; EXCEPTION WHEN invalid_sql_statement_name THEN NULL; END$$; "+
 				"PREPARE "+name+"(text, double precision) AS "+nothingLeft)
 		})
@@ -156,7 +156,7 @@ func TestHandlerOperatorHidesFromTheSessionCheck(t *testing.T) {
 // does nothing. The replaced claim must still not outlive A's request.
 func TestHandlerReplacesTheFullReset(t *testing.T) {
 	forgeClaim(t, "PREPARE idem_warm AS SELECT 1", func(t *testing.T, tx idemstore.Tx) {
-		for _, name := range []string{cacheName(pgstore.DeallocateSQL), pgstore.OwnName(pgstore.DeallocateSQL)} {
+		for _, name := range []string{pgstore.CacheName(pgstore.DeallocateSQL), pgstore.OwnName(pgstore.DeallocateSQL)} {
 			handlerExec(t, tx, "DO $$BEGIN EXECUTE 'DEALLOCATE "+name+"'; EXCEPTION WHEN invalid_sql_statement_name THEN NULL; END$$; "+
 				"PREPARE "+name+" AS SELECT 1")
 		}

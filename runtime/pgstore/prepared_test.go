@@ -2,8 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"testing"
 
@@ -14,19 +12,12 @@ import (
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
-// cacheName is the name under which pgx's statement cache prepares sql on
-// a connection: anyone who knows the text can compute it.
-func cacheName(sql string) string {
-	sum := sha256.Sum256([]byte(sql))
-	return "stmtcache_" + hex.EncodeToString(sum[:24])
-}
-
 // replaceCached makes tx's handler replace the statement pgx has cached
 // for sql with one of its own, prepared from SQL under the cache's name,
 // taking params and answering as replacement does.
 func replaceCached(t *testing.T, tx idemstore.Tx, sql, params, replacement string) {
 	t.Helper()
-	replaceNamed(t, tx, cacheName(sql), params, replacement)
+	replaceNamed(t, tx, pgstore.CacheName(sql), params, replacement)
 }
 
 // replaceNamed makes tx's handler replace the statement prepared under
@@ -119,7 +110,7 @@ func TestHandlerPrepareRefusesACacheName(t *testing.T) {
 	tx := wonTx(t, s, "k-a", "tok-a")
 	defer func() { _ = tx.Rollback(ctx) }()
 	const query = "SELECT marker FROM effects WHERE marker = $1"
-	for _, name := range []string{cacheName(query), preparedName(t, tx, pgstore.SessionCheckSQL)} {
+	for _, name := range []string{pgstore.CacheName(query), preparedName(t, tx, pgstore.SessionCheckSQL)} {
 		_, err := tx.Driver().(pgx.Tx).Prepare(ctx, name, "SELECT 'chosen by A'::text WHERE $1::text IS NOT NULL")
 		if !errors.Is(err, pgstore.ErrCacheName) {
 			t.Errorf("Prepare under %s: %v, want ErrCacheName", name, err)
@@ -150,5 +141,64 @@ func TestDescribeModePreparesNothingByName(t *testing.T) {
 	}
 	if err != nil || len(names) != 0 {
 		t.Fatalf("prepared statements on the session: %v, %v; want none", names, err)
+	}
+}
+
+// replaceOverTheProtocol replaces, on tx's connection, the statement under
+// the cache name of sql with replacement, prepared over the protocol as
+// pgx prepares, taking the parameters of sql: what a handler that reached
+// the connection by a route still open could do.
+func replaceOverTheProtocol(t *testing.T, tx idemstore.Tx, sql, replacement string) {
+	t.Helper()
+	ctx := context.Background()
+	pc := pgstore.ConnOf(tx).PgConn()
+	sd, err := pc.Prepare(ctx, "", sql, nil)
+	if err == nil {
+		err = pc.Deallocate(ctx, pgstore.CacheName(sql))
+	}
+	if err == nil {
+		_, err = pc.Prepare(ctx, pgstore.CacheName(sql), replacement, sd.ParamOIDs)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Nor does a statement prepared over the protocol under the cache name of
+// another text, by whatever route, stand in for pgx's: the session it was
+// prepared on is not reused. Tenant A's handler puts, under the name of
+// the application's query and of pgstore's claim, statements that count
+// every row and answer the claim "completed"; tenant B's query must count
+// its own rows, and B's claim of a new key must win it.
+func TestHandlerCannotPrepareUnderAnotherTextsCacheName(t *testing.T) {
+	const query = "SELECT count(*) FROM effects WHERE marker = $1"
+	for _, e := range txEndings() {
+		t.Run(e.name, func(t *testing.T) {
+			s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+			ctx := context.Background()
+			if _, err := pool.Exec(ctx, "INSERT INTO effects (marker) VALUES ('tenant-a-row')"); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := pool.QueryRow(ctx, query, "tenant-b").Scan(&n); err != nil || n != 0 {
+				t.Fatalf("B's first query = %d, %v; want 0", n, err)
+			}
+			// Two transactions prepare the claim and the statements of the
+			// ending.
+			if err := e.end(ctx, e.begin(t, s, "k-warm")); err != nil {
+				t.Fatal(err)
+			}
+			if err := wonTx(t, s, "k-warm2", "tok-warm2").Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+				t.Fatal(err)
+			}
+			a := e.begin(t, s, "k-a")
+			replaceOverTheProtocol(t, a, query, "SELECT count(*) FROM effects WHERE $1::text IS NOT NULL")
+			replaceOverTheProtocol(t, a, pgstore.ClaimSQL, forgedClaim)
+			_ = e.end(ctx, a)
+			if err := pool.QueryRow(ctx, query, "tenant-b").Scan(&n); err != nil || n != 0 {
+				t.Errorf("B's query after A's request = %d, %v; want 0", n, err)
+			}
+			wantClaimWon(t, s)
+		})
 	}
 }

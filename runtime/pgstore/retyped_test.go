@@ -336,3 +336,43 @@ func TestHandlerCannotRetypeACopy(t *testing.T) {
 		})
 	}
 }
+
+// So too for a text outside ASCII, whatever client_encoding the handler
+// leaves on its session, which outlives its transaction until the reset:
+// the texts pgx prepared for the handler are told apart by their own
+// bytes, not by those of the session's encoding.
+func TestHandlerCannotRetypeThroughTheClientEncoding(t *testing.T) {
+	// A letter outside ASCII, which LATIN1 writes as one byte.
+	const query = "SELECT count(*) FROM effects WHERE marker = $1 AND marker <> 'é'"
+	for _, e := range txEndings() {
+		t.Run(e.name, func(t *testing.T) {
+			s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+			ctx := context.Background()
+			shared := strings.Repeat("y", 63)
+			secret := shared + "-tenant-b-secret"
+			if _, err := pool.Exec(ctx, "INSERT INTO effects (marker) VALUES ('"+shared+"')"); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.end(ctx, e.begin(t, s, "k-0")); err != nil {
+				t.Fatal(err)
+			}
+			a := e.begin(t, s, "k-a")
+			handlerExec(t, a, "CREATE TEMP VIEW effects AS SELECT marker::name AS marker FROM effects")
+			var n int
+			if err := a.Driver().(pgx.Tx).QueryRow(ctx, query, "x").Scan(&n); err != nil {
+				t.Fatalf("A's run of the query: %v", err)
+			}
+			handlerExec(t, a, "DROP VIEW pg_temp.effects")
+			handlerExec(t, a, "SET client_encoding TO 'LATIN1'")
+			_ = e.end(ctx, a)
+			if err := pool.QueryRow(ctx, query, secret).Scan(&n); err != nil || n != 0 {
+				t.Errorf("B's query through the pool after A's request = %d, %v; want 0", n, err)
+			}
+			b := e.begin(t, s, "k-b")
+			if err := b.Driver().(pgx.Tx).QueryRow(ctx, query, secret).Scan(&n); err != nil || n != 0 {
+				t.Errorf("B's query in its handler after A's request = %d, %v; want 0", n, err)
+			}
+			_ = e.end(ctx, b)
+		})
+	}
+}

@@ -1,35 +1,39 @@
 // Package idemecho fits the idempotency engine to echo (v4): Middleware
 // applies the engine's policies inside echo's middleware chain, after the
-// authentication that sets the tenant; StrictMiddleware and Binder tell it
-// when a request has reached its handler, so that a request answered
+// authentication that sets the tenant; StrictMiddleware and Reached tell
+// it when a request has reached its handler, so that a request answered
 // before (a parameter or a body that did not bind) is not stored; and
 // CheckRoutes proves at start-up that echo routes every protected
 // operation. It keeps echo out of runtime/idem, which imports the standard
 // library only.
 //
 //	e := echo.New()
-//	e.Binder = idemecho.Binder(e.Binder)
 //	e.Use(authenticate, idemecho.Middleware(engine, idemecho.UnboundNotExecuted()))
 //	api.RegisterHandlers(e, api.NewStrictHandler(impl,
 //		[]api.StrictMiddlewareFunc{idemecho.StrictMiddleware[api.StrictHandlerFunc]}))
 //	err := idemecho.CheckRoutes(engine, e)
 //
 // oapi-codegen's echo server binds a request's parameters in its wrapper,
-// and answers one it cannot bind with echo's HTTPError 400, before any
-// handler of its strict server runs. With UnboundNotExecuted, Middleware
-// answers an error returned before the request reached its handler as not
-// executed: the 400 is not stored, and the client's corrected retry with
-// the same key runs. The
-// strict server's method is reached through StrictMiddleware, which runs
-// once the parameters and the body are bound; an error returned after it
-// (a 400 of the method's own) is the key's answer, stored as before.
-// Without StrictMiddleware, Binder marks an operation with a body as
-// reached once the body binds; an error the method of an operation
-// without a body returns would be taken as the wrapper's, and not stored.
-// A handler of your own (an echo handler, or a method of oapi-codegen's
-// ServerInterface without the strict server, which the wrapper calls once
-// the parameters are bound) binds through Binder, or calls Reached,
-// before it does anything the key's answer should record.
+// and its strict handler the body, answering one it cannot bind with
+// echo's HTTPError 400 before the strict middleware and the method run.
+// With UnboundNotExecuted, Middleware answers an error returned before the
+// request reached its handler as not executed: the 400 is not stored, and
+// the client's corrected retry with the same key runs. The strict
+// server's method is reached through StrictMiddleware, which runs once the
+// parameters and the body are bound; an error returned after it (a 400 of
+// the method's own) is the key's answer, stored as before. A handler of
+// your own (an echo handler, or a method of oapi-codegen's ServerInterface
+// without the strict server, which the wrapper calls once the parameters
+// are bound) calls Reached once it has bound the request, before it does
+// anything the key's answer should record.
+//
+// Nothing here replaces the Echo's Binder. oapi-codegen's strict server
+// binds the value a request validator kept (kin-openapi's openapi3filter
+// with KeepValidatedValue), matching member names exactly, only while the
+// Echo's Binder is echo's *DefaultBinder; under any other binder it
+// decodes the body again, matching names without regard to case, and a
+// member the validator never saw ("NOTE" for "note") would reach the
+// method unvalidated.
 //
 // An oapi-codegen strict-server method on echo gets the request's context
 // (c.Request().Context()), where the engine put the transaction, so a
@@ -63,10 +67,10 @@ import (
 //
 // An error the chain returns is answered inside the engine, through echo's
 // HTTPErrorHandler (Context.Error), so that answer is the one the engine
-// stores and replays; the middleware itself then returns nil. A body that
-// does not bind through Binder is answered as not executed; with
-// UnboundNotExecuted, so is every error returned before the request
-// reached its handler (see there).
+// stores and replays; the middleware itself then returns nil. With
+// UnboundNotExecuted, an error returned before the request reached its
+// handler (a parameter or a body that did not bind) is answered as not
+// executed (see there).
 func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 	var o options
 	for _, opt := range opts {

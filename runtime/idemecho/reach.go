@@ -14,18 +14,20 @@ type options struct{ unbound bool }
 
 // UnboundNotExecuted tells Middleware that every protected route marks the
 // moment its request reaches its handler: oapi-codegen's strict server
-// through StrictMiddleware, a handler of your own by binding through
-// Binder or by calling Reached. An error the chain returns before that
-// moment (a parameter oapi-codegen's wrapper could not bind, middleware
-// behind Middleware that refused the request) is then answered as not
-// executed (idem.NotExecuted): a 4xx is not stored and the key is
-// released, so the client's corrected retry with the same key runs.
+// through StrictMiddleware, a handler of your own by calling Reached once
+// it has bound the request. An error the chain returns before that moment
+// (a parameter oapi-codegen's wrapper could not bind, a body its strict
+// handler could not decode, middleware behind Middleware that refused the
+// request) is then answered as not executed (idem.NotExecuted): a 4xx is
+// not stored and the key is released, so the client's corrected retry
+// with the same key runs.
 //
 // It is not the default because a route that never marks its handler
 // reached would have every 4xx of its own answered so, its key released
 // after whatever the handler did outside its transaction (a charge, a
-// message), for a retry to do again. Without it, every answer but a body
-// Binder could not bind is the key's, stored and replayed.
+// message), for a retry to do again. Without it, every answer is the
+// key's, stored and replayed, a 400 for a body that did not decode
+// included, unless the handler calls idem.NotExecuted itself.
 func UnboundNotExecuted() Option { return func(o *options) { o.unbound = true } }
 
 // reach records, for one request behind Middleware, whether the request
@@ -46,9 +48,9 @@ func withReach(ctx context.Context) (context.Context, *reach) {
 // the chain returns from now on is the handler's answer, stored as the
 // key's like any other, where an error returned before it was (a
 // parameter or a body that did not bind) is answered as not executed and
-// not stored. StrictMiddleware calls it for an oapi-codegen strict server,
-// and Binder once a request has bound; a handler of your own that binds
-// nothing calls it before it does anything the key's answer should
+// not stored (under UnboundNotExecuted). StrictMiddleware calls it for an
+// oapi-codegen strict server; a handler of your own calls it once it has
+// bound the request, before it does anything the key's answer should
 // record. Outside Middleware it does nothing.
 func Reached(c echo.Context) {
 	if r, ok := c.Request().Context().Value(reachKey{}).(*reach); ok {
@@ -73,8 +75,8 @@ func Reached(c echo.Context) {
 // answer would be.
 //
 // Under UnboundNotExecuted, without it, Middleware cannot tell the
-// method's own error (a 400 it returns) from the wrapper's, and answers
-// both as not executed; Binder alone marks only operations with a body.
+// method's own error (a 400 it returns) from the wrapper's or the body
+// decode's, and answers all of them as not executed.
 func StrictMiddleware[H ~func(echo.Context, any) (any, error)](f H, _ string) H {
 	return func(c echo.Context, request any) (any, error) {
 		Reached(c)

@@ -5,6 +5,7 @@ go 1.26.8
 replace github.com/idemgen/idemgen => ../../..
 
 require (
+	github.com/getkin/kin-openapi v0.153.0
 	github.com/idemgen/idemgen v0.0.0
 	github.com/labstack/echo/v4 v4.16.6
 	github.com/oapi-codegen/runtime v1.9.0
@@ -15,7 +16,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dave/jennifer v1.7.1 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/getkin/kin-openapi v0.153.0 // indirect
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
 	github.com/google/uuid v1.6.0 // indirect

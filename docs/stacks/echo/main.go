@@ -59,16 +59,16 @@ func newHandler(store *sqlitestore.Store, h api.StrictServerInterface) (http.Han
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	// A body that does not decode: echo's 400, not stored.
-	e.Binder = idemecho.Binder(e.Binder)
 	// Authentication sets the tenant, then the engine applies the policy;
 	// echo runs Use'd middleware after routing, for every route. Every
 	// route here is the strict server's, which marks its method reached
 	// (StrictMiddleware below), so an error before that is not stored.
 	e.Use(authenticate, idemecho.Middleware(engine, idemecho.UnboundNotExecuted()))
-	// A parameter that does not bind: the wrapper's 400, answered before
-	// StrictMiddleware, not stored; an error the method returns after it
-	// is the key's answer.
+	// A parameter or a body that does not bind: the 400 of the wrapper or
+	// of the strict handler, answered before StrictMiddleware, not stored;
+	// an error the method returns after it is the key's answer. The Echo
+	// keeps echo's own binder, under which the strict server binds the
+	// value a request validator checked, if one kept it.
 	strict := []api.StrictMiddlewareFunc{idemecho.StrictMiddleware[api.StrictHandlerFunc]}
 	api.RegisterHandlers(e, api.NewStrictHandler(h, strict))
 	if err := idemecho.CheckRoutes(engine, e); err != nil {

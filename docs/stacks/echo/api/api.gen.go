@@ -16,8 +16,9 @@ import (
 
 // NewOrder defines model for NewOrder.
 type NewOrder struct {
-	Item     string `json:"item"`
-	Quantity int    `json:"quantity"`
+	Item     string  `json:"item"`
+	Note     *string `json:"note,omitempty"`
+	Quantity int     `json:"quantity"`
 }
 
 // Order defines model for Order.

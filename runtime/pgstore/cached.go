@@ -146,63 +146,47 @@ func (c *handlerCache) take() ([]string, bool) {
 	return slices.Compact(texts), checked
 }
 
-// ran records sql, which the handler runs with args (pgx's options
-// first), when pgx may describe it in its description cache (in
-// cache_describe mode, the pool's or one the args choose), and returns the
-// args to run it with: a QueryRewriter among the options is wrapped, so
-// that it gets no connection (withheld.go) and the text it rewrites sql to
-// is the one recorded.
-func (c *handlerCache) ran(sql string, args []any) []any {
-	mode, rewriter := pgx.QueryExecModeCacheStatement, -1
-	if c.describes {
-		mode = pgx.QueryExecModeCacheDescribe
-	}
-options:
-	for i, a := range args {
+// ran records sql, which the handler runs with args, whose leading
+// options option tells (withheld.go), when pgx may describe it in its
+// description cache (in cache_describe mode, the pool's or one the
+// options choose), and returns the args to run it with: every rewriter
+// among the options gets no connection, and the text that the one pgx
+// calls rewrites sql to is the one recorded.
+func (c *handlerCache) ran(sql string, args []any, option func(any) bool) []any {
+	describes, rewrites := c.describes, false
+	for _, a := range args {
+		if !option(a) {
+			break
+		}
 		switch a := a.(type) {
 		case pgx.QueryExecMode:
-			mode = a
+			describes = a == pgx.QueryExecModeCacheDescribe
 		case pgx.QueryRewriter:
-			rewriter = i
-		case pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
-		default:
-			break options
+			rewrites = true
 		}
 	}
 	var record *handlerCache
-	if mode == pgx.QueryExecModeCacheDescribe {
+	if describes {
 		record = c
-	}
-	if rewriter < 0 {
-		if record != nil {
+		if !rewrites {
 			c.add(sql)
 		}
-		return args
 	}
-	args = slices.Clone(args)
-	args[rewriter] = handlerRewrite{inner: args[rewriter].(pgx.QueryRewriter), c: record}
-	return args
+	return withholdRewriters(args, option, record)
 }
 
 // ranBatch records the texts of b as ran does, and makes its queries
-// withhold the connection (withholdBatch); a batch runs in the pool's
-// mode.
+// withhold the connection; a batch runs in the pool's mode.
 func (c *handlerCache) ranBatch(b *pgx.Batch) {
 	if b == nil {
 		return
 	}
-	var record *handlerCache
-	if c.describes {
-		record = c
-		for _, q := range b.QueuedQueries {
-			if len(q.Arguments) == 0 {
-				c.add(q.SQL)
-			} else if _, ok := q.Arguments[0].(pgx.QueryRewriter); !ok {
-				c.add(q.SQL)
-			}
+	for _, q := range b.QueuedQueries {
+		q.Arguments = c.ran(q.SQL, q.Arguments, batchOption)
+		if fn := q.Fn; fn != nil {
+			q.Fn = func(br pgx.BatchResults) error { return fn(handlerBatch{br}) }
 		}
 	}
-	withholdBatch(b, record)
 }
 
 // ranCopy records the text with which pgx describes the table of a COPY.

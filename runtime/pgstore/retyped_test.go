@@ -100,6 +100,12 @@ func TestHandlerCannotRetypeThroughAnyCall(t *testing.T) {
 			b.Queue(retypedQuery, "x")
 			return ptx.SendBatch(ctx, b).Close()
 		},
+		// pgx's batch calls the last of a query's rewriters.
+		"a batch of named arguments after others": func(ctx context.Context, ptx pgx.Tx, _ []any) error {
+			b := &pgx.Batch{}
+			b.Queue(strings.Replace(retypedQuery, "$1", "@marker", 1), pgx.NamedArgs{}, pgx.NamedArgs{"marker": "x"})
+			return ptx.SendBatch(ctx, b).Close()
+		},
 	}
 	modes := []struct {
 		name string
@@ -113,7 +119,7 @@ func TestHandlerCannotRetypeThroughAnyCall(t *testing.T) {
 	e := txEndings()[0]
 	for _, m := range modes {
 		for via, run := range vias {
-			if via == "a batch" && m.opts != nil {
+			if strings.HasPrefix(via, "a batch") && m.opts != nil {
 				continue // a batch runs in the pool's mode
 			}
 			t.Run(m.name+", "+via, func(t *testing.T) {

@@ -923,7 +923,7 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	if h.closed.Load() {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
-	return h.tx.Exec(ctx, sql, h.cache.ran(sql, args)...)
+	return h.tx.Exec(ctx, sql, h.cache.ran(sql, args, execOption)...)
 }
 
 // Query forwards to the transaction; its rows withhold the connection
@@ -932,7 +932,7 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 	if h.closed.Load() {
 		return closedRows{}, pgx.ErrTxClosed
 	}
-	rows, err := h.tx.Query(ctx, sql, h.cache.ran(sql, args)...)
+	rows, err := h.tx.Query(ctx, sql, h.cache.ran(sql, args, queryOption)...)
 	return withheld(rows), err
 }
 
@@ -941,7 +941,7 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	if h.closed.Load() {
 		return closedRows{}
 	}
-	return h.tx.QueryRow(ctx, sql, h.cache.ran(sql, args)...)
+	return h.tx.QueryRow(ctx, sql, h.cache.ran(sql, args, queryOption)...)
 }
 
 // Conn returns nil. The connection is the idempotency layer's: through it a

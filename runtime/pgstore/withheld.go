@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -55,18 +56,51 @@ func (r handlerRewrite) RewriteQuery(ctx context.Context, _ *pgx.Conn, sql strin
 	return sql, args, err
 }
 
-// withholdBatch makes the queries of a handler's batch b withhold the
-// connection: a rewriter among a query's arguments, and the function a
-// query's results are handed to (QueuedQuery.Query and its kin).
-func withholdBatch(b *pgx.Batch, c *handlerCache) {
-	for _, q := range b.QueuedQueries {
-		if len(q.Arguments) > 0 {
-			if rw, ok := q.Arguments[0].(pgx.QueryRewriter); ok {
-				q.Arguments[0] = handlerRewrite{inner: rw, c: c}
-			}
+// pgx reads its options off the head of a call's arguments, up to the
+// first that is not one, each call its own kinds (the option loops of
+// pgx.Conn's Query, Exec and SendBatch); it calls the last rewriter among
+// them.
+
+// queryOption reports whether Query takes a as an option.
+func queryOption(a any) bool {
+	switch a.(type) {
+	case pgx.QueryResultFormats, pgx.QueryResultFormatsByOID, pgx.QueryExecMode, pgx.QueryRewriter:
+		return true
+	}
+	return false
+}
+
+// execOption reports whether Exec takes a as an option.
+func execOption(a any) bool {
+	switch a.(type) {
+	case pgx.QueryExecMode, pgx.QueryRewriter:
+		return true
+	}
+	return false
+}
+
+// batchOption reports whether a batch takes a, a queued query's
+// argument, as an option.
+func batchOption(a any) bool {
+	_, ok := a.(pgx.QueryRewriter)
+	return ok
+}
+
+// withholdRewriters returns args, whose leading options option tells,
+// with every rewriter among those options wrapped in a handlerRewrite that
+// records through c.
+func withholdRewriters(args []any, option func(any) bool, c *handlerCache) []any {
+	out := args
+	for i, a := range args {
+		if !option(a) {
+			break
 		}
-		if fn := q.Fn; fn != nil {
-			q.Fn = func(br pgx.BatchResults) error { return fn(handlerBatch{br}) }
+		if rw, ok := a.(pgx.QueryRewriter); ok {
+			if &out[0] == &args[0] {
+				out = slices.Clone(args)
+			}
+			out[i] = handlerRewrite{inner: rw, c: c}
 		}
 	}
+	return out
 }

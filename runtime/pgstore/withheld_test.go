@@ -19,7 +19,7 @@ func (k keptConn) RewriteQuery(_ context.Context, conn *pgx.Conn, sql string, ar
 }
 
 // docs/semantics.md §7.2: the handler cannot reach past its transaction to
-// the connection. pgx's rows, a batch's rows (read directly or handed to
+// the connection: nothing it is handed leads to it. pgx's rows, a batch's rows (read directly or handed to
 // a query's function) and a query rewriter's call each carry the
 // connection; tenant A's handler keeps it, and once A's transaction has
 // ended and the connection is back in the pool, must not be able to run
@@ -74,6 +74,23 @@ func TestHandlerCannotKeepTheConnection(t *testing.T) {
 			}
 			return kept
 		},
+		// pgx's Exec reads no result formats among its options: the
+		// rewriter before them is the one it calls.
+		"an Exec's rewriter before result formats": func(t *testing.T, ptx pgx.Tx) *pgx.Conn {
+			var kept, other *pgx.Conn
+			_, _ = ptx.Exec(context.Background(), "SELECT 1", keptConn{&kept}, pgx.QueryResultFormats{}, keptConn{&other})
+			return kept
+		},
+		// pgx's batch calls the last of a query's rewriters.
+		"a batch query's last rewriter": func(t *testing.T, ptx pgx.Tx) *pgx.Conn {
+			var kept, other *pgx.Conn
+			b := &pgx.Batch{}
+			b.Queue("SELECT $1::int", keptConn{&other}, keptConn{&kept}, 1)
+			if err := ptx.SendBatch(context.Background(), b).Close(); err != nil {
+				t.Fatal(err)
+			}
+			return kept
+		},
 	}
 	for way, keep := range ways {
 		t.Run(way, func(t *testing.T) {
@@ -87,6 +104,7 @@ func TestHandlerCannotKeepTheConnection(t *testing.T) {
 			if kept == nil {
 				return
 			}
+			t.Error("A's handler was handed the connection")
 			if _, err := kept.Exec(ctx, "INSERT INTO effects (marker) VALUES ('kept')"); err == nil {
 				wantEffects(t, pool, map[string]int{"kept": 0})
 				t.Fatal("a statement ran on the connection A's handler kept, after A's transaction ended")

@@ -30,7 +30,8 @@ func (e *Engine) readInput(r *http.Request, op *operation, params map[string]str
 }
 
 // readBody reads the body once, within the limit, and hands the handler an
-// intact copy. It stops reading once the request's context is done.
+// intact copy, which still offers the value a validator in front checked
+// (validated). It stops reading once the request's context is done.
 func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, Problem{}, true
@@ -43,9 +44,7 @@ func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	if int64(len(body)) > e.maxBody {
 		return nil, e.answer(problem.BodyTooBig, e.maxBody), false
 	}
-	rb := &bodyCopy{}
-	rb.Reset(body)
-	r.Body = rb
+	r.Body = copyOf(r.Body, body)
 	r.ContentLength = int64(len(body))
 	return body, Problem{}, true
 }
@@ -96,6 +95,37 @@ type bodyCopy struct{ bytes.Reader }
 
 // Close does nothing: the body is in memory.
 func (*bodyCopy) Close() error { return nil }
+
+// copyOf is the copy of body, read from src, that the handler reads.
+func copyOf(src io.ReadCloser, body []byte) io.ReadCloser {
+	if v, ok := src.(validated); ok {
+		c := &validatedCopy{value: v.ValidatedValue()}
+		c.Reset(body)
+		return c
+	}
+	c := &bodyCopy{}
+	c.Reset(body)
+	return c
+}
+
+// validated is a body a request validator left the value it checked on
+// (kin-openapi's openapi3filter with KeepValidatedValue). oapi-codegen's
+// strict servers bind that value, matching member names exactly, where
+// they would decode the body again without regard to case, and a member
+// the validator never checked ("NOTE" for "note") would reach the method.
+type validated interface{ ValidatedValue() any }
+
+// validatedCopy is the copy of a validated body: the handler behind the
+// engine is given the value the validator checked, as it would be without
+// the engine. The engine read the same bytes the validator did.
+type validatedCopy struct {
+	bodyCopy
+	value any
+}
+
+// ValidatedValue is the value the validator in front of the engine
+// checked.
+func (b *validatedCopy) ValidatedValue() any { return b.value }
 
 // bodyProblem answers a body the engine cannot read: 415 for a media type
 // it cannot fingerprint, 400 for a malformed body. Neither claims the key.

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"testing/iotest"
 )
@@ -55,5 +58,41 @@ func TestReadLimitedAllocatesOnceForDeclaredLength(t *testing.T) {
 	})
 	if n != 1 {
 		t.Errorf("%.0f allocations to read a body of declared length, want 1", n)
+	}
+}
+
+// checkedBody is a body a request validator left the value it checked on,
+// as kin-openapi's openapi3filter does with KeepValidatedValue.
+type checkedBody struct {
+	io.ReadCloser
+	value map[string]any
+}
+
+func (b checkedBody) ValidatedValue() any { return b.value }
+
+// The copy of the body the handler reads still offers the value a
+// validator in front of the engine checked, and only when it did:
+// oapi-codegen's strict servers bind that value, matching member names
+// exactly, and without it would decode the bytes again without regard to
+// case, handing the method a member the validator never saw.
+func TestReadBodyKeepsTheValidatedValue(t *testing.T) {
+	const text = `{"item": "lamp", "NOTE": "never checked"}`
+	checked := map[string]any{"item": "lamp", "NOTE": "never checked"}
+	for name, src := range map[string]io.ReadCloser{
+		"validated":     checkedBody{io.NopCloser(strings.NewReader(text)), checked},
+		"not validated": io.NopCloser(strings.NewReader(text)),
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/orders", nil)
+		r.Body = src
+		if _, p, ok := (&Engine{maxBody: 1 << 10}).readBody(r); !ok {
+			t.Fatalf("%s: %v", name, p)
+		}
+		v, offers := r.Body.(interface{ ValidatedValue() any })
+		if offers != (name == "validated") || offers && v.ValidatedValue().(map[string]any)["NOTE"] != "never checked" {
+			t.Errorf("%s: the handler's body offers a validated value: %v, want %v, and the value checked", name, offers, name == "validated")
+		}
+		if got, err := io.ReadAll(r.Body); err != nil || string(got) != text {
+			t.Errorf("%s: the handler read %q (%v), want %q", name, got, err, text)
+		}
 	}
 }

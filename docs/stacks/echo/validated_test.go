@@ -59,26 +59,47 @@ func (n notes) CreateOrder(ctx context.Context, req api.CreateOrderRequestObject
 // passes over as a property of no name it knows and the engine accepts
 // (outside the fingerprint), does not reach the method as note, past its
 // maxLength: the strict server binds the validated value, matching names
-// exactly, only while the Echo's binder is echo's own. The validator runs
-// behind idemecho.Middleware (Use'd after it), where it sees the body the
-// engine hands on.
+// exactly, only while the Echo's binder is echo's own, and only if the
+// engine's copy of the body still offers it. The validator runs behind
+// idemecho.Middleware (Use'd after it), or in front of the whole service.
 func TestValidatedValueIsBound(t *testing.T) {
-	var got []string
-	store := stacktest.OpenStore(t, schema)
-	h, err := newHandler(store, notes{&got})
+	t.Run("behind the engine", func(t *testing.T) {
+		var got []string
+		h := mountNotes(t, &got)
+		validate := validator(t)
+		h.(*echo.Echo).Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error {
+				if err := validate(c.Request()); err != nil {
+					return echo.NewHTTPError(http.StatusBadRequest, err.Error())
+				}
+				return next(c)
+			}
+		})
+		assertValidatedValueBound(t, h, &got)
+	})
+	t.Run("in front of the engine", func(t *testing.T) {
+		var got []string
+		h := mountNotes(t, &got)
+		validate := validator(t)
+		assertValidatedValueBound(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := validate(r); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}), &got)
+	})
+}
+
+// mountNotes is the page's service with notes as its strict server,
+// which records in got the note of each order it places.
+func mountNotes(t *testing.T, got *[]string) http.Handler {
+	t.Helper()
+	h, err := newHandler(stacktest.OpenStore(t, schema), notes{got})
 	if err != nil {
 		t.Fatal(err)
 	}
-	validate := validator(t)
-	h.(*echo.Echo).Use(func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if err := validate(c.Request()); err != nil {
-				return echo.NewHTTPError(http.StatusBadRequest, err.Error())
-			}
-			return next(c)
-		}
-	})
-	assertValidatedValueBound(t, h, &got)
+	return h
 }
 
 // assertValidatedValueBound sends h orders with notes: one the validator

@@ -65,7 +65,8 @@ type Store interface {
 	Claim(ctx context.Context, limit int, lease time.Duration, token string) ([]Message, error)
 	// Delivered records m's delivery and returns the time from its
 	// staging to this record. It is recorded even when m's lease has
-	// passed to another runner: the effect was delivered either way.
+	// passed to another runner: the effect was delivered either way. An
+	// error wrapping ErrGone when no effect has m.ID.
 	Delivered(ctx context.Context, m Message) (time.Duration, error)
 	// Failed records a failed attempt of m, still held under token: m is
 	// due again after retryIn, or dead when dead is set. A claim that lost
@@ -116,6 +117,11 @@ var ErrStagedTwice = errors.New("idemoutbox: an effect with this effect key is a
 // ErrNoOutbox reports a database without the outbox's table: its
 // migration (pgoutbox.Migrate, sqliteoutbox.Migrate) was never applied.
 var ErrNoOutbox = errors.New("idemoutbox: the database has no outbox table")
+
+// ErrGone reports a delivery recorded for an effect that is no longer in
+// the outbox: deleted by an operator, or delivered and recorded by
+// another runner and pruned since. Nothing is left to record.
+var ErrGone = errors.New("idemoutbox: the effect is no longer in the outbox")
 
 // ErrNotDead reports a re-drive of an effect that is not dead or absent.
 var ErrNotDead = errors.New("idemoutbox: no dead effect with this id")

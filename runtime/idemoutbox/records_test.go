@@ -3,6 +3,7 @@ package idemoutbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -104,4 +105,69 @@ func TestRecordingIsPassedOver(t *testing.T) {
 		t.Errorf("delivered %d times while the first delivery's record waited, want 1", n)
 	}
 	close(s.gate)
+}
+
+// failingStore hands out the effect 1 once and then, once the runner has
+// tried to record its delivery, the effect 2; the record of effect 1
+// fails with err every time.
+type failingStore struct {
+	Store
+	err      error
+	claims   atomic.Int32
+	tries    atomic.Int32
+	recorded atomic.Bool
+}
+
+func (s *failingStore) Claim(ctx context.Context, _ int, _ time.Duration, _ string) ([]Message, error) {
+	switch {
+	case s.claims.Load() == 0:
+		s.claims.Add(1)
+		return []Message{{ID: 1, Name: "receipt", EffectKey: "ek1", Attempts: 1}}, nil
+	case s.claims.Load() == 1 && s.tries.Load() > 0:
+		s.claims.Add(1)
+		return []Message{{ID: 2, Name: "receipt", EffectKey: "ek2", Attempts: 1}}, nil
+	}
+	return nil, ctx.Err()
+}
+
+func (s *failingStore) Delivered(_ context.Context, m Message) (time.Duration, error) {
+	if m.ID == 1 {
+		s.tries.Add(1)
+		return 0, s.err
+	}
+	s.recorded.Store(true)
+	return 0, nil
+}
+
+func (*failingStore) Release(context.Context, Message, string) error         { return nil }
+func (*failingStore) Prune(context.Context, time.Duration, int) (int, error) { return 0, nil }
+
+// A delivery whose record never succeeds holds up its own effect alone:
+// the runner goes on claiming, and delivers and records the next one.
+func TestUnrecordedDeliveryHoldsUpNoOtherEffect(t *testing.T) {
+	s := &failingStore{err: errors.New("the database refuses it")}
+	startRunner(t, s, (&counter{}).deliver)
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.recorded.Load() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !s.recorded.Load() {
+		t.Errorf("in 5 s the runner recorded nothing after a delivery whose record fails (%d tries, %d claims)", s.tries.Load(), s.claims.Load())
+	}
+}
+
+// A delivery whose effect is gone from the outbox when it is recorded
+// (ErrGone: deleted by an operator, or recorded by another runner and
+// pruned) is done: its record is not tried again.
+func TestGoneEffectIsNotRecordedAgain(t *testing.T) {
+	s := &failingStore{err: fmt.Errorf("record delivery of 1: %w", ErrGone)}
+	startRunner(t, s, (&counter{}).deliver)
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.recorded.Load() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // many backoffs of startRunner's
+	if n := s.tries.Load(); n != 1 || !s.recorded.Load() {
+		t.Errorf("the gone effect's record was tried %d times, and the next effect recorded: %v; want once, and true", n, s.recorded.Load())
+	}
 }

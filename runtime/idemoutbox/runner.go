@@ -67,10 +67,11 @@ const pruneEvery = time.Minute
 const pruneBatch = 1000
 
 // recordTimeout bounds each write that records a failed attempt or gives
-// an effect back, and how long a stopping runner goes on recording the
-// deliveries made: Run returns at most Drain plus recordTimeout after its
-// context ends. It is also the longest wait between two tries of a
-// delivery's record, which has no bound of its own (recordDelivery).
+// an effect back, and how long a stopping runner goes on with its writes
+// after Drain, all of them together (stopping.records): Run returns at
+// most Drain plus recordTimeout after its context ends. It is also the
+// longest wait between two tries of a delivery's record, which has no
+// bound of its own (recordDelivery).
 const recordTimeout = 5 * time.Second
 
 // Runner delivers staged effects at least once (docs/semantics.md §8.3).
@@ -81,7 +82,7 @@ const recordTimeout = 5 * time.Second
 type Runner struct {
 	cfg Config
 	// records are the Store's Records, shared with the process's other
-	// runners on it, or nil when it has none.
+	// runners on it, or the runner's own when it has none.
 	records *Records
 }
 
@@ -117,7 +118,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Runner{cfg: cfg}
+	r := &Runner{cfg: cfg, records: &Records{}}
 	if s, ok := cfg.Store.(recordsOf); ok {
 		r.records = s.Records()
 	}
@@ -137,7 +138,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer cancel()
 	records, endRecords := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRecords()
-	s := stopping{deliveries: deliveries, records: records, abandon: make(chan struct{})}
+	s := stopping{deliveries: deliveries, records: records, abandon: make(chan struct{}), recorded: &sync.WaitGroup{}}
 	stop := context.AfterFunc(ctx, func() {
 		time.AfterFunc(r.cfg.Drain, cancel)
 		time.AfterFunc(r.cfg.Drain+recordTimeout, func() {
@@ -164,15 +165,42 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 	}
+	s.wait(s.recorded)
 	return nil
 }
 
 // stopping is how a Run ends: deliveries is the deliveries' context,
-// ended Drain after Run's; records, the context of the deliveries'
-// records, and abandon, closed, end when Run stops waiting for them.
+// ended Drain after Run's; records, the context of the runner's writes,
+// and abandon, closed, end when Run stops waiting for them, Drain plus
+// recordTimeout after Run's. recorded counts the deliveries' records
+// under way, which no round waits for.
 type stopping struct {
 	deliveries, records context.Context
 	abandon             chan struct{}
+	recorded            *sync.WaitGroup
+}
+
+// write is the context of one write of the runner's other than a
+// delivery's record: recordTimeout from now, and no later than the end of
+// all its writes.
+func (s stopping) write() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.records, recordTimeout)
+}
+
+// wait waits for wg until Run stops waiting, and reports whether wg was
+// done.
+func (s stopping) wait(wg *sync.WaitGroup) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-s.abandon:
+		return false
+	}
 }
 
 // round claims one batch and delivers it, returning how many it claimed.
@@ -191,9 +219,9 @@ func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, r.cfg.Workers)
 	for _, m := range msgs {
-		if r.records != nil && r.records.recording(m.ID) {
-			// Delivered, and another runner of this process is still
-			// recording it: leave it under this claim's lease.
+		if r.records.recording(m.ID) {
+			// Delivered, and this runner or another of this process is
+			// still recording it: leave it under this claim's lease.
 			continue
 		}
 		acquired := false
@@ -210,7 +238,7 @@ func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 			if acquired {
 				<-sem
 			}
-			r.release(ctx, m, token)
+			r.release(ctx, s, m, token)
 			continue
 		}
 		wg.Go(func() {
@@ -218,21 +246,16 @@ func (r *Runner) round(ctx context.Context, s stopping) (int, error) {
 			r.deliver(ctx, s, m, token, leaseEnd)
 		})
 	}
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-s.abandon:
+	if !s.wait(&wg) {
 		r.cfg.Logger.ErrorContext(ctx, "idemoutbox: a delivery went on after its context ended; the runner returns without it, and its effect is delivered again after its lease")
 	}
 	return len(msgs), nil
 }
 
 // deliver makes one attempt at m, ending its context when m's lease
-// does, and records its outcome.
+// does, and records its outcome: a failure before it returns, a delivery
+// beside the rounds that follow (recordDelivery), with m held in the
+// runner's Records until it is recorded.
 func (r *Runner) deliver(ctx context.Context, s stopping, m Message, token string, leaseEnd time.Time) {
 	var err error
 	if m.Attempts > r.cfg.MaxAttempts {
@@ -245,26 +268,33 @@ func (r *Runner) deliver(ctx context.Context, s stopping, m Message, token strin
 		cancel()
 	}
 	if err == nil {
-		r.recordDelivery(ctx, s.records, m)
+		release := r.records.hold(m.ID)
+		s.recorded.Go(func() {
+			defer release()
+			r.recordDelivery(ctx, s.records, m)
+		})
 		return
 	}
-	r.recordFailure(ctx, m, token, err)
+	r.recordFailure(ctx, s, m, token, err)
 }
 
 // recordDelivery records m's delivery, under records alone: a record that
 // fails is tried again, a while later, until it succeeds or the runner
 // stops waiting for its records. Given up, it would hand m to its
 // receiver again after its lease, although only the database was slow;
-// and while it is under way, the runners of this process that share the
-// Store's Records pass m over.
+// and while it is under way, this runner and the others of the process
+// that share the Store's Records pass m over. No round waits for it, so
+// a record that cannot succeed holds up m alone. An effect that is gone
+// (ErrGone) is recorded already, or no longer anyone's to record.
 func (r *Runner) recordDelivery(ctx, records context.Context, m Message) {
-	if r.records != nil {
-		defer r.records.hold(m.ID)()
-	}
 	for try := 1; ; try++ {
 		lag, err := r.cfg.Store.Delivered(records, m)
-		if err == nil {
+		switch {
+		case err == nil:
 			Observe(ctx, r.cfg.Observer, Event{Name: m.Name, Outcome: OutcomeDelivered, Attempt: m.Attempts, Lag: lag})
+			return
+		case errors.Is(err, ErrGone):
+			r.cfg.Logger.InfoContext(ctx, "idemoutbox: a delivered effect was gone from the outbox when its delivery was recorded", "effect", m.Name, "id", m.ID)
 			return
 		}
 		if records.Err() != nil {
@@ -285,8 +315,8 @@ func (r *Runner) recordDelivery(ctx, records context.Context, m Message) {
 
 // recordFailure records the failed attempt at m, held under token, as
 // retried or, after the last attempt, dead.
-func (r *Runner) recordFailure(ctx context.Context, m Message, token string, err error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+func (r *Runner) recordFailure(ctx context.Context, s stopping, m Message, token string, err error) {
+	rctx, cancel := s.write()
 	defer cancel()
 	dead := m.Attempts >= r.cfg.MaxAttempts
 	outcome := OutcomeRetried
@@ -329,8 +359,8 @@ func (r *Runner) call(ctx context.Context, m Message) (err error) {
 }
 
 // release gives back m, claimed but not begun.
-func (r *Runner) release(ctx context.Context, m Message, token string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+func (r *Runner) release(ctx context.Context, s stopping, m Message, token string) {
+	rctx, cancel := s.write()
 	defer cancel()
 	if err := r.cfg.Store.Release(rctx, m, token); err != nil {
 		r.cfg.Logger.ErrorContext(ctx, "idemoutbox: an effect could not be given back; it is due again after its lease",

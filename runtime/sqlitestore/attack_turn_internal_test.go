@@ -60,7 +60,7 @@ func turnClaim(key string, lease time.Duration) idemstore.Claim {
 func turnState(s *Store) (held bool, waiting int) {
 	s.writers.mu.Lock()
 	defer s.writers.mu.Unlock()
-	return s.writers.held, s.writers.writes.Len() + s.writers.claims.Len()
+	return s.writers.held, s.writers.writes.Len() + s.writers.claims.Len() + s.writers.background.Len()
 }
 
 // turnIdle fails the test unless s's write turn becomes free, with no

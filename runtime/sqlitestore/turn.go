@@ -24,25 +24,31 @@ const (
 // turn admits one of this process's writers at a time (Store.writers;
 // docs/semantics.md §9 defines the word). A
 // freed turn goes to a waiting completion, release or abandonment first,
-// or to a transaction of BeginTurn, oldest first: its handler has
-// answered, or will not run, or it is no request's. Then it goes
+// oldest first: its handler has answered, or will not run. Then it goes
 // to the claim whose key has waited longest: a retry keeps the place of
 // its key's first claim that waited, as long as the key is remembered.
 // Under a retry storm a claim often waits past its client's patience
 // (idemstore.WithWait ends it); served in arrival order, the retries of
 // one key could each lose their place that way, over and over, while
-// newer keys went first.
+// newer keys went first. Last it goes to a background writer, a
+// transaction of BeginTurn that is no request's (an outbox's runner),
+// oldest first; but one passed over for passedOver goes ahead of the
+// claims. Ahead of them always, a runner working through a backlog kept
+// the turn from the claims for seconds, and they failed; behind them
+// with no bound, a storm of claims would keep a runner's record waiting
+// for as long as the storm lasted.
 // The zero turn is free.
 type turn struct {
 	mu   sync.Mutex
 	held bool
-	// writes and claims are the waiters, writes in arrival order, claims
-	// by the time their keys first waited. Each is a heap, so that a
+	// writes, claims and background are the waiters, claims by the time
+	// their keys first waited and the others in arrival order. Each is a heap, so that a
 	// waiter joins, is handed the turn, or leaves when its wait ends in
 	// time logarithmic in how many wait: under a storm thousands of claims
 	// wait, and each give and each timeout runs under mu.
-	writes waitQueue
-	claims waitQueue
+	writes     waitQueue
+	claims     waitQueue
+	background waitQueue
 	// arrivals numbers the waiters in their order of arrival.
 	arrivals uint64
 	// seen holds when each undecided key's claims first waited.
@@ -59,24 +65,41 @@ type turnWaiter struct {
 	// arrival orders waiters of one since by their arrival.
 	arrival uint64
 	// index is the waiter's place in its queue's heap, -1 once out of it.
-	index   int
-	claim   bool
-	ready   chan struct{}
-	granted bool
+	index int
+	claim bool
+	// background marks a writer that is no request's (takeBackground).
+	background bool
+	ready      chan struct{}
+	granted    bool
 }
+
+// passedOver is the longest a background writer waits behind claims
+// that came after it: past it, it goes ahead of them.
+const passedOver = 100 * time.Millisecond
 
 // take waits at most wait for the turn and returns the function that
 // passes the turn on. A claim gives its key (id), another write nil. It
 // reports errLockBusy when the turn did not come, and ctx's error when
 // ctx ended first.
 func (t *turn) take(ctx context.Context, wait time.Duration, id *idemstore.Identity) (func(), error) {
+	return t.await(ctx, wait, &turnWaiter{claim: id != nil}, id)
+}
+
+// takeBackground waits for the turn as a background writer (see turn)
+// until ctx ends, and returns the function that passes the turn on.
+func (t *turn) takeBackground(ctx context.Context) (func(), error) {
+	return t.await(ctx, untilCtx, &turnWaiter{background: true}, nil)
+}
+
+// await is take for the waiter w, a claim's of id or another's.
+func (t *turn) await(ctx context.Context, wait time.Duration, w *turnWaiter, id *idemstore.Identity) (func(), error) {
 	t.mu.Lock()
 	if !t.held {
 		t.held = true
 		t.mu.Unlock()
 		return t.give, nil
 	}
-	w := &turnWaiter{since: time.Now(), claim: id != nil, ready: make(chan struct{}, 1)}
+	w.since, w.ready = time.Now(), make(chan struct{}, 1)
 	if w.claim {
 		w.since = t.firstWait(*id, w.since)
 	}
@@ -111,11 +134,18 @@ func (t *turn) take(ctx context.Context, wait time.Duration, id *idemstore.Ident
 func (t *turn) enqueue(w *turnWaiter) {
 	t.arrivals++
 	w.arrival = t.arrivals
-	if w.claim {
-		heap.Push(&t.claims, w)
-	} else {
-		heap.Push(&t.writes, w)
+	heap.Push(t.queue(w), w)
+}
+
+// queue is w's queue.
+func (t *turn) queue(w *turnWaiter) *waitQueue {
+	switch {
+	case w.claim:
+		return &t.claims
+	case w.background:
+		return &t.background
 	}
+	return &t.writes
 }
 
 // firstWait is when id's claims first waited, now if none did that is
@@ -153,28 +183,29 @@ func (t *turn) decided(id idemstore.Identity) {
 func (t *turn) give() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var w *turnWaiter
+	var q *waitQueue
 	switch {
 	case t.writes.Len() > 0:
-		w = heap.Pop(&t.writes).(*turnWaiter)
+		q = &t.writes
+	case t.background.Len() > 0 && time.Since(t.background.items[0].since) >= passedOver:
+		q = &t.background
 	case t.claims.Len() > 0:
-		w = heap.Pop(&t.claims).(*turnWaiter)
+		q = &t.claims
+	case t.background.Len() > 0:
+		q = &t.background
 	default:
 		t.held = false
 		return
 	}
+	w := heap.Pop(q).(*turnWaiter)
 	w.granted = true
 	w.ready <- struct{}{}
 }
 
 // remove takes w out of its queue. Called with t.mu held.
 func (t *turn) remove(w *turnWaiter) {
-	q := &t.writes
-	if w.claim {
-		q = &t.claims
-	}
 	if w.index >= 0 {
-		heap.Remove(q, w.index)
+		heap.Remove(t.queue(w), w.index)
 	}
 }
 

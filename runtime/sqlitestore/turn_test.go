@@ -30,14 +30,7 @@ func TestTurnServesTheLongestWaitingKey(t *testing.T) {
 	}
 	got := make(chan string, 3)
 	wait := func(name string, id *idemstore.Identity) {
-		done, err := tr.take(ctx, 5*time.Second, id)
-		if err != nil {
-			t.Error(err)
-			got <- ""
-			return
-		}
-		got <- name
-		done()
+		turned(t, got, name, func() (func(), error) { return tr.take(ctx, 5*time.Second, id) })
 	}
 	go wait("young", &young)
 	time.Sleep(20 * time.Millisecond)
@@ -56,6 +49,57 @@ func TestTurnServesTheLongestWaitingKey(t *testing.T) {
 	if _, ok := tr.seen[old]; ok {
 		t.Error("a decided key is still remembered")
 	}
+}
+
+// A background writer (BeginTurn's: an outbox's runner) waits behind the
+// claims that come after it, so that runners working through a backlog do
+// not keep requests waiting; but once it has been passed over for
+// passedOver it goes ahead of them, so that a storm of claims does not
+// keep it waiting for as long as the storm lasts. A completion goes ahead
+// of both.
+func TestBackgroundWriterYieldsToClaimsForABoundedTime(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		waited time.Duration
+		want   []string
+	}{
+		{"fresh", 0, []string{"completion", "claim", "background"}},
+		{"passed over", passedOver, []string{"completion", "background", "claim"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var tr turn
+			ctx := context.Background()
+			give, err := tr.take(ctx, time.Second, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan string, 3)
+			go turned(t, got, "background", func() (func(), error) { return tr.takeBackground(ctx) })
+			time.Sleep(c.waited)
+			go turned(t, got, "claim", func() (func(), error) { return tr.take(ctx, 5*time.Second, &idemstore.Identity{Key: "k"}) })
+			go turned(t, got, "completion", func() (func(), error) { return tr.take(ctx, 5*time.Second, nil) })
+			time.Sleep(20 * time.Millisecond)
+			give()
+			for _, want := range c.want {
+				if name := <-got; name != want {
+					t.Errorf("the turn went to %q, want %q", name, want)
+				}
+			}
+		})
+	}
+}
+
+// turned waits for the turn with take and, once it has it, sends name to
+// got and passes the turn on; it sends "" when take fails.
+func turned(t *testing.T, got chan<- string, name string, take func() (func(), error)) {
+	done, err := take()
+	if err != nil {
+		t.Error(err)
+		got <- ""
+		return
+	}
+	got <- name
+	done()
 }
 
 // Claims under keys of their own that never decide (their clients hang

@@ -332,19 +332,22 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	return s.beginKeyless(ctx, lease, nil)
 }
 
-// BeginTurn is Begin in this process's write turn (Store.writers): it
-// waits for the turn, for as long as ctx allows, in the order of the
-// completions and releases that wait with it, ahead of the claims, and
-// the transaction keeps the turn until it ends or lease runs out. It is
-// for the process's own writers beside its requests (an outbox's runners,
-// an operator's writes): under a storm of requests a transaction that
-// polled SQLite's lock (Begin) could lose it, over and over, to the
-// writers the turn hands it to, and fail with SQLite's busy timeout.
+// BeginTurn is Begin in this process's write turn (Store.writers), as a
+// background writer: it waits for the turn, for as long as ctx allows,
+// behind the completions and releases and behind the claims, but never
+// passed over by claims for longer than 100 ms, and the transaction keeps
+// the turn until it ends or lease runs out. It is for the process's own
+// writers beside its requests (an outbox's runners, an operator's
+// writes): under a storm of requests a transaction that polled SQLite's
+// lock (Begin) could lose it, over and over, to the writers the turn
+// hands it to, and fail with SQLite's busy timeout; and one that went
+// ahead of the claims would let a runner working through a backlog keep
+// them waiting until they failed.
 func (s *Store) BeginTurn(ctx context.Context, lease time.Duration) (idemstore.Tx, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("sqlitestore: begin: lease (%v) must be positive", lease)
 	}
-	pass, err := s.admit(ctx, untilCtx, nil)
+	pass, err := s.writers.takeBackground(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: begin: no write turn: %w", err)
 	}

@@ -2,6 +2,8 @@ package outboxtest
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,4 +58,56 @@ func (f *fixture) deliveredFor(t *testing.T, ek string) time.Duration {
 		}
 	}
 	return 0
+}
+
+// A delivery whose effect is gone when the runner records it (delivered
+// and recorded by another process, which then pruned it) is done: the
+// outbox reports it gone (idemoutbox.ErrGone), the runner does not try
+// the record again, and it goes on to the next effect.
+func goneAtItsRecord(t *testing.T, tg Target) {
+	f := newFixture(t, tg)
+	eks := f.stageMany(t, 2)
+	rcv := newReceiver()
+	o := &recordCounter{Outbox: f.inst.Outbox, tries: map[string]int{}}
+	var gone idemoutbox.Message
+	cfg := runnerConfig(o, func(ctx context.Context, m idemoutbox.Message) error {
+		if m.EffectKey == eks[0] {
+			gone = m
+			if _, err := f.inst.Outbox.Delivered(ctx, m); err != nil {
+				return err
+			}
+			if _, err := f.inst.Outbox.Prune(ctx, 0, 10); err != nil {
+				return err
+			}
+		}
+		return rcv.deliver(ctx, m)
+	})
+	cfg.Batch, cfg.Workers = 1, 1
+	runUntil(t, cfg, 1, func() bool { return rcv.count(eks[1]) == 1 })
+	if n := o.count(eks[0]); n != 1 {
+		t.Errorf("the record of the gone effect was tried %d times, want once", n)
+	}
+	if _, err := f.inst.Outbox.Delivered(context.Background(), gone); !errors.Is(err, idemoutbox.ErrGone) {
+		t.Errorf("Delivered of a gone effect = %v, want ErrGone", err)
+	}
+}
+
+// recordCounter counts the records of each effect key's deliveries.
+type recordCounter struct {
+	Outbox
+	mu    sync.Mutex
+	tries map[string]int
+}
+
+func (o *recordCounter) Delivered(ctx context.Context, m idemoutbox.Message) (time.Duration, error) {
+	o.mu.Lock()
+	o.tries[m.EffectKey]++
+	o.mu.Unlock()
+	return o.Outbox.Delivered(ctx, m)
+}
+
+func (o *recordCounter) count(ek string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.tries[ek]
 }

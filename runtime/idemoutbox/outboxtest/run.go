@@ -28,6 +28,7 @@ func Run(t *testing.T, tg Target) {
 		{"ConcurrentRunners", concurrentRunners},
 		{"SlowBatches", slowBatches},
 		{"SlowRecord", slowRecord},
+		{"GoneAtItsRecord", goneAtItsRecord},
 		{"DeadRunnersLease", deadRunnersLease},
 		{"ShutdownDrains", shutdownDrains},
 		{"ShutdownBound", shutdownBound},

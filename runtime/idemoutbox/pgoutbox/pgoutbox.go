@@ -66,7 +66,11 @@ func (o *Outbox) Claim(ctx context.Context, limit int, lease time.Duration, toke
 // Delivered implements idemoutbox.Store.
 func (o *Outbox) Delivered(ctx context.Context, m idemoutbox.Message) (time.Duration, error) {
 	var us int64
-	if err := o.pool.QueryRow(ctx, deliveredSQL, m.ID).Scan(&us); err != nil {
+	err := o.pool.QueryRow(ctx, deliveredSQL, m.ID).Scan(&us)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = idemoutbox.ErrGone
+	}
+	if err != nil {
 		return 0, fmt.Errorf("pgoutbox: record delivery of %d: %w", m.ID, err)
 	}
 	return time.Duration(us) * time.Microsecond, nil

@@ -52,11 +52,12 @@ const writeLease = 30 * time.Second
 
 // write runs f in a transaction of the store's own, in the process's
 // write turn (sqlitestore's BeginTurn), waiting for the turn as long as ctx
-// allows: behind the requests' transactions and completions, rather than
-// polling SQLite's lock against them. A runner polling the lock lost it,
-// over and over under load, to the writers the turn hands it to, and gave
-// up after SQLite's busy timeout; a request meeting an outside writer on
-// the lock would wait in SQLite's busy handler, for up to 100 ms a step.
+// allows: behind the requests' transactions, completions and claims, and
+// ahead of the claims once passed over for 100 ms, rather than polling
+// SQLite's lock against them. A runner polling the lock lost it, over and
+// over under load, to the writers the turn hands it to, and gave up after
+// SQLite's busy timeout; a request meeting an outside writer on the lock
+// would wait in SQLite's busy handler, for up to 100 ms a step.
 func (o *Outbox) write(ctx context.Context, f func(*sqlitestore.Tx) error) error {
 	t, err := o.store.BeginTurn(ctx, writeLease)
 	if err != nil {
@@ -123,7 +124,11 @@ func (o *Outbox) Claim(ctx context.Context, limit int, lease time.Duration, toke
 func (o *Outbox) Delivered(ctx context.Context, m idemoutbox.Message) (time.Duration, error) {
 	var ms int64
 	err := o.write(ctx, func(tx *sqlitestore.Tx) error {
-		return tx.QueryRowContext(ctx, deliveredSQL, m.ID, o.now().UnixMilli()).Scan(&ms)
+		err := tx.QueryRowContext(ctx, deliveredSQL, m.ID, o.now().UnixMilli()).Scan(&ms)
+		if errors.Is(err, sql.ErrNoRows) {
+			return idemoutbox.ErrGone
+		}
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqliteoutbox: record delivery of %d: %w", m.ID, err)

@@ -276,36 +276,125 @@ func forget(ctx context.Context, pc *pgx.Conn, sql string) error {
 // prepared every text of the batch, refuses to run any.
 const recacheSQL = `SELECT`
 
-// recache has pgx prepare (or describe) texts on pc and cache them, in
-// one round trip, without running any: a batch whose first statement's
-// arguments do not fit is refused once its statements are prepared, and
-// pgx keeps them. A text that does not parse is left out, and the others
-// are tried again.
+// recache has pgx prepare (or describe) texts on pc and cache them,
+// without running any: a batch whose first statement's arguments do not
+// fit is refused once its statements are prepared, and pgx keeps them, in
+// one round trip (and one to deallocate what pgx forgot). A text that does
+// not parse in the clean session (it needs a temporary table of the
+// handler's) is left out, and stays forgotten: pgx prepares it where it
+// next runs. The first such text makes recache look for every other one,
+// in one round trip, and try the others again; the texts found stay known
+// on the connection (unparsed), and are not tried again there.
 func recache(ctx context.Context, pc *pgx.Conn, texts []string) error {
+	known := unparsed(pc.PgConn())
+	texts = slices.DeleteFunc(texts, func(sql string) bool { return known[sql] })
 	for len(texts) > 0 {
-		b := &pgx.Batch{}
-		b.Queue(recacheSQL, nil)
-		for _, sql := range texts {
-			b.Queue(sql)
+		failed, err := prepareAll(ctx, pc, texts)
+		if err != nil || failed == "" {
+			return err
 		}
-		err := pc.SendBatch(ctx, b).Close()
-		var pre pgx.ErrPreprocessingBatch
-		switch {
-		case err == nil:
-			return errors.New("recaching statements: the batch ran")
-		case !errors.As(err, &pre):
-			return fmt.Errorf("recaching statements: %w", err)
-		case pre.SQL() == recacheSQL:
-			return nil
+		bad, err := parseFailures(ctx, pc.PgConn(), texts)
+		if err != nil {
+			return err
 		}
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) {
-			return fmt.Errorf("recaching statements: %w", err)
-		}
-		n := len(texts)
-		if texts = slices.DeleteFunc(texts, func(sql string) bool { return sql == pre.SQL() }); len(texts) == n {
-			return fmt.Errorf("recaching statements: %w", err)
-		}
+		// Another session may have dropped what failed meanwhile: it is
+		// left out all the same.
+		bad[failed] = true
+		known.add(bad)
+		texts = slices.DeleteFunc(texts, func(sql string) bool { return bad[sql] })
 	}
 	return nil
+}
+
+// prepareAll has pgx prepare texts on pc in one batch, as recache says,
+// and returns the first text that did not parse ("" if every one did).
+func prepareAll(ctx context.Context, pc *pgx.Conn, texts []string) (failed string, err error) {
+	b := &pgx.Batch{}
+	b.Queue(recacheSQL, nil)
+	for _, sql := range texts {
+		b.Queue(sql)
+	}
+	err = pc.SendBatch(ctx, b).Close()
+	var pre pgx.ErrPreprocessingBatch
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return "", errors.New("recaching statements: the batch ran")
+	case !errors.As(err, &pre):
+		return "", fmt.Errorf("recaching statements: %w", err)
+	case pre.SQL() == recacheSQL:
+		return "", nil
+	case !errors.As(err, &pgErr) || !slices.Contains(texts, pre.SQL()):
+		return "", fmt.Errorf("recaching statements: %w", err)
+	}
+	return pre.SQL(), nil
+}
+
+// parseFailures returns those of texts that do not parse on pc, each
+// tried on its own in the unnamed statement, in one round trip.
+func parseFailures(ctx context.Context, pc *pgconn.PgConn, texts []string) (map[string]bool, error) {
+	p := pc.StartPipeline(ctx)
+	for _, sql := range texts {
+		p.SendPrepare("", sql, nil)
+		p.SendPipelineSync()
+	}
+	bad := make(map[string]bool)
+	err := p.Flush()
+	for i := 0; err == nil && i < len(texts); i++ {
+		var pgErr *pgconn.PgError
+		if _, err = p.GetResults(); errors.As(err, &pgErr) {
+			bad[texts[i]], err = true, nil
+		}
+		if err == nil {
+			var res any
+			if res, err = p.GetResults(); err == nil {
+				if _, ok := res.(*pgconn.PipelineSync); !ok {
+					err = fmt.Errorf("%T where the pipeline's sync was due", res)
+				}
+			}
+		}
+	}
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking for the statements that do not parse: %w", err)
+	}
+	return bad, nil
+}
+
+// unparsedKey keys, in a connection's custom data, the texts that did not
+// parse there once the session was reset (unparsedTexts).
+const unparsedKey = "idemgen/pgstore.unparsed"
+
+// unparsedCap bounds the texts a connection keeps as unparsed: once
+// that many are kept, they are forgotten and tried again.
+const unparsedCap = 256
+
+// unparsedTexts are texts that did not parse in a clean session on a
+// connection: statements on a temporary table that a handler makes for
+// its own transaction (ON COMMIT DROP).
+type unparsedTexts map[string]bool
+
+// unparsed returns the texts kept as unparsed on pc.
+func unparsed(pc *pgconn.PgConn) unparsedTexts {
+	data := pc.CustomData()
+	known, ok := data[unparsedKey].(unparsedTexts)
+	if !ok {
+		known = make(unparsedTexts)
+		data[unparsedKey] = known
+	}
+	return known
+}
+
+// add keeps texts.
+func (u unparsedTexts) add(texts map[string]bool) {
+	if len(u)+len(texts) > unparsedCap {
+		clear(u)
+	}
+	for sql := range texts {
+		if len(u) < unparsedCap {
+			u[sql] = true
+		}
+	}
 }

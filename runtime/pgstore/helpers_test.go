@@ -171,3 +171,17 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	c.writes.Add(1)
 	return c.Conn.Write(p)
 }
+
+// countedStore returns a store of one connection in mode whose round
+// trips are counted, and whose guard connection stays open while idle.
+func countedStore(t *testing.T, mode pgx.QueryExecMode) (*pgstore.Store, *roundTrips) {
+	t.Helper()
+	rt := new(roundTrips)
+	s, _ := newStore(t, func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.DefaultQueryExecMode = mode
+		rt.install(c)
+	})
+	pgstore.SetGuardIdleClose(s, time.Hour)
+	return s, rt
+}

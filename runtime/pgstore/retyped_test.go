@@ -2,16 +2,15 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
-	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
 // retypedQuery is the application's own query that tenant A's handler has
@@ -201,13 +200,7 @@ func retypeWith(t *testing.T, mode pgx.QueryExecMode, opts []any, r retyping, e 
 func TestHandlerStatementsStayCached(t *testing.T) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe} {
 		t.Run(mode.String(), func(t *testing.T) {
-			var rt roundTrips
-			s, _ := newStore(t, func(c *pgxpool.Config) {
-				c.MaxConns = 1
-				c.ConnConfig.DefaultQueryExecMode = mode
-				rt.install(c)
-			})
-			pgstore.SetGuardIdleClose(s, time.Hour)
+			s, rt := countedStore(t, mode)
 			ctx := context.Background()
 			request := func(key string) (handler, end snapshot) {
 				t.Helper()
@@ -226,11 +219,7 @@ func TestHandlerStatementsStayCached(t *testing.T) {
 				if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 					t.Fatal(err)
 				}
-				for deadline := time.Now().Add(10 * time.Second); !pgstore.GuardQuiet(s); time.Sleep(time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatal("the guard did not go quiet")
-					}
-				}
+				quiet(t, s)
 				return handler, rt.snap().sub(before)
 			}
 			handler, end := request("k-0")
@@ -379,6 +368,54 @@ func TestHandlerCannotRetypeThroughTheClientEncoding(t *testing.T) {
 				t.Errorf("B's query in its handler after A's request = %d, %v; want 0", n, err)
 			}
 			_ = e.end(ctx, b)
+		})
+	}
+}
+
+// A handler's statements on a temporary table of its own (ON COMMIT DROP)
+// do not parse once the session is reset: they are forgotten and not
+// prepared again. The first request's end finds them all in one batch
+// that fails and one round trip that tries each (parseFailures), however
+// many they are, where it tried one batch per statement; the connection
+// keeps them as such, so that a later request's end sends no batch for
+// them. (Forgetting them still has pgx deallocate each statement but the
+// last in a round trip of its own.)
+func TestHandlerTempTableStatementsAreNotPreparedAgain(t *testing.T) {
+	for _, k := range []int{1, 5} {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			s, rt := countedStore(t, pgx.QueryExecModeCacheStatement)
+			ctx := context.Background()
+			request := func(key string) (all, end snapshot) {
+				t.Helper()
+				start := rt.snap()
+				tx := wonTx(t, s, key, "tok-"+key)
+				ptx := tx.Driver().(pgx.Tx)
+				if _, err := ptx.Exec(ctx, "CREATE TEMP TABLE scratch (v int) ON COMMIT DROP"); err != nil {
+					t.Fatal(err)
+				}
+				for i := range k {
+					if _, err := ptx.Exec(ctx, fmt.Sprintf("INSERT INTO scratch (v) VALUES ($1) -- %d", i), i); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before := rt.snap()
+				if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+					t.Fatal(err)
+				}
+				quiet(t, s)
+				return rt.snap().sub(start), rt.snap().sub(before)
+			}
+			all, end := request("k-0")
+			t.Logf("first request: all %+v; end %+v", all, end)
+			if end.batches > 1 {
+				t.Errorf("the first request's end sent %d batches; want 1", end.batches)
+			}
+			request("k-1")
+			all, end = request("k-2")
+			t.Logf("third request: all %+v; end %+v", all, end)
+			if end.batches != 0 {
+				t.Errorf("the third request's end sent %d batches; want none", end.batches)
+			}
 		})
 	}
 }

@@ -3,7 +3,8 @@
 // *sqlitestore.Tx of its key, and runners deliver them, claiming due rows
 // under a lease in single statements that SQLite's one writer orders,
 // each in a transaction of the store's so that it takes the process's
-// write turn. Its
+// write turn; the records of deliveries that wait for it together are
+// written in one. Its
 // table is a migration of its own (Migrate, or Schema for a migration
 // tool), in the database of sqlitestore's table.
 package sqliteoutbox
@@ -32,6 +33,8 @@ type Outbox struct {
 	now   func() time.Time
 	// records are the deliveries its runners are recording.
 	records idemoutbox.Records
+	// recorder gathers their records for the write turn.
+	recorder recorder
 }
 
 var _ idemoutbox.Store = (*Outbox)(nil)
@@ -59,7 +62,14 @@ const writeLease = 30 * time.Second
 // SQLite's busy timeout; a request meeting an outside writer on the lock
 // would wait in SQLite's busy handler, for up to 100 ms a step.
 func (o *Outbox) write(ctx context.Context, f func(*sqlitestore.Tx) error) error {
-	t, err := o.store.BeginTurn(ctx, writeLease)
+	return o.writeAfter(ctx, ctx, f)
+}
+
+// writeAfter is write, waiting for the turn under wait: a record written
+// meanwhile by another's write stops waiting, and the write goes on
+// under ctx once it has begun.
+func (o *Outbox) writeAfter(wait, ctx context.Context, f func(*sqlitestore.Tx) error) error {
+	t, err := o.store.BeginTurn(wait, writeLease)
 	if err != nil {
 		return err
 	}
@@ -120,28 +130,17 @@ func (o *Outbox) Claim(ctx context.Context, limit int, lease time.Duration, toke
 	return ms, nil
 }
 
-// Delivered implements idemoutbox.Store.
-func (o *Outbox) Delivered(ctx context.Context, m idemoutbox.Message) (time.Duration, error) {
-	var ms int64
-	err := o.write(ctx, func(tx *sqlitestore.Tx) error {
-		err := tx.QueryRowContext(ctx, deliveredSQL, m.ID, o.now().UnixMilli()).Scan(&ms)
-		if errors.Is(err, sql.ErrNoRows) {
-			return idemoutbox.ErrGone
-		}
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sqliteoutbox: record delivery of %d: %w", m.ID, err)
-	}
-	return time.Duration(ms) * time.Millisecond, nil
-}
-
 // Failed implements idemoutbox.Store.
 func (o *Outbox) Failed(ctx context.Context, m idemoutbox.Message, token, reason string, retryIn time.Duration, dead bool) error {
 	if _, err := o.exec(ctx, failedSQL, m.ID, reason, o.now().Add(retryIn).UnixMilli(), dead, token); err != nil {
 		return fmt.Errorf("sqliteoutbox: record failed attempt of %d: %w", m.ID, err)
 	}
 	return nil
+}
+
+// recordErr is the error of m's delivery's record.
+func recordErr(m idemoutbox.Message, err error) error {
+	return fmt.Errorf("sqliteoutbox: record delivery of %d: %w", m.ID, err)
 }
 
 // Release implements idemoutbox.Store.

@@ -18,7 +18,7 @@ import (
 // backlog is how many effects the runners of
 // TestRunnersLeaveRequestClaimsTheirTurn work through: more than they
 // deliver while its claims run.
-const backlog = 20000
+const backlog = 60000
 
 // Two runners working through a backlog with a receiver that answers at
 // once write as fast as the write turn lets them, and the requests'
@@ -34,6 +34,7 @@ func TestRunnersLeaveRequestClaimsTheirTurn(t *testing.T) {
 	var c latency
 	beside := b.rate(func() { c = claimLatency(t, b.s, "beside the runners", 100) })
 	b.stop()
+	b.busyThroughout()
 	t.Logf("%v; the runners recorded %.0f deliveries a second alone, %.0f beside the claims", c, alone, beside)
 	if c.failed > 0 || c.slowest > time.Second {
 		t.Errorf("beside two runners working through a backlog, %d of 100 claims failed and the slowest took %v", c.failed, c.slowest)
@@ -62,6 +63,7 @@ func TestRunnersRecordUnderAStormOfClaims(t *testing.T) {
 		wg.Wait()
 	})
 	b.stop()
+	b.busyThroughout()
 	t.Logf("eight clients claiming without pause: %d claims failed; the runners recorded %.0f deliveries a second", failed.Load(), rate)
 	if failed.Load() > 0 || rate < 20 {
 		t.Errorf("under a storm of claims, %d claims failed and the runners recorded %.0f deliveries a second; want none, and at least 20", failed.Load(), rate)
@@ -115,6 +117,14 @@ func (b *busy) rate(during func()) float64 {
 	start, before := time.Now(), b.pending()
 	during()
 	return float64(before-b.pending()) / time.Since(start).Seconds()
+}
+
+// busyThroughout fails the test when the runners ran out of effects to
+// deliver, and so measured nothing beside the claims for part of it.
+func (b *busy) busyThroughout() {
+	if b.pending() == 0 {
+		b.t.Fatalf("the runners delivered all %d effects: stage more", backlog)
+	}
 }
 
 // pending counts the effects not recorded delivered.

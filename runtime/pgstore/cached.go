@@ -50,19 +50,19 @@ import (
 // A text cached before the handler ran is left as it was in the statement
 // cache: the handler's run of it prepares nothing.
 
-// cachedSinceSQL selects, as one JSON array of pairs (NULL for none), the
-// name and the text of every statement that pgx's statement cache
-// prepared on the session at or after $3, a timestamptz: the start of a
-// handler's transaction. It is a column of sessionCheckSQL. Each text
+// cachedSinceSQL aggregates, over pg_prepared_statements, one JSON array
+// of pairs (NULL for none): the name and the text of every statement that
+// pgx's statement cache prepared on the session at or after $3, a
+// timestamptz: the start of a handler's transaction. It is a column of
+// sessionCheckSQL. Each text
 // comes as its UTF-8 bytes in base64, whatever the session's
 // client_encoding: the check runs before the reset, under a
 // client_encoding the handler may have set for the session, in which a
 // text outside ASCII would come back as other bytes than pgx's.
-const cachedSinceSQL = `(SELECT pg_catalog.json_agg(pg_catalog.json_build_array(name,
-            pg_catalog.encode(pg_catalog.convert_to(statement, 'UTF8'), 'base64')))::pg_catalog.text
-          FROM pg_catalog.pg_prepared_statements
-          WHERE NOT from_sql AND name OPERATOR(pg_catalog.~~) 'stmtcache\_%'
-            AND prepare_time OPERATOR(pg_catalog.>=) $3::pg_catalog.timestamptz)`
+const cachedSinceSQL = `pg_catalog.json_agg(pg_catalog.json_build_array(name,
+            pg_catalog.encode(pg_catalog.convert_to(statement, 'UTF8'), 'base64')))
+          FILTER (WHERE NOT from_sql AND name OPERATOR(pg_catalog.~~) 'stmtcache\_%'
+                    AND prepare_time OPERATOR(pg_catalog.>=) $3::pg_catalog.timestamptz)::pg_catalog.text`
 
 // cacheName is the name under which pgx's statement cache prepares sql:
 // its prefix, then the hex of the first 24 bytes of the text's SHA-256.

@@ -185,3 +185,42 @@ func countedStore(t *testing.T, mode pgx.QueryExecMode) (*pgstore.Store, *roundT
 	pgstore.SetGuardIdleClose(s, time.Hour)
 	return s, rt
 }
+
+// planResets tells whether PostgreSQL reset the plans of the database's
+// prepared statements, as another session's CREATE SCHEMA does in every
+// session of the database: the check at a transaction's end reads a
+// reset since the previous end on its connection as a handler's DISCARD
+// PLANS, and that end costs the round trip of the full reset. Tests that
+// count the round trips or statements of a transaction's end leave out
+// one that met a reset. It reads a statement of its own whose constant
+// 'now' is the time it was last parsed.
+type planResets struct{ probe *pgx.Conn }
+
+func newPlanResets(t testing.TB) *planResets {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return &planResets{probe: conn}
+}
+
+// parsed returns when the probe was last parsed: a value that changes
+// with every reset. Read it before the transaction's end that comes
+// before the counted one: a reset that reached the connection earlier
+// was met by that end.
+func (r *planResets) parsed(t testing.TB) time.Time {
+	t.Helper()
+	var at time.Time
+	if err := r.probe.QueryRow(context.Background(), "SELECT 'now'::pg_catalog.timestamptz").Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// since reports whether a reset came after parsed returned at.
+func (r *planResets) since(t testing.TB, at time.Time) bool {
+	t.Helper()
+	return !r.parsed(t).Equal(at)
+}

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,8 @@ func TestRoundTrips(t *testing.T) {
 			t.Fatalf("warm lost ClaimTx: %v", err)
 		}
 	}
+	resets := newPlanResets(t)
+	warmed := resets.parsed(t)
 	warm("warm")
 
 	type step struct {
@@ -125,7 +128,10 @@ func TestRoundTrips(t *testing.T) {
 		quiet()
 		got := rt.snap().sub(before)
 		t.Logf("%-38s queries %d, batches %d, socket writes %d", st.name, got.queries, got.batches, got.writes)
-		if got.queries != st.queries || got.batches != st.batches || got.writes != st.writes {
+		switch {
+		case strings.HasPrefix(st.name, "Tx.Commit") && resets.since(t, warmed):
+			t.Logf("%s: not counted, another session reset the plans since the warm-up", st.name)
+		case got.queries != st.queries || got.batches != st.batches || got.writes != st.writes:
 			t.Errorf("%s: queries %d, batches %d, socket writes %d; want %d, %d, %d",
 				st.name, got.queries, got.batches, got.writes, st.queries, st.batches, st.writes)
 		}

@@ -265,7 +265,9 @@ const reseedSQL = `SELECT pg_catalog.setseed($1)`
 // false) would hide its temporary objects. So too in replacedSQL,
 // deallocateSQL and resetSQL. Its fourth column lists the statements
 // that pgx's statement cache prepared since $3, when the handler's
-// transaction began (cachedSinceSQL). Its last tells whether the check
+// transaction began (cachedSinceSQL); both read pg_prepared_statements,
+// which PostgreSQL builds whole, texts and all, where it is read, so they
+// read it once, with the handler's statements, in ps. Its last tells whether the check
 // itself was parsed since then: 'now' becomes a constant, the time it is
 // parsed at, and a prepared statement is parsed again only once something
 // made it invalid. The same may then have happened to any statement the
@@ -274,14 +276,17 @@ const reseedSQL = `SELECT pg_catalog.setseed($1)`
 const sessionCheckSQL = `SELECT pg_catalog.pg_advisory_unlock_all(), pg_catalog.setseed($2),
        current_user OPERATOR(pg_catalog.<>) session_user
        OR session_user OPERATOR(pg_catalog.<>) $1
-       OR EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE ` + handlerPreparedSQL + `)
+       OR ps.handler
        OR EXISTS (SELECT FROM pg_catalog.pg_cursors WHERE is_holdable)
        OR EXISTS (SELECT FROM pg_catalog.pg_listening_channels())
        OR EXISTS (SELECT FROM pg_catalog.pg_depend
                    WHERE refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
                      AND refobjid OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()),
-       ` + cachedSinceSQL + `,
-       'now'::pg_catalog.timestamptz OPERATOR(pg_catalog.>=) $3::pg_catalog.timestamptz`
+       ps.cached,
+       'now'::pg_catalog.timestamptz OPERATOR(pg_catalog.>=) $3::pg_catalog.timestamptz
+  FROM (SELECT COALESCE(pg_catalog.bool_or(` + handlerPreparedSQL + `), false) AS handler,
+               ` + cachedSinceSQL + ` AS cached
+          FROM pg_catalog.pg_prepared_statements) AS ps`
 
 // handlerPreparedSQL selects, in pg_prepared_statements, the statements a
 // handler prepared: every statement prepared from SQL (PREPARE), whatever

@@ -104,6 +104,8 @@ func (c *wireConn) message(typ byte, body []byte) {
 // pipeline, pgconn). Each wanted statement is the start of its text.
 func TestStatementsPerRequest(t *testing.T) {
 	var log statementLog
+	resets := newPlanResets(t)
+	start := resets.parsed(t)
 	pool := openPool(t, newSchema(t), func(c *pgxpool.Config) {
 		c.MaxConns = 4
 		log.install(c)
@@ -173,6 +175,10 @@ func TestStatementsPerRequest(t *testing.T) {
 			quiet(t, s)
 			got = log.Since(before)
 		})
+		if p.Name == "transactional new key" && resets.since(t, start) {
+			t.Logf("%s: not counted, another session reset the plans since the test began", p.Name)
+			continue
+		}
 		got, guard := apart(got, guardSQLStart)
 		w := want[p.Name]
 		if guard != w.guard {

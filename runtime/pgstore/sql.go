@@ -105,11 +105,12 @@ const completeSQL = `UPDATE idempotency_keys
 // it, and everything queued behind.
 const completeTxSQL = `WITH u AS (
     UPDATE idempotency_keys
-       SET state = 'completed', completed_at = clock_timestamp(),
+       SET state = 'completed', completed_at = pg_catalog.clock_timestamp(),
            status = $6::pg_catalog.int4, headers = $7::pg_catalog.bytea, body = $8::pg_catalog.bytea, body_omitted = $9::pg_catalog.bool,
            lease_until = NULL
-     WHERE tenant = $3::pg_catalog.text AND scope = $4::pg_catalog.text AND key = $5::pg_catalog.text
-       AND lease_token = $1::pg_catalog.text AND state = 'in_flight'
+     WHERE tenant OPERATOR(pg_catalog.=) $3::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $4::pg_catalog.text
+       AND key OPERATOR(pg_catalog.=) $5::pg_catalog.text
+       AND lease_token OPERATOR(pg_catalog.=) $1::pg_catalog.text AND state OPERATOR(pg_catalog.=) 'in_flight'
     RETURNING 1)
 SELECT CASE WHEN ` + sameTxCheckSQL + ` OPERATOR(pg_catalog.<>) 1
             THEN NULL
@@ -389,10 +390,11 @@ const discardPlansSQL = `DISCARD PLANS`
 // settleSessionSQL runs before settle marks a key, on the session of a
 // handler that may have ended its transaction itself and then changed the
 // session at will: it undoes what decides where settle's statements write
-// (the role, the search_path, temporary relations named like the store's
-// table), so that they mark the key's own row. The claim's session locks
-// stay: they keep every other claim away until the key is settled.
-const settleSessionSQL = `SET SESSION AUTHORIZATION DEFAULT; RESET ROLE; RESET search_path; DISCARD TEMP`
+// (the role, every setting, the search_path and default_transaction_read_only
+// among them, temporary relations named like the store's table), so that
+// they mark the key's own row. The claim's session locks stay: they keep
+// every other claim away until the key is settled.
+const settleSessionSQL = `SET SESSION AUTHORIZATION DEFAULT; RESET ROLE; RESET ALL; DISCARD TEMP`
 
 const (
 	commitSQL   = `COMMIT`

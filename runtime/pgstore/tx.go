@@ -591,6 +591,29 @@ func completeTxArgs(mark txMark, id idemstore.Identity, resp idemstore.Response)
 	return append([]any{mark.value, mark.keys}, append(args[:3], args[4:]...)...)
 }
 
+// execer runs a statement: a session (*pgx.Conn) or the pool.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// markKey makes sure, through db, that no takeover can repeat what the
+// handler of claim c may have committed on its own: when the handler ended
+// the transaction (ended) the key becomes indeterminate whatever its row
+// became; otherwise a claim row still in flight under the token was
+// committed by the handler, and is marked indeterminate. It reports
+// whether the key is left indeterminate. The statements are described
+// afresh rather than taken from pgx's statement cache: the handler may
+// have deallocated what the cache holds (DEALLOCATE ALL, DISCARD ALL).
+func markKey(ctx context.Context, db execer, c *idemstore.Claim, ended bool) (unknown bool, err error) {
+	if ended {
+		_, err = db.Exec(ctx, failClosedTxSQL, pgx.QueryExecModeDescribeExec, c.Tenant, c.Scope, c.Key, c.Token,
+			c.Operation, fingerprintArg(c.Fingerprint), c.TTL.Microseconds())
+		return true, err
+	}
+	tag, err := db.Exec(ctx, markCommittedSQL, pgx.QueryExecModeDescribeExec, c.Tenant, c.Scope, c.Key, c.Token)
+	return tag.RowsAffected() > 0, err
+}
+
 // errSessionDiscarded is why settle closes a session instead of
 // resetting it for the pool.
 var errSessionDiscarded = errors.New("the transaction did not commit as it should; its session is not reused")
@@ -635,18 +658,21 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 	if err == nil {
 		_, err = pc.Exec(rctx, settleSessionSQL)
 	}
-	unknown := errors.Is(cause, errHandlerEndedTx)
-	// The statements are described afresh rather than taken from pgx's
-	// statement cache: the handler may have deallocated what the cache
-	// holds (DEALLOCATE ALL, DISCARD ALL).
+	ended := errors.Is(cause, errHandlerEndedTx)
+	unknown := ended
 	if err == nil {
-		if unknown {
-			_, err = pc.Exec(rctx, failClosedTxSQL, pgx.QueryExecModeDescribeExec, c.Tenant, c.Scope, c.Key, c.Token,
-				c.Operation, fingerprintArg(c.Fingerprint), c.TTL.Microseconds())
+		unknown, err = markKey(rctx, pc, c, ended)
+	}
+	if err != nil {
+		// The handler's session would not take the mark (a setting the
+		// reset does not undo, a broken session): the key is marked from
+		// a connection of the pool instead, while this session's locks
+		// still keep every other claim away from it.
+		var poolErr error
+		if unknown, poolErr = markKey(rctx, t.s.pool, c, ended); poolErr == nil {
+			err = nil
 		} else {
-			var tag pgconn.CommandTag
-			tag, err = pc.Exec(rctx, markCommittedSQL, pgx.QueryExecModeDescribeExec, c.Tenant, c.Scope, c.Key, c.Token)
-			unknown = tag.RowsAffected() > 0
+			err = errors.Join(err, poolErr)
 		}
 	}
 	// Whatever the handler did to its session, the session does not go

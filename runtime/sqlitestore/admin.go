@@ -59,7 +59,7 @@ func (s *Store) Scan(ctx context.Context, q idemadmin.Query, fn func(idemadmin.E
 		where = append(where, "expires_at > ?")
 		args = append(args, millis(now))
 	}
-	query := "SELECT " + adminColumns + "\n  FROM idempotency_keys"
+	query := "SELECT " + adminColumns + "\n  FROM main.idempotency_keys"
 	if len(where) > 0 {
 		query += "\n WHERE " + strings.Join(where, "\n   AND ")
 	}
@@ -128,7 +128,7 @@ func scanEntry(row interface{ Scan(...any) error }, now time.Time, whole bool) (
 
 // getKey reads one key whole.
 const getKey = `SELECT ` + adminColumns + `, headers, body
-  FROM idempotency_keys
+  FROM main.idempotency_keys
  WHERE tenant = ? AND scope = ? AND key = ?`
 
 // Get implements idemadmin.Store.
@@ -157,12 +157,12 @@ const settleWhere = `
 // resolveKey completes an outcome-unknown key with the operator's
 // response. The lease token stays: a late completion from the request that
 // was abandoned still finds the row no longer in flight and is fenced.
-const resolveKey = `UPDATE idempotency_keys
+const resolveKey = `UPDATE main.idempotency_keys
    SET state = 'completed', completed_at = ?6, lease_until = NULL,
        status = ?7, headers = ?8, body = ?9, body_omitted = 0` + settleWhere
 
 // forgetKey deletes an outcome-unknown key, so the next retry runs.
-const forgetKey = `DELETE FROM idempotency_keys` + settleWhere
+const forgetKey = `DELETE FROM main.idempotency_keys` + settleWhere
 
 // Settle implements idemadmin.Store. It writes under the store's write
 // turn, like a completion.
@@ -192,12 +192,12 @@ func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idemstor
 // clock); the last row, with NULL operation and state, counts the expired
 // rows left for the sweeper.
 const keyStats = `SELECT operation, state, count(*)
-  FROM idempotency_keys
+  FROM main.idempotency_keys
  WHERE expires_at > ?1
  GROUP BY operation, state
 UNION ALL
 SELECT NULL, NULL, count(*)
-  FROM idempotency_keys
+  FROM main.idempotency_keys
  WHERE expires_at <= ?1
  ORDER BY 1 NULLS LAST, 2`
 

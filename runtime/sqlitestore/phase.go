@@ -20,7 +20,7 @@ var (
 // ttl has run out (?7 is now) is replaced, as an expired key is. It runs
 // under the write lock, and readPhase then reads what stands.
 const recordPhase = `
-INSERT INTO idempotency_phases (tenant, scope, key, name, result, expires_at, created_at)
+INSERT INTO main.idempotency_phases (tenant, scope, key, name, result, expires_at, created_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
 ON CONFLICT (tenant, scope, key, name) DO UPDATE
    SET result = excluded.result, expires_at = excluded.expires_at, created_at = excluded.created_at
@@ -28,13 +28,13 @@ ON CONFLICT (tenant, scope, key, name) DO UPDATE
 
 // readPhase reads a phase record that is live at ?5.
 const readPhase = `
-SELECT result FROM idempotency_phases
+SELECT result FROM main.idempotency_phases
  WHERE tenant = ?1 AND scope = ?2 AND key = ?3 AND name = ?4 AND expires_at > ?5`
 
 // sweepPhases deletes at most ?2 phases expired at ?1.
 const sweepPhases = `
-DELETE FROM idempotency_phases
- WHERE rowid IN (SELECT rowid FROM idempotency_phases WHERE expires_at <= ?1 LIMIT ?2)`
+DELETE FROM main.idempotency_phases
+ WHERE rowid IN (SELECT rowid FROM main.idempotency_phases WHERE expires_at <= ?1 LIMIT ?2)`
 
 // queryer is the connection a write runs on, which can also read.
 type queryer interface {
@@ -123,12 +123,12 @@ func phaseErr(what string, err error) error {
 }
 
 func noPhaseTable(err error) bool {
-	return strings.Contains(err.Error(), "no such table: idempotency_phases")
+	return strings.Contains(err.Error(), "no such table: main.idempotency_phases")
 }
 
 // listPhases lists the phases of one identity live at ?4, by name.
 const listPhases = `
-SELECT name, length(result), created_at, expires_at FROM idempotency_phases
+SELECT name, length(result), created_at, expires_at FROM main.idempotency_phases
  WHERE tenant = ?1 AND scope = ?2 AND key = ?3 AND expires_at > ?4
  ORDER BY name`
 

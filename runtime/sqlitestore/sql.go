@@ -12,14 +12,14 @@ package sqlitestore
 const selectRow = `
 SELECT operation, fingerprint, state, lease_token, lease_until, fail_closed,
        expires_at, status, headers, body, body_omitted
-  FROM idempotency_keys
+  FROM main.idempotency_keys
  WHERE tenant = ? AND scope = ? AND key = ?`
 
 // upsertClaim inserts a new in-flight row or replaces an expired one. It
 // runs only under the write lock, after a read that found the key absent or
 // expired, so the conflict branch overwrites exactly that expired row.
 const upsertClaim = `
-INSERT INTO idempotency_keys
+INSERT INTO main.idempotency_keys
        (tenant, scope, key, operation, fingerprint, state,
         lease_token, lease_until, fail_closed, expires_at, created_at)
 VALUES (?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?, ?)
@@ -44,13 +44,13 @@ ON CONFLICT (tenant, scope, key) DO UPDATE
 // running lease is never absent, or a new claim would win while the new
 // holder still runs.
 const takeOver = `
-UPDATE idempotency_keys
+UPDATE main.idempotency_keys
    SET lease_token = ?1, lease_until = ?2, expires_at = max(expires_at, ?2)
  WHERE tenant = ?3 AND scope = ?4 AND key = ?5`
 
 // failClosed marks an abandoned claim indeterminate for an operator.
 const failClosed = `
-UPDATE idempotency_keys
+UPDATE main.idempotency_keys
    SET state = 'indeterminate', lease_until = NULL
  WHERE tenant = ? AND scope = ? AND key = ?`
 
@@ -58,7 +58,7 @@ UPDATE idempotency_keys
 // statement serves Store.Complete and, inside the handler's transaction,
 // Tx.Commit.
 const complete = `
-UPDATE idempotency_keys
+UPDATE main.idempotency_keys
    SET state = 'completed', status = ?, headers = ?, body = ?,
        body_omitted = ?, completed_at = ?, lease_until = NULL
  WHERE tenant = ? AND scope = ? AND key = ?
@@ -68,28 +68,28 @@ UPDATE idempotency_keys
 // SQLite's write lock at once, whatever the database's default BEGIN mode,
 // and proves the claim is still held when the handler starts.
 const holdClaim = `
-UPDATE idempotency_keys
+UPDATE main.idempotency_keys
    SET lease_token = lease_token
  WHERE tenant = ? AND scope = ? AND key = ?
    AND lease_token = ? AND state = 'in_flight'`
 
 // release deletes the claim held with the token.
 const release = `
-DELETE FROM idempotency_keys
+DELETE FROM main.idempotency_keys
  WHERE tenant = ? AND scope = ? AND key = ?
    AND lease_token = ? AND state = 'in_flight'`
 
 // abandonTakeover ends the lease of the claim held with the token, so that
 // the next claim of the same request takes it over.
 const abandonTakeover = `
-UPDATE idempotency_keys
+UPDATE main.idempotency_keys
    SET lease_until = ?
  WHERE tenant = ? AND scope = ? AND key = ?
    AND lease_token = ? AND state = 'in_flight'`
 
 // abandonFailClosed marks the claim held with the token indeterminate.
 const abandonFailClosed = `
-UPDATE idempotency_keys
+UPDATE main.idempotency_keys
    SET state = 'indeterminate', lease_until = NULL
  WHERE tenant = ? AND scope = ? AND key = ?
    AND lease_token = ? AND state = 'in_flight'`
@@ -98,8 +98,8 @@ UPDATE idempotency_keys
 // expires_at index, so that the write lock is held only briefly. A row in
 // flight under a running lease is never swept, whatever its expiry.
 const sweep = `
-DELETE FROM idempotency_keys
- WHERE rowid IN (SELECT rowid FROM idempotency_keys
+DELETE FROM main.idempotency_keys
+ WHERE rowid IN (SELECT rowid FROM main.idempotency_keys
                   WHERE expires_at <= ?1
                     AND NOT (state = 'in_flight' AND lease_until > ?1)
                   LIMIT ?2)`
@@ -107,13 +107,13 @@ DELETE FROM idempotency_keys
 // countKeysTable tells whether the table exists yet: a store may be opened
 // before its migration is applied.
 const countKeysTable = `
-SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'idempotency_keys'`
+SELECT count(*) FROM main.sqlite_schema WHERE type = 'table' AND name = 'idempotency_keys'`
 
 // endLeases ends, at ?1, the lease of every claim in flight whose lease
 // still runs. It is run only by a store that holds the owner lock
 // exclusively, when every holder is known to be gone (owner.go). One pass
 // over the table, once, when a store opens.
 const endLeases = `
-UPDATE idempotency_keys
+UPDATE main.idempotency_keys
    SET lease_until = ?1
  WHERE state = 'in_flight' AND lease_until > ?1`

@@ -33,10 +33,10 @@ func TestStatementsPerRequest(t *testing.T) {
 		// The claim of a new key: the read again under the write lock,
 		// and the insert.
 		begin  = "BEGIN IMMEDIATE"
-		insert = "INSERT INTO idempotency_keys"
+		insert = "INSERT INTO main.idempotency_keys"
 		commit = "COMMIT"
 		// The completion, fenced by the claim's token.
-		complete = "UPDATE idempotency_keys SET state = 'completed'"
+		complete = "UPDATE main.idempotency_keys SET state = 'completed'"
 	)
 	want := map[string][]string{
 		"new key": {read, begin, read, insert, commit, begin, complete, commit},
@@ -47,7 +47,7 @@ func TestStatementsPerRequest(t *testing.T) {
 			// The handler's transaction: it first checks that the claim
 			// is still this request's, and the completion commits with
 			// the handler's write.
-			begin, "UPDATE idempotency_keys SET lease_token = lease_token", "INSERT INTO effects", complete, commit,
+			begin, "UPDATE main.idempotency_keys SET lease_token = lease_token", "INSERT INTO effects", complete, commit,
 			// The check that the handler left no temporary object on the
 			// connection before it goes back to the pool.
 			"SELECT count(*) FROM temp.sqlite_schema"},

@@ -173,17 +173,20 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, arg2, _, _ s
 }
 
 // storeObject reports whether a handler's statement would change what the
-// store's own statements on its connection act on: a temporary table or
-// view named as one of the store's tables, which SQLite resolves an
-// unqualified name to first, so that the completion would write it
-// instead of the key's row; a trigger on one of them, which could undo
-// the completion after it ran; or the table itself altered or dropped.
+// store's own statements on its connection act on: a table or view named
+// as one of the store's tables (those statements name main's, so a
+// temporary one of that name no longer stands in for it; this refuses it
+// all the same); a trigger on one of them, which could undo the
+// completion after it ran; or the table itself altered or dropped. A
+// temporary table renamed to such a name passes here (ALTER TABLE shows
+// the authorizer its old name) and changes nothing: the store's
+// statements name main's tables.
 // For a table or view, name is the object's name; for a trigger, table is
 // the table it is on; for ALTER TABLE, table is the table.
 func storeObject(action sqlite.AuthorizerActionCode, name, table string) bool {
 	switch action {
 	case sqlite.AuthCreateTempTable, sqlite.AuthCreateTempView, sqlite.AuthCreateView,
-		sqlite.AuthDropTable, sqlite.AuthDropTempTable:
+		sqlite.AuthCreateVTable, sqlite.AuthDropTable, sqlite.AuthDropTempTable:
 		return storeTables[strings.ToLower(name)]
 	case sqlite.AuthCreateTrigger, sqlite.AuthCreateTempTrigger, sqlite.AuthAlterTable:
 		return storeTables[strings.ToLower(table)]

@@ -150,7 +150,7 @@ func TestTxReleaseKeepsTheLockWhenTheHandlerWroteNothing(t *testing.T) {
 	s, log := countingStore(t)
 	ctx := context.Background()
 	const (
-		release  = "DELETE FROM idempotency_keys"
+		release  = "DELETE FROM main.idempotency_keys"
 		tempSeen = "SELECT count(*) FROM temp.sqlite_schema"
 	)
 	for _, wrote := range []bool{false, true} {

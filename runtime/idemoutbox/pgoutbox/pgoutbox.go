@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,9 @@ type Outbox struct {
 	opts idemoutbox.Options
 	// records are the deliveries its runners are recording.
 	records idemoutbox.Records
+	// stage is stageSQL naming the table by its schema, once learnt
+	// (stageStatement).
+	stage atomic.Pointer[string]
 }
 
 var _ idemoutbox.Store = (*Outbox)(nil)
@@ -49,9 +53,36 @@ func (o *Outbox) Records() *idemoutbox.Records { return &o.records }
 // handler then answers a problem.
 func (o *Outbox) Stage(ctx context.Context, name string, payload []byte) error {
 	return idemoutbox.Stage(ctx, o.opts, name, payload, func(tx pgx.Tx, s idemoutbox.Staged) (bool, error) {
-		tag, err := tx.Exec(ctx, stageSQL, s.Tenant, s.Scope, s.Key, s.EffectKey, s.Name, s.Payload)
+		stage, err := o.stageStatement(ctx)
+		if err != nil {
+			return false, err
+		}
+		tag, err := tx.Exec(ctx, stage, s.Tenant, s.Scope, s.Key, s.EffectKey, s.Name, s.Payload)
 		return tag.RowsAffected() == 1, err
 	})
+}
+
+// stageStatement returns stageSQL with the outbox's table named by its
+// schema, as a session of the pool, which pgstore hands out reset, finds
+// it. Stage runs on the handler's session, under whatever search_path or
+// temporary table of the same name the handler made; named so, the effect
+// is staged in the table the runners read, or the statement fails and the
+// request with it, never somewhere no runner looks (docs/semantics.md
+// §7.2).
+func (o *Outbox) stageStatement(ctx context.Context) (string, error) {
+	if s := o.stage.Load(); s != nil {
+		return *s, nil
+	}
+	var schema string
+	if err := o.pool.QueryRow(ctx, tableSchemaSQL).Scan(&schema); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = fmt.Errorf("%w: the idempotency_outbox table does not exist; apply the outbox migration (Migrate)", idemoutbox.ErrNoOutbox)
+		}
+		return "", fmt.Errorf("pgoutbox: stage: %w", err)
+	}
+	s := fmt.Sprintf(stageSQL, pgx.Identifier{schema, "idempotency_outbox"}.Sanitize())
+	o.stage.Store(&s)
+	return s, nil
 }
 
 // Claim implements idemoutbox.Store.

@@ -9,9 +9,17 @@ package pgoutbox
 // conflict target is the partial unique index of pending effects: a second
 // staging of one effect key inserts nothing, and the caller says so,
 // rather than raise an error that would abort the handler's transaction.
-const stageSQL = `INSERT INTO idempotency_outbox (tenant, scope, key, effect_key, name, payload)
-VALUES ($1, $2, $3, $4, $5, $6)
+// %s is the table, named by its schema (Outbox.stageStatement); every
+// parameter is cast, so that the handler's session chooses no type.
+const stageSQL = `INSERT INTO %s (tenant, scope, key, effect_key, name, payload)
+VALUES ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.text, $6::pg_catalog.bytea)
 ON CONFLICT (tenant, effect_key) WHERE state = 'pending' DO NOTHING`
+
+// tableSchemaSQL finds the schema of the outbox's table as the session
+// resolves its name.
+const tableSchemaSQL = `SELECT n.nspname FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+ WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('idempotency_outbox')`
 
 // claimSQL leases up to $1 due effects to the claim $3 for $2 µs. SKIP
 // LOCKED passes over rows another runner is claiming at this moment, so

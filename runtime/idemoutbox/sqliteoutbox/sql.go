@@ -8,7 +8,7 @@ package sqliteoutbox
 
 // stageSQL writes a staged effect in the handler's transaction; a second
 // staging of one pending effect key inserts nothing (see pgoutbox).
-const stageSQL = `INSERT INTO idempotency_outbox
+const stageSQL = `INSERT INTO main.idempotency_outbox
        (tenant, scope, key, effect_key, name, payload, next_attempt_at, created_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
 ON CONFLICT (tenant, effect_key) WHERE state = 'pending' DO NOTHING`
@@ -20,16 +20,16 @@ const columns = `id, tenant, scope, key, effect_key, name, payload, state,
 // claimSQL leases up to ?4 effects due at ?3 to the claim ?2 until ?1,
 // which is also their next attempt time (see pgoutbox's claimSQL), and
 // counts an attempt on each.
-const claimSQL = `UPDATE idempotency_outbox
+const claimSQL = `UPDATE main.idempotency_outbox
    SET leased_until = ?1, next_attempt_at = ?1, lease_token = ?2, attempts = attempts + 1
- WHERE id IN (SELECT id FROM idempotency_outbox
+ WHERE id IN (SELECT id FROM main.idempotency_outbox
                WHERE state = 'pending' AND next_attempt_at <= ?3
                ORDER BY next_attempt_at LIMIT ?4)
 RETURNING ` + columns
 
 // deliveredSQL records a delivery at ?2, whoever holds the row now and
 // whatever its state (see pgoutbox).
-const deliveredSQL = `UPDATE idempotency_outbox
+const deliveredSQL = `UPDATE main.idempotency_outbox
    SET state = 'delivered', delivered_at = coalesce(delivered_at, ?2),
        leased_until = NULL, lease_token = NULL
  WHERE id = ?1
@@ -37,19 +37,19 @@ RETURNING delivered_at - created_at`
 
 // failedSQL records a failed attempt of the claim ?5: due again at ?3,
 // or dead when ?4 is 1.
-const failedSQL = `UPDATE idempotency_outbox
+const failedSQL = `UPDATE main.idempotency_outbox
    SET state = CASE WHEN ?4 THEN 'dead' ELSE 'pending' END,
        next_attempt_at = ?3, leased_until = NULL, lease_token = NULL, last_error = ?2
  WHERE id = ?1 AND lease_token = ?5 AND state = 'pending'`
 
 // releaseSQL gives back an effect claimed under ?2 and never begun.
-const releaseSQL = `UPDATE idempotency_outbox
+const releaseSQL = `UPDATE main.idempotency_outbox
    SET next_attempt_at = ?3, leased_until = NULL, lease_token = NULL, attempts = attempts - 1
  WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'`
 
 // pruneSQL deletes up to ?2 effects delivered at or before ?1.
-const pruneSQL = `DELETE FROM idempotency_outbox
- WHERE id IN (SELECT id FROM idempotency_outbox
+const pruneSQL = `DELETE FROM main.idempotency_outbox
+ WHERE id IN (SELECT id FROM main.idempotency_outbox
                WHERE state = 'delivered' AND delivered_at <= ?1
                ORDER BY delivered_at LIMIT ?2)`
 
@@ -57,18 +57,18 @@ const pruneSQL = `DELETE FROM idempotency_outbox
 // oldest pending effect (NULL when none is).
 const backlogSQL = `SELECT coalesce(sum(state = 'pending'), 0), coalesce(sum(state = 'dead'), 0),
        min(CASE WHEN state = 'pending' THEN created_at END)
-  FROM idempotency_outbox
+  FROM main.idempotency_outbox
  WHERE state <> 'delivered'`
 
 // redriveSQL makes a dead effect pending again at ?2.
-const redriveSQL = `UPDATE idempotency_outbox
+const redriveSQL = `UPDATE main.idempotency_outbox
    SET state = 'pending', attempts = 0, next_attempt_at = ?2, leased_until = NULL, lease_token = NULL
  WHERE id = ?1 AND state = 'dead'`
 
 // listSQL selects effects by request; the states are filtered by the
 // caller, and so is the limit.
 const listSQL = `SELECT ` + columns + `
-  FROM idempotency_outbox
+  FROM main.idempotency_outbox
  WHERE (?1 = '' OR tenant = ?1) AND (?3 = '' OR (key = ?3 AND scope = ?2))
    AND (?4 = 0 OR id = ?4)
  ORDER BY id`

@@ -212,7 +212,7 @@ func (o *Outbox) Redrive(ctx context.Context, id int64) error {
 // noOutbox is err, or idemoutbox.ErrNoOutbox beside it when it says the
 // table does not exist. SQLite tells it only in the message.
 func noOutbox(err error) error {
-	if err != nil && strings.Contains(err.Error(), "no such table: idempotency_outbox") {
+	if err != nil && strings.Contains(err.Error(), "no such table: main.idempotency_outbox") {
 		return fmt.Errorf("%w: %w", idemoutbox.ErrNoOutbox, err)
 	}
 	return err

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
+	"net/url"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -37,7 +38,12 @@ func randomHex(n int) string {
 // it, with everything in it, when the test ends.
 func newSchema(t testing.TB) string {
 	t.Helper()
-	url := testURL(t)
+	return newSchemaIn(t, testURL(t))
+}
+
+// newSchemaIn is newSchema in the database at url.
+func newSchemaIn(t testing.TB, url string) string {
+	t.Helper()
 	ctx := context.Background()
 	schema := "idemtest_" + randomHex(6)
 	admin, err := pgx.Connect(ctx, url)
@@ -59,7 +65,7 @@ func newSchema(t testing.TB) string {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
-	pool := openPool(t, schema)
+	pool := openPoolIn(t, url, schema)
 	if err := pgstore.Migrate(ctx, pool); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
@@ -74,7 +80,13 @@ func newSchema(t testing.TB) string {
 // configuration. The pool closes when the test ends.
 func openPool(t testing.TB, schema string, tweak ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testURL(t))
+	return openPoolIn(t, testURL(t), schema, tweak...)
+}
+
+// openPoolIn is openPool on the database at url.
+func openPoolIn(t testing.TB, url, schema string, tweak ...func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("parse %s: %v", urlEnv, err)
 	}
@@ -173,54 +185,53 @@ func (c *countingConn) Write(p []byte) (int, error) {
 }
 
 // countedStore returns a store of one connection in mode whose round
-// trips are counted, and whose guard connection stays open while idle.
+// trips are counted, in a database of its own (quietDatabase), and whose
+// guard connection stays open while idle.
 func countedStore(t *testing.T, mode pgx.QueryExecMode) (*pgstore.Store, *roundTrips) {
 	t.Helper()
 	rt := new(roundTrips)
-	s, _ := newStore(t, func(c *pgxpool.Config) {
+	db := quietDatabase(t)
+	s := pgstore.New(openPoolIn(t, db, newSchemaIn(t, db), func(c *pgxpool.Config) {
 		c.MaxConns = 1
 		c.ConnConfig.DefaultQueryExecMode = mode
 		rt.install(c)
-	})
+	}))
 	pgstore.SetGuardIdleClose(s, time.Hour)
 	return s, rt
 }
 
-// planResets tells whether PostgreSQL reset the plans of the database's
-// prepared statements, as another session's CREATE SCHEMA does in every
-// session of the database: the check at a transaction's end reads a
-// reset since the previous end on its connection as a handler's DISCARD
-// PLANS, and that end costs the round trip of the full reset. Tests that
-// count the round trips or statements of a transaction's end leave out
-// one that met a reset. It reads a statement of its own whose constant
-// 'now' is the time it was last parsed.
-type planResets struct{ probe *pgx.Conn }
-
-func newPlanResets(t testing.TB) *planResets {
+// quietDatabase creates a database of the test's own, returns its URL,
+// and drops it when the test ends. A schema created or dropped in a
+// database (by any test that makes one, newSchema's too) has PostgreSQL
+// parse the prepared statements of every session of that database again,
+// and the check at a transaction's end reads its own statement parsed
+// again since the transaction began as a handler's DISCARD PLANS: that end
+// sends the full reset, a round trip and its statements more. A test that
+// counts what a transaction's end sends counts it in a database where
+// only the test itself changes anything, before it counts.
+func quietDatabase(t testing.TB) string {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), testURL(t))
+	base := testURL(t)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("connect: %v", err)
 	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return &planResets{probe: conn}
-}
-
-// parsed returns when the probe was last parsed: a value that changes
-// with every reset. Read it before the transaction's end that comes
-// before the counted one: a reset that reached the connection earlier
-// was met by that end.
-func (r *planResets) parsed(t testing.TB) time.Time {
-	t.Helper()
-	var at time.Time
-	if err := r.probe.QueryRow(context.Background(), "SELECT 'now'::pg_catalog.timestamptz").Scan(&at); err != nil {
-		t.Fatal(err)
+	name := "idemtest_" + randomHex(6)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close(ctx)
+		t.Fatalf("create database: %v", err)
 	}
-	return at
-}
-
-// since reports whether a reset came after parsed returned at.
-func (r *planResets) since(t testing.TB, at time.Time) bool {
-	t.Helper()
-	return !r.parsed(t).Equal(at)
+	t.Cleanup(func() {
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parse %s: %v", urlEnv, err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

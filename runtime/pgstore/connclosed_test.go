@@ -83,7 +83,7 @@ type cutConn struct {
 
 func (c *cutConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if bytes.Contains(p, []byte("pg_prepared_statements WHERE from_sql")) && c.armed.CompareAndSwap(true, false) {
+	if bytes.Contains(p, []byte("bool_or(from_sql AND")) && c.armed.CompareAndSwap(true, false) {
 		_ = c.Conn.Close()
 	}
 	return n, err

@@ -98,10 +98,16 @@ func sendBatch(ctx context.Context, pc *pgx.Conn, qs []*pgx.QueuedQuery) sentRes
 // pgstore's own statements on the session are not the $1 that pgstore
 // prepared there (ownPrepared): a handler that dropped one (DEALLOCATE)
 // would have the next transaction's end on the connection, another
-// tenant's, fail after its handler ran.
-const replacedSQL = `SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE from_sql AND ` + driverNameSQL + `)
-       OR (SELECT pg_catalog.count(*) FROM pg_catalog.pg_prepared_statements
-            WHERE NOT from_sql AND name OPERATOR(pg_catalog.~~) 'idemgen\_%') OPERATOR(pg_catalog.<>) $1::pg_catalog.int8`
+// tenant's, fail after its handler ran. It reads pg_prepared_statements
+// once, both tests as aggregates of the one scan: PostgreSQL builds the
+// view whole, texts and all, each time a statement reads it, and this
+// statement is parsed afresh on every transaction's end (pgbench, one
+// client, a session without other statements: 51-78 µs a statement where
+// two reads took 95-96).
+const replacedSQL = `SELECT COALESCE(pg_catalog.bool_or(from_sql AND ` + driverNameSQL + `), false)
+       OR pg_catalog.count(*) FILTER (WHERE NOT from_sql AND name OPERATOR(pg_catalog.~~) 'idemgen\_%')
+          OPERATOR(pg_catalog.<>) $1::pg_catalog.int8
+  FROM pg_catalog.pg_prepared_statements`
 
 // errStatementReplaced is why a session where replacedSQL found a
 // replaced statement is closed.

@@ -39,6 +39,9 @@ type storm struct {
 	cancel float64
 	// fault, when set, runs alongside the workers until they are done.
 	fault func(ctx context.Context)
+	// hold, when set, runs in each winner's handler first, while the
+	// winner holds the key and its guard.
+	hold func()
 
 	live                                 []atomic.Int32
 	wins, busy, errs, doubles, unsettled atomic.Int64
@@ -121,7 +124,11 @@ func (st *storm) attempt(t *testing.T, s *pgstore.Store, rng *rand.Rand, i int) 
 	if st.live[i].Add(1) > 1 {
 		st.doubles.Add(1)
 	}
-	defer st.live[i].Add(-1)
+	ended := sync.OnceFunc(func() { st.live[i].Add(-1) })
+	defer ended()
+	if st.hold != nil {
+		st.hold()
+	}
 	ctx = context.Background()
 	ptx := tx.Driver().(pgx.Tx)
 	switch r := rng.Float64(); {
@@ -141,6 +148,13 @@ func (st *storm) attempt(t *testing.T, s *pgstore.Store, rng *rand.Rand, i int) 
 		if err := writeEffect(ctx, ptx, key); err != nil {
 			t.Errorf("handler's write: %v", err)
 		}
+		// The execution is over once its ROLLBACK has run, which lets the
+		// key's own locks go in the same round trip; Rollback then resets
+		// the session, a round trip or two more, and only then lets the
+		// guard go. A guard whose session was terminated holds nothing
+		// meanwhile, and another claim may win the key after this
+		// execution, before Rollback returns.
+		ended()
 		if err := tx.Rollback(ctx); err != nil {
 			t.Errorf("Release: %v", err)
 		}
@@ -242,7 +256,15 @@ func TestGuardAttackStormGuardConnectionKilled(t *testing.T) {
 		st.pool = pool
 	}
 	var kills atomic.Int64
-	admin := st.pool
+	// The storm can be over before the fault has met a guard, faster than
+	// one turn of the fault's query on a loaded machine: the first
+	// winners hold their keys, and so their guards, until a guard's
+	// session has been terminated. The fault has a pool of its own, which
+	// the held winners do not fill.
+	gate, killed := context.WithTimeout(context.Background(), 10*time.Second)
+	defer killed()
+	st.hold = func() { <-gate.Done() }
+	admin := openPool(t, schema)
 	st.fault = func(ctx context.Context) {
 		for ctx.Err() == nil {
 			// Only the guards' sessions hold two-int advisory locks
@@ -254,8 +276,9 @@ func TestGuardAttackStormGuardConnectionKilled(t *testing.T) {
 				   AND a.pid IN (SELECT pid FROM pg_locks
 				                  WHERE locktype = 'advisory' AND objsubid = 2
 				                    AND classid <> $2::bigint::oid)`, app, int64(badgeClass)).Scan(&n)
-			if err == nil {
+			if err == nil && n > 0 {
 				kills.Add(n)
+				killed()
 			}
 			select {
 			case <-ctx.Done():

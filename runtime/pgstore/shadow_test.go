@@ -12,10 +12,11 @@ import (
 )
 
 // A handler that makes the name idempotency_keys resolve to a relation of
-// its own making, on its session, cannot have the statements that end its
-// transaction write there instead of the key's row (docs/semantics.md
-// §7.2): its commit does not go through, its key is settled in the store's
-// own table, and its retry never runs the handler's write a second time.
+// its own making, on its session, or that puts a trigger or a rule on the
+// table (its role may own it), cannot have the statements that end its
+// transaction write elsewhere or be undone (docs/semantics.md §7.2): its
+// commit does not go through, its key is settled in the store's own
+// table, and its retry never runs the handler's write a second time.
 // The relation is a temporary table (the session's search_path finds those
 // first) or a table in a schema of its own put on the search_path; made
 // inside the transaction or, after the handler ended the transaction
@@ -35,6 +36,9 @@ func TestAShadowOfTheKeysTableAnswersForNoStatementOfTheStore(t *testing.T) {
 			`ROLLBACK`,
 			`CREATE TEMP TABLE idempotency_keys (LIKE idempotency_keys INCLUDING ALL)`,
 		},
+		"trigger":                {reopenKeyFunc, reopenKeyTrigger},
+		"trigger in a savepoint": {`SAVEPOINT s`, reopenKeyFunc, reopenKeyTrigger, `RELEASE SAVEPOINT s`},
+		"rule":                   {`CREATE RULE keep_open AS ON UPDATE TO idempotency_keys WHERE NEW.state = 'completed' DO INSTEAD NOTHING`},
 		"search_path for the session after a raw ROLLBACK": {
 			`ROLLBACK`,
 			`CREATE SCHEMA {evil}`,
@@ -99,5 +103,45 @@ func TestAShadowOfTheKeysTableAnswersForNoStatementOfTheStore(t *testing.T) {
 				t.Fatalf("Commit succeeded, yet the handler's write committed %d times", n)
 			}
 		})
+	}
+}
+
+// reopenKeyFunc and reopenKeyTrigger turn the key's completion back into
+// an abandoned claim that a retry may take over at once.
+const (
+	reopenKeyFunc = `CREATE FUNCTION reopen_key() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+		    NEW.state := 'in_flight';
+		    NEW.fail_closed := false;
+		    NEW.lease_until := clock_timestamp() - interval '1 second';
+		    NEW.status := NULL;
+		    RETURN NEW;
+		END $$`
+	reopenKeyTrigger = `CREATE TRIGGER reopen_key BEFORE UPDATE ON idempotency_keys FOR EACH ROW
+		WHEN (NEW.state = 'completed') EXECUTE FUNCTION reopen_key()`
+)
+
+// A trigger a keyless transaction's handler puts on the store's table
+// would act on every key's completion after it, whoever's: the keyless
+// transaction does not commit, and the trigger goes with it.
+func TestAKeylessTransactionLeavesNoTriggerOnTheKeysTable(t *testing.T) {
+	s, pool := newStore(t)
+	ctx := context.Background()
+	tx, err := s.Begin(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{reopenKeyFunc, reopenKeyTrigger} {
+		handlerExec(t, tx, q)
+	}
+	if err := tx.Commit(ctx, idemstore.Response{}); err == nil {
+		t.Error("a keyless transaction that put a trigger on the store's table committed")
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'idempotency_keys'::regclass AND NOT tgisinternal`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d triggers on idempotency_keys after the keyless transaction", n)
 	}
 }

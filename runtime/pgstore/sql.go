@@ -171,8 +171,7 @@ const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', 
 // transaction without the mark, where it cannot be told apart by its
 // status. It fails the same way when the store's table name no longer
 // resolves to the relation it named when the transaction began ($2, see
-// txMark; 0 for a keyless transaction): the completion would write another
-// relation. The failure aborts
+// txMark): the completion would write another relation. The failure aborts
 // that transaction, so nothing queued behind the check (a completion, a
 // COMMIT) runs. current_setting is not evaluated when the statement is
 // planned, so neither is the division. Every function and operator is
@@ -181,11 +180,32 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 
 // sameTxCheckSQL is sameTxSQL's expression, with the transaction's mark
 // as $1 and the relation's oid as $2: 1, or division_by_zero.
-// completeTxSQL makes the same check.
+// completeTxSQL makes the same check. Besides the relation's oid, it
+// fails a transaction in which a trigger, a rule or a row security policy
+// on the table, or one of the store's functions in its schema, was made
+// or changed (age(xmin) <= 0: written by this transaction, a
+// subtransaction of it, or one that began after it): any of them could
+// rewrite or undo a completion, this one or a later one, and the
+// handler's role may make them where it owns the table. A keyed
+// transaction's key then fails closed, as for a handler that ended its
+// transaction itself.
 const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
          coalesce(pg_catalog.current_setting('idemgen.transaction', true), '') OPERATOR(pg_catalog.=) $1::pg_catalog.text
-     AND ($2::pg_catalog.oid OPERATOR(pg_catalog.=) 0
-          OR coalesce(pg_catalog.to_regclass('idempotency_keys')::pg_catalog.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid, false))
+     AND coalesce(pg_catalog.to_regclass('idempotency_keys')::pg_catalog.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid, false)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger
+                      WHERE tgrelid OPERATOR(pg_catalog.=) $2::pg_catalog.oid
+                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_rewrite
+                      WHERE ev_class OPERATOR(pg_catalog.=) $2::pg_catalog.oid
+                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_policy
+                      WHERE polrelid OPERATOR(pg_catalog.=) $2::pg_catalog.oid
+                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc
+                      WHERE proname OPERATOR(pg_catalog.=) ANY ('{idempotency_claim,idempotency_complete,idempotency_lock_id,idempotency_request_lock_id,idempotency_sweep}'::pg_catalog.name[])
+                        AND pronamespace OPERATOR(pg_catalog.=) (SELECT relnamespace FROM pg_catalog.pg_class
+                                                                   WHERE oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid)
+                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
        )::pg_catalog.int4`
 
 // resetSQL gives back a connection that a transactional claim or a

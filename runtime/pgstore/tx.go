@@ -193,7 +193,7 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	}
 	mark := newMark()
 	br := conn.SendBatch(ctx, leasedBegin(lease, mark, nil))
-	began, _, err := begun(br)
+	began, keys, err := begun(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -201,9 +201,10 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 		s.giveBack(ctx, conn, nil)
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	// A keyless transaction writes no key: where the table's name resolves
-	// at its end is not looked at (txMark's keys is 0).
-	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: txMark{value: mark}}, nil
+	// A keyless transaction writes no key, but what it leaves on the
+	// store's table (a trigger, a rule) would act on every key after it:
+	// its end is checked as a keyed one's.
+	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: txMark{mark, keys}}, nil
 }
 
 // leasedBegin is a batch that begins a transaction bounded by lease (its
@@ -246,8 +247,8 @@ func begun(br pgx.BatchResults) (began time.Time, keys uint32, err error) {
 // table of that name, which the session's search_path finds first, or a
 // search_path of its own) would have the completion, and every statement
 // after it on the session, write a relation of its making instead of the
-// key's row (docs/semantics.md §7.2). A keyless transaction, which writes
-// no key, has keys 0, and sameTxSQL checks its mark alone.
+// key's row (docs/semantics.md §7.2). The zero txMark is checked by
+// nothing: completeTxSQL makes the check itself.
 type txMark struct {
 	value string
 	keys  uint32

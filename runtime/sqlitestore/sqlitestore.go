@@ -119,15 +119,19 @@ var (
 // DSN returns the data source name under which the store expects its
 // database to be opened: WAL journal (readers never wait for the writer), a
 // busy timeout (writers queue for the lock instead of failing at once),
-// foreign keys on, and BEGIN IMMEDIATE for transactions (a transaction that
+// foreign keys on, BEGIN IMMEDIATE for transactions (a transaction that
 // will write takes the lock up front, instead of failing with SQLITE_BUSY
-// when it first writes after another writer committed). path is a file
-// name, or a DSN whose own query parameters are kept.
+// when it first writes after another writer committed), and SQLite's
+// defensive mode (no statement can write the database's raw pages or its
+// schema as data, which would get past what the store refuses a
+// handler). path is a file name, or a DSN whose own query parameters are
+// kept.
 func DSN(path string) string {
 	const params = "_txlock=immediate" +
 		"&_pragma=busy_timeout(5000)" +
 		"&_pragma=journal_mode(WAL)" +
-		"&_pragma=foreign_keys(1)"
+		"&_pragma=foreign_keys(1)" +
+		"&_defensive=1"
 	if strings.Contains(path, "?") {
 		return path + "&" + params
 	}

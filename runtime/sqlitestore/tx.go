@@ -182,17 +182,29 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, arg2, _, _ s
 // the authorizer its old name) and changes nothing: the store's
 // statements name main's tables.
 // For a table or view, name is the object's name; for a trigger, table is
-// the table it is on; for ALTER TABLE, table is the table.
+// the table it is on (an index too: a unique one would refuse the store's
+// writes); for ALTER TABLE, table is the table. Nor may a handler read or
+// write the database's raw pages (rawTables).
 func storeObject(action sqlite.AuthorizerActionCode, name, table string) bool {
 	switch action {
 	case sqlite.AuthCreateTempTable, sqlite.AuthCreateTempView, sqlite.AuthCreateView,
 		sqlite.AuthCreateVTable, sqlite.AuthDropTable, sqlite.AuthDropTempTable:
 		return storeTables[strings.ToLower(name)]
-	case sqlite.AuthCreateTrigger, sqlite.AuthCreateTempTrigger, sqlite.AuthAlterTable:
+	case sqlite.AuthCreateTrigger, sqlite.AuthCreateTempTrigger, sqlite.AuthAlterTable,
+		sqlite.AuthCreateIndex, sqlite.AuthCreateTempIndex:
 		return storeTables[strings.ToLower(table)]
+	case sqlite.AuthRead, sqlite.AuthInsert, sqlite.AuthUpdate, sqlite.AuthDelete:
+		return rawTables[strings.ToLower(name)]
 	}
 	return false
 }
+
+// rawTables are the virtual tables of the database file's raw pages,
+// through which a statement could write what the authorizer refuses (a
+// trigger on the store's table, spelt otherwise and patched in place);
+// DSN's defensive mode makes them read-only, and a handler may not touch
+// them at all.
+var rawTables = map[string]bool{"sqlite_dbpage": true, "dbstat": true}
 
 // storeTables are the tables of the store's migrations, by SQLite's
 // case-insensitive name.

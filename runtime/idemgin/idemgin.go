@@ -53,6 +53,14 @@ var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback i
 // segment as ServeMux does. A request whose gin route is not the
 // operation the engine read (e.RoutedMiddleware) is refused with 500
 // route-mismatch, and nothing runs.
+//
+// The key's answer is what the route's handlers write inside the engine.
+// A handler that returns having chosen no status and written nothing gave
+// no answer (docs/semantics.md §3.4), whatever gin would default to: the
+// engine answers 500 handler-failed and stores nothing. So middleware that
+// renders c.Errors as a response is Use'd after Middleware, where its
+// answer is the key's, stored and replayed; Use'd before it, it writes
+// after the engine has answered.
 func Middleware(e *idem.Engine) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if routeprobe.Reach(c.Request.Context(), c.FullPath()) {
@@ -72,7 +80,14 @@ func Middleware(e *idem.Engine) gin.HandlerFunc {
 			gw := &writer{ResponseWriter: w, status: http.StatusOK}
 			c.Writer = gw
 			c.Next()
-			gw.WriteHeaderNow()
+			if gw.answered() {
+				gw.WriteHeaderNow()
+			}
+			// A chain that chose no status and wrote nothing (a handler
+			// that only called c.Error, for middleware in front to render)
+			// gave no answer: the engine answers 500 handler-failed,
+			// stores nothing and rolls the transaction back, where gin's
+			// default 200 would have been stored and replayed.
 		})).ServeHTTP(outer, c.Request)
 		c.Writer = outer
 		// The rest of the chain ran inside the engine, or must not run at

@@ -17,16 +17,23 @@ import (
 // it, as gin's writer allows.
 type writer struct {
 	http.ResponseWriter
-	status  int
-	size    int // -1 until the header is written
+	status int
+	size   int // -1 until the header is written
+	// set: a handler chose the status (WriteHeader, c.Status).
+	set     bool
 	written bool
 }
+
+// answered reports whether the handlers gave an answer: chose a status or
+// wrote a byte. gin would send its default 200 for a chain that did
+// neither; inside the engine that is no answer (docs/semantics.md §3.4).
+func (w *writer) answered() bool { return w.set || w.written }
 
 var _ gin.ResponseWriter = (*writer)(nil)
 
 func (w *writer) WriteHeader(code int) {
 	if code > 0 && !w.written {
-		w.status = code
+		w.status, w.set = code, true
 	}
 }
 

@@ -116,5 +116,5 @@ func (e *Engine) anchorKey(k, stored string) string {
 // requests that make no effect pay nothing for it.
 func (a *applied) effectAnchor() idemstore.Identity {
 	fp := a.effectSecret.Fingerprint(a.raw)
-	return idemstore.PhaseIdentity(a.anchor, fp[:])
+	return idemstore.PhaseIdentity(a.anchor, a.op.scopeID(), fp[:])
 }

@@ -64,13 +64,18 @@ func CheckPhase(name string, result []byte, ttl time.Duration) error {
 	return nil
 }
 
-// PhaseIdentity is the identity a request's phases are recorded under,
-// from its identity and fingerprint as the engine's oldest secret stores
-// them (for a row written under that secret, the row's own): the key, a
-// space, which no key holds (docs/semantics.md §2), and the fingerprint
-// in hex. A key that expired and was reused for another request names
-// other phases.
-func PhaseIdentity(id Identity, fingerprint []byte) Identity {
+// PhaseIdentity is the identity a request's phases are recorded and its
+// effect keys derived under, from its identity, its operation (the row's
+// Operation, which is the scope of a key not shared across operations)
+// and its fingerprint as the engine's oldest secret stores them (for a
+// row written under that secret, the row's own): the operation as the
+// scope, so that one key reused for another operation under a
+// tenant-wide scope names other phases and other effect keys; and the
+// key, a space, which no key holds (docs/semantics.md §2), and the
+// fingerprint in hex. A key that expired and was reused for another
+// request names other phases.
+func PhaseIdentity(id Identity, operation string, fingerprint []byte) Identity {
+	id.Scope = operation
 	id.Key += " " + hex.EncodeToString(fingerprint)
 	return id
 }

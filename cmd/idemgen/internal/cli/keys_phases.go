@@ -20,7 +20,7 @@ func (s *session) keyPhases(ctx context.Context, e idemadmin.Entry) ([]idemstore
 	if s.phases == nil {
 		return nil, nil
 	}
-	ps, err := s.phases.ListPhases(ctx, idemstore.PhaseIdentity(e.Identity, e.Fingerprint))
+	ps, err := s.phases.ListPhases(ctx, idemstore.PhaseIdentity(e.Identity, e.Operation, e.Fingerprint))
 	if err != nil {
 		return nil, failure{fmt.Sprintf("list the key's phases: %v", err)}
 	}

@@ -15,10 +15,11 @@ import (
 // Under scope: tenant two operations share one key space, and a key
 // reused for another operation is refused with 422 while its row stands
 // (docs/semantics.md §3.5). Once the first operation's claim is released
-// (a 503, which leaves its phases, §8.2), the same key and body sent to
-// the other operation claim the key afresh and run its handler, which
-// must get effect keys and phases of its own (§8.1): not the payment's
-// record returned by the payout's Phase("psp") without calling run.
+// (a 503, which leaves its phases), the same key and body sent to the
+// other operation claim the key afresh and run its handler, which must
+// get effect keys and phases of its own (docs/semantics.md §8.1): not the
+// payment's record returned by the payout's Phase("psp") without calling
+// run.
 func TestPhasesAndEffectKeysAreTheOperations(t *testing.T) {
 	tenant := func(p *idem.Policy) { p.Scope = idem.ScopeTenant }
 	e, err := idem.New(idem.Config{
@@ -72,7 +73,7 @@ func TestPhasesAndEffectKeysAreTheOperations(t *testing.T) {
 	w := send("/payouts")
 	t.Logf("payout answered %d %q; runs %v", w.Code, w.Body, runs)
 	if len(keys) == 2 && keys[0] == keys[1] {
-		t.Errorf("createPayment and createPayout got one effect key %s for the same key and body (§8.1: different for every other request)", keys[0])
+		t.Errorf("createPayment and createPayout got one effect key %s for the same key and body: each operation's effects are its own", keys[0])
 	}
 	if len(runs) != 2 {
 		t.Errorf("createPayout's Phase(\"psp\") did not run: it returned createPayment's record %q (runs %v)", w.Body, runs)

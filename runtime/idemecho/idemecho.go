@@ -70,7 +70,9 @@ import (
 // stores and replays; the middleware itself then returns nil. With
 // UnboundNotExecuted, an error returned before the request reached its
 // handler (a parameter or a body that did not bind) is answered as not
-// executed (see there).
+// executed (see there). Middleware that answers while the handler still
+// runs, echo's Timeout or Recover, is Use'd before Middleware
+// (docs/semantics.md §3.4).
 func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 	var o options
 	for _, opt := range opts {

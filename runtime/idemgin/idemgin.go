@@ -60,7 +60,9 @@ var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback i
 // engine answers 500 handler-failed and stores nothing. So middleware that
 // renders c.Errors as a response is Use'd after Middleware, where its
 // answer is the key's, stored and replayed; Use'd before it, it writes
-// after the engine has answered.
+// after the engine has answered. Middleware that answers while the
+// handler still runs, a timeout (gin-contrib's timeout) or a recovery, is
+// Use'd before Middleware (docs/semantics.md §3.4).
 func Middleware(e *idem.Engine) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if routeprobe.Reach(c.Request.Context(), c.FullPath()) {

@@ -36,6 +36,16 @@ func TestAShadowOfTheKeysTableAnswersForNoStatementOfTheStore(t *testing.T) {
 			`ROLLBACK`,
 			`CREATE TEMP TABLE idempotency_keys (LIKE idempotency_keys INCLUDING ALL)`,
 		},
+		// An "=" for text that never holds and an idempotency_complete
+		// that does not raise, in front of pg_catalog: the completion
+		// would update nothing and not fail.
+		"operators and the completion's function on the search_path": {
+			`CREATE SCHEMA {evil}`,
+			`CREATE FUNCTION {evil}.never(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT false'`,
+			`CREATE OPERATOR {evil}.= (LEFTARG = text, RIGHTARG = text, FUNCTION = {evil}.never)`,
+			`CREATE FUNCTION {evil}.idempotency_complete(text, text, text, text, integer, bytea, bytea, boolean) RETURNS void LANGUAGE sql AS ''`,
+			`SET LOCAL search_path = {evil}, pg_catalog, {schema}`,
+		},
 		"trigger":                {reopenKeyFunc, reopenKeyTrigger},
 		"trigger in a savepoint": {`SAVEPOINT s`, reopenKeyFunc, reopenKeyTrigger, `RELEASE SAVEPOINT s`},
 		"rule":                   {`CREATE RULE keep_open AS ON UPDATE TO idempotency_keys WHERE NEW.state = 'completed' DO INSTEAD NOTHING`},

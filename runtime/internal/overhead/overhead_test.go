@@ -3,6 +3,7 @@ package overhead_test
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idem/idemtest"
-	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -43,7 +43,7 @@ func BenchmarkStoreOverhead(b *testing.B) {
 	var rows []row
 	for _, st := range stores() {
 		b.Run(st.name, func(b *testing.B) {
-			r := newRig(b, st.open(b))
+			r := newRig(b, st.open)
 			for _, w := range workloads {
 				b.Run(w.name, func(b *testing.B) {
 					// Connections, pools and caches warm on both sides
@@ -81,7 +81,7 @@ func BenchmarkStoreOverhead(b *testing.B) {
 func TestStoreOverheadRound(t *testing.T) {
 	for _, st := range stores() {
 		t.Run(st.name, func(t *testing.T) {
-			r := newRig(t, st.open(t))
+			r := newRig(t, st.open)
 			for i, w := range workloads {
 				rd, err := r.round(w, testSizes, side(i%2))
 				if err != nil {
@@ -144,25 +144,35 @@ func (s side) String() string { return [...]string{"unprotected", "protected"}[s
 
 // transfers is the handler both sides serve: it reads the body and answers
 // 201 with a small JSON transfer whose id is the number of its run, so that
-// an answer tells which run it comes from. It is not transactional: it
-// writes nothing, so that every store protects the same work.
+// an answer tells which run it comes from. As it stands it writes nothing;
+// the transactional row's sides wrap it with a write (serve).
 type transfers struct{ runs atomic.Int64 }
 
-func (h *transfers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *transfers) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve(w, r, nil) }
+
+// serve answers r, after write, when it is not nil, has stored the
+// transfer under its id.
+func (h *transfers) serve(w http.ResponseWriter, r *http.Request, write func(ctx context.Context, id string) error) {
 	if _, err := new(bytes.Buffer).ReadFrom(r.Body); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	id := "tr_" + strconv.FormatInt(h.runs.Add(1), 10)
+	if write != nil {
+		if err := write(r.Context(), id); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", "/transfers/"+id)
 	w.WriteHeader(http.StatusCreated)
 	_, _ = fmt.Fprintf(w, `{"id":%q,"amount":1000,"currency":"EUR","from_account":"acc_1","to_account":"acc_2","status":"pending"}`, id)
 }
 
-// rig serves the handler on two loopback HTTP servers, unprotected and
-// behind an engine over one store, and sends both the same requests
-// through one net/http client. It counts the handler runs that the
+// rig serves a backend's two sides on two loopback HTTP servers, the
+// protected one behind an engine over its store, and sends both the same
+// requests through one net/http client. It counts the handler runs that the
 // answers account for, so that a replay that ran the handler is caught.
 type rig struct {
 	handler transfers
@@ -176,27 +186,34 @@ type rig struct {
 	answers map[string][]byte
 	// wantRuns is how many handler runs the answers so far account for.
 	wantRuns atomic.Int64
+	// written counts the transfers the handler stored, when it stores any.
+	written func() (int64, error)
 }
 
-// newRig serves the handler unprotected and behind an engine over store,
-// with the policy idemgen generates for a POST with a required key, and
-// completes the keys the replay workload retries.
-func newRig(tb testing.TB, store idemstore.Store) *rig {
+// newRig opens a backend on the handler and serves its sides, the
+// protected one behind an engine with the policy idemgen generates for a
+// POST with a required key, and completes the keys the replay workload
+// retries.
+func newRig(tb testing.TB, open func(testing.TB, *transfers) backend) *rig {
 	tb.Helper()
 	r := &rig{answers: make(map[string][]byte, seedKeys)}
+	be := open(tb, &r.handler)
+	r.written = be.written
 	labels := make([]byte, 32)
 	_, _ = rand.Read(labels)
 	engine, err := idem.New(idem.Config{
-		Store:          store,
-		Policies:       []idem.Policy{idemtest.Policy("createTransfer", "/transfers")},
+		Store: be.store,
+		Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
+			p.Transactional = be.transactional
+		})},
 		Tenant:         idem.SingleTenant("acme"),
 		KeyLabelSecret: labels,
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	bare := httptest.NewServer(&r.handler)
-	guarded := httptest.NewServer(engine.Middleware(&r.handler))
+	bare := httptest.NewServer(be.unprotected)
+	guarded := httptest.NewServer(engine.Middleware(be.protected))
 	r.url = [2]string{bare.URL + "/transfers", guarded.URL + "/transfers"}
 	tr := &http.Transport{MaxIdleConns: 4 * clients, MaxIdleConnsPerHost: 2 * clients, IdleConnTimeout: time.Minute}
 	r.client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
@@ -264,11 +281,19 @@ func (r *rig) post(s side, key string, replay bool, buf *bytes.Buffer) error {
 
 // checkRuns fails tb unless the handler ran exactly as often as the
 // answers account for: once for each unprotected request and each new
-// key, never for a replay.
+// key, never for a replay; and, on a backend whose handler stores its
+// transfers, unless each run's transfer was committed.
 func (r *rig) checkRuns(tb testing.TB) {
 	tb.Helper()
-	if got, want := r.handler.runs.Load(), r.wantRuns.Load(); got != want {
-		tb.Fatalf("the handler ran %d times; the answers account for %d", got, want)
+	runs := r.handler.runs.Load()
+	if want := r.wantRuns.Load(); runs != want {
+		tb.Fatalf("the handler ran %d times; the answers account for %d", runs, want)
+	}
+	if r.written == nil {
+		return
+	}
+	if n, err := r.written(); err != nil || n != runs {
+		tb.Fatalf("%d transfers stored (%v) by %d runs of the handler", n, err, runs)
 	}
 }
 

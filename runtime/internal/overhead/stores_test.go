@@ -4,14 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/pgstore/pgstoretest"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
@@ -22,19 +27,39 @@ import (
 const redisURLEnv = "IDEMGEN_TEST_REDIS_URL"
 
 // store is one store the engine runs over, opened as a service would open
-// it: with its defaults, migrated, empty.
+// it: with its defaults, migrated, empty. open returns it with the handler
+// each side serves.
 type store struct {
 	name string
-	open func(tb testing.TB) idemstore.Store
+	open func(tb testing.TB, h *transfers) backend
 }
 
-// stores returns the four stores in the order of the published table.
+// backend is what one row of the table runs: the store, and the handler
+// each side serves.
+type backend struct {
+	store                  idemstore.Store
+	transactional          bool
+	unprotected, protected http.Handler
+	// written, when set, counts the transfers the handler has stored: one
+	// for each of its runs.
+	written func() (int64, error)
+}
+
+// plain is s under the handler as it stands on both sides, not
+// transactional: the four stores' rows compare the same work.
+func plain(s idemstore.Store, h *transfers) backend {
+	return backend{store: s, unprotected: h, protected: h}
+}
+
+// stores returns the stores in the order of the published table: the four
+// on the same handler, then PostgreSQL's transactional path.
 func stores() []store {
 	return []store{
-		{"memory", func(testing.TB) idemstore.Store { return memstore.New() }},
-		{"sqlite", openSQLite},
-		{"postgres", openPostgres},
-		{"redis", openRedis},
+		{"memory", func(_ testing.TB, h *transfers) backend { return plain(memstore.New(), h) }},
+		{"sqlite", func(tb testing.TB, h *transfers) backend { return plain(openSQLite(tb), h) }},
+		{"postgres", func(tb testing.TB, h *transfers) backend { return plain(openPostgres(tb), h) }},
+		{"redis", func(tb testing.TB, h *transfers) backend { return plain(openRedis(tb), h) }},
+		{"postgres-tx", openPostgresTx},
 	}
 }
 
@@ -64,6 +89,47 @@ func openPostgres(tb testing.TB) idemstore.Store {
 	tb.Helper()
 	s, _ := pgstoretest.New(tb)
 	return s
+}
+
+// openPostgresTx is PostgreSQL's transactional path: a store on a pool
+// with pgxpool's defaults, in a schema of the test's own with a table of
+// transfers, and a handler that inserts the transfer before it answers.
+// Unprotected, the handler makes its insert between a BEGIN and a COMMIT
+// of its own on the same pool; protected, through the transaction in
+// which the engine claimed the key (ClaimTx), which commits with the key's
+// completion.
+func openPostgresTx(tb testing.TB, h *transfers) backend {
+	tb.Helper()
+	_, url := pgstoretest.New(tb)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	if _, err := pool.Exec(ctx, `CREATE TABLE transfers (id text PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
+		tb.Fatal(err)
+	}
+	const insert = `INSERT INTO transfers (id, amount) VALUES ($1, 1000)`
+	unprotected := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.serve(w, r, func(ctx context.Context, id string) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, insert, id)
+				return err
+			})
+		})
+	})
+	protected := idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
+		h.serve(w, r, func(ctx context.Context, id string) error {
+			_, err := tx.Exec(ctx, insert, id)
+			return err
+		})
+	})
+	written := func() (n int64, err error) {
+		err = pool.QueryRow(ctx, `SELECT count(*) FROM transfers`).Scan(&n)
+		return n, err
+	}
+	return backend{store: pgstore.New(pool), transactional: true, unprotected: unprotected, protected: protected, written: written}
 }
 
 // openRedis opens a client of the Redis named by IDEMGEN_TEST_REDIS_URL

@@ -34,6 +34,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idemgen/idemgen/generator/breaking"
 	"github.com/idemgen/idemgen/generator/docgen"
 	"github.com/idemgen/idemgen/generator/gocode"
 	"github.com/idemgen/idemgen/generator/model"
@@ -263,6 +264,9 @@ func (o Options) withDefaults() (Options, error) {
 	} else if o.ClientPackage != "" {
 		return o, fmt.Errorf("%w: a client package name needs a client directory (clientOut)", ErrUsage)
 	}
+	if err := o.checkDistinctOutputs(); err != nil {
+		return o, err
+	}
 	if err := checkAcks(o.AcceptBreaking); err != nil {
 		return o, err
 	}
@@ -314,6 +318,40 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.Dialects = ordered
 	return o, nil
+}
+
+// checkDistinctOutputs refuses two outputs at one path, or an output at
+// the spec's: generate would write one over the other (the docs page over
+// the spec, or over the lock file), and the next run would read the wrong
+// file.
+func (o Options) checkDistinctOutputs() error {
+	type output struct{ what, path string }
+	files := []output{
+		{"the spec", o.Spec},
+		{"the Go code", filepath.Join(o.Out, gocode.FileName)},
+		{"the lock file", filepath.Join(o.Out, breaking.FileName)},
+		{"the docs page (docs)", o.Docs},
+		{"the overlay (overlay)", o.Overlay},
+		{"the augmented spec (augmentedSpec)", o.AugmentedSpec},
+	}
+	if o.ClientOut != "" {
+		files = append(files, output{"the client table", filepath.Join(o.ClientOut, gocode.ClientFileName)})
+	}
+	seen := make(map[string]string, len(files))
+	for _, f := range files {
+		if f.path == "" {
+			continue
+		}
+		p := filepath.Clean(o.resolve(f.path))
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		if other, ok := seen[p]; ok {
+			return fmt.Errorf("%w: %s and %s are both %s; give each a path of its own", ErrUsage, other, f.what, f.path)
+		}
+		seen[p] = f.what
+	}
+	return nil
 }
 
 // resolve returns p relative to the options' base directory.

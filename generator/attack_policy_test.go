@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/idemgen/idemgen/generator/model"
 )
@@ -36,5 +38,38 @@ paths:
 			continue // refused
 		}
 		t.Errorf("--docs %s is generated over another file (%d files, the page among them), and nothing refuses it", docs, len(files))
+	}
+}
+
+// TestAttackDiagnosticsStayOnOneLine: a diagnostic quotes the spec's
+// text (an operationId, a property name), and it is printed to a
+// terminal or a CI log. A newline or an escape sequence in that text
+// must not reach the output raw: with one, a spec prints a line of its
+// choosing, such as a GitHub Actions workflow command
+// ("::error file=main.go,line=1::…") or a forged "0 errors" summary.
+func TestAttackDiagnosticsStayOnOneLine(t *testing.T) {
+	spec := `{"openapi":"3.0.3","info":{"title":"t","version":"1"},
+ "paths":{"/pay":{"post":{"operationId":"pay\n::error file=main.go,line=1::forged\u001b[2K",
+    "x-idempotency":{"fingerprint":["/nope"]},
+    "requestBody":{"content":{"application/json":{"schema":{"type":"object","properties":{"a":{"type":"string"}}}}}},
+    "responses":{"200":{"description":"ok"}}}}}}
+`
+	dir := t.TempDir()
+	file := filepath.Join(dir, "openapi.json")
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, rep, err := Validate(context.Background(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !model.HasErrors(rep.Diagnostics) {
+		t.Fatalf("the missing fingerprint field is not reported:\n%s", diagText(rep.Diagnostics))
+	}
+	for _, d := range rep.Diagnostics {
+		line := d.String()
+		if i := strings.IndexFunc(line, unicode.IsControl); i >= 0 {
+			t.Errorf("diagnostic holds the control character %q from the spec at byte %d:\n%s", line[i], i, line)
+		}
 	}
 }

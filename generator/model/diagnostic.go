@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/idemgen/idemgen/generator/internal/spectext"
 )
 
 // String renders the position the way compilers do: "file:line:col", or
@@ -36,22 +38,26 @@ func (s Severity) String() string {
 //
 //	openapi.yaml:41:9: error: POST /transfers (createTransfer): x-idempotency.ttl: "7 days" is not a duration (use 7d, 24h, 90m)
 //
-// The operation and field parts are left out when empty.
+// The operation and field parts are left out when empty. Every part may
+// quote the spec, and passes through spectext.Visible: a line break or an
+// escape sequence in an operationId would otherwise print a line of the
+// spec's choosing to a terminal or a CI log (a forged workflow command,
+// a forged summary).
 func (d Diagnostic) String() string {
 	var b strings.Builder
-	b.WriteString(d.Pos.String())
+	b.WriteString(spectext.Visible(d.Pos.String()))
 	b.WriteString(": ")
 	b.WriteString(d.Severity.String())
 	b.WriteString(": ")
 	if d.Operation != "" {
-		b.WriteString(d.Operation)
+		b.WriteString(spectext.Visible(d.Operation))
 		b.WriteString(": ")
 	}
 	if d.Field != "" {
-		b.WriteString(d.Field)
+		b.WriteString(spectext.Visible(d.Field))
 		b.WriteString(": ")
 	}
-	b.WriteString(d.Message)
+	b.WriteString(spectext.Visible(d.Message))
 	return b.String()
 }
 

@@ -11,6 +11,57 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 )
 
+// TestAttackCheckSeesGooseAnnotations: generate --check must fail when a
+// migration on disk differs in what its tool reads. Migrations whose
+// comment lines alone differ count as current, but goose's annotations
+// are comment lines: with "-- +goose Down" moved up under "-- +goose Up",
+// goose applies nothing on up (and creates the table on down), yet
+// generate keeps the file and --check passes.
+func TestAttackCheckSeesGooseAnnotations(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    post:
+      operationId: pay
+      x-idempotency: true
+      responses: {"200": {description: ok}}
+`
+	dir := t.TempDir()
+	opts := Options{Migrations: "migrations", Layout: "goose"}
+	files, diags := generateIn(t, dir, spec, opts)
+	if model.HasErrors(diags) {
+		t.Fatalf("generate: %s", diagText(diags))
+	}
+	if err := WriteDir(dir, files); err != nil {
+		t.Fatal(err)
+	}
+	mig := filepath.Join(dir, "migrations", "00001_idempotency_keys.sql")
+	data, err := os.ReadFile(mig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	if !strings.Contains(text, "-- +goose Up\n") || !strings.Contains(text, "-- +goose Down\n") {
+		t.Fatalf("the goose migration has no Up and Down annotations:\n%s", text)
+	}
+	text = strings.Replace(text, "-- +goose Down\n", "", 1)
+	text = strings.Replace(text, "-- +goose Up\n", "-- +goose Up\n-- +goose Down\n", 1)
+	if err := os.WriteFile(mig, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	files, diags = generateIn(t, dir, spec, opts)
+	if model.HasErrors(diags) {
+		return // refused: the edited migration is reported
+	}
+	if diff, ok := CheckDir(dir, files); ok {
+		t.Errorf("--check passes although the goose migration on disk now runs nothing on up (its Down annotation moved above every statement)")
+	} else {
+		t.Logf("--check reports:\n%s", diff)
+	}
+}
+
 // TestAttackOutputsDoNotOverwriteEachOther: two outputs with one path,
 // or an output at the spec's own path, are a mistake in the options that
 // generate carries out: --docs openapi.yaml writes the Markdown page over

@@ -157,18 +157,31 @@ func isWordPart(c byte) bool {
 // once their comment lines (lines that start with --, after indentation)
 // are dropped. A migration whose comments alone changed between idemgen
 // versions is the same migration to every tool idemgen writes for, none
-// of which checksums a file.
+// of which checksums a file. The comment lines a tool reads are kept
+// (isDirective): goose's and dbmate's annotations say which statements
+// run up and which down, so one moved changes what is applied.
 func SameStatements(a, b []byte) bool {
 	return withoutCommentLines(a) == withoutCommentLines(b)
 }
 
-// withoutCommentLines is script without its comment lines.
+// withoutCommentLines is script without its comment lines, directives
+// excepted.
 func withoutCommentLines(script []byte) string {
 	var out strings.Builder
 	for line := range strings.Lines(string(script)) {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+		if text := strings.TrimSpace(line); !strings.HasPrefix(text, "--") || isDirective(text) {
 			out.WriteString(line)
 		}
 	}
 	return out.String()
+}
+
+// isDirective reports whether a comment line is an annotation that a
+// migration tool obeys: goose's "-- +goose Up", "-- +goose
+// StatementBegin" and the like, and dbmate's "-- migrate:up" and
+// "-- migrate:down" (with their options). Both tools allow space after
+// the dashes.
+func isDirective(comment string) bool {
+	text := strings.TrimSpace(strings.TrimPrefix(comment, "--"))
+	return strings.HasPrefix(text, "+goose") || strings.HasPrefix(text, "migrate:")
 }

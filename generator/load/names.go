@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/idemgen/idemgen/internal/work"
 )
 
 // suggest returns the candidate closest to s when it is close enough to be
@@ -16,36 +18,59 @@ func suggest(s string, candidates []string) string {
 		return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(x))
 	}
 	ns := norm(s)
-	best, bestDist := "", -1
+	limit := max(1, min(3, len(ns)/3))
+	best, bestDist := "", limit+1
 	for _, c := range candidates {
-		d := editDistance(ns, norm(c))
-		if bestDist < 0 || d < bestDist {
+		if d := editDistance(ns, norm(c), limit); d < bestDist {
 			best, bestDist = c, d
 		}
-	}
-	limit := max(1, min(3, len(ns)/3))
-	if bestDist < 0 || bestDist > limit {
-		return ""
 	}
 	return best
 }
 
 // editDistance is the Levenshtein distance between a and b, counted in
-// bytes (the names compared are ASCII).
-func editDistance(a, b string) int {
+// bytes (the names compared are ASCII), when it is at most limit, and
+// limit+1 when it is more. Only the distances a typo may have are ever
+// accepted, so only the 2·limit+1 diagonals around the main one are worked
+// out, and the work stops at the first row whose distances all pass
+// limit: it grows with the names' length, not with the product of their
+// lengths, which a spec's long property names would make quadratic.
+func editDistance(a, b string, limit int) int {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	if len(b)-len(a) > limit {
+		return limit + 1
+	}
+	// prev[j] and cur[j] are the distances of prefixes of a to b[:j];
+	// cells outside the band hold limit+1, which stands for "more".
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {
-		prev[j] = j
+		prev[j] = min(j, limit+1)
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
+		lo, hi := max(1, i-limit), min(len(b), i+limit)
+		work.Add(hi - lo + 1)
+		cur[lo-1] = limit + 1
+		if lo == 1 {
+			cur[0] = min(i, limit+1)
+		}
+		rowMin := cur[lo-1]
+		for j := lo; j <= hi; j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			up := limit + 1
+			if j <= i-1+limit {
+				up = prev[j]
+			}
+			cur[j] = min(up+1, cur[j-1]+1, prev[j-1]+cost, limit+1)
+			rowMin = min(rowMin, cur[j])
+		}
+		if rowMin > limit {
+			return limit + 1
 		}
 		prev, cur = cur, prev
 	}
@@ -113,5 +138,5 @@ func misspeltExtension(name string) bool {
 		return false
 	}
 	n := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
-	return editDistance(n(name), n(extension)) <= 2
+	return editDistance(n(name), n(extension), 2) <= 2
 }

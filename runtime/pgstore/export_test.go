@@ -21,6 +21,14 @@ func SetGuardIdleClose(s *Store, d time.Duration) {
 	s.guard.idleClose = d
 }
 
+// SetGuardHeartbeat sets how long s's guard connection stays idle before
+// a heartbeat, and the idle_session_timeout of the sessions it opens next.
+func SetGuardHeartbeat(s *Store, after, timeout time.Duration) {
+	s.guard.mu.Lock()
+	defer s.guard.mu.Unlock()
+	s.guard.heartbeatAfter, s.guard.sessionTimeout = after, timeout
+}
+
 // Settle decides c as a claim answered 'busy_other' is decided.
 func Settle(ctx context.Context, pool *pgxpool.Pool, c idemstore.Claim) (idemstore.Result, error) {
 	return settle(ctx, pool, c)

@@ -36,6 +36,18 @@ import (
 // that moment in one statement. A process that dies takes the
 // connection and its locks with it, as it does the claim's session, so a
 // crash still frees the key for the next retry at once.
+//
+// A host that dies without closing its sockets (a power loss, a frozen
+// VM, a network partition) leaves the server an open, idle session:
+// PostgreSQL ends the handler's transaction when its lease runs out, but
+// nothing ends a session idle outside a transaction before TCP keepalive
+// notices the dead peer, hours later, and its guards would keep every
+// retry of their keys out until then. So the guard's session is bounded by
+// the server: its idle_session_timeout is guardSessionTimeout, and while
+// the connection is open a heartbeat goes out whenever it has been idle
+// for guardHeartbeat, so that only a host that stopped talking loses it
+// (docs/semantics.md §5.1). The heartbeat travels only on an idle
+// connection: a busy one is kept alive by its guards' own statements.
 
 // guardSQL takes and lets go of guards, every one a flush has, in one
 // statement: row n of the result answers op n. A guard is the key's lock
@@ -52,6 +64,22 @@ const guardSQL = `SELECT CASE WHEN o.unlock
        AS o(tenant, scope, key, unlock, n),
        LATERAL idempotency_lock_id(o.tenant, o.scope, o.key) AS l
  ORDER BY o.n`
+
+// guardSessionSQL bounds the guard's session on the server: PostgreSQL
+// ends it once it has been idle for $1 milliseconds, and its locks with
+// it. A server without idle_session_timeout (before PostgreSQL 14) keeps
+// the bound of TCP keepalive.
+const guardSessionSQL = `SELECT set_config('idle_session_timeout', $1, false)
+ WHERE current_setting('idle_session_timeout', true) IS NOT NULL`
+
+// guardHeartbeat is how long the guard's connection stays idle before a
+// heartbeat keeps its session alive; guardSessionTimeout is how long the
+// server lets it stay idle, a few heartbeats, and so how long past its
+// lease a key a dead host held stays held.
+const (
+	guardHeartbeat      = time.Second
+	guardSessionTimeout = 5 * time.Second
+)
 
 // guardIdleClose is how long the guard's connection stays open, by
 // default, with no key held and nothing to send.
@@ -85,8 +113,14 @@ type guard struct {
 	// (releaseLater).
 	releasing int
 	idle      *time.Timer
+	// beat sends the heartbeat once the connection has been idle for
+	// guardHeartbeat.
+	beat *time.Timer
 	// idleClose is how long the connection stays open while idle.
 	idleClose time.Duration
+	// heartbeatAfter and sessionTimeout are guardHeartbeat and
+	// guardSessionTimeout.
+	heartbeatAfter, sessionTimeout time.Duration
 }
 
 // guardOp is one lock or unlock on its way to the guard's connection.
@@ -121,10 +155,12 @@ type guardTicket struct {
 // connect hooks.
 func newGuard(pool *pgxpool.Pool, connect func(context.Context) (*pgx.Conn, error), logger *slog.Logger) *guard {
 	g := &guard{
-		logger:    logger,
-		held:      make(map[idemstore.Identity]*guardTicket),
-		idleClose: guardIdleClose,
-		connect:   connect,
+		logger:         logger,
+		held:           make(map[idemstore.Identity]*guardTicket),
+		idleClose:      guardIdleClose,
+		heartbeatAfter: guardHeartbeat,
+		sessionTimeout: guardSessionTimeout,
+		connect:        connect,
 	}
 	if g.connect == nil {
 		g.connect = poolConnect(pool.Config())
@@ -343,6 +379,12 @@ func (g *guard) flush() {
 			} else if len(g.held) == 0 && g.conn != nil {
 				g.idle = time.AfterFunc(g.idleClose, g.closeIdle)
 			}
+			// A connection that holds nothing and closes before its
+			// heartbeat is due needs none.
+			g.stopBeat()
+			if g.conn != nil && (len(g.held) > 0 || g.idleClose >= g.heartbeatAfter) {
+				g.beat = time.AfterFunc(g.heartbeatAfter, g.heartbeat)
+			}
 			g.mu.Unlock()
 			return
 		}
@@ -362,6 +404,14 @@ func (g *guard) send(conn *pgx.Conn, gen uint64, ops []*guardOp) {
 	if conn == nil || conn.IsClosed() {
 		if conn, err = g.connect(ctx); err != nil {
 			g.fail(ops, nil, fmt.Errorf("pgstore: guard: connect: %w", err))
+			return
+		}
+		g.mu.Lock()
+		timeout := g.sessionTimeout
+		g.mu.Unlock()
+		if _, err = conn.Exec(ctx, guardSessionSQL, fmt.Sprint(timeout.Milliseconds())); err != nil {
+			_ = conn.Close(ctx)
+			g.fail(ops, nil, fmt.Errorf("pgstore: guard: idle_session_timeout: %w", err))
 			return
 		}
 		g.mu.Lock()
@@ -455,6 +505,41 @@ func (g *guard) forget(t *guardTicket) {
 	}
 }
 
+// heartbeat keeps the session of a connection idle for guardHeartbeat
+// alive: it sends what waits to be sent, or an empty statement, and waits
+// again (flush).
+func (g *guard) heartbeat() {
+	g.mu.Lock()
+	conn := g.conn
+	if g.flushing || conn == nil {
+		g.mu.Unlock()
+		return
+	}
+	g.beat = nil
+	if len(g.queue) > 0 {
+		g.startFlush()
+		g.mu.Unlock()
+		return
+	}
+	g.flushing = true
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	err := conn.Ping(ctx)
+	cancel()
+	if err != nil {
+		g.fail(nil, conn, fmt.Errorf("pgstore: guard: heartbeat: %w", err))
+	}
+	g.flush()
+}
+
+// stopBeat stops the heartbeat's timer. g.mu is held.
+func (g *guard) stopBeat() {
+	if g.beat != nil {
+		g.beat.Stop()
+		g.beat = nil
+	}
+}
+
 // closeIdle closes the guard's connection when it still holds nothing and
 // nothing waits to be sent.
 func (g *guard) closeIdle() {
@@ -465,6 +550,7 @@ func (g *guard) closeIdle() {
 		return
 	}
 	g.conn, g.idle = nil, nil
+	g.stopBeat()
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()

@@ -62,33 +62,63 @@ paths:
 	}
 }
 
-// TestAttackOutputsDoNotOverwriteEachOther: two outputs with one path,
-// or an output at the spec's own path, are a mistake in the options that
-// generate carries out: --docs openapi.yaml writes the Markdown page over
-// the spec, --docs api/idempotency.lock.json over the lock file. The
-// client directory equal to the Go directory is refused already; these
-// should be too.
-func TestAttackOutputsDoNotOverwriteEachOther(t *testing.T) {
-	spec := `openapi: 3.0.3
+// breakingAfter generates from before into a temporary project, writes
+// the files (the lock file among them), then generates from after
+// against that lock, and returns the second generation's diagnostics.
+func breakingAfter(t *testing.T, before, after string) []model.Diagnostic {
+	t.Helper()
+	dir := t.TempDir()
+	files, diags := generateIn(t, dir, before, Options{})
+	if model.HasErrors(diags) {
+		t.Fatalf("generate the first spec: %s", diagText(diags))
+	}
+	if err := WriteDir(dir, files); err != nil {
+		t.Fatal(err)
+	}
+	_, diags = generateIn(t, dir, after, Options{})
+	return diags
+}
+
+// effectsSpec is a spec whose one operation declares one effect with
+// policy fields of its own.
+func effectsSpec(policy string) string {
+	return `openapi: 3.0.3
 info: {title: t, version: "1"}
 paths:
-  /pay:
+  /charges:
     post:
-      operationId: pay
-      x-idempotency: true
+      operationId: createCharge
+      x-idempotency: ` + policy + `
       responses: {"200": {description: ok}}
 `
-	for _, docs := range []string{"openapi.yaml", "api/idempotency.lock.json", "api/idempotency.idem.go"} {
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "openapi.yaml"), []byte(spec), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files, diags, err := Generate(context.Background(), Options{Spec: "openapi.yaml", Out: "api", Package: "api", Docs: docs, Dir: dir})
-		if err != nil || model.HasErrors(diags) {
-			t.Logf("--docs %s: refused: %v %s", docs, err, diagText(diags))
-			continue // refused
-		}
-		t.Errorf("--docs %s is generated over another file (%d files, the page among them), and nothing refuses it", docs, len(files))
+}
+
+// TestAttackLockFlagsEffectRename: an effect's key is derived from the
+// operation's stored name, the request's key and fingerprint, and the
+// effect's name (idem.EffectKey). Renaming the effect in the spec gives
+// every request made before the deploy a new effect key: a retry whose
+// first attempt reached the processor and was then released (a 500, a
+// takeover) makes the processor act a second time. The lock file records
+// no effects, so generate takes the rename in silence.
+func TestAttackLockFlagsEffectRename(t *testing.T) {
+	before := effectsSpec(`{effects: [{name: charge, keyRetention: 24h, maxKeyLength: 255}]}`)
+	after := effectsSpec(`{effects: [{name: stripe_charge, keyRetention: 24h, maxKeyLength: 255}]}`)
+	if diags := breakingAfter(t, before, after); !model.HasErrors(diags) {
+		t.Errorf("renaming the effect charge to stripe_charge changes the key every processor sees for a retry, and is generated without an error:\n%s", diagText(diags))
+	}
+}
+
+// TestAttackLockFlagsShorterKeyMaxLength: lowering keyMaxLength makes a
+// retry of a request made before the deploy, whose key was valid then, a
+// 400 invalid-idempotency-key; a client that obeys makes a new key, and
+// the request runs twice. It is the same harm as a changed key source,
+// which is refused, but it is not in the lock file and goes through in
+// silence.
+func TestAttackLockFlagsShorterKeyMaxLength(t *testing.T) {
+	before := effectsSpec(`{keyMaxLength: 64}`)
+	after := effectsSpec(`{keyMaxLength: 32}`)
+	if diags := breakingAfter(t, before, after); len(diags) == 0 {
+		t.Errorf("keyMaxLength 64 → 32 refuses retries of stored 33..64-character keys, and is generated without a word")
 	}
 }
 
@@ -122,5 +152,61 @@ func TestAttackDiagnosticsStayOnOneLine(t *testing.T) {
 		if i := strings.IndexFunc(line, unicode.IsControl); i >= 0 {
 			t.Errorf("diagnostic holds the control character %q from the spec at byte %d:\n%s", line[i], i, line)
 		}
+	}
+}
+
+// TestAttackLockFlagsBasePathChange: moving an operation to another path
+// is refused (policy-removed: requests to the old path are no longer
+// protected), but moving every operation at once by changing the prefix
+// the spec's servers give is not: the lock records paths without the
+// base path, so servers /v1 → /v2 regenerates BasePath in silence, and a
+// service still mounted at /v1 (clients and retries still call
+// /v1/charges) has every request pass the engine as a path it does not
+// know, unprotected.
+func TestAttackLockFlagsBasePathChange(t *testing.T) {
+	spec := func(server string) string {
+		return `openapi: 3.0.3
+info: {title: t, version: "1"}
+servers: [{url: "` + server + `"}]
+paths:
+  /charges:
+    post:
+      operationId: createCharge
+      x-idempotency: true
+      responses: {"200": {description: ok}}
+`
+	}
+	if diags := breakingAfter(t, spec("https://api.example.com/v1"), spec("https://api.example.com/v2")); len(diags) == 0 {
+		t.Errorf("the base path went from /v1 to /v2, moving every protected route, and generate says nothing")
+	}
+}
+
+// TestAttackOutputsDoNotOverwriteEachOther: two outputs with one path,
+// or an output at the spec's own path, are a mistake in the options that
+// generate carries out: --docs openapi.yaml writes the Markdown page over
+// the spec, --docs api/idempotency.lock.json over the lock file. The
+// client directory equal to the Go directory is refused already; these
+// should be too.
+func TestAttackOutputsDoNotOverwriteEachOther(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    post:
+      operationId: pay
+      x-idempotency: true
+      responses: {"200": {description: ok}}
+`
+	for _, docs := range []string{"openapi.yaml", "api/idempotency.lock.json", "api/idempotency.idem.go"} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "openapi.yaml"), []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files, diags, err := Generate(context.Background(), Options{Spec: "openapi.yaml", Out: "api", Package: "api", Docs: docs, Dir: dir})
+		if err != nil || model.HasErrors(diags) {
+			t.Logf("--docs %s: refused: %v %s", docs, err, diagText(diags))
+			continue // refused
+		}
+		t.Errorf("--docs %s is generated over another file (%d files, the page among them), and nothing refuses it", docs, len(files))
 	}
 }

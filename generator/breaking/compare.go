@@ -39,11 +39,21 @@ const (
 	TransactionalChanged Kind = "transactional-changed"
 	// PolicyRemoved: an operation lost its policy.
 	PolicyRemoved Kind = "policy-removed"
+	// KeyMaxLengthShortened: keys valid before are now too long.
+	KeyMaxLengthShortened Kind = "key-max-length-shortened"
+	// EffectRenamed: a declared effect has another name, and so every
+	// effect key of it another value.
+	EffectRenamed Kind = "effect-renamed"
+	// EffectRemoved: a declared effect is no longer declared.
+	EffectRemoved Kind = "effect-removed"
+	// BasePathChanged: every route moved under another prefix.
+	BasePathChanged Kind = "base-path-changed"
 )
 
 // Kinds lists every kind, for messages.
 var Kinds = []Kind{OperationRenamed, ScopeChanged, KeySourceChanged, FingerprintChanged,
-	TTLShortened, LeaseShortened, OnLeaseExpiryChanged, TransactionalChanged, PolicyRemoved}
+	TTLShortened, LeaseShortened, OnLeaseExpiryChanged, TransactionalChanged, PolicyRemoved,
+	KeyMaxLengthShortened, EffectRenamed, EffectRemoved, BasePathChanged}
 
 // Change is one change between the lock and the spec.
 type Change struct {
@@ -96,6 +106,7 @@ func Compare(prev *Lock, spec *model.Spec) []Change {
 	for _, e := range Entries(spec) {
 		newEntries[route(e.Method, e.Path)] = e
 	}
+	base := lockBasePath(spec.BasePath)
 	var out []Change
 	for _, old := range prev.Operations {
 		r := route(old.Method, old.Path)
@@ -105,6 +116,9 @@ func Compare(prev *Lock, spec *model.Spec) []Change {
 			continue
 		}
 		out = append(out, compareOp(old, newEntries[r], op)...)
+		if prev.BasePath != "" && prev.BasePath != base { // "": not recorded
+			out = append(out, basePathChanged(prev.BasePath, base, old, newEntries[r], spec))
+		}
 	}
 	slices.SortStableFunc(out, func(a, b Change) int {
 		return model.CompareDiagnostics(a.diagnostic(false), b.diagnostic(false))
@@ -125,6 +139,22 @@ func removed(old Entry, spec *model.Spec, byID map[string]model.Operation) Chang
 		Stored: fmt.Sprintf("its stored keys are never read again: a retry of a request made before the deploy runs the operation again, unprotected, for up to %s (the TTL)",
 			describe.Words(seconds(old.TTLSeconds))),
 		Safe: "keep the policy as long as clients may retry with keys; remove it only when the operation itself is retired",
+	}
+}
+
+// basePathChanged reports an operation that moved with the whole spec to
+// another prefix. Each protected operation is reported, so that it is
+// acknowledged by its name like any other change.
+func basePathChanged(was, now string, old, cur Entry, spec *model.Spec) Change {
+	at := func(base, path string) string { return strings.TrimSuffix(base, "/") + path }
+	return Change{
+		Kind: BasePathChanged, Severity: model.Error, Pos: model.Pos{File: spec.Source},
+		OperationID: cur.OperationID, Operation: label(cur), Field: "basePath",
+		What: fmt.Sprintf("the base path (the servers' path, or basePath) was %s and is now %s: the operation moved from %s %s to %s %s",
+			was, now, old.Method, at(was, old.Path), cur.Method, at(now, cur.Path)),
+		Stored: fmt.Sprintf("a retry of a request made before the deploy still calls %s %s; where the service is served there still, the engine knows no such path and lets it through unprotected, so it runs the operation again, for up to %s (the TTL)",
+			old.Method, at(was, old.Path), describe.Words(seconds(old.TTLSeconds))),
+		Safe: "give basePath in idemgen.yaml (or --base-path) the prefix the service is served under; change it with the mount itself, serving the old prefix until its keys have expired, and accept it then",
 	}
 }
 
@@ -170,6 +200,14 @@ func compareOp(old, cur Entry, op model.Operation) []Change {
 			fmt.Sprintf("stored keys stay, but a client retrying a request made before the deploy sends its key in %s, where it is no longer read: the retry is refused for a missing key or runs unprotected", old.Key),
 			"move clients to the new key place first, then change the policy once none sends the old one; or accept the change")
 	}
+	if old.KeyMaxLength > 0 && cur.KeyMaxLength < old.KeyMaxLength { // 0: not recorded
+		add(KeyMaxLengthShortened, model.Error, "keyMaxLength",
+			fmt.Sprintf("keyMaxLength was %d and is now %d", old.KeyMaxLength, cur.KeyMaxLength),
+			fmt.Sprintf("a retry of a request made before the deploy whose key is longer than %d characters meets 400 %s, and a client that obeys makes a new key and a duplicate, for up to %s (the TTL)",
+				cur.KeyMaxLength, problem.InvalidKey, ttl),
+			"lower keyMaxLength only once no client sends longer keys and the keys stored before have expired; otherwise accept it")
+	}
+	out = append(out, effectChanges(old, cur, op, ttl)...)
 	if !sameFingerprint(old, cur) {
 		add(FingerprintChanged, model.Error, fingerprintField(old, cur),
 			fingerprintChange(old, cur),
@@ -216,6 +254,47 @@ func compareOp(old, cur Entry, op model.Operation) []Change {
 		}
 		add(TransactionalChanged, sev, "transactional",
 			fmt.Sprintf("transactional was %t and is now %t", old.Transactional, cur.Transactional), stored, safe)
+	}
+	return out
+}
+
+// effectChanges reports the declared effects of old that cur lacks: an
+// effect key is derived from its effect's name (idem.EffectKey), so a
+// renamed effect sends its downstream new keys for the retries of requests
+// made before the deploy. A name lost beside a name gained is taken as a
+// rename, pairing them in sorted order.
+func effectChanges(old, cur Entry, op model.Operation, ttl string) []Change {
+	var lost, gained []string
+	for _, name := range old.Effects {
+		if !slices.Contains(cur.Effects, name) {
+			lost = append(lost, name)
+		}
+	}
+	for _, name := range cur.Effects {
+		if !slices.Contains(old.Effects, name) {
+			gained = append(gained, name)
+		}
+	}
+	var out []Change
+	for i, name := range lost {
+		c := Change{Severity: model.Error, Pos: op.Pos, OperationID: op.ID, Operation: label(cur), Field: "x-idempotency.effects"}
+		if i < len(gained) {
+			c.Kind = EffectRenamed
+			c.What = fmt.Sprintf("the effect %s is now named %s", name, gained[i])
+			for _, e := range op.Policy.Effects {
+				if e.Name == gained[i] && e.Pos.Line > 0 {
+					c.Pos = e.Pos
+				}
+			}
+			c.Stored = fmt.Sprintf("every effect key is derived from its effect's name: a retry of a request made before the deploy, whose first attempt reached the downstream and was then released, sends it a new key, and it acts a second time, for up to %s (the TTL)", ttl)
+			c.Safe = fmt.Sprintf("keep the name %s, which is part of every key the downstream has seen (rename the Go code around it instead); otherwise accept it", name)
+		} else {
+			c.Kind = EffectRemoved
+			c.What = fmt.Sprintf("the effect %s is no longer declared", name)
+			c.Stored = fmt.Sprintf("a handler that still makes it under another name sends the downstream new keys for the retries of requests made before the deploy, and it acts a second time, for up to %s (the TTL); nor does the policy hold its retention and recovery point any more", ttl)
+			c.Safe = "keep the effect declared while the handler makes it; accept the change once it makes it no more"
+		}
+		out = append(out, c)
 	}
 	return out
 }

@@ -117,6 +117,23 @@ func TestCompareOpReportsEachKind(t *testing.T) {
 			cur:       func(e *Entry) { e.Transactional = false },
 			want:      []reported{{TransactionalChanged, model.Error, "x-idempotency.transactional", "transactional was true and is now false"}},
 			wantSaved: "with takeover the handler runs again"},
+		{name: "keyMaxLength lowered",
+			old:       func(e *Entry) { e.KeyMaxLength = 64 },
+			cur:       func(e *Entry) { e.KeyMaxLength = 32 },
+			want:      []reported{{KeyMaxLengthShortened, model.Error, "x-idempotency.keyMaxLength", "keyMaxLength was 64 and is now 32"}},
+			wantSaved: "400 invalid-idempotency-key"},
+		{name: "keyMaxLength raised", old: func(e *Entry) { e.KeyMaxLength = 32 }, cur: func(e *Entry) { e.KeyMaxLength = 64 }, want: nil},
+		{name: "keyMaxLength not recorded in the lock", cur: func(e *Entry) { e.KeyMaxLength = 32 }, want: nil},
+		{name: "effect renamed",
+			old:       func(e *Entry) { e.Effects = []string{"charge", "receipt"} },
+			cur:       func(e *Entry) { e.Effects = []string{"receipt", "stripe_charge"} },
+			want:      []reported{{EffectRenamed, model.Error, "x-idempotency.effects", "the effect charge is now named stripe_charge"}},
+			wantSaved: "acts a second time"},
+		{name: "effect removed",
+			old:  func(e *Entry) { e.Effects = []string{"charge", "receipt"} },
+			cur:  func(e *Entry) { e.Effects = []string{"receipt"} },
+			want: []reported{{EffectRemoved, model.Error, "x-idempotency.effects", "the effect charge is no longer declared"}}},
+		{name: "effect added", cur: func(e *Entry) { e.Effects = []string{"charge"} }, want: nil},
 		{name: "several changes, each reported",
 			cur: func(e *Entry) { e.Scope, e.TTLSeconds, e.LeaseSeconds = "tenant", 3600, 1 },
 			want: []reported{
@@ -217,5 +234,37 @@ func TestComparePolicyRemoved(t *testing.T) {
 func TestCompareWithoutLock(t *testing.T) {
 	if got := Compare(nil, &model.Spec{}); got != nil {
 		t.Errorf("Compare(nil, spec) = %+v, want nil", got)
+	}
+}
+
+// TestCompareBasePath: a base path recorded in the lock and changed in
+// the spec is reported for each operation; one the lock does not record
+// (a lock written before base paths were) is no change.
+func TestCompareBasePath(t *testing.T) {
+	op := model.Operation{ID: "createTransfer", Method: "POST", Path: "/transfers"}
+	spec := &model.Spec{Source: "spec.yaml", BasePath: "/v2", Operations: []model.Operation{op}}
+	for _, tc := range []struct {
+		name, was string
+		want      []Kind
+	}{
+		{"changed", "/v1", []Kind{BasePathChanged}},
+		{"from the root", "/", []Kind{BasePathChanged}},
+		{"unchanged", "/v2", nil},
+		{"not recorded", "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []Kind
+			for _, c := range Compare(&Lock{BasePath: tc.was, Operations: Entries(spec)}, spec) {
+				if c.Kind == BasePathChanged {
+					if c.Severity != model.Error || !strings.Contains(c.What, "from POST "+strings.TrimSuffix(tc.was, "/")+"/transfers to POST /v2/transfers") {
+						t.Errorf("got %v: %q", c.Severity, c.What)
+					}
+				}
+				got = append(got, c.Kind)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("kinds (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

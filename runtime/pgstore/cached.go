@@ -151,8 +151,9 @@ func (c *handlerCache) take() ([]string, bool) {
 // description cache (in cache_describe mode, the pool's or one the
 // options choose), and returns the args to run it with: every rewriter
 // among the options gets no connection, and the text that the one pgx
-// calls rewrites sql to is the one recorded.
-func (c *handlerCache) ran(sql string, args []any, option func(any) bool) []any {
+// calls rewrites sql to is the one recorded; a rewriter refuses its
+// statement if calls closed while it ran (handlerRewrite).
+func (c *handlerCache) ran(sql string, args []any, option func(any) bool, calls *handlerCalls) []any {
 	describes, rewrites := c.describes, false
 	for _, a := range args {
 		if !option(a) {
@@ -172,19 +173,19 @@ func (c *handlerCache) ran(sql string, args []any, option func(any) bool) []any 
 			c.add(sql)
 		}
 	}
-	return withholdRewriters(args, option, record)
+	return withholdRewriters(args, option, record, calls)
 }
 
 // ranBatch records the texts of b as ran does, and makes its queries
 // withhold the connection; a batch runs in the pool's mode.
-func (c *handlerCache) ranBatch(b *pgx.Batch) {
+func (c *handlerCache) ranBatch(b *pgx.Batch, calls *handlerCalls) {
 	if b == nil {
 		return
 	}
 	for _, q := range b.QueuedQueries {
-		q.Arguments = c.ran(q.SQL, q.Arguments, batchOption)
+		q.Arguments = c.ran(q.SQL, q.Arguments, batchOption, calls)
 		if fn := q.Fn; fn != nil {
-			q.Fn = func(br pgx.BatchResults) error { return fn(handlerBatch{br}) }
+			q.Fn = func(br pgx.BatchResults) error { return fn(&handlerBatch{BatchResults: br}) }
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -420,11 +419,23 @@ func leanReset(user string, began time.Time) []*pgx.QueuedQuery {
 // pgx sends nothing: it only marks the object closed, and closes the
 // connection only if it is still inside a transaction, which a connection
 // that gets here is not unless its cleanup failed (then it is closed
-// anyway).
+// anyway). A connection on which a call of the handler's was still in
+// flight when the transaction ended is closed, never pooled (inflight.go),
+// and nothing more is done with it: pgx.Conn is not safe for use by two
+// goroutines.
 func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx, resetErr error) {
 	pc := conn.Conn()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	outlived := false
+	if h != nil {
+		h.close()
+		outlived = h.calls.outlived
+	}
+	if outlived {
+		s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: a call of the handler's was still running when its transaction ended; closing its connection")
+		resetErr = errSessionDiscarded
+	}
 	if h != nil && resetErr == nil && !pc.IsClosed() {
 		// The reset dropped the statements already; Deallocate of one that
 		// is gone only tells pgx, at one round trip each, which only a
@@ -445,7 +456,7 @@ func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx, r
 		}
 		_ = pc.Close(rctx)
 	}
-	if h != nil {
+	if h != nil && !outlived {
 		done, cancelDone := context.WithCancel(context.Background())
 		cancelDone()
 		_ = h.tx.Commit(done)
@@ -811,16 +822,17 @@ func (t *tx) end() (*pgxpool.Conn, error) {
 // (ErrTxOwned), and refuses every call once the idempotency layer has ended
 // the transaction: Tx.Commit commits with a batch of its own, so pgx's
 // transaction would not know it had ended, and the connection then belongs
-// to the pool again. Nested transactions (Begin) are pgx's savepoints,
+// to the pool again. A call still in flight when the transaction ends
+// costs the connection (inflight.go). Nested transactions (Begin) are pgx's savepoints,
 // wrapped the same way: they end their savepoint themselves, but they too
 // withhold the connection and refuse every call once the outer transaction
 // has ended, so a savepoint kept past the handler cannot write on a pooled
 // connection. End them before the handler returns.
 type handlerTx struct {
 	tx pgx.Tx
-	// closed and prepared are shared by the transaction and all its
+	// calls and prepared are shared by the transaction and all its
 	// nested ones.
-	closed   *atomic.Bool
+	calls    *handlerCalls
 	prepared *preparedNames
 	cache    *handlerCache
 	// nested is set for a savepoint, which may end itself.
@@ -836,7 +848,7 @@ func newHandlerTx(tx pgx.Tx, c *handlerCache) *handlerTx {
 	if c == nil {
 		c = &handlerCache{}
 	}
-	return &handlerTx{tx: tx, closed: new(atomic.Bool), prepared: new(preparedNames), cache: c}
+	return &handlerTx{tx: tx, calls: new(handlerCalls), prepared: new(preparedNames), cache: c}
 }
 
 // preparedNames are the names under which a handler prepared statements
@@ -865,18 +877,19 @@ func (p *preparedNames) take() []string {
 	return names
 }
 
-func (h *handlerTx) close() { h.closed.Store(true) }
+func (h *handlerTx) close() { h.calls.end() }
 
 // Begin starts a nested transaction (a savepoint).
 func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
-	if h.closed.Load() {
+	if !h.calls.enter() {
 		return nil, pgx.ErrTxClosed
 	}
+	defer h.calls.leave()
 	inner, err := h.tx.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &handlerTx{tx: inner, closed: h.closed, prepared: h.prepared, cache: h.cache, nested: true}, nil
+	return &handlerTx{tx: inner, calls: h.calls, prepared: h.prepared, cache: h.cache, nested: true}, nil
 }
 
 // Commit returns ErrTxOwned: the idempotency layer commits. A nested
@@ -885,9 +898,10 @@ func (h *handlerTx) Commit(ctx context.Context) error {
 	switch {
 	case !h.nested:
 		return ErrTxOwned
-	case h.closed.Load():
+	case !h.calls.enter():
 		return pgx.ErrTxClosed
 	}
+	defer h.calls.leave()
 	return h.tx.Commit(ctx)
 }
 
@@ -897,29 +911,32 @@ func (h *handlerTx) Rollback(ctx context.Context) error {
 	switch {
 	case !h.nested:
 		return ErrTxOwned
-	case h.closed.Load():
+	case !h.calls.enter():
 		return pgx.ErrTxClosed
 	}
+	defer h.calls.leave()
 	return h.tx.Rollback(ctx)
 }
 
 // CopyFrom forwards to the transaction.
 func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	if h.closed.Load() {
+	if !h.calls.enter() {
 		return 0, pgx.ErrTxClosed
 	}
+	defer h.calls.leave()
 	h.cache.ranCopy(table, columns)
 	return h.tx.CopyFrom(ctx, table, columns, src)
 }
 
 // SendBatch forwards to the transaction; its results, and the rows they
-// hand out, withhold the connection (withheld.go).
+// hand out, withhold the connection (withheld.go). The batch is in flight
+// until its results are closed.
 func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if h.closed.Load() {
+	if !h.calls.enter() {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
-	h.cache.ranBatch(b)
-	return handlerBatch{h.tx.SendBatch(ctx, b)}
+	h.cache.ranBatch(b, h.calls)
+	return &handlerBatch{BatchResults: h.tx.SendBatch(ctx, b), calls: h.calls}
 }
 
 // LargeObjects forwards to the transaction.
@@ -933,9 +950,10 @@ func (h *handlerTx) LargeObjects() pgx.LargeObjects {
 // A name with the prefix of pgx's statement cache is refused
 // (ErrCacheName).
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	if h.closed.Load() {
+	if !h.calls.enter() {
 		return nil, pgx.ErrTxClosed
 	}
+	defer h.calls.leave()
 	if strings.HasPrefix(name, cachePrefix) || strings.HasPrefix(name, ownPrefix) {
 		return nil, fmt.Errorf("%w: %q", ErrCacheName, name)
 	}
@@ -947,28 +965,38 @@ func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stat
 
 // Exec forwards to the transaction.
 func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if h.closed.Load() {
+	if !h.calls.enter() {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
-	return h.tx.Exec(ctx, sql, h.cache.ran(sql, args, execOption)...)
+	defer h.calls.leave()
+	return h.tx.Exec(ctx, sql, h.cache.ran(sql, args, execOption, h.calls)...)
 }
 
 // Query forwards to the transaction; its rows withhold the connection
-// (withheld.go).
+// (withheld.go). The query is in flight until its rows are closed.
 func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if h.closed.Load() {
+	if !h.calls.enter() {
 		return closedRows{}, pgx.ErrTxClosed
 	}
-	rows, err := h.tx.Query(ctx, sql, h.cache.ran(sql, args, queryOption)...)
-	return withheld(rows), err
+	rows, err := h.tx.Query(ctx, sql, h.cache.ran(sql, args, queryOption, h.calls)...)
+	if err != nil || rows == nil {
+		// pgx closed the rows of a query that failed.
+		h.calls.leave()
+		return withheld(rows, nil), err
+	}
+	return withheld(rows, h.calls), nil
 }
 
-// QueryRow forwards to the transaction.
+// QueryRow forwards to the transaction. The query is in flight until pgx
+// returns its row: a row not yet scanned holds the connection busy, and
+// the statements that end the transaction then fail, which closes the
+// connection.
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if h.closed.Load() {
+	if !h.calls.enter() {
 		return closedRows{}
 	}
-	return h.tx.QueryRow(ctx, sql, h.cache.ran(sql, args, queryOption)...)
+	defer h.calls.leave()
+	return h.tx.QueryRow(ctx, sql, h.cache.ran(sql, args, queryOption, h.calls)...)
 }
 
 // Conn returns nil. The connection is the idempotency layer's: through it a

@@ -1,0 +1,60 @@
+package pgstore
+
+import "sync/atomic"
+
+// A handler's call can still be running when the idempotency layer ends
+// its transaction: a goroutine the handler left behind, or code of the
+// handler's that pgx runs inside the call (a query rewriter, an argument's
+// driver.Valuer, a Scanner, a COPY source). Such a call checked that the
+// transaction was open before it ended, and goes on to send its statement
+// on the connection, whoever holds it by then: after the connection went
+// back to the pool, another request's, inside that request's transaction
+// (docs/semantics.md §7.2). The end of the transaction and the handler's
+// calls therefore exclude each other, as database/sql's Tx.closemu does:
+// every call counts itself in flight before it checks that the
+// transaction is open, and out when pgx is done with it (for rows and a
+// batch's results, when they are closed); the end marks the transaction
+// closed before it looks at the count. A call in flight then is not
+// waited for, as the handler's code it runs may never return: the
+// transaction ends as it would have, and its connection is closed rather
+// than pooled, so that the call's statement, if it is ever sent, meets a
+// closed connection.
+
+// handlerCalls is what a handler's transaction and its nested ones share
+// to keep their calls apart from the transaction's end.
+type handlerCalls struct {
+	closed   atomic.Bool
+	inFlight atomic.Int64
+	// outlived is set, by the end, when a call was in flight as the
+	// transaction ended: its connection must not be reused.
+	outlived bool
+}
+
+// enter counts a call in flight and reports whether the transaction is
+// still open; a call that entered leaves when pgx is done with it. A call
+// the end did not count sees the transaction closed: the end marks it
+// closed before it reads the count, and the call counts itself before it
+// reads the mark.
+func (c *handlerCalls) enter() bool {
+	if c.closed.Load() {
+		return false
+	}
+	c.inFlight.Add(1)
+	if c.closed.Load() {
+		c.inFlight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// leave counts a call out.
+func (c *handlerCalls) leave() { c.inFlight.Add(-1) }
+
+// end closes the transaction to every call that has not entered yet, and
+// notes whether one is still in flight (outlived).
+func (c *handlerCalls) end() {
+	c.closed.Store(true)
+	if c.inFlight.Load() > 0 {
+		c.outlived = true
+	}
+}

@@ -42,8 +42,11 @@ package idemecho
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -70,16 +73,40 @@ import (
 // stores and replays; the middleware itself then returns nil. With
 // UnboundNotExecuted, an error returned before the request reached its
 // handler (a parameter or a body that did not bind) is answered as not
-// executed (see there). Middleware that answers while the handler still
-// runs, echo's Timeout or Recover, is Use'd before Middleware
+// executed (see there). Recover, which answers a panic, is Use'd before
+// Middleware, so that a panic reaches the engine as no answer
 // (docs/semantics.md §3.4).
+//
+// A timeout sets a deadline on the request's context (echo's
+// middleware.ContextTimeout), in front of Middleware or behind it; the
+// handler ends when it sees the deadline, and the engine stores what it
+// answered. echo's middleware.Timeout is not used on an Echo that serves
+// Middleware, in front of it or behind it: it answers 503 and returns
+// while the handler still runs, and echo then gives the request's
+// echo.Context, which the handler still holds, to the next request, into
+// whose response the late handler writes. A request that reaches
+// Middleware through the writer of net/http's TimeoutHandler, which
+// echo's Timeout hands on, is answered 500 with ErrTimeoutHandler and
+// nothing runs, whatever its route; CheckRoutes reports it.
 func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
+	timeoutWriter := timeoutHandlerWriter()
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			if reflect.TypeOf(c.Response().Writer) == timeoutWriter {
+				// Nothing runs: a handler that outlived its timeout would
+				// write through an echo.Context that echo has given to
+				// another request (ErrTimeoutHandler).
+				if routeprobe.Reach(c.Request().Context(), c.Path()) {
+					routeprobe.Unsafe(c.Request().Context(), ErrTimeoutHandler)
+					return nil
+				}
+				http.Error(c.Response(), ErrTimeoutHandler.Error(), http.StatusInternalServerError)
+				return nil
+			}
 			if routeprobe.Reach(c.Request().Context(), c.Path()) {
 				return nil // CheckRoutes' probe: nothing runs
 			}
@@ -102,6 +129,37 @@ func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 	}
 }
 
+// ErrTimeoutHandler is the answer, and CheckRoutes' report, for a request
+// that reached Middleware through the ResponseWriter of net/http's
+// TimeoutHandler, as echo's middleware.Timeout hands it on. On a timeout
+// that middleware answers and returns while the rest of the chain still
+// runs, and echo puts the request's echo.Context back in its pool: the
+// next request is served with it, and the late handler's writes land in
+// that request's response, where the engine would store them under that
+// request's key and tenant (docs/semantics.md §3.4). Middleware runs
+// nothing under it. A TimeoutHandler wrapped around the whole Echo hands
+// the same writer on and is refused as well, since Middleware cannot tell
+// the two apart.
+var ErrTimeoutHandler = errors.New("idemecho: the request reached idemecho.Middleware through http.TimeoutHandler's writer (echo's middleware.Timeout), under which a handler that outlives its timeout writes through an echo.Context echo has given to another request; nothing was run. Set a deadline on the request's context instead (echo's middleware.ContextTimeout)")
+
+// timeoutHandlerWriter returns the type of the ResponseWriter that net/http's
+// TimeoutHandler hands its handler, which net/http does not export.
+func timeoutHandlerWriter() reflect.Type {
+	var t reflect.Type
+	h := http.TimeoutHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		t = reflect.TypeOf(w)
+	}), time.Hour, "")
+	h.ServeHTTP(headerOnly{}, &http.Request{})
+	return t // set before TimeoutHandler returned: it waited for the handler
+}
+
+// headerOnly is a ResponseWriter that keeps nothing.
+type headerOnly struct{}
+
+func (headerOnly) Header() http.Header         { return http.Header{} }
+func (headerOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (headerOnly) WriteHeader(int)             {}
+
 // CheckRoutes is e.CheckRoutes(idem.BehindMiddleware, …) for an engine
 // behind Middleware on ec: it proves that echo routes every protected
 // operation (Lookup) through Middleware. It serves one probe per routed
@@ -114,12 +172,16 @@ func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 // that probe with whatever it routes it to, and serves the operation's
 // requests without the engine. Middleware in front of Middleware sees the
 // probe; one that would refuse it (authentication) lets it through when
-// Probing says it is one. Call it once every route is registered. Routes
+// Probing says it is one. A probe that reaches Middleware through
+// net/http's TimeoutHandler (echo's Timeout in front) is reported with
+// ErrTimeoutHandler; one that such a timeout answered before it reached
+// Middleware is reported as not reaching it. Call it once every route is
+// registered. Routes
 // of a host (Echo.Host) have a router of their own and are not looked
 // into.
 func CheckRoutes(e *idem.Engine, ec *echo.Echo) error {
 	return routeprobe.Check(e, ec, Lookup(ec), func(r *http.Request, status int) error {
-		return fmt.Errorf("idemecho: %s %s: echo answered %d without running idemecho.Middleware: Use it on the Echo (ec.Use), and let its probe through the middleware in front of it (Probing)",
+		return fmt.Errorf("idemecho: %s %s: echo answered %d without running idemecho.Middleware: Use it on the Echo (ec.Use), let its probe through the middleware in front of it (Probing), and put no echo Timeout in front of it (use middleware.ContextTimeout)",
 			r.Method, r.URL.Path, status)
 	})
 }

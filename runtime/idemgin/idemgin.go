@@ -60,9 +60,13 @@ var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback i
 // engine answers 500 handler-failed and stores nothing. So middleware that
 // renders c.Errors as a response is Use'd after Middleware, where its
 // answer is the key's, stored and replayed; Use'd before it, it writes
-// after the engine has answered. Middleware that answers while the
-// handler still runs, a timeout (gin-contrib's timeout) or a recovery, is
-// Use'd before Middleware (docs/semantics.md §3.4).
+// after the engine has answered. A recovery, which answers a panic, is
+// Use'd before Middleware (docs/semantics.md §3.4). A timeout is a
+// deadline on the request's context, which the handler obeys: middleware
+// that answers and returns while the chain still runs (gin-contrib's
+// timeout) is used neither before Middleware nor after it, since gin
+// hands a *gin.Context it has got back to the next request, and a late
+// handler's writes through it would land in that request's answer.
 func Middleware(e *idem.Engine) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if routeprobe.Reach(c.Request.Context(), c.FullPath()) {

@@ -10,7 +10,9 @@ package routeprobe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -30,7 +32,10 @@ func Check(e *idem.Engine, router http.Handler, lookup idem.RouteLookup, missing
 				return nil, ""
 			}
 		}
-		reached, route, status := Serve(router, r)
+		reached, route, status, unsafe := Serve(router, r)
+		if unsafe != nil {
+			missed = append(missed, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, unsafe))
+		}
 		switch {
 		case !reached:
 			missed = append(missed, missing(r, status))
@@ -45,24 +50,31 @@ func Check(e *idem.Engine, router http.Handler, lookup idem.RouteLookup, missing
 	return errors.Join(append([]error{err}, missed...)...)
 }
 
-// mark records what the middleware saw of a probe.
+// mark records what the middleware saw of a probe. A middleware may reach
+// it after Serve returned, from a goroutine that middleware in front
+// started (a timeout that answered first), so it is locked.
 type mark struct {
+	mu      sync.Mutex
 	reached bool
 	route   string
+	unsafe  error
 }
 
 type key struct{}
 
 // Serve serves r through h as a probe and reports whether the middleware
-// was reached, the route it said the router chose, and the status h
-// answered.
-func Serve(h http.Handler, r *http.Request) (reached bool, route string, status int) {
+// was reached, the route it said the router chose, the status h answered,
+// and why the middleware found the way it was reached unsafe, if it did
+// (Unsafe).
+func Serve(h http.Handler, r *http.Request) (reached bool, route string, status int, unsafe error) {
 	m := &mark{}
 	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), key{}, m))
 	cancel() // a handler that runs despite all has nothing to work with
 	w := &discard{header: http.Header{}, status: http.StatusOK}
 	h.ServeHTTP(w, r.WithContext(ctx))
-	return m.reached, m.route, w.status
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reached, m.route, w.status, m.unsafe
 }
 
 // Reach records, when ctx is a probe's, that the middleware was reached
@@ -71,9 +83,22 @@ func Serve(h http.Handler, r *http.Request) (reached bool, route string, status 
 func Reach(ctx context.Context, route string) bool {
 	m, ok := ctx.Value(key{}).(*mark)
 	if ok {
+		m.mu.Lock()
 		m.reached, m.route = true, route
+		m.mu.Unlock()
 	}
 	return ok
+}
+
+// Unsafe records, when ctx is a probe's, that the middleware was reached
+// in a way it refuses to serve requests in (err says which), for Check to
+// report.
+func Unsafe(ctx context.Context, err error) {
+	if m, ok := ctx.Value(key{}).(*mark); ok {
+		m.mu.Lock()
+		m.unsafe = err
+		m.mu.Unlock()
+	}
 }
 
 // Is reports whether ctx is a probe's.

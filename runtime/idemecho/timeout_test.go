@@ -1,0 +1,162 @@
+package idemecho_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem/idemtest"
+	"github.com/idemgen/idemgen/runtime/idemecho"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// tenantEngine is an engine whose tenant is the request's X-Tenant.
+func tenantEngine(t *testing.T) *idem.Engine {
+	t.Helper()
+	engine, err := idem.New(idem.Config{
+		Store:    memstore.New(),
+		Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers")},
+		Tenant:   func(r *http.Request) (string, bool) { return r.Header.Get("X-Tenant"), true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine
+}
+
+// tenantPost sends one protected POST for tenant under key and returns
+// its status and body.
+func tenantPost(t *testing.T, srv *httptest.Server, tenant, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/transfers", strings.NewReader(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("X-Tenant", tenant)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// echo's Timeout answers 503 and returns while the handler still runs, and
+// echo puts the request's echo.Context back in its pool: the next request,
+// another tenant's, is served with it, and the late handler would write
+// through it into that request's response, which its engine would store
+// under its own key and tenant (docs/semantics.md §3.4). Middleware runs
+// nothing behind that timeout: every request is answered 500, no handler
+// runs, so no handler outlives its request, and CheckRoutes reports it.
+func TestEchoTimeoutInFrontRunsNothing(t *testing.T) {
+	engine := tenantEngine(t)
+	var runs atomic.Int64
+	newEcho := func() *echo.Echo {
+		ec := echo.New()
+		ec.Use(middleware.TimeoutWithConfig(middleware.TimeoutConfig{Timeout: time.Minute}))
+		ec.Use(idemecho.Middleware(engine))
+		ec.POST("/transfers", func(c echo.Context) error {
+			runs.Add(1)
+			tenant := c.Request().Header.Get("X-Tenant")
+			return c.JSON(http.StatusCreated, map[string]string{"tenant": tenant, "card": "4242-" + tenant + "-secret"})
+		})
+		return ec
+	}
+	// An Echo of its own: echo's Timeout answers the probe at once (its
+	// context is cancelled) and leaves the chain running with a pooled
+	// echo.Context, which a request served next would race with.
+	if err := idemecho.CheckRoutes(engine, newEcho()); err == nil || !strings.Contains(err.Error(), "ContextTimeout") {
+		t.Errorf("CheckRoutes = %v, want echo's Timeout in front reported", err)
+	}
+	srv := httptest.NewServer(newEcho())
+	defer srv.Close()
+	for _, tenant := range []string{"a", "b", "a"} {
+		status, body := tenantPost(t, srv, tenant, "k-"+tenant)
+		if status != http.StatusInternalServerError || !strings.Contains(body, "ContextTimeout") {
+			t.Errorf("tenant %s: %d %s, want 500 naming ContextTimeout", tenant, status, body)
+		}
+	}
+	if n := runs.Load(); n != 0 {
+		t.Errorf("the handler ran %d times behind echo's Timeout, want 0", n)
+	}
+}
+
+// A probe that reaches Middleware through http.TimeoutHandler's writer is
+// reported with ErrTimeoutHandler. echo's Timeout in front usually answers
+// the probe, whose context is cancelled, before it gets there (reported as
+// not reaching Middleware, above); here middleware in front of the
+// Timeout takes the cancellation away, so that it waits for the chain.
+func TestCheckRoutesReportsTimeoutHandler(t *testing.T) {
+	engine := tenantEngine(t)
+	ec := echo.New()
+	ec.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.SetRequest(c.Request().WithContext(context.WithoutCancel(c.Request().Context())))
+			return next(c)
+		}
+	})
+	ec.Use(middleware.TimeoutWithConfig(middleware.TimeoutConfig{Timeout: time.Minute}))
+	ec.Use(idemecho.Middleware(engine))
+	ec.POST("/transfers", func(c echo.Context) error { return c.NoContent(http.StatusCreated) })
+	if err := idemecho.CheckRoutes(engine, ec); !errors.Is(err, idemecho.ErrTimeoutHandler) {
+		t.Fatalf("CheckRoutes = %v, want ErrTimeoutHandler", err)
+	}
+}
+
+// The recommended timeout, a deadline on the request's context
+// (middleware.ContextTimeout) in front of Middleware, keeps each
+// echo.Context with its request until the handler has returned: a handler
+// that answers past its deadline answers its own client, its answer is
+// what its retry replays, and another tenant's requests meanwhile get
+// their own answers. CheckRoutes passes.
+func TestEchoContextTimeoutKeepsAnswersApart(t *testing.T) {
+	engine := tenantEngine(t)
+	ec := echo.New()
+	ec.Use(middleware.ContextTimeout(50 * time.Millisecond))
+	ec.Use(idemecho.Middleware(engine))
+	ec.POST("/transfers", func(c echo.Context) error {
+		tenant := c.Request().Header.Get("X-Tenant")
+		if tenant == "a" {
+			<-c.Request().Context().Done() // past its deadline, and answers anyway
+		}
+		return c.JSON(http.StatusCreated, map[string]string{"tenant": tenant, "card": "4242-" + tenant + "-secret"})
+	})
+	if err := idemecho.CheckRoutes(engine, ec); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ec)
+	defer srv.Close()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := "b-" + string(rune('A'+i))
+			for range 2 {
+				if status, body := tenantPost(t, srv, "b", key); status != http.StatusCreated || !strings.Contains(body, "4242-b-") {
+					t.Errorf("tenant b: %d %s, want its own answer", status, body)
+				}
+			}
+		}()
+	}
+	status, body := tenantPost(t, srv, "a", "a-1")
+	wg.Wait()
+	if status != http.StatusCreated || !strings.Contains(body, "4242-a-") {
+		t.Fatalf("tenant a: %d %s, want its own late answer", status, body)
+	}
+	if rs, rb := tenantPost(t, srv, "a", "a-1"); rs != status || rb != body {
+		t.Fatalf("tenant a's replay: %d %s, want %d %s", rs, rb, status, body)
+	}
+}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +37,9 @@ type waitFor struct {
 // The script and WAIT must travel on one connection, so with WithReplicaAck the
 // client must be a *redis.Client (single node or Sentinel failover) or a
 // *redis.ClusterClient; each write then sends the script's source (EVAL)
-// rather than its digest.
+// rather than its digest. On a cluster the store follows the MOVED and ASK
+// redirections of a reshard or a failover itself, as the ClusterClient
+// does for its own commands, up to its MaxRedirects times per write.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(s *Store) { s.wait = &waitFor{replicas: replicas, timeout: timeout} }
 }
@@ -57,23 +63,101 @@ func (s *Store) run(ctx context.Context, script *redis.Script, key string, args 
 	if s.wait == nil {
 		return script.Run(ctx, s.client, []string{key}, args...)
 	}
-	node, ok := s.client.(*redis.Client)
-	if cc, isCluster := s.client.(*redis.ClusterClient); isCluster {
-		var err error
-		node, err = cc.MasterForKey(ctx, key)
-		if err != nil {
-			return errCmd(ctx, err)
-		}
-		ok = true
-	}
-	if !ok {
+	switch c := s.client.(type) {
+	case *redis.Client:
+		return s.evalWait(ctx, c, false, script, key, args)
+	case *redis.ClusterClient:
+		return s.runOnCluster(ctx, c, script, key, args)
+	default:
 		return errCmd(ctx, fmt.Errorf("cannot wait for replicas through a %T", s.client))
 	}
+}
+
+// runOnCluster is run on a Redis Cluster. The script and WAIT go to the
+// connection of one node, which does not follow the cluster's
+// redirections as the ClusterClient does, so runOnCluster follows them
+// itself, up to the client's MaxRedirects times:
+//
+//   - MOVED: the slot has another master (a reshard has ended, or a
+//     replica has taken over). The slot map is reloaded, and the write
+//     goes to the node the reply names.
+//   - ASK: the slot is migrating and the key is already on the node the
+//     reply names. ASKING, the script and WAIT go there in one pipeline
+//     on one connection: ASKING holds for the next command only.
+//   - a failed connection: the slot map is reloaded in the background (a
+//     failover may replace the master). A connection that broke, or could
+//     not be made, sends the write again to the key's master as the map
+//     stands; a timeout does not.
+//
+// Resending is safe. Redis checks a command's slot before it runs it, so
+// a node that answered MOVED or ASK ran nothing. A broken connection
+// proves no such thing: the script may have run before it broke. But
+// every script recognises its own earlier run and answers as that run
+// did (scripts.go, Retries), the property go-redis relies on when it
+// resends a command itself. ErrNotReplicated and every other answer of
+// Redis are final.
+func (s *Store) runOnCluster(ctx context.Context, cc *redis.ClusterClient, script *redis.Script, key string, args []any) *redis.Cmd {
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return errCmd(ctx, err)
+	}
+	asking := false
+	for resends := 0; ; resends++ {
+		cmd := s.evalWait(ctx, node, asking, script, key, args)
+		err := cmd.Err()
+		if err == nil || resends >= cc.Options().MaxRedirects {
+			return cmd
+		}
+		movedTo, moved := redis.IsMovedError(err)
+		askTo, ask := redis.IsAskError(err)
+		switch {
+		case moved || ask:
+			// Reloaded at once, not in the background: a MOVED write
+			// goes to the new master now, and so does the next write.
+			addr := movedTo
+			if ask {
+				addr = askTo
+			}
+			target, lookErr := nodeAt(ctx, cc, addr)
+			if lookErr != nil {
+				return cmd
+			}
+			if target == nil && moved {
+				// The map names the node by another address than the
+				// reply (a host name, or an address go-redis rewrote).
+				target, lookErr = cc.MasterForKey(ctx, key)
+			}
+			if target == nil || lookErr != nil {
+				return cmd
+			}
+			node, asking = target, ask
+		default:
+			failed, resend := connFailure(ctx, err)
+			if failed {
+				cc.ReloadState(ctx)
+			}
+			if !resend {
+				return cmd
+			}
+			if node, err = cc.MasterForKey(ctx, key); err != nil {
+				return cmd
+			}
+			asking = false
+		}
+	}
+}
+
+// evalWait sends the script and WAIT to node in one round trip, behind
+// ASKING when asking.
+func (s *Store) evalWait(ctx context.Context, node *redis.Client, asking bool, script *redis.Script, key string, args []any) *redis.Cmd {
 	var (
 		cmd  *redis.Cmd
 		acks *redis.Cmd
 	)
 	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if asking {
+			p.Do(ctx, "ASKING")
+		}
 		cmd = script.Eval(ctx, p, []string{key}, args...)
 		acks = p.Do(ctx, "WAIT", s.wait.replicas, max(s.wait.timeout.Milliseconds(), 1))
 		return nil
@@ -91,6 +175,59 @@ func (s *Store) run(ctx context.Context, script *redis.Script, key string, args 
 		cmd.SetErr(fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, s.wait.replicas, s.wait.timeout))
 	}
 	return cmd
+}
+
+// nodeAt reloads cc's slot map and returns the client of the node at
+// addr, or nil when the map knows no node there. ForEachShard reloads the
+// map before it walks the nodes (ReloadState only schedules a reload), and
+// walks replicas too, so a replica that has just taken over is found even
+// if the map still calls it one.
+func nodeAt(ctx context.Context, cc *redis.ClusterClient, addr string) (*redis.Client, error) {
+	want := hostPort(addr)
+	var (
+		mu    sync.Mutex
+		found *redis.Client
+	)
+	err := cc.ForEachShard(ctx, func(_ context.Context, n *redis.Client) error {
+		if hostPort(n.Options().Addr) == want {
+			mu.Lock()
+			found = n
+			mu.Unlock()
+		}
+		return nil
+	})
+	return found, err
+}
+
+// hostPort puts addr in net.JoinHostPort's form: Redis names an IPv6
+// node in a redirection without brackets.
+func hostPort(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return addr
+	}
+	return net.JoinHostPort(addr[:i], addr[i+1:])
+}
+
+// connFailure reports whether err is a failure of the connection rather
+// than an answer of Redis or the end of ctx, and whether the write is to
+// be sent again: not after a timeout, where the script may still be
+// running and the caller has waited its share already.
+func connFailure(ctx context.Context, err error) (failed, resend bool) {
+	var reply redis.Error
+	var netErr net.Error
+	switch {
+	case ctx.Err() != nil, errors.Is(err, redis.ErrClosed), errors.As(err, &reply):
+		return false, false
+	case errors.As(err, &netErr):
+		return true, !netErr.Timeout()
+	default:
+		broken := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		return broken, broken
+	}
 }
 
 func errCmd(ctx context.Context, err error) *redis.Cmd {

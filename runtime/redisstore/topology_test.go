@@ -1,0 +1,326 @@
+//go:build unix
+
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/redisstore"
+	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
+)
+
+// TestEdgeSlotMigrationDuringClaim moves the slot of a record in flight
+// from one master to another while its request runs (a resharding, as
+// redis-cli --cluster reshard does it): a copy of the request meets the
+// claim at every step (migrating, key moved, slot handed over), and the
+// holder's completion lands where the record went.
+//
+// With WithReplicaAck the store sends each script, and WAIT behind it, on
+// the connection of one node rather than through the ClusterClient, so it
+// must follow the ASK and MOVED redirections of a migration itself: the
+// copy's claim and the holder's completion reach the record wherever it
+// is at each step.
+func TestEdgeSlotMigrationDuringClaim(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { slotMigrationDuringClaim(t) })
+	t.Run("WithReplicaAck", func(t *testing.T) {
+		slotMigrationDuringClaim(t, redisstore.WithReplicaAck(0, 100*time.Millisecond))
+	})
+}
+
+func slotMigrationDuringClaim(t *testing.T, opts ...redisstore.Option) {
+	addrs, stop, err := redistest.StartCluster(3)
+	if errors.Is(err, exec.ErrNotFound) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop) // after the prefix's keys are deleted
+	ctx := context.Background()
+	s, id, claim := clusterStore(t, addrs, "k-migrate", opts...)
+	// copyMeets checks that a copy of the request, claiming with token
+	// tok, finds the key in state want.
+	copyMeets := func(step, tok string, want idemstore.State) {
+		t.Helper()
+		res, err := claim(tok)
+		if err != nil || res.Won || res.Existing.State != want {
+			t.Errorf("%s: copy's claim: %+v, %v; want it lost to a record %s", step, res, err, want)
+		}
+	}
+	if res, err := claim("t1"); err != nil || !res.Won {
+		t.Fatalf("first claim: %+v, %v", res, err)
+	}
+	// The record's name, its slot, and the two masters.
+	nodes := map[string]*redis.Client{}
+	ids := map[string]string{}
+	for _, a := range addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		defer n.Close()
+		nodes[a] = n
+		ids[a] = n.Do(ctx, "CLUSTER", "MYID").Val().(string)
+	}
+	name := s.Key(id)
+	slot := nodes[addrs[0]].ClusterKeySlot(ctx, name).Val()
+	var src, dst string
+	for _, a := range addrs {
+		if nodes[a].Exists(ctx, name).Val() == 1 {
+			src = a
+		}
+	}
+	if src == "" {
+		t.Fatal("record not found")
+	}
+	for _, a := range addrs {
+		if a != src {
+			dst = a
+		}
+	}
+	t.Logf("record %s in slot %d on %s, moving to %s", name, slot, src, dst)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(nodes[dst].Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]).Err())
+	must(nodes[src].Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst]).Err())
+	copyMeets("slot MIGRATING", "t2", idemstore.StateInFlight)
+	host, port, _ := net.SplitHostPort(dst)
+	must(nodes[src].Do(ctx, "MIGRATE", host, port, "", 0, 5000, "KEYS", name).Err())
+	copyMeets("record MIGRATEd", "t3", idemstore.StateInFlight)
+	resp := idemstore.Response{Status: 201, Body: []byte(`{"id":1}`)}
+	completed := s.Complete(ctx, id, "t1", resp)
+	if completed != nil {
+		t.Errorf("the holder's completion while the slot migrates: %v", completed)
+	}
+	for _, a := range addrs {
+		must(nodes[a].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]).Err())
+	}
+	if completed != nil {
+		// The completion is lost: the holder has nothing left to try.
+		copyMeets("slot handed over", "t4", idemstore.StateInFlight)
+		// How long the key stays out of reach once the slot has moved.
+		moved := time.Now()
+		for i := 0; time.Since(moved) < 20*time.Second; i++ {
+			if _, err := claim(fmt.Sprint("t5-", i)); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("claims of the key failed for %v after the slot moved", time.Since(moved).Round(100*time.Millisecond))
+		return
+	}
+	copyMeets("slot handed over", "t4", idemstore.StateCompleted)
+}
+
+// TestEdgeManualFailoverDuringClaim fails the master of a record in flight
+// over to its replica with CLUSTER FAILOVER, the coordinated failover of a
+// maintenance, which loses no write: the copy of the request meets the
+// claim, and the holder's completion lands on the new master. With
+// WithReplicaAck the old master's MOVED must send the write to the new
+// master at once, not once go-redis reloads its slot map on its own
+// (every 60 s by default, ClusterStateReloadInterval); when it does not,
+// the loop below measures for how long claims of the key fail, up to
+// 20 s.
+func TestEdgeManualFailoverDuringClaim(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { manualFailoverDuringClaim(t) })
+	t.Run("WithReplicaAck", func(t *testing.T) {
+		manualFailoverDuringClaim(t, redisstore.WithReplicaAck(1, time.Second))
+	})
+}
+
+func manualFailoverDuringClaim(t *testing.T, opts ...redisstore.Option) {
+	addrs := startReplicatedCluster(t)
+	ctx := context.Background()
+	s, id, claim := clusterStore(t, addrs, "k-failover", opts...)
+	if res, err := claim("t1"); err != nil || !res.Won {
+		t.Fatalf("first claim: %+v, %v", res, err)
+	}
+	// The replica of the record's master takes over.
+	_, replica := recordNodes(t, addrs)
+	if err := replica.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if role, _ := replica.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "master" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not take over")
+		}
+	}
+	failedOver := time.Now()
+	res, err := claim("t2")
+	if err != nil || res.Won || res.Existing.State != idemstore.StateInFlight {
+		t.Errorf("copy's claim after the failover: %+v, %v; want it lost to the claim in flight", res, err)
+	}
+	if err := s.Complete(ctx, id, "t1", idemstore.Response{Status: 201}); err != nil {
+		t.Errorf("the holder's completion after the failover: %v", err)
+		for i := 0; time.Since(failedOver) < 20*time.Second; i++ {
+			if _, err := claim(fmt.Sprint("t3-", i)); err == nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Logf("claims of the key failed for %v after the failover", time.Since(failedOver).Round(100*time.Millisecond))
+	}
+}
+
+// TestReplicaAckResendsAfterBrokenConnection breaks the connection of a
+// completion while its WAIT waits for the replica, after the script has
+// run on the master. Sent again, the completion finds its own earlier run
+// and answers as that run did, once the replica has it: a connection that
+// breaks under WithReplicaAck on a cluster neither loses the completion
+// nor stores it twice.
+func TestReplicaAckResendsAfterBrokenConnection(t *testing.T) {
+	addrs := startReplicatedCluster(t)
+	ctx := context.Background()
+	s, id, claim := clusterStore(t, addrs, "k-broken", redisstore.WithReplicaAck(1, 2*time.Second))
+	if res, err := claim("t1"); err != nil || !res.Won {
+		t.Fatalf("first claim: %+v, %v", res, err)
+	}
+	master, replica := recordNodes(t, addrs)
+	m := redis.NewClient(&redis.Options{Addr: master})
+	t.Cleanup(func() { _ = m.Close() })
+	// A stopped replica acknowledges nothing, so the completion's WAIT
+	// blocks on the master until its connection is killed.
+	info, err := replica.InfoMap(ctx, "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(info["Server"]["process_id"])
+	if err != nil {
+		t.Fatalf("replica's process_id: %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	completed := make(chan error, 1)
+	go func() { completed <- s.Complete(ctx, id, "t1", idemstore.Response{Status: 201}) }()
+	waiting := ""
+	for deadline := time.Now().Add(10 * time.Second); waiting == ""; time.Sleep(10 * time.Millisecond) {
+		list, err := m.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(list, "\n") {
+			if strings.Contains(line, " cmd=wait ") {
+				waiting = strings.TrimPrefix(strings.Fields(line)[0], "id=")
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the completion's WAIT never blocked on the master")
+		}
+	}
+	if st := m.HGet(ctx, s.Key(id), "st").Val(); st != "completed" {
+		t.Fatalf("record before the connection breaks: %q, want completed (the script ran)", st)
+	}
+	if err := m.Do(ctx, "CLIENT", "KILL", "ID", waiting).Err(); err != nil {
+		t.Fatal(err)
+	}
+	resume()
+	if err := <-completed; err != nil {
+		t.Errorf("the holder's completion whose connection broke: %v", err)
+	}
+	if res, err := claim("t2"); err != nil || res.Won || res.Existing.State != idemstore.StateCompleted {
+		t.Errorf("copy's claim: %+v, %v; want it lost to the completed record", res, err)
+	}
+}
+
+// clusterStore returns a store on a cluster client of addrs, the identity
+// of key, and a claim of it by a copy of one request, with token tok.
+func clusterStore(t *testing.T, addrs []string, key string, opts ...redisstore.Option) (*redisstore.Store, idemstore.Identity, func(tok string) (idemstore.Result, error)) {
+	t.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = c.Close() })
+	s := storeOn(t, c, opts...)
+	id := idemstore.Identity{Tenant: "acme", Scope: "createTransfer", Key: key}
+	claim := func(tok string) (idemstore.Result, error) {
+		return s.Claim(context.Background(), idemstore.Claim{Identity: id, Operation: "createTransfer", Fingerprint: []byte("fp"),
+			Token: tok, Lease: time.Minute, TTL: time.Hour, OnLeaseExpiry: idemstore.FailClosed})
+	}
+	return s, id, claim
+}
+
+// startReplicatedCluster starts a cluster of three masters with a replica
+// each, stopped when the test ends, and waits until every replica is in
+// sync.
+func startReplicatedCluster(t *testing.T) []string {
+	t.Helper()
+	addrs, stop, err := redistest.StartReplicatedCluster(3, 1)
+	if errors.Is(err, exec.ErrNotFound) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	ctx := context.Background()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		synced := 0
+		for _, a := range addrs {
+			n := redis.NewClient(&redis.Options{Addr: a})
+			role, _ := n.Do(ctx, "ROLE").Slice()
+			_ = n.Close()
+			if len(role) >= 4 && role[0] == "slave" && role[3] == "connected" {
+				synced++
+			}
+		}
+		if synced == len(addrs)/2 {
+			return addrs
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("replicas not in sync")
+		}
+	}
+}
+
+// recordNodes returns the address of the master that holds the test's
+// only record, and a client of its replica.
+func recordNodes(t *testing.T, addrs []string) (master string, replica *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	for _, a := range addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		keys, _ := n.Keys(ctx, "idemtest:*").Result()
+		role, _ := n.Do(ctx, "ROLE").Slice()
+		_ = n.Close()
+		if len(keys) == 1 && len(role) > 0 && role[0] == "master" {
+			master = a
+		}
+	}
+	for _, a := range addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { _ = n.Close() })
+		role, _ := n.Do(ctx, "ROLE").Slice()
+		if len(role) >= 3 && role[0] == "slave" && net.JoinHostPort(fmt.Sprint(role[1]), fmt.Sprint(role[2])) == master {
+			replica = n
+		}
+	}
+	if master == "" || replica == nil {
+		t.Fatalf("no master (%q) or replica of the record", master)
+	}
+	return master, replica
+}

@@ -210,3 +210,34 @@ paths:
 		t.Errorf("--docs %s is generated over another file (%d files, the page among them), and nothing refuses it", docs, len(files))
 	}
 }
+
+// TestAttackKeyHeaderTheServerNeverShows: a key header that net/http's
+// server takes out of Request.Header (Host into Request.Host,
+// Transfer-Encoding and Trailer into the body's framing, Expect into
+// its own handling) is never there for the engine to read: with
+// key: header:Host every request counts as keyless, so the declared
+// policy never applies (the generated engine, mounted on an httptest
+// server, ran the handler twice for two identical requests with one
+// Host). A credential header as the key (Authorization, Cookie) stores
+// every caller's secret in the key table and in `idemgen keys list`,
+// and headers that are fresh on every attempt (request and trace ids,
+// which a gateway sets) never match a retry. replayHeaders refuses such
+// headers already (idemstore.NeverStored); the key source takes them.
+func TestAttackKeyHeaderTheServerNeverShows(t *testing.T) {
+	for _, h := range []string{"Host", "Transfer-Encoding", "Trailer", "Expect", "Authorization", "Cookie", "Proxy-Authorization", "X-Request-Id", "Traceparent"} {
+		t.Run(h, func(t *testing.T) {
+			spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    post:
+      operationId: pay
+      x-idempotency: {key: "header:` + h + `"}
+      responses: {"200": {description: ok}}
+`
+			if _, diags := generateIn(t, t.TempDir(), spec, Options{}); !model.HasErrors(diags) {
+				t.Errorf("key: header:%s is generated (diagnostics: %q)", h, diagText(diags))
+			}
+		})
+	}
+}

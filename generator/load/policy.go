@@ -418,7 +418,12 @@ func decodeKey(v *yaml.Node, pos model.Pos, field string, r reporter) setting[ke
 			r.errorf(pos, field, "%q is not a valid header name", name)
 			break
 		}
-		return setting[keySource]{v: keySource{key.InHeader, textproto.CanonicalMIMEHeaderKey(name)}, pos: pos, ok: true}
+		h := textproto.CanonicalMIMEHeaderKey(name)
+		if why := key.RefusedHeader(h); why != "" {
+			r.errorf(pos, field, "%s cannot carry the key: %s", h, why)
+			break
+		}
+		return setting[keySource]{v: keySource{key.InHeader, h}, pos: pos, ok: true}
 	case in == string(key.InQuery):
 		if name == "" {
 			r.errorf(pos, field, "query: needs a parameter name, as in query:idempotency_key")

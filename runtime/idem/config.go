@@ -255,6 +255,11 @@ func (e *Engine) prepare(p Policy) (*operation, error) {
 	case p.Transactional && e.tx == nil:
 		return nil, fmt.Errorf("the policy is transactional but the store %T has no transactions", e.store)
 	}
+	if p.Key.In == key.InHeader {
+		if why := key.RefusedHeader(p.Key.Name); why != "" {
+			return nil, fmt.Errorf("header %s cannot carry the key: %s", http.CanonicalHeaderKey(p.Key.Name), why)
+		}
+	}
 	if p.Key.In == key.InBody {
 		if err := fingerprint.CheckPointer(p.Key.Name); err != nil {
 			return nil, fmt.Errorf("the body key: %w", err)

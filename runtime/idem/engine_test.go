@@ -456,6 +456,10 @@ func TestNewRefusesWhatItCannotProtect(t *testing.T) {
 	tiny.Lease = 500 * time.Nanosecond
 	badPointer := transferPolicy()
 	badPointer.Key = idem.KeySource{In: key.InBody, Name: "idempotency_key"}
+	// net/http's server never shows Host in Request.Header: every
+	// request would count as keyless.
+	hostKey := transferPolicy()
+	hostKey.Key = idem.KeySource{In: key.InHeader, Name: "host"}
 	tenant := func(*http.Request) (string, bool) { return "t", true }
 	for name, cfg := range map[string]idem.Config{
 		"no store":                         {Tenant: tenant},
@@ -465,6 +469,7 @@ func TestNewRefusesWhatItCannotProtect(t *testing.T) {
 		"lease below 1µs":                  {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{tiny}},
 		"duplicate operation":              {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{transferPolicy(), transferPolicy()}},
 		"body key that is no JSON Pointer": {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{badPointer}},
+		"key in a header the server hides": {Store: memstore.New(), Tenant: tenant, Policies: []idem.Policy{hostKey}},
 	} {
 		if _, err := idem.New(cfg); err == nil {
 			t.Errorf("%s: New accepted it", name)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idemgen/idemgen/runtime/internal/headerclass"
 	"github.com/idemgen/idemgen/runtime/problem"
 )
 
@@ -39,30 +40,24 @@ func NeverStoredStatuses() []int {
 // refuses a spec that does, with this reason.
 func NeverStored(name string) string {
 	h := http.CanonicalHeaderKey(name)
-	switch h {
-	case "Set-Cookie", "Set-Cookie2":
+	switch {
+	case h == "Set-Cookie", h == "Set-Cookie2":
 		return "cookies belong to the client that got the first response; replaying them would hand one session to another request"
-	case "Date":
+	case h == "Date":
 		return "a replay carries a fresh Date"
-	case "Content-Length", "Transfer-Encoding", "Trailer", "Connection",
-		"Keep-Alive", "Upgrade", "Te", "Proxy-Authenticate", "Proxy-Connection", "Alt-Svc":
+	case headerclass.Framing(h):
 		return "it describes one response's framing or one connection, and the server sets it anew"
-	case problem.ReplayedHeader:
+	case h == problem.ReplayedHeader:
 		return "the runtime sets it on every replay"
-	case "Retry-After", "Ratelimit", "Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", "Ratelimit-Policy":
-		return "rate-limit state is about the moment of the response and would be stale on a replay"
-	case "Traceparent", "Tracestate", "B3", "Request-Id", "Uber-Trace-Id", "Sentry-Trace", "Baggage", "Server-Timing":
+	case headerclass.PerAttempt(h):
 		return "a trace or request id identifies the first request; a replay must carry its own"
-	case "Www-Authenticate", "Authorization", "Cookie", "Proxy-Authorization":
+	case headerclass.Credential(h):
 		return "credentials and challenges are per request"
 	}
 	lower := strings.ToLower(h)
 	switch {
-	case strings.HasPrefix(lower, "x-ratelimit"), strings.HasPrefix(lower, "x-rate-limit"), strings.HasPrefix(lower, "ratelimit-"):
+	case h == "Retry-After", h == "Ratelimit", strings.HasPrefix(lower, "x-ratelimit"), strings.HasPrefix(lower, "x-rate-limit"), strings.HasPrefix(lower, "ratelimit-"):
 		return "rate-limit state is about the moment of the response and would be stale on a replay"
-	case strings.HasPrefix(lower, "x-b3-"), strings.Contains(lower, "trace-id"), strings.Contains(lower, "request-id"),
-		strings.Contains(lower, "correlation-id"), lower == "x-amzn-trace-id", lower == "x-cloud-trace-context":
-		return "a trace or request id identifies the first request; a replay must carry its own"
 	case strings.Contains(lower, "csrf"), strings.Contains(lower, "xsrf"):
 		return "an anti-forgery token belongs to one client's session"
 	}

@@ -17,6 +17,10 @@
 // closing quote. A header sent twice is invalid, as is a query parameter or
 // form field given twice.
 //
+// [RefusedHeader] names the headers a key can never be read from: those
+// the server takes out of the request, credentials, and per-attempt ids
+// (docs/semantics.md §2).
+//
 // Messages never repeat the key: it is client input and may carry control
 // characters. They name the position and byte value instead.
 package key

@@ -12,6 +12,107 @@ import (
 	"github.com/idemgen/idemgen/generator/model"
 )
 
+// TestAttackChainedPathItemRefKeepsPolicy: a path item that is a $ref to
+// a path item that is itself a $ref (valid OpenAPI 3.1; ogen's parser
+// follows the chain and serves the operation) must not lose the
+// operation's x-idempotency without a word. The loader follows one $ref
+// only, finds no operation, and generates a package with no policy:
+// "0 errors, 0 warnings in 0 operations", POST /pay served unprotected.
+func TestAttackChainedPathItemRefKeepsPolicy(t *testing.T) {
+	spec := `openapi: 3.1.0
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    $ref: '#/components/pathItems/PayAlias'
+components:
+  pathItems:
+    PayAlias:
+      $ref: '#/components/pathItems/Pay'
+    Pay:
+      post:
+        operationId: pay
+        x-idempotency: {transactional: true}
+        responses: {"200": {description: ok}}
+`
+	files, diags := generateIn(t, t.TempDir(), spec, Options{})
+	if model.HasErrors(diags) {
+		return // refused with a diagnostic: fine
+	}
+	src := string(files["api/idempotency.idem.go"])
+	if !strings.Contains(src, `"/pay"`) {
+		t.Errorf("POST /pay declares x-idempotency through a chain of path item $refs, but the generated code has no policy for it and no diagnostic says so (diagnostics: %q)", diagText(diags))
+	}
+}
+
+// TestAttackPathItemRefSiblingKeepsPolicy: a path item with a $ref and an
+// operation beside it. kin-openapi, which oapi-codegen routes from, reads
+// the operation written beside the $ref (POST /pay, operationId local,
+// with its x-idempotency), so the router serves it; the loader follows
+// the $ref, ignores what stands beside it, and generates no policy and
+// no diagnostic. The handler is served unprotected: a retry runs it
+// again. OpenAPI leaves such siblings undefined, so either reading kin's
+// way or refusing is fine; silence is not.
+func TestAttackPathItemRefSiblingKeepsPolicy(t *testing.T) {
+	spec := `openapi: 3.1.0
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    $ref: '#/components/pathItems/Pay'
+    post:
+      operationId: local
+      x-idempotency: {transactional: true}
+      responses: {"200": {description: ok}}
+components:
+  pathItems:
+    Pay:
+      post:
+        operationId: target
+        responses: {"200": {description: ok}}
+`
+	files, diags := generateIn(t, t.TempDir(), spec, Options{})
+	if model.HasErrors(diags) {
+		return // refused with a diagnostic: fine
+	}
+	if src := string(files["api/idempotency.idem.go"]); !strings.Contains(src, `"/pay"`) {
+		t.Errorf("POST /pay (the operation kin-openapi and so the router read) declares x-idempotency, but the generated code has no policy for it and no diagnostic says so (diagnostics: %q)", diagText(diags))
+	}
+}
+
+// TestAttackExternalPathItemIsNotIgnored: a spec split into files, as
+// many are (paths: {/pay: {$ref: paths/pay.yaml}}), whose annotated
+// operations live in the other file. idemgen reads one document, which
+// is documented; but it sets the path item aside with a warning that
+// says nothing it generates depends on it, and generates a package with
+// no policy, while oapi-codegen (which follows external refs) serves
+// POST /pay. An x-idempotency idemgen cannot read must stop generation.
+func TestAttackExternalPathItemIsNotIgnored(t *testing.T) {
+	dir := t.TempDir()
+	item := `post:
+  operationId: pay
+  x-idempotency: {transactional: true}
+  responses: {"200": {description: ok}}
+`
+	if err := os.MkdirAll(filepath.Join(dir, "paths"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "paths", "pay.yaml"), []byte(item), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    $ref: paths/pay.yaml
+`
+	files, diags := generateIn(t, dir, spec, Options{})
+	if model.HasErrors(diags) {
+		return // refused: the user is told to bundle the spec
+	}
+	if src := string(files["api/idempotency.idem.go"]); !strings.Contains(src, `"/pay"`) {
+		t.Errorf("POST /pay, in a file the spec refers to, declares x-idempotency; idemgen generates no policy for it, with only this warning:\n%s", diagText(diags))
+	}
+}
+
 // TestAttackSuggestionsAreLinear: "did you mean" compares a misspelt
 // fingerprint pointer with every property name by full Levenshtein
 // distance, O(len(a)·len(b)), though it only ever accepts a distance of

@@ -77,6 +77,16 @@
 //     is not a media type: an error at the key (most often a media type's
 //     field, such as examples, indented one level too far out), and not a
 //     second kind of body.
+//   - A path item that is a $ref is followed to the path item that holds
+//     its operations, through a chain of $refs (valid in OpenAPI 3.1;
+//     kin-openapi follows one, so the path's $ref is made to name the
+//     chain's end). What cannot be read is an error at its $ref, since the
+//     operations there, and their x-idempotency, would be lost: a chain
+//     that comes back to itself, a $ref into another file (bundle the
+//     spec first), one that leads nowhere or to no object, and a $ref with
+//     an operation, parameters or any field but summary, description and
+//     extensions beside it, which OpenAPI leaves undefined and kin-openapi
+//     (so oapi-codegen) reads while other tools read the $ref's target.
 //   - A path key with a query string (/responses?beta=true) is matched by
 //     no router: its operation is left out with a warning at the "?" that
 //     names the two ways to protect it, and the rest is generated. Other

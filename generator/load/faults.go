@@ -163,13 +163,7 @@ func refOr(ref, ptr string) string {
 // operationPointer is the JSON Pointer of an operation, through its path
 // item's $ref when it has one.
 func (l *loader) operationPointer(path, method string) string {
-	item := "/paths/" + escapeTokens([]string{path})[0]
-	_, paths := get(l.t.root, "paths")
-	_, node := get(paths, path)
-	if _, ref := get(node, "$ref"); ref != nil && ref.Kind == yaml.ScalarNode && strings.HasPrefix(ref.Value, "#") {
-		item = strings.TrimPrefix(ref.Value, "#")
-	}
-	return item + "/" + strings.ToLower(method)
+	return l.items[path].pointer() + "/" + strings.ToLower(method)
 }
 
 // pointerPos is where the member a JSON Pointer names is written: its key,

@@ -81,12 +81,13 @@ func loadTree(ctx context.Context, t *tree, opts Options) (*model.Spec, []model.
 		return nil, nil, err
 	}
 	t.neutralizeRefs()
+	items := t.resolvePathItems()
 
 	doc := &openapi3.T{}
 	if err := doc.UnmarshalYAML(t.root); err != nil {
 		return nil, t.diags, fmt.Errorf("%s: %w: %w", file, ErrNotOpenAPI3, err)
 	}
-	l := &loader{t: t, doc: doc, opts: opts, diags: t.diags, facts: newSchemaFacts()}
+	l := &loader{t: t, doc: doc, items: items, opts: opts, diags: t.diags, facts: newSchemaFacts()}
 	loader := openapi3.NewLoader()
 	loader.Context = ctx
 	loader.IsExternalRefsAllowed = false
@@ -136,6 +137,7 @@ func oneLine(s string) string {
 type loader struct {
 	t             *tree
 	doc           *openapi3.T
+	items         map[string]pathItem // by path (resolvePathItems)
 	opts          Options
 	validationCtx context.Context
 	diags         []model.Diagnostic
@@ -194,12 +196,11 @@ func (l *loader) run() *model.Spec {
 	_, paths := get(l.t.root, "paths")
 	for _, p := range pairs(paths) {
 		path := p.key.Value
-		item := deref(p.val)
-		if _, ref := get(item, "$ref"); ref != nil && ref.Kind == yaml.ScalarNode {
-			if target, err := l.t.resolveLocal(ref.Value); err == nil {
-				item = target
-			}
+		at, ok := l.items[path]
+		if !ok {
+			continue // it cannot be read, which is reported
 		}
+		item := at.node
 		l.checkSpelling(item)
 		if k, _ := get(item, extension); k != nil {
 			l.report("").errorf(l.t.pos(k), "", "%s on the path item %s has no effect; put it on the operation (post: or patch:)", extension, path)
@@ -376,7 +377,7 @@ func (l *loader) operation(path, method string, opNode, extKey, extVal *yaml.Nod
 	if kinItem != nil {
 		kinOp = kinItem.GetOperation(method)
 	}
-	op := model.Operation{Method: method, Path: path, Pos: l.t.pos(extKey)}
+	op := model.Operation{Method: method, Path: path, Pos: l.t.pos(extKey), Item: l.items[path].at}
 	if kinOp != nil {
 		op.ID = kinOp.OperationID
 		op.Summary = kinOp.Summary
@@ -428,16 +429,9 @@ func (l *loader) operation(path, method string, opNode, extKey, extVal *yaml.Nod
 	return op, true
 }
 
-// pathItemNode returns the node of a path item, following a $ref.
+// pathItemNode returns the node of a path item, following its $refs.
 func (l *loader) pathItemNode(path string) *yaml.Node {
-	_, paths := get(l.t.root, "paths")
-	_, item := get(paths, path)
-	if _, ref := get(item, "$ref"); ref != nil && ref.Kind == yaml.ScalarNode {
-		if target, err := l.t.resolveLocal(ref.Value); err == nil {
-			return target
-		}
-	}
-	return item
+	return l.items[path].node
 }
 
 // mediaTypes returns the media types of a content map, without parameters.

@@ -377,13 +377,19 @@ func splitPointer(p string) ([]string, error) {
 	return toks, nil
 }
 
-// resolveLocal follows a "#/..." reference within the tree.
-func (t *tree) resolveLocal(ref string) (*yaml.Node, error) {
+// refTokens returns the unescaped JSON Pointer tokens of a "#/..."
+// reference.
+func refTokens(ref string) ([]string, error) {
 	frag, err := url.PathUnescape(strings.TrimPrefix(ref, "#"))
 	if err != nil {
 		return nil, fmt.Errorf("bad escape in reference: %w", err)
 	}
-	toks, err := splitPointer(frag)
+	return splitPointer(frag)
+}
+
+// resolveLocal follows a "#/..." reference within the tree.
+func (t *tree) resolveLocal(ref string) (*yaml.Node, error) {
+	toks, err := refTokens(ref)
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,10 @@ type Operation struct {
 	Path    string // the path template
 	Summary string
 	Pos     Pos // the operation's x-idempotency (or its method key)
+	// Item are the member names from the spec's root to the path item
+	// that holds the operation: "paths" and Path, or where the path
+	// item's $refs lead ("components", "pathItems", "Pay").
+	Item []string
 
 	Policy Policy
 	// ScopeID is the operation name its keys are stored under: ID, or

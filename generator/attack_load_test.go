@@ -150,3 +150,36 @@ func TestAttackSuggestionsAreLinear(t *testing.T) {
 		t.Errorf("validating a %d-byte spec took %v: its misspelt pointers are compared with its property names in time quadratic in their length", len(spec), took)
 	}
 }
+
+// TestAttackOverlayTargetsTheOperation: with a path item that is a $ref
+// (one level, which the loader follows and protects), the overlay's
+// action targets $.paths['/pay'].post, which selects nothing in the spec:
+// the operation lives under components.pathItems. Overlay tools apply an
+// action that selects nothing as a no-op, so a client generated from the
+// spec and the overlay never learns of the key parameter (with
+// required: false its requests all run unprotected), and
+// --augmented-spec stops with "selects nothing". The target must name
+// the node that holds the operation.
+func TestAttackOverlayTargetsTheOperation(t *testing.T) {
+	spec := `openapi: 3.1.0
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    $ref: '#/components/pathItems/Pay'
+components:
+  pathItems:
+    Pay:
+      post:
+        operationId: pay
+        x-idempotency: true
+        responses: {"200": {description: ok}}
+`
+	files, diags := generateIn(t, t.TempDir(), spec, Options{Overlay: "api/overlay.yaml"})
+	if model.HasErrors(diags) {
+		return // refused: fine
+	}
+	overlay := string(files["api/overlay.yaml"])
+	if strings.Contains(overlay, "target: $.paths['/pay'].post") {
+		t.Errorf("the overlay targets $.paths['/pay'].post, which selects nothing in the spec (POST /pay is in components.pathItems.Pay):\n%s", overlay)
+	}
+}

@@ -12,8 +12,9 @@
 // with the policy), because Overlay updates append to arrays and merge into
 // objects, so adding it again would duplicate or overwrite it.
 //
-// Targets are bracketed member names under the operation object
-// ($.paths['/transfers'].post), never filter expressions and never an
+// Targets are member names down to the operation object
+// ($.paths['/transfers'].post, or $.components.pathItems['Transfers'].post
+// where the path item is a $ref), never filter expressions and never an
 // array that may not exist, which every Overlay tool reads alike.
 package overlay
 
@@ -124,12 +125,33 @@ type action struct {
 	update      *yaml.Node
 }
 
-// target writes the action's path as the JSONPath of an Overlay target.
+// target writes the action's path as the JSONPath of an Overlay target:
+// the path item's name bracketed ($.paths['/transfers'].post,
+// $.components.pathItems['Transfers'].post), other members by name
+// where JSONPath's shorthand allows it.
 func (a action) target() string {
-	if len(a.path) == 0 {
-		return "$"
+	var b strings.Builder
+	b.WriteString("$")
+	for i, name := range a.path {
+		if i == len(a.path)-2 || !shorthand(name) {
+			b.WriteString("[" + quote(name) + "]")
+		} else {
+			b.WriteString("." + name)
+		}
 	}
-	return fmt.Sprintf("$.paths[%s].%s", quote(a.path[1]), a.path[2])
+	return b.String()
+}
+
+// shorthand reports whether a member name may be written .name in
+// JSONPath (RFC 9535 §2.5.1.1), as the names of OpenAPI's fields and
+// methods may.
+func shorthand(name string) bool {
+	for i, c := range name {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80 || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // plan returns what the overlay adds to the spec whose node tree is root:
@@ -148,10 +170,15 @@ func plan(spec *model.Spec, root *yaml.Node) []action {
 		update:      mapping("components", mapping("schemas", mapping(schema, problemSchema()))),
 	}}
 	for _, op := range spec.Operations {
-		method := strings.ToLower(op.Method)
-		declared := get(get(get(root, "paths"), op.Path), method)
+		// The operation is where the path item's $refs lead: an action on
+		// $.paths['/pay'] would select nothing when that is a $ref.
+		path := append(slices.Clip(op.Item), strings.ToLower(op.Method))
+		declared := root
+		for _, name := range path {
+			declared = get(declared, name)
+		}
 		actions = append(actions, action{
-			path:        []string{"paths", op.Path, method},
+			path:        path,
 			description: fmt.Sprintf("%s %s (%s): %s.", op.Method, op.Path, op.ID, describe.Summary(op.Policy)),
 			update:      operationUpdate(op, declared, root, schema),
 		})

@@ -301,3 +301,54 @@ func TestAugmentDescribesTheEngineAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A path item that is a $ref holds its operations where the $refs lead:
+// the overlay's action targets the operation there, and the augmented
+// spec adds to it there.
+func TestOverlayTargetsWhereThePathItemIs(t *testing.T) {
+	const spec = `openapi: 3.1.0
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    $ref: '#/components/pathItems/PayAlias'
+components:
+  pathItems:
+    PayAlias:
+      $ref: '#/components/pathItems/Pay'
+    Pay:
+      post:
+        operationId: pay
+        x-idempotency: true
+        responses: {"200": {description: ok}}
+`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "openapi.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, diags, err := generator.Generate(context.Background(), generator.Options{
+		Spec: "openapi.yaml", Out: "api", Package: "api", Dir: dir,
+		Overlay: "api/overlay.yaml", AugmentedSpec: "openapi.augmented.yaml",
+	})
+	if err != nil || files == nil {
+		t.Fatalf("generate: %v %v", err, diags)
+	}
+	ov, out := files["api/overlay.yaml"], files["openapi.augmented.yaml"]
+	if got := regexp.MustCompile(`(?m)^  - target: (.*)$`).FindAllStringSubmatch(string(ov), -1); len(got) != 2 || got[1][1] != "$.components.pathItems['Pay'].post" {
+		t.Errorf("overlay targets %q, want $ and $.components.pathItems['Pay'].post:\n%s", got, ov)
+	}
+	var doc struct {
+		Components struct {
+			PathItems map[string]struct {
+				Post struct {
+					Parameters []struct{ Name, In string }
+				}
+			} `yaml:"pathItems"`
+		}
+	}
+	if err := yaml.Unmarshal(out, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if params := doc.Components.PathItems["Pay"].Post.Parameters; len(params) != 1 || params[0].Name != "Idempotency-Key" {
+		t.Errorf("the augmented spec's POST in components.pathItems.Pay has parameters %v, want the key:\n%s", params, out)
+	}
+}

@@ -59,10 +59,24 @@ func (e *Engine) replay(w http.ResponseWriter, q *request, resp *idemstore.Respo
 		h[k] = append([]string(nil), v...)
 	}
 	h.Set(problem.ReplayedHeader, "true")
-	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	// A 204 or a 304 has no body and declares none; one stored with a
+	// body (before the recorder refused it) is replayed without it.
+	body := bodyAllowed(resp.Status)
+	if body {
+		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
 	w.WriteHeader(resp.Status)
-	_, _ = w.Write(resp.Body)
+	if body {
+		_, _ = w.Write(resp.Body)
+	}
 	q.event.Outcome, q.event.Status = OutcomeReplayed, resp.Status
+}
+
+// bodyAllowed reports whether a response of status may have a body, as
+// net/http decides it (RFC 9110 §15.2, §15.3.5, §15.4.5): 1xx, 204 and
+// 304 may not.
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
 // open is the replayable response of the row c met. Without a Sealer it

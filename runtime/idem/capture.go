@@ -51,6 +51,12 @@ func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.WriteHeader(http.StatusOK)
 	}
+	if !bodyAllowed(r.status) {
+		// net/http refuses these bytes, and the first client never sees
+		// them; kept, they would make a replay declare a body a 204 or
+		// a 304 may not have.
+		return 0, http.ErrBodyNotAllowed
+	}
 	if r.streaming {
 		return r.w.Write(p)
 	}

@@ -82,12 +82,22 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 	// client is still there.
 	sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), e.storeTimeout)
 	defer cancel()
-	stored, err := e.recordPhase(sctx, ps, anchor, name, res, a.op.TTL)
+	stored, err := e.recordPhase(sctx, ps, anchor, name, res, phaseTTL(a.op.Policy))
 	if err != nil {
 		return nil, fmt.Errorf("idem: phase %q ran but its result was not recorded; the next run calls it again with the same effect key: %w", name, err)
 	}
 	return idemstore.OpenPhase(e.sealer, anchor, name, stored)
 }
+
+// phaseTTL is how long a phase record of an operation under p lives from
+// when it was made: the ttl and a lease (docs/semantics.md §8.2). A
+// client's retries start within the ttl of its first attempt, and a run
+// reaches its phases within its lease; a record that lived only the ttl
+// would be gone for a retry sent just inside it whose handler reaches the
+// phase a moment later than the first run did. The key's row lives no
+// longer: a takeover within the ttl moves its expiry to the end of its
+// lease at most (docs/semantics.md §7.4).
+func phaseTTL(p Policy) time.Duration { return p.TTL + p.Lease }
 
 // recordPhase records res as phase name of id, sealed when the engine has
 // a Sealer, and returns the record that stands, as stored.

@@ -31,7 +31,10 @@ var ErrPhaseResultTooLarge = errors.New("idemstore: a phase's result is larger t
 // record is not fenced by a lease token and not removed by Release or
 // Abandon: whoever records a phase first sets its result for good, and the
 // record lives ttl from when it was made, by the store's clock, after which
-// Sweep deletes it as it deletes expired keys.
+// Sweep deletes it as it deletes expired keys. The engine gives as ttl the
+// operation's ttl and lease, so that every run of a retry sent within the
+// ttl meets it (docs/semantics.md §8.2): a store keeps it as long as it
+// is told, no longer and no shorter.
 type PhaseStore interface {
 	Store
 	// LoadPhase returns the recorded result of phase name of the request

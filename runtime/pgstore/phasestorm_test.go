@@ -13,3 +13,10 @@ func TestPhaseStorm(t *testing.T) {
 	testURL(t)
 	enginetest.PhaseStorm(t, pgstore.New(openPool(t, newSchema(t))), true, 30, 3)
 }
+
+// A phase record outlives the retries sent within the ttl of the
+// request's first attempt.
+func TestPhaseOutlivesRetries(t *testing.T) {
+	testURL(t)
+	enginetest.PhaseOutlivesRetries(t, pgstore.New(openPool(t, newSchema(t))), true)
+}

@@ -11,3 +11,11 @@ func TestPhaseStorm(t *testing.T) {
 		enginetest.PhaseStorm(t, target(b.open(t)).Open(t, nil).Store, false, 30, 3)
 	})
 }
+
+// A phase record outlives the retries sent within the ttl of the
+// request's first attempt.
+func TestPhaseOutlivesRetries(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		enginetest.PhaseOutlivesRetries(t, target(b.open(t)).Open(t, nil).Store, false)
+	})
+}

@@ -9,3 +9,9 @@ import (
 func TestPhaseStorm(t *testing.T) {
 	enginetest.PhaseStorm(t, phaseTarget.Open(t, nil).Store, false, 30, 3)
 }
+
+// A phase record outlives the retries sent within the ttl of the
+// request's first attempt.
+func TestPhaseOutlivesRetries(t *testing.T) {
+	enginetest.PhaseOutlivesRetries(t, phaseTarget.Open(t, nil).Store, false)
+}

@@ -156,3 +156,83 @@ func (es *EngineServer) totalRuns() int {
 	}
 	return n
 }
+
+// PhaseOutlivesRetries holds a phase record to outlive every retry its
+// client sends within the ttl of its first attempt (docs/semantics.md
+// §8.2): a retry sent just inside the ttl, whose handler reaches the
+// phase later into its run than the first run did, still meets the first
+// run's record and does not call the downstream again.
+func PhaseOutlivesRetries(t *testing.T, store idemstore.Store, transactional bool) {
+	t.Helper()
+	const (
+		ttl   = 3 * time.Second
+		lease = 2 * time.Second
+	)
+	var (
+		mu    sync.Mutex
+		calls int
+		// called is when the first run called the downstream, a moment
+		// before its record was made.
+		called time.Time
+	)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if transactional {
+			if _, err := idem.TxFor[any](r.Context(), "createCharge"); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		mu.Lock()
+		retry := !called.IsZero()
+		reach := called.Add(ttl + lease/4)
+		mu.Unlock()
+		if retry {
+			// The step before the phase is slower on the retry: the
+			// phase is reached past the ttl of the first run's record,
+			// well within the retry's lease.
+			time.Sleep(time.Until(reach))
+		}
+		res, err := idem.Phase(r.Context(), "charge", func(context.Context, string) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			if called.IsZero() {
+				called = time.Now()
+			}
+			return []byte("ch_1"), nil
+		})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		if !retry {
+			// A later step fails for a moment: not kept, so the client
+			// retries.
+			http.Error(w, "try again", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(res)
+	})
+	p := EnginePolicy("createCharge", "/charges", lease, idemstore.Takeover, transactional)
+	p.TTL = ttl
+	es := ServeEngine(t, store, handler, p)
+	if a := es.MustPost(t, "/charges", "k1", `{"amount":100}`); a.Status != http.StatusServiceUnavailable {
+		t.Fatalf("first attempt: %v", a)
+	}
+	mu.Lock()
+	send := called.Add(ttl - lease/4)
+	mu.Unlock()
+	// The client's last retry, sent inside the ttl of its first attempt.
+	time.Sleep(time.Until(send))
+	a := es.MustPost(t, "/charges", "k1", `{"amount":100}`)
+	mu.Lock()
+	defer mu.Unlock()
+	if a.Status != http.StatusCreated || string(a.Body) != "ch_1" {
+		t.Errorf("retry: %v, want 201 with the recorded ch_1", a)
+	}
+	if calls != 1 {
+		t.Errorf("a retry sent %v after the first attempt's phase, inside the ttl (%v), reached the phase %v after it and called the downstream again: %d calls, want 1",
+			ttl-lease/4, ttl, ttl+lease/4, calls)
+	}
+}

@@ -11,8 +11,8 @@ import (
 )
 
 // phaseTTL is the time to live the engine gives a recorded phase: the
-// operation's TTL (enginetest.EnginePolicy's hour).
-const phaseTTL = time.Hour
+// operation's TTL (enginetest.EnginePolicy's hour) and its lease.
+const phaseTTL = time.Hour + serviceLease
 
 // redisPhases reads back the charge phases recorded under prefix on
 // every master of c (once the run is over), with the time each was

@@ -20,11 +20,26 @@ import (
 // unless the claim is won.
 func wonTx(t *testing.T, s *pgstore.Store, key, token string) idemstore.Tx {
 	t.Helper()
-	res, tx, err := s.ClaimTx(context.Background(), claimFor(key, token, time.Minute))
+	return wonClaimTx(t, s, claimFor(key, token, time.Minute))
+}
+
+// wonClaimTx claims c in a transaction of s and fails the test unless the
+// claim is won.
+func wonClaimTx(t *testing.T, s *pgstore.Store, c idemstore.Claim) idemstore.Tx {
+	t.Helper()
+	res, tx, err := s.ClaimTx(context.Background(), c)
 	if err != nil || !res.Won {
-		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
+		t.Fatalf("%s's ClaimTx = %+v, %v; want won", c.Tenant, res, err)
 	}
 	return tx
+}
+
+// tenantClaim is claimFor's claim of key, with a lease of a minute, for
+// tenant.
+func tenantClaim(tenant, key, token string) idemstore.Claim {
+	c := claimFor(key, token, time.Minute)
+	c.Tenant = tenant
+	return c
 }
 
 // wantEffects fails the test unless each marker has the number of effects

@@ -26,12 +26,11 @@ import (
 func TestHandlerCannotTypeTheClaimsParameters(t *testing.T) {
 	s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
+	seedKey(t, pool)
 	a, err := s.Begin(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlerExec(t, a, `INSERT INTO idempotency_keys (tenant, scope, key, operation, fingerprint, state, expires_at, status)
-		VALUES ('t9', 's9', 'seed', 'op', '\x00', 'completed', clock_timestamp() + interval '1 hour', 201)`)
 	handlerExec(t, a, `CREATE TEMP VIEW idempotency_keys AS SELECT tenant::name AS tenant, scope::name AS scope, key::name AS key,
 		state, operation, fingerprint, lease_until, status, headers, body, body_omitted, expires_at FROM idempotency_keys`)
 	// The seed's row is there, so the claim runs no function: it caches.
@@ -66,14 +65,13 @@ func TestHandlerCannotTypeTheClaimsParameters(t *testing.T) {
 // the connection, once the view is gone, fail with "cached plan must not
 // change result type"; tenant B's claim must win all the same.
 func TestHandlerCannotTypeTheClaimsResult(t *testing.T) {
-	s, _ := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	ctx := context.Background()
+	seedKey(t, pool)
 	a, err := s.Begin(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlerExec(t, a, `INSERT INTO idempotency_keys (tenant, scope, key, operation, fingerprint, state, expires_at, status)
-		VALUES ('t9', 's9', 'seed', 'op', '\x00', 'completed', clock_timestamp() + interval '1 hour', 201)`)
 	handlerExec(t, a, `CREATE TEMP VIEW idempotency_keys AS SELECT tenant, scope, key, state::name AS state,
 		operation, fingerprint, lease_until, status, headers, body, body_omitted, expires_at FROM idempotency_keys`)
 	rows, err := a.Driver().(pgx.Tx).Query(ctx, pgstore.ClaimSQL, "t9", "s9", "seed", "op", []byte{0}, "tok", int64(1000), int64(1000), false, false)
@@ -94,5 +92,15 @@ func TestHandlerCannotTypeTheClaimsResult(t *testing.T) {
 	b.Tenant = "t2"
 	if res, err := s.Claim(ctx, b); err != nil || !res.Won {
 		t.Fatalf("B's claim = %+v, %v; want won", res, err)
+	}
+}
+
+// seedKey stores the completed key that the claims above read: a
+// handler's transaction may not write it (docs/semantics.md §7.2).
+func seedKey(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO idempotency_keys (tenant, scope, key, operation, fingerprint, state, expires_at, status)
+		VALUES ('t9', 's9', 'seed', 'op', '\x00', 'completed', clock_timestamp() + interval '1 hour', 201)`); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -91,11 +91,14 @@ const completeSQL = `UPDATE idempotency_keys
 
 // completeTxSQL stores the response inside the handler's transaction, and
 // checks, in the same statement, that the transaction is still the one
-// the claim began and that the table's name still resolves to the
-// relation it named then (sameTxCheckSQL, which otherwise runs as a
-// statement of its own, sameTxSQL): $1 is both the transaction's mark and
-// the claim's token, $2 the relation's oid (txMark); $3 to $9 are
-// completeArgs' but the token. A fenced completion must abort the
+// the claim began and that the handler left the store's tables as they
+// were (sameTxCheckSQL, which otherwise runs as a statement of its own,
+// sameTxSQL): $1 is both the transaction's mark and the claim's token, $2
+// and $3 the relations and the writes the check expects (txMark); $4 to
+// $10 are completeArgs' but the token. The check is the CASE's first
+// branch, so it runs before the update, which runs only when the second
+// reads u: the writes it counts are the claim's and the handler's, not
+// the completion's. A fenced completion must abort the
 // transaction, which is what lets Tx.Commit queue COMMIT right behind it.
 // The update is completeSQL's, as a plain statement; only when it updated
 // nothing is idempotency_complete called, whose own update finds nothing
@@ -106,16 +109,16 @@ const completeSQL = `UPDATE idempotency_keys
 const completeTxSQL = `WITH u AS (
     UPDATE idempotency_keys
        SET state = 'completed', completed_at = pg_catalog.clock_timestamp(),
-           status = $6::pg_catalog.int4, headers = $7::pg_catalog.bytea, body = $8::pg_catalog.bytea, body_omitted = $9::pg_catalog.bool,
+           status = $7::pg_catalog.int4, headers = $8::pg_catalog.bytea, body = $9::pg_catalog.bytea, body_omitted = $10::pg_catalog.bool,
            lease_until = NULL
-     WHERE tenant OPERATOR(pg_catalog.=) $3::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $4::pg_catalog.text
-       AND key OPERATOR(pg_catalog.=) $5::pg_catalog.text
+     WHERE tenant OPERATOR(pg_catalog.=) $4::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $5::pg_catalog.text
+       AND key OPERATOR(pg_catalog.=) $6::pg_catalog.text
        AND lease_token OPERATOR(pg_catalog.=) $1::pg_catalog.text AND state OPERATOR(pg_catalog.=) 'in_flight'
     RETURNING 1)
 SELECT CASE WHEN ` + sameTxCheckSQL + ` OPERATOR(pg_catalog.<>) 1
             THEN NULL
             WHEN NOT EXISTS (SELECT FROM u)
-            THEN idempotency_complete($3, $4, $5, $1, $6, $7, $8, $9)
+            THEN idempotency_complete($4, $5, $6, $1, $7, $8, $9, $10)
        END`
 
 // releaseSQL deletes the row only for the current token of an in-flight
@@ -154,14 +157,59 @@ const sweepSQL = `SELECT idempotency_sweep($1)`
 // key's holder serves; a keyless one passes NULLs and takes no lock. Its
 // fifth column is when the transaction began, by the database's clock:
 // what pgx prepared since then, it prepared for the handler (cached.go).
-// Its last is the relation the store's table name resolves to on the
-// session before the handler runs (txMark).
+// Its last two are the relations the names of the store's tables resolve
+// to on the session before the handler runs (watchedSQL), and what the
+// transaction has written to them so far (txWritesSQL): see txMark.
 const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
        set_config('statement_timeout', $1, true),
        set_config('idemgen.transaction', $2, true),
        pg_try_advisory_xact_lock_shared($3, $4),
        pg_catalog.transaction_timestamp(),
-       pg_catalog.to_regclass('idempotency_keys')::pg_catalog.oid`
+       w.rels, ` + txWritesSQL + `
+  FROM (SELECT ` + watchedSQL + ` AS rels) w`
+
+// watchedSQL are the relations that the names of the store's tables
+// resolve to on the session: idempotency_keys, idempotency_phases and
+// idempotency_outbox, in that order, with 0 for a table that is not there
+// (the phases' and the outbox's migrations are the application's to
+// apply). A claim needs the first, so it is never NULL where one works.
+const watchedSQL = `ARRAY[pg_catalog.to_regclass('idempotency_keys')::pg_catalog.oid,
+             coalesce(pg_catalog.to_regclass('idempotency_phases')::pg_catalog.oid, 0::pg_catalog.oid),
+             coalesce(pg_catalog.to_regclass('idempotency_outbox')::pg_catalog.oid, 0::pg_catalog.oid)]`
+
+// txWritesSQL counts, for w.rels (watchedSQL), what the session has
+// written to the store's tables, by PostgreSQL's statistics of the open
+// transaction, which count a row as soon as it is written, in a
+// subtransaction rolled back too: the rows inserted or updated in
+// idempotency_keys; the rows deleted from it, written to
+// idempotency_phases, or updated or deleted in idempotency_outbox; and
+// the role settings (ALTER ROLE or ALTER DATABASE ... SET) that apply to
+// a new session of this role in this database. PostgreSQL may still hold
+// there the counts of the session's earlier transactions, so the counts
+// are taken as the transaction begins and compared at its end
+// (sameTxCheckSQL): a claim inserts or updates its one row of
+// idempotency_keys and nothing else, the phases are recorded on sessions
+// of their own, and Stage only inserts into the outbox. A TRUNCATE, which
+// lowers the counts, is refused by its change to the table's pg_class
+// row.
+const txWritesSQL = `ARRAY[pg_catalog.pg_stat_get_xact_tuples_inserted(w.rels[1])
+           OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(w.rels[1]),
+       pg_catalog.pg_stat_get_xact_tuples_deleted(w.rels[1])
+           OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_inserted(w.rels[2])
+           OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(w.rels[2])
+           OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(w.rels[2])
+           OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(w.rels[3])
+           OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(w.rels[3]),
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_db_role_setting WHERE ` + sessionSettingsSQL + `)]`
+
+// sessionSettingsSQL selects, in pg_db_role_setting, the settings that a
+// new session of the connection's role in this database starts with: a
+// search_path there decides what the names in pgstore's statements and
+// functions resolve to on every connection opened afterwards.
+const sessionSettingsSQL = `setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0, (SELECT oid FROM pg_catalog.pg_database
+                                                  WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())]::pg_catalog.oid[])
+     AND setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0, (SELECT oid FROM pg_catalog.pg_roles
+                                              WHERE rolname OPERATOR(pg_catalog.=) session_user)]::pg_catalog.oid[])`
 
 // sameTxSQL runs first in the batch that ends a handler's transaction. It
 // fails, with division_by_zero (sqlstateNotSameTx), unless the connection
@@ -169,9 +217,10 @@ const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', 
 // ended it and began another in the same statement (COMMIT AND CHAIN, or
 // COMMIT; BEGIN through the simple protocol) leaves the connection in a
 // transaction without the mark, where it cannot be told apart by its
-// status. It fails the same way when the store's table name no longer
-// resolves to the relation it named when the transaction began ($2, see
-// txMark): the completion would write another relation. The failure aborts
+// status. It fails the same way when the handler changed the store's
+// tables or what their names resolve to ($2 and $3, see txMark and
+// sameTxCheckSQL): the completion, or a later request, would write
+// another relation, or find another's key gone. The failure aborts
 // that transaction, so nothing queued behind the check (a completion, a
 // COMMIT) runs. current_setting is not evaluated when the statement is
 // planned, so neither is the division. Every function and operator is
@@ -179,32 +228,53 @@ const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', 
 const sameTxSQL = `SELECT ` + sameTxCheckSQL
 
 // sameTxCheckSQL is sameTxSQL's expression, with the transaction's mark
-// as $1 and the relation's oid as $2: 1, or division_by_zero.
-// completeTxSQL makes the same check. Besides the relation's oid, it
-// fails a transaction in which a trigger, a rule or a row security policy
-// on the table, or one of the store's functions in its schema, was made
-// or changed (age(xmin) <= 0: written by this transaction, a
-// subtransaction of it, or one that began after it): any of them could
-// rewrite or undo a completion, this one or a later one, and the
-// handler's role may make them where it owns the table. A keyed
+// as $1, the relations of the store's tables as $2 (watchedSQL) and the
+// writes expected of the transaction as $3 (txWritesSQL): 1, or
+// division_by_zero. completeTxSQL makes the same check. Besides the mark,
+// it fails a transaction
+//
+//   - in which a name of the store's tables came to resolve to another
+//     relation;
+//   - that wrote to the store's tables what pgstore did not (a row of
+//     another key deleted or rewritten, a phase, an outbox row changed),
+//     or changed the settings that a new session of the role starts with
+//     (a search_path that makes the names resolve elsewhere on every
+//     connection opened afterwards);
+//   - in which one of the store's tables itself (its pg_class row: a
+//     TRUNCATE, an ALTER TABLE), a trigger, a rule or a row security policy
+//     on one of them, one of the store's functions in their schema, or a
+//     role setting of the kind counted was made or changed (age(xmin) <= 0:
+//     written by this transaction, a subtransaction of it, or one that
+//     began after it).
+//
+// Any of them could rewrite or undo a completion or a phase or an effect,
+// this request's or another tenant's, now or later, and the handler's role
+// may make them where it owns the tables (docs/semantics.md §7.2). A keyed
 // transaction's key then fails closed, as for a handler that ended its
 // transaction itself.
 const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
          coalesce(pg_catalog.current_setting('idemgen.transaction', true), '') OPERATOR(pg_catalog.=) $1::pg_catalog.text
-     AND coalesce(pg_catalog.to_regclass('idempotency_keys')::pg_catalog.oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid, false)
+     AND coalesce(` + watchedSQL + ` OPERATOR(pg_catalog.=) $2::pg_catalog.oid[], false)
+     AND (SELECT ` + txWritesSQL + ` FROM (SELECT $2::pg_catalog.oid[] AS rels) w) OPERATOR(pg_catalog.=) $3::pg_catalog.int8[]
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_class
+                      WHERE oid OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
+                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger
-                      WHERE tgrelid OPERATOR(pg_catalog.=) $2::pg_catalog.oid
+                      WHERE tgrelid OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
                         AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_rewrite
-                      WHERE ev_class OPERATOR(pg_catalog.=) $2::pg_catalog.oid
+                      WHERE ev_class OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
                         AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_policy
-                      WHERE polrelid OPERATOR(pg_catalog.=) $2::pg_catalog.oid
+                      WHERE polrelid OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
+                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_db_role_setting
+                      WHERE ` + sessionSettingsSQL + `
                         AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc
                       WHERE proname OPERATOR(pg_catalog.=) ANY ('{idempotency_claim,idempotency_complete,idempotency_lock_id,idempotency_request_lock_id,idempotency_sweep}'::pg_catalog.name[])
                         AND pronamespace OPERATOR(pg_catalog.=) (SELECT relnamespace FROM pg_catalog.pg_class
-                                                                   WHERE oid OPERATOR(pg_catalog.=) $2::pg_catalog.oid)
+                                                                   WHERE oid OPERATOR(pg_catalog.=) ($2::pg_catalog.oid[])[1])
                         AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
        )::pg_catalog.int4`
 

@@ -107,7 +107,7 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	b := leasedBegin(c.Lease, c.Token, requestBadge(c))
 	b.Queue(txClaimSQL, claimArgs(c, true)[:9]...)
 	br := conn.SendBatch(ctx, b)
-	began, keys, err := begun(br)
+	began, mark, err := begun(br, c.Token, true)
 	var (
 		res       idemstore.Result
 		unsettled bool
@@ -155,7 +155,7 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 		}
 		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
 	}
-	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: txMark{c.Token, keys}, claim: &c, guard: guard}, nil
+	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: mark, claim: &c, guard: guard}, nil
 }
 
 // peek reads the row that decides c by itself (peekSQL), outside any
@@ -190,9 +190,9 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
-	mark := newMark()
-	br := conn.SendBatch(ctx, leasedBegin(lease, mark, nil))
-	began, keys, err := begun(br)
+	value := newMark()
+	br := conn.SendBatch(ctx, leasedBegin(lease, value, nil))
+	began, mark, err := begun(br, value, false)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -203,7 +203,7 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	// A keyless transaction writes no key, but what it leaves on the
 	// store's table (a trigger, a rule) would act on every key after it:
 	// its end is checked as a keyed one's.
-	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: txMark{mark, keys}}, nil
+	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: mark}, nil
 }
 
 // leasedBegin is a batch that begins a transaction bounded by lease (its
@@ -229,28 +229,43 @@ func leasedBegin(lease time.Duration, mark string, badge any) *pgx.Batch {
 func newMark() string { return rand.Text() }
 
 // begun reads the results of leasedBegin's two statements from br: when
-// the transaction began, by the database's clock, and the relation that
-// the store's table named the transaction's session then (see txMark).
-func begun(br pgx.BatchResults) (began time.Time, keys uint32, err error) {
+// the transaction began, by the database's clock, and the mark that its
+// end is checked against (txMark), with value and, when claimed, the
+// claim's write that follows leasedBegin in the batch.
+func begun(br pgx.BatchResults, value string, claimed bool) (began time.Time, mark txMark, err error) {
 	if _, err = br.Exec(); err != nil {
-		return began, keys, err
+		return began, mark, err
 	}
-	err = br.QueryRow().Scan(nil, nil, nil, nil, &began, &keys)
-	return began, keys, err
+	mark.value = value
+	if err = br.QueryRow().Scan(nil, nil, nil, nil, &began, &mark.rels, &mark.writes); err != nil {
+		return began, mark, err
+	}
+	if len(mark.writes) != 3 {
+		return began, mark, fmt.Errorf("%d counts of the transaction's writes, not 3", len(mark.writes))
+	}
+	if claimed {
+		// A won claim inserts its key's row, or updates an expired one.
+		mark.writes[0]++
+	}
+	return began, mark, nil
 }
 
 // txMark is what sameTxSQL checks at a transaction's end: value, the
-// transaction's mark, and keys, the oid of the relation that the name
-// idempotency_keys resolved to when the transaction began, before the
-// handler ran. A handler that makes the name resolve elsewhere (a temporary
-// table of that name, which the session's search_path finds first, or a
-// search_path of its own) would have the completion, and every statement
-// after it on the session, write a relation of its making instead of the
-// key's row (docs/semantics.md §7.2). The zero txMark is checked by
-// nothing: completeTxSQL makes the check itself.
+// transaction's mark; rels, the relations that the names of the store's
+// tables resolved to when the transaction began, before the handler ran
+// (watchedSQL); and writes, what the transaction may have written to them
+// by its end (txWritesSQL), pgstore's own writes and nothing else. A
+// handler that makes a name resolve elsewhere (a temporary table of that
+// name, which the session's search_path finds first, or a search_path of
+// its own) would have the completion, and every statement after it on the
+// session, write a relation of its making instead of the key's row; one
+// that writes another key's row, a phase, or an outbox row would undo what
+// another request stored (docs/semantics.md §7.2). The zero txMark is
+// checked by nothing: completeTxSQL makes the check itself.
 type txMark struct {
-	value string
-	keys  uint32
+	value  string
+	rels   []uint32
+	writes []int64
 }
 
 // timeoutSetting renders a lease as a PostgreSQL timeout in whole
@@ -337,7 +352,7 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handler
 	checked := mark.value != "" && !txFailed(conn)
 	var qs []*pgx.QueuedQuery
 	if checked {
-		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: []any{mark.value, mark.keys}})
+		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: []any{mark.value, mark.rels, mark.writes}})
 	}
 	qs = append(qs, stmts...)
 	qs = append(qs, leanReset(pc.Config().User, h.cache.began)...)
@@ -600,7 +615,7 @@ func (t *tx) commitCut(ctx context.Context, conn *pgxpool.Conn, err error) error
 // claim's token.
 func completeTxArgs(mark txMark, id idemstore.Identity, resp idemstore.Response) []any {
 	args := completeArgs(id, mark.value, resp)
-	return append([]any{mark.value, mark.keys}, append(args[:3], args[4:]...)...)
+	return append([]any{mark.value, mark.rels, mark.writes}, append(args[:3], args[4:]...)...)
 }
 
 // execer runs a statement: a session (*pgx.Conn) or the pool.

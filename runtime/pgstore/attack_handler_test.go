@@ -21,7 +21,8 @@ import (
 // makes every phase another tenant records expire on the spot: the
 // record "stands" when RecordPhase returns, and the next run of that
 // tenant's request does not find it and calls its downstream again
-// (§8.2: every later run finds the record and does not call run).
+// (docs/semantics.md §8.2: every later run finds the record and does not
+// call run).
 func TestAHandlersTriggerOnThePhasesTableLosesAnotherTenantsPhase(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()

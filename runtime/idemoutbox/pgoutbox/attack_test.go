@@ -26,7 +26,7 @@ import (
 // idempotency_keys, so the trigger below commits, outlives the request
 // and silently drops every effect another tenant stages afterwards: that
 // tenant's request commits its write and answers 201, Stage says the
-// effect was staged, and no runner ever sees it (a lost effect, §8.3).
+// effect was staged, and no runner ever sees it (a lost effect, docs/semantics.md §8.3).
 func TestAHandlersTriggerOnTheOutboxLosesAnotherTenantsEffect(t *testing.T) {
 	cases := map[string]string{
 		"trigger": `CREATE FUNCTION {schema}.drop_effect() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -51,6 +51,38 @@ func edgeServers(t *testing.T, h http.Handler, run func(t *testing.T, srv *httpt
 	}
 }
 
+// A handler that writes a kept header under a name that is not in
+// canonical form sends it on its first answer: w.Header()["ETag"], Go's
+// usual way to keep that header's spelling (the canonical form is "Etag"),
+// or a map filled directly in lower case. docs/semantics.md §3.5 and §7.5
+// keep them for the replay (Location and Content-Type always, ETag when
+// the policy lists it), whatever the spelling of the map key, under the
+// name the handler wrote: the replay sends what the first answer sent.
+func TestEdgeReplayKeepsHeadersWrittenInAnyCase(t *testing.T) {
+	p := transferPolicy()
+	p.ReplayHeaders = append(p.ReplayHeaders, "ETag")
+	e := newEngine(t, idem.Config{Policies: []idem.Policy{p}})
+	h := e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["ETag"] = []string{`"v1"`}
+		w.Header()["location"] = []string{"/transfers/tr_1"}
+		w.Header()["content-type"] = []string{"application/json"}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"tr_1"}`))
+	}))
+	edgeServers(t, h, func(t *testing.T, srv *httptest.Server) {
+		first, _ := edgePost(t, srv, t.Name())
+		second, _ := edgePost(t, srv, t.Name())
+		if second.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("second answer not a replay: %d %v", second.StatusCode, second.Header)
+		}
+		for _, name := range []string{"Etag", "Location", "Content-Type"} {
+			if got, want := second.Header.Values(name), first.Header.Values(name); strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("%s: first answer %q, replay %q", name, want, got)
+			}
+		}
+	})
+}
+
 // A request's framing is not part of it: the same body sent with
 // Expect: 100-continue, chunked with a trailer (which may not carry the
 // key), or plainly is one request, run once and replayed to the others,

@@ -91,7 +91,12 @@ func (e *Engine) endStored(w http.ResponseWriter, r *http.Request, q *request, h
 func (e *Engine) snapshot(op *operation, rec *recorder) idemstore.Response {
 	resp := idemstore.Response{Status: rec.statusCode(), Header: make(http.Header)}
 	for name, v := range rec.header {
-		if op.replay[name] {
+		// A kept header is kept whatever the spelling of its map key
+		// (w.Header()["ETag"], Go's way to keep that spelling, or a name
+		// in lower case). It is stored under the name the handler wrote,
+		// so that the replay sends what the first answer sent
+		// (docs/semantics.md §7.5).
+		if op.replay[http.CanonicalHeaderKey(name)] {
 			resp.Header[name] = append([]string(nil), v...)
 		}
 	}

@@ -49,7 +49,8 @@ func slotMigrationDuringClaim(t *testing.T, opts ...redisstore.Option) {
 	}
 	t.Cleanup(stop) // after the prefix's keys are deleted
 	ctx := context.Background()
-	s, id, claim := clusterStore(t, addrs, "k-migrate", opts...)
+	c := newClusterClient(t, addrs)
+	s, id, claim := clusterStore(t, c, "k-migrate", opts...)
 	// copyMeets checks that a copy of the request, claiming with token
 	// tok, finds the key in state want.
 	copyMeets := func(step, tok string, want idemstore.State) {
@@ -144,7 +145,8 @@ func TestEdgeManualFailoverDuringClaim(t *testing.T) {
 func manualFailoverDuringClaim(t *testing.T, opts ...redisstore.Option) {
 	addrs := startReplicatedCluster(t)
 	ctx := context.Background()
-	s, id, claim := clusterStore(t, addrs, "k-failover", opts...)
+	c := newClusterClient(t, addrs)
+	s, id, claim := clusterStore(t, c, "k-failover", opts...)
 	if res, err := claim("t1"); err != nil || !res.Won {
 		t.Fatalf("first claim: %+v, %v", res, err)
 	}
@@ -153,14 +155,7 @@ func manualFailoverDuringClaim(t *testing.T, opts ...redisstore.Option) {
 	if err := replica.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if role, _ := replica.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "master" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not take over")
-		}
-	}
+	awaitTakeover(t, replica)
 	failedOver := time.Now()
 	res, err := claim("t2")
 	if err != nil || res.Won || res.Existing.State != idemstore.StateInFlight {
@@ -187,7 +182,8 @@ func manualFailoverDuringClaim(t *testing.T, opts ...redisstore.Option) {
 func TestReplicaAckResendsAfterBrokenConnection(t *testing.T) {
 	addrs := startReplicatedCluster(t)
 	ctx := context.Background()
-	s, id, claim := clusterStore(t, addrs, "k-broken", redisstore.WithReplicaAck(1, 2*time.Second))
+	c := newClusterClient(t, addrs)
+	s, id, claim := clusterStore(t, c, "k-broken", redisstore.WithReplicaAck(1, 2*time.Second))
 	if res, err := claim("t1"); err != nil || !res.Won {
 		t.Fatalf("first claim: %+v, %v", res, err)
 	}
@@ -196,14 +192,7 @@ func TestReplicaAckResendsAfterBrokenConnection(t *testing.T) {
 	t.Cleanup(func() { _ = m.Close() })
 	// A stopped replica acknowledges nothing, so the completion's WAIT
 	// blocks on the master until its connection is killed.
-	info, err := replica.InfoMap(ctx, "server").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(info["Server"]["process_id"])
-	if err != nil {
-		t.Fatalf("replica's process_id: %v", err)
-	}
+	pid := processID(t, replica)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -249,19 +238,106 @@ func TestReplicaAckResendsAfterBrokenConnection(t *testing.T) {
 	}
 }
 
-// clusterStore returns a store on a cluster client of addrs, the identity
-// of key, and a claim of it by a copy of one request, with token tok.
-func clusterStore(t *testing.T, addrs []string, key string, opts ...redisstore.Option) (*redisstore.Store, idemstore.Identity, func(tok string) (idemstore.Result, error)) {
+// TestReplicaAckAfterMasterCrash kills the master of a record in flight;
+// its replica, which acknowledged the claim, takes over once the cluster
+// sees the master fail. A write under WithReplicaAck that finds the old
+// master gone must have the slot map reloaded, so that the requests after
+// the failover reach the new master within moments rather than when
+// go-redis reloads the map on its own (every 60 s by default).
+func TestReplicaAckAfterMasterCrash(t *testing.T) {
+	addrs := startReplicatedCluster(t)
+	ctx := context.Background()
+	c := newClusterClient(t, addrs)
+	s, id, claim := clusterStore(t, c, "k-crash", redisstore.WithReplicaAck(1, time.Second))
+	if res, err := claim("t1"); err != nil || !res.Won {
+		t.Fatalf("first claim: %+v, %v", res, err)
+	}
+	master, replica := recordNodes(t, addrs)
+	m := redis.NewClient(&redis.Options{Addr: master})
+	t.Cleanup(func() { _ = m.Close() })
+	if err := syscall.Kill(processID(t, m), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	awaitTakeover(t, replica)
+	// The new master has no replica left, so the store that waits for
+	// none tells where the writes go.
+	s0, err := redisstore.New(c, redisstore.WithPrefix(prefixOf(t, s)), redisstore.WithReplicaAck(0, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedOver := time.Now()
+	var res idemstore.Result
+	for i := 0; time.Since(failedOver) < 20*time.Second; i++ {
+		if res, err = claimOn(s0, id)(fmt.Sprint("t2-", i)); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	took := time.Since(failedOver)
+	t.Logf("claims of the key failed for %v after the failover", took.Round(100*time.Millisecond))
+	if err != nil || res.Won || res.Existing.State != idemstore.StateInFlight {
+		t.Fatalf("copy's claim after the failover: %+v, %v; want it lost to the claim in flight", res, err)
+	}
+	if took > 5*time.Second {
+		t.Errorf("claims of the key failed for %v after the failover, want the new master found within 5s", took)
+	}
+	if err := s0.Complete(ctx, id, "t1", idemstore.Response{Status: 201}); err != nil {
+		t.Errorf("the holder's completion after the failover: %v", err)
+	}
+}
+
+// awaitTakeover waits up to 30 s for replica to become a master.
+func awaitTakeover(t *testing.T, replica *redis.Client) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if role, _ := replica.Do(context.Background(), "ROLE").Slice(); len(role) > 0 && role[0] == "master" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not take over")
+		}
+	}
+}
+
+// processID returns the process ID of the Redis server n talks to.
+func processID(t *testing.T, n *redis.Client) int {
+	t.Helper()
+	info, err := n.InfoMap(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(info["Server"]["process_id"])
+	if err != nil {
+		t.Fatalf("process_id: %v", err)
+	}
+	return pid
+}
+
+// newClusterClient returns a client of the cluster at addrs, closed when
+// the test ends.
+func newClusterClient(t *testing.T, addrs []string) *redis.ClusterClient {
 	t.Helper()
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// clusterStore returns a store on c, the identity of key, and its claim
+// (claimOn).
+func clusterStore(t *testing.T, c *redis.ClusterClient, key string, opts ...redisstore.Option) (*redisstore.Store, idemstore.Identity, func(tok string) (idemstore.Result, error)) {
+	t.Helper()
 	s := storeOn(t, c, opts...)
 	id := idemstore.Identity{Tenant: "acme", Scope: "createTransfer", Key: key}
-	claim := func(tok string) (idemstore.Result, error) {
+	return s, id, claimOn(s, id)
+}
+
+// claimOn returns a claim of id on s by a copy of one request, with token
+// tok.
+func claimOn(s *redisstore.Store, id idemstore.Identity) func(tok string) (idemstore.Result, error) {
+	return func(tok string) (idemstore.Result, error) {
 		return s.Claim(context.Background(), idemstore.Claim{Identity: id, Operation: "createTransfer", Fingerprint: []byte("fp"),
 			Token: tok, Lease: time.Minute, TTL: time.Hour, OnLeaseExpiry: idemstore.FailClosed})
 	}
-	return s, id, claim
 }
 
 // startReplicatedCluster starts a cluster of three masters with a replica

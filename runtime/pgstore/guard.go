@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/internal/pgconnect"
 )
 
 // A won transactional claim keeps its key with advisory locks on the
@@ -163,46 +164,9 @@ func newGuard(pool *pgxpool.Pool, connect func(context.Context) (*pgx.Conn, erro
 		connect:        connect,
 	}
 	if g.connect == nil {
-		g.connect = poolConnect(pool.Config())
+		g.connect = pgconnect.Like(pool.Config())
 	}
 	return g
-}
-
-// poolConnect opens connections as a pool of cfg would, and prepares them
-// as it prepares a connection it hands out.
-func poolConnect(cfg *pgxpool.Config) func(context.Context) (*pgx.Conn, error) {
-	return func(ctx context.Context) (*pgx.Conn, error) {
-		cc := cfg.ConnConfig.Copy()
-		if cfg.BeforeConnect != nil {
-			if err := cfg.BeforeConnect(ctx, cc); err != nil {
-				return nil, err
-			}
-		}
-		conn, err := pgx.ConnectConfig(ctx, cc)
-		if err != nil {
-			return nil, err
-		}
-		if cfg.AfterConnect != nil {
-			if err := cfg.AfterConnect(ctx, conn); err != nil {
-				_ = conn.Close(ctx)
-				return nil, err
-			}
-		}
-		// The guard's connection is never acquired from the pool, so the
-		// hook that prepares each acquired connection (where an
-		// application may set search_path) runs once, here.
-		if cfg.PrepareConn != nil {
-			ok, err := cfg.PrepareConn(ctx, conn)
-			if err == nil && !ok {
-				err = errors.New("the pool's PrepareConn refused the connection")
-			}
-			if err != nil {
-				_ = conn.Close(ctx)
-				return nil, err
-			}
-		}
-		return conn, nil
-	}
 }
 
 // lock asks for id's guard and returns at once; the ticket's wait tells the

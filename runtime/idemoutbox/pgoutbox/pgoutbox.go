@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/internal/pgconnect"
 )
 
 // Outbox stages effects and is the runner's and the operator's Store.
@@ -29,6 +30,10 @@ type Outbox struct {
 	// stage is stageSQL naming the table by its schema, once learnt
 	// (stageStatement).
 	stage atomic.Pointer[string]
+	// learning is held by the Stage that is learning the schema, on a
+	// connection opened by connect.
+	learning chan struct{}
+	connect  func(context.Context) (*pgx.Conn, error)
 }
 
 var _ idemoutbox.Store = (*Outbox)(nil)
@@ -36,7 +41,7 @@ var _ idemoutbox.Store = (*Outbox)(nil)
 // New returns the outbox in the idempotency_outbox table of pool's
 // database, the one pgstore's tables are in.
 func New(pool *pgxpool.Pool, opts idemoutbox.Options) *Outbox {
-	return &Outbox{pool: pool, opts: opts}
+	return &Outbox{pool: pool, opts: opts, learning: make(chan struct{}, 1), connect: pgconnect.Like(pool.Config())}
 }
 
 // Records returns the deliveries the outbox's runners in this process
@@ -69,20 +74,50 @@ func (o *Outbox) Stage(ctx context.Context, name string, payload []byte) error {
 // is staged in the table the runners read, or the statement fails and the
 // request with it, never somewhere no runner looks (docs/semantics.md
 // §7.2).
+//
+// The schema is learnt once, on a connection opened for it as the pool
+// opens its own, not on one of the pool's: transactional handlers that
+// stage at once may hold every connection of the pool, each waiting in
+// its first Stage for one of the others'. One Stage learns it at a time;
+// the others wait for its answer.
 func (o *Outbox) stageStatement(ctx context.Context) (string, error) {
 	if s := o.stage.Load(); s != nil {
 		return *s, nil
 	}
-	var schema string
-	if err := o.pool.QueryRow(ctx, tableSchemaSQL).Scan(&schema); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = fmt.Errorf("%w: the idempotency_outbox table does not exist; apply the outbox migration (Migrate)", idemoutbox.ErrNoOutbox)
-		}
+	select {
+	case o.learning <- struct{}{}:
+	case <-ctx.Done():
+		return "", fmt.Errorf("pgoutbox: stage: %w", ctx.Err())
+	}
+	defer func() { <-o.learning }()
+	if s := o.stage.Load(); s != nil {
+		return *s, nil
+	}
+	schema, err := o.tableSchema(ctx)
+	if err != nil {
 		return "", fmt.Errorf("pgoutbox: stage: %w", err)
 	}
 	s := fmt.Sprintf(stageSQL, pgx.Identifier{schema, "idempotency_outbox"}.Sanitize())
 	o.stage.Store(&s)
 	return s, nil
+}
+
+// tableSchema finds the schema of the outbox's table on a connection of
+// its own.
+func (o *Outbox) tableSchema(ctx context.Context) (string, error) {
+	conn, err := o.connect(ctx)
+	if err != nil {
+		return "", fmt.Errorf("connect: %w", err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	var schema string
+	if err := conn.QueryRow(ctx, tableSchemaSQL).Scan(&schema); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = fmt.Errorf("%w: the idempotency_outbox table does not exist; apply the outbox migration (Migrate)", idemoutbox.ErrNoOutbox)
+		}
+		return "", err
+	}
+	return schema, nil
 }
 
 // Claim implements idemoutbox.Store.

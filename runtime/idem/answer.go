@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/problem"
@@ -60,9 +61,11 @@ func (e *Engine) replay(w http.ResponseWriter, q *request, resp *idemstore.Respo
 	}
 	h.Set(problem.ReplayedHeader, "true")
 	// A 204 or a 304 has no body and declares none; one stored with a
-	// body (before the recorder refused it) is replayed without it.
+	// body (before the recorder refused it) is replayed without it. A
+	// kept trailer is replayed as one, which over HTTP/1.1 takes a chunked
+	// body: net/http frames it, as it did the first answer.
 	body := bodyAllowed(resp.Status)
-	if body {
+	if body && !hasTrailer(resp.Header) {
 		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
 	}
 	w.WriteHeader(resp.Status)
@@ -70,6 +73,17 @@ func (e *Engine) replay(w http.ResponseWriter, q *request, resp *idemstore.Respo
 		_, _ = w.Write(resp.Body)
 	}
 	q.event.Outcome, q.event.Status = OutcomeReplayed, resp.Status
+}
+
+// hasTrailer reports whether h holds a trailer written with
+// http.TrailerPrefix.
+func hasTrailer(h http.Header) bool {
+	for name := range h {
+		if strings.HasPrefix(name, http.TrailerPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // bodyAllowed reports whether a response of status may have a body, as

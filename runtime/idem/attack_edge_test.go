@@ -83,6 +83,32 @@ func TestEdgeReplayKeepsHeadersWrittenInAnyCase(t *testing.T) {
 	})
 }
 
+// A header the policy keeps (X-Request-Cost is in transferPolicy's
+// replayHeaders) written as a trailer through http.TrailerPrefix reaches
+// the first client as a trailer, and its replay as one too.
+func TestEdgeReplayKeepsKeptTrailers(t *testing.T) {
+	e := newEngine(t, idem.Config{Policies: []idem.Policy{transferPolicy()}})
+	h := e.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"tr_1"}`))
+		w.Header().Set(http.TrailerPrefix+"X-Request-Cost", "7")
+	}))
+	edgeServers(t, h, func(t *testing.T, srv *httptest.Server) {
+		first, _ := edgePost(t, srv, t.Name())
+		second, _ := edgePost(t, srv, t.Name())
+		if first.Trailer.Get("X-Request-Cost") != "7" {
+			t.Fatalf("first answer's trailers %v, want X-Request-Cost: 7", first.Trailer)
+		}
+		if second.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("second answer not a replay: %d %v", second.StatusCode, second.Header)
+		}
+		if second.Trailer.Get("X-Request-Cost") != "7" || second.Header.Get("X-Request-Cost") != "" {
+			t.Errorf("replay carries X-Request-Cost otherwise than as a trailer (header %v, trailer %v)", second.Header, second.Trailer)
+		}
+	})
+}
+
 // A request's framing is not part of it: the same body sent with
 // Expect: 100-continue, chunked with a trailer (which may not carry the
 // key), or plainly is one request, run once and replayed to the others,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/problem"
@@ -93,10 +94,10 @@ func (e *Engine) snapshot(op *operation, rec *recorder) idemstore.Response {
 	for name, v := range rec.header {
 		// A kept header is kept whatever the spelling of its map key
 		// (w.Header()["ETag"], Go's way to keep that spelling, or a name
-		// in lower case). It is stored under the name the handler wrote,
-		// so that the replay sends what the first answer sent
-		// (docs/semantics.md §7.5).
-		if op.replay[http.CanonicalHeaderKey(name)] {
+		// in lower case), and written as a trailer (http.TrailerPrefix)
+		// too. It is stored under the name the handler wrote, so that the
+		// replay sends what the first answer sent (docs/semantics.md §7.5).
+		if op.replay[http.CanonicalHeaderKey(strings.TrimPrefix(name, http.TrailerPrefix))] {
 			resp.Header[name] = append([]string(nil), v...)
 		}
 	}

@@ -113,6 +113,85 @@ paths:
 	}
 }
 
+// TestAttackAdditionalOperationsAreNotIgnored: OpenAPI 3.2's
+// additionalOperations. kin-openapi lists them among a path item's
+// operations (Operations() holds POST /pay from additionalOperations:
+// {POST: …}), so a router generated from kin's model serves them; the
+// loader looks only at the fixed method fields and drops their
+// x-idempotency without a word: "0 operations". A policy there must be
+// generated, or refused (POST belongs in the post field; LINK may not
+// have one).
+func TestAttackAdditionalOperationsAreNotIgnored(t *testing.T) {
+	spec := `openapi: 3.2.0
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    additionalOperations:
+      POST:
+        operationId: pay
+        x-idempotency: {transactional: true}
+        responses: {"200": {description: ok}}
+`
+	files, diags := generateIn(t, t.TempDir(), spec, Options{})
+	if model.HasErrors(diags) {
+		return // refused with a diagnostic: fine
+	}
+	if src := string(files["api/idempotency.idem.go"]); !strings.Contains(src, `"/pay"`) {
+		t.Errorf("POST /pay in additionalOperations declares x-idempotency; kin-openapi serves it as POST /pay, and idemgen generates no policy and no diagnostic (diagnostics: %q)", diagText(diags))
+	}
+}
+
+// TestAttackConfusableExtensionIsReported: an extension key spelt with
+// Cyrillic letters that look like x-idempotency (х, і, е, р, о, с, у)
+// reads as the extension in review, in an editor and in a PR diff, but
+// is another key: idemgen ignores it without a word ("0 operations"),
+// though it warns about x-idempotency with one such letter, as a near
+// miss. The operation ships unprotected while its reviewer reads a
+// policy on it.
+func TestAttackConfusableExtensionIsReported(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    post:
+      operationId: pay
+      х-іdеmроtеnсу: {transactional: true}
+      responses: {"200": {description: ok}}
+`
+	_, diags := generateIn(t, t.TempDir(), spec, Options{})
+	if len(diags) == 0 {
+		t.Errorf("an extension that reads as x-idempotency (Cyrillic look-alike letters) is ignored without a diagnostic")
+	}
+}
+
+// TestAttackMisplacedExtensionIsReported: x-idempotency indented one
+// level too deep (into the operation's requestBody, or among its
+// responses) is a policy its author meant for the operation, and
+// idemgen, which reads it only on operations, passes over it without a
+// word ("0 operations"), though it warns about a path item's. The
+// operation ships unprotected. An x-idempotency anywhere idemgen does
+// not read it should be reported where it stands.
+func TestAttackMisplacedExtensionIsReported(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pay:
+    post:
+      operationId: pay
+      requestBody:
+        x-idempotency: {transactional: true}
+        content:
+          application/json:
+            schema: {type: object}
+      responses:
+        "200": {description: ok}
+        x-idempotency: {transactional: true}
+`
+	if _, diags := generateIn(t, t.TempDir(), spec, Options{}); len(diags) == 0 {
+		t.Errorf("x-idempotency written inside POST /pay's requestBody and responses is ignored without a diagnostic")
+	}
+}
+
 // TestAttackSuggestionsAreLinear: "did you mean" compares a misspelt
 // fingerprint pointer with every property name by full Levenshtein
 // distance, O(len(a)·len(b)), though it only ever accepts a distance of

@@ -98,7 +98,12 @@
 //     query parameters.
 //   - x-idempotency on GET, HEAD, OPTIONS, TRACE, PUT or DELETE is an
 //     error, unless it is false. On a path item it is an error (it would be
-//     silently ignored). The document-level object must be an object; a
+//     silently ignored), and so is one anywhere else under a path item: in
+//     a request body, among responses, in a parameter or a schema (not in
+//     data, examples and defaults, nor as a property's name). In OpenAPI
+//     3.2's additionalOperations, which kin-openapi serves like the method
+//     fields, it is an error: POST and PATCH belong in their own fields,
+//     and other methods may not have a policy. The document-level object must be an object; a
 //     warning says when no operation opts in to it, and when it sets
 //     fingerprint or query, which are per-operation by nature.
 //   - onLeaseExpiry: takeover without transactional draws a warning (the
@@ -113,7 +118,11 @@
 //   - A key set twice in one object is a warning (the later value is used,
 //     as JSON parsers do), and an error inside x-idempotency. An extension
 //     one or two letters from x-idempotency, or in another case, is a
-//     warning: it would be ignored.
+//     warning: it would be ignored. One that is x-idempotency spelt with
+//     look-alike characters (Cyrillic or Greek letters, fullwidth forms,
+//     other dashes, invisible format characters; extkeys.go holds the
+//     table) is an error wherever it stands: it reads as the extension in
+//     review and is another key.
 //   - A JSON document is read by a JSON decoder that builds the node tree
 //     the YAML parser would, lines and columns included, in about the
 //     time the YAML parser takes over the same spec in YAML; a surrogate

@@ -202,20 +202,21 @@ func (l *loader) run() *model.Spec {
 		}
 		item := at.node
 		l.checkSpelling(item)
+		l.checkMisplaced(path, item)
 		if k, _ := get(item, extension); k != nil {
 			l.report("").errorf(l.t.pos(k), "", "%s on the path item %s has no effect; put it on the operation (post: or patch:)", extension, path)
 		}
+		optedIn += l.additionalOperations(path, item)
 		for _, m := range methods {
 			mKey, opNode := get(item, m)
 			if mKey == nil {
 				continue
 			}
-			l.checkSpelling(opNode)
 			extKey, extVal := get(opNode, extension)
 			if extKey == nil {
 				continue
 			}
-			if extVal.Kind == yaml.ScalarNode && extVal.Tag == tagBool && isFalse(extVal.Value) {
+			if declined(extVal) {
 				continue
 			}
 			optedIn++
@@ -268,19 +269,31 @@ func (l *loader) checkOverlaps(ops []model.Operation) {
 	}
 }
 
-// checkSpelling warns about extensions of n that are near misses of
-// x-idempotency: idemgen would ignore them, and the operation would ship
-// without the protection its author meant to give it.
-func (l *loader) checkSpelling(n *yaml.Node) {
-	n = deref(n)
-	if n == nil || n.Kind != yaml.MappingNode {
-		return
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i]; misspeltExtension(k.Value) {
-			l.report("").warnf(l.t.pos(k), "", "%s is not an extension idemgen reads, so it is ignored (did you mean %s?)", k.Value, extension)
+// additionalOperations refuses a policy among the path item's
+// additionalOperations (OpenAPI 3.2), which kin-openapi lists with the
+// path item's operations and so a router generated from it serves: POST
+// and PATCH belong in their own fields, where idemgen reads them, and
+// the other methods may not have one. It returns how many operations
+// there opt in.
+func (l *loader) additionalOperations(path string, item *yaml.Node) int {
+	optedIn := 0
+	_, extra := get(item, "additionalOperations")
+	for _, p := range pairs(extra) {
+		extKey, extVal := get(p.val, extension)
+		if extKey == nil || declined(extVal) {
+			continue
 		}
+		optedIn++
+		method := p.key.Value
+		if field := strings.ToLower(method); field == "post" || field == "patch" {
+			l.report("").errorf(l.t.pos(extKey), "", "%s on %s %s in additionalOperations is not read: OpenAPI keeps %s out of additionalOperations for its own field, %s:; move the operation there",
+				extension, method, path, strings.ToUpper(method), field)
+			continue
+		}
+		l.report("").errorf(l.t.pos(extKey), "", "%s is not allowed on %s %s in additionalOperations: idemgen protects POST and PATCH operations only; remove the extension",
+			extension, method, path)
 	}
+	return optedIn
 }
 
 // pathPos is where the character at offset of a path key is in the spec:
@@ -332,6 +345,12 @@ func (l *loader) queryInPath(r reporter, path, method string, at int) {
 	}
 	r.warnf(l.pathPos(path, at), "", "the path has a query string (?%s), which no router matches as part of a path, so this operation is left unprotected and the rest is generated. Give it a path of its own, or %s in that operation's %s query, so that its fingerprint tells the requests apart",
 		query, how, extension)
+}
+
+// declined reports whether an operation's x-idempotency value is false:
+// the operation is left alone.
+func declined(v *yaml.Node) bool {
+	return v.Kind == yaml.ScalarNode && v.Tag == tagBool && isFalse(v.Value)
 }
 
 func isFalse(s string) bool {

@@ -128,15 +128,3 @@ func goName(id string) string {
 	}
 	return s
 }
-
-// misspeltExtension reports whether an extension's name is a near miss of
-// x-idempotency: another case (X-Idempotency) or one or two letters off
-// (x-idempotent, x-idempotancy), with - and _ ignored. x-idempotency-key
-// and other longer names are extensions of their own.
-func misspeltExtension(name string) bool {
-	if name == extension || len(name) < 2 || !strings.EqualFold(name[:2], "x-") {
-		return false
-	}
-	n := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
-	return editDistance(n(name), n(extension), 2) <= 2
-}

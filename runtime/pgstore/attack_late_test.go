@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"database/sql/driver"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,12 +88,56 @@ func TestAStatementLeftBehindRunsInTheNextTenantsTransaction(t *testing.T) {
 		},
 	}
 	for name, leave := range cases {
-		t.Run(name, func(t *testing.T) { statementLeftBehind(t, leave) })
+		t.Run(name, func(t *testing.T) {
+			g := newGate()
+			statementLeftBehind(t, g, func(h pgx.Tx) error { return leave(h, g) })
+		})
 	}
 }
 
-func statementLeftBehind(t *testing.T, leave func(pgx.Tx, gate) error) {
-	s, pool := newStore(t, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })
+// lowriteGate is the gate as a tracer of the pool's, at the start of
+// pgx's query for a large object's write: pgx starts the query after the
+// transaction's check, where a handler's goroutine can be descheduled.
+type lowriteGate gate
+
+func (g lowriteGate) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, "select lowrite") {
+		close(g.reached)
+		<-g.open
+	}
+	return ctx
+}
+
+func (lowriteGate) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// pgx's large objects run their statements through the transaction they
+// were made from: the handler's, so that a write of theirs still running
+// when the transaction ends is one of the handler's calls too, not one
+// that pgx's own transaction object let through before it was closed.
+func TestALargeObjectLeftBehindRunsInTheNextTenantsTransaction(t *testing.T) {
+	g := newGate()
+	statementLeftBehind(t, g, func(h pgx.Tx) error {
+		ctx := context.Background()
+		lo := h.LargeObjects()
+		oid, err := lo.Create(ctx, 0)
+		if err != nil {
+			return err
+		}
+		obj, err := lo.Open(ctx, oid, pgx.LargeObjectModeWrite)
+		if err != nil {
+			return err
+		}
+		_, err = obj.Write([]byte("globex-charge"))
+		return err
+	}, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = lowriteGate(g) })
+}
+
+func newGate() gate { return gate{reached: make(chan struct{}), open: make(chan struct{})} }
+
+// statementLeftBehind has acme's handler leave a statement held at g, and
+// globex's request run on the connection before g lets it through.
+func statementLeftBehind(t *testing.T, g gate, leave func(pgx.Tx) error, tweak ...func(*pgxpool.Config)) {
+	s, pool := newStore(t, append(tweak, func(cfg *pgxpool.Config) { cfg.MaxConns = 1 })...)
 	ctx := context.Background()
 
 	acme := claimFor("m1", "tok-acme", time.Minute)
@@ -102,10 +147,13 @@ func statementLeftBehind(t *testing.T, leave func(pgx.Tx, gate) error) {
 		t.Fatalf("acme's ClaimTx = %+v, %v", res, err)
 	}
 	h := tx.Driver().(pgx.Tx)
-	g := gate{reached: make(chan struct{}), open: make(chan struct{})}
 	late := make(chan error, 1)
-	go func() { late <- leave(h, g) }()
-	<-g.reached
+	go func() { late <- leave(h) }()
+	select {
+	case <-g.reached:
+	case err := <-late:
+		t.Fatalf("acme's statement ended before it reached the gate: %v", err)
+	}
 	if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
 		t.Fatalf("acme's Commit: %v", err)
 	}

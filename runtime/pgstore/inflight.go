@@ -1,6 +1,12 @@
 package pgstore
 
-import "sync/atomic"
+import (
+	"reflect"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // A handler's call can still be running when the idempotency layer ends
 // its transaction: a goroutine the handler left behind, or code of the
@@ -9,16 +15,18 @@ import "sync/atomic"
 // transaction was open before it ended, and goes on to send its statement
 // on the connection, whoever holds it by then: after the connection went
 // back to the pool, another request's, inside that request's transaction
-// (docs/semantics.md §7.2). The end of the transaction and the handler's
-// calls therefore exclude each other, as database/sql's Tx.closemu does:
-// every call counts itself in flight before it checks that the
+// (docs/semantics.md §7.2). The end of the transaction therefore knows
+// of every call that may still send, much as database/sql's Tx.closemu
+// does: every call counts itself in flight before it checks that the
 // transaction is open, and out when pgx is done with it (for rows and a
 // batch's results, when they are closed); the end marks the transaction
-// closed before it looks at the count. A call in flight then is not
-// waited for, as the handler's code it runs may never return: the
-// transaction ends as it would have, and its connection is closed rather
-// than pooled, so that the call's statement, if it is ever sent, meets a
-// closed connection.
+// closed before it looks at the count. Unlike closemu, the end does not
+// wait for a call in flight, as the handler's code it runs may never
+// return: the transaction ends as it would have, and its connection is
+// closed rather than pooled, so that the call's statement, if it is ever
+// sent, meets a closed connection. Until then the call shares pgx.Conn,
+// which is not safe for use by two goroutines, with the end's statements,
+// and may make them fail: that costs its own request, never another's.
 
 // handlerCalls is what a handler's transaction and its nested ones share
 // to keep their calls apart from the transaction's end.
@@ -57,4 +65,22 @@ func (c *handlerCalls) end() {
 	if c.inFlight.Load() > 0 {
 		c.outlived = true
 	}
+}
+
+// throughHandler makes lo, pgx's large objects of h's transaction, run
+// their statements through h, so that each counts as the handler's call
+// and is refused once the transaction has ended, rather than only once
+// pgx's own transaction object is closed (putBack), with no count of a
+// call already past that check. pgx makes a LargeObjects of its own
+// transaction only, and keeps the Tx it runs through in its one field,
+// which is unexported: the field is set in place, if the type is still
+// that one field.
+// TestALargeObjectLeftBehindRunsInTheNextTenantsTransaction holds pgx to
+// it.
+func throughHandler(lo *pgx.LargeObjects, h *handlerTx) {
+	t := reflect.TypeFor[pgx.LargeObjects]()
+	if t.NumField() != 1 || t.Field(0).Type != reflect.TypeFor[pgx.Tx]() {
+		return
+	}
+	*(*pgx.Tx)(unsafe.Pointer(lo)) = h
 }

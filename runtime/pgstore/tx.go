@@ -429,8 +429,8 @@ func leanReset(user string, began time.Time) []*pgx.QueuedQuery {
 // the handler prepared by name (preparedNames), and pgx's transaction
 // object is marked closed: the engine ends that transaction with
 // statements of its own, so pgx would otherwise still take it for open,
-// and whatever reads that state (LargeObjects) would keep working on a
-// pooled connection. Its Commit gets a context that is already done, so
+// and whatever reads that state would keep working on a pooled connection
+// (pgx's LargeObjects, were they not run through h: throughHandler). Its Commit gets a context that is already done, so
 // pgx sends nothing: it only marks the object closed, and closes the
 // connection only if it is still inside a transaction, which a connection
 // that gets here is not unless its cleanup failed (then it is closed
@@ -954,10 +954,14 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 	return &handlerBatch{BatchResults: h.tx.SendBatch(ctx, b), calls: h.calls}
 }
 
-// LargeObjects forwards to the transaction.
+// LargeObjects forwards to the transaction. The large objects run their
+// statements through h, so that each is one of the handler's calls
+// (inflight.go).
 func (h *handlerTx) LargeObjects() pgx.LargeObjects {
 	h.cache.ranLargeObjects()
-	return h.tx.LargeObjects()
+	lo := h.tx.LargeObjects()
+	throughHandler(&lo, h)
+	return lo
 }
 
 // Prepare forwards to the transaction. The statement lasts as long as the

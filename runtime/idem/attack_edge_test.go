@@ -109,6 +109,48 @@ func TestEdgeReplayKeepsKeptTrailers(t *testing.T) {
 	})
 }
 
+// A ServeMux serves a pattern with a host ("POST legacy.example/transfers")
+// ahead of the host-less one for requests to that host. CheckRoutes' sample
+// request names no host, so a protected operation that one host reaches
+// through a handler without its policy is found only when CheckRoutes is
+// given that host; engine.ServeMux applies the policy to such a pattern
+// itself, and a request sent twice to that host runs once.
+func TestEdgeCheckRoutesSeesHostPatterns(t *testing.T) {
+	var runs atomic.Int64
+	e := newEngine(t, idem.Config{Policies: []idem.Policy{transferPolicy()}})
+	plain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /transfers", e.Handler("createTransfer", plain))
+	mux.Handle("POST legacy.example/transfers", plain)
+	if err := e.CheckRoutes(idem.PerRoute, mux.Handler); err != nil {
+		t.Fatalf("CheckRoutes without hosts = %v, want nil: the sample request reaches the host-less pattern", err)
+	}
+	err := e.CheckRoutes(idem.PerRoute, mux.Handler, "legacy.example")
+	if err == nil || !strings.Contains(err.Error(), "legacy.example/transfers") {
+		t.Fatalf("CheckRoutes with legacy.example = %v, want legacy.example's route reported", err)
+	}
+
+	through := e.ServeMux(http.NewServeMux())
+	through.Handle("POST /transfers", plain)
+	through.Handle("POST legacy.example/transfers", plain)
+	if err := e.CheckRoutes(idem.PerRoute, through.Handler, "legacy.example"); err != nil {
+		t.Fatalf("CheckRoutes through engine.ServeMux = %v, want nil", err)
+	}
+	runs.Store(0)
+	for range 2 {
+		r := httptest.NewRequest(http.MethodPost, "http://legacy.example/transfers", strings.NewReader(`{"amount":1,"to":"a"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "k-host")
+		through.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("one request sent twice to legacy.example through engine.ServeMux ran %d times, want 1", n)
+	}
+}
+
 // A request's framing is not part of it: the same body sent with
 // Expect: 100-continue, chunked with a trailer (which may not carry the
 // key), or plainly is one request, run once and replayed to the others,

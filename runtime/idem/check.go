@@ -49,7 +49,17 @@ type RouteLookup func(r *http.Request) (h http.Handler, route string)
 //
 // It sends no request through the handlers: it only asks the router where
 // one sample request per operation would go.
-func (e *Engine) CheckRoutes(m Mounting, lookup RouteLookup) error {
+//
+// The sample request names no host, so a route that only some hosts reach
+// (a ServeMux pattern with a host, "POST legacy.example/transfers", which
+// a request to that host meets before "POST /transfers") is looked up
+// only when hosts names it: each operation is then looked up once more per
+// host, with the request's Host set to it. Give every host a pattern of
+// the router names. (engine.ServeMux applies the policy to every pattern
+// registered through it, with a host or without.)
+//
+//	err := engine.CheckRoutes(idem.PerRoute, mux.Handler, "legacy.example")
+func (e *Engine) CheckRoutes(m Mounting, lookup RouteLookup, hosts ...string) error {
 	if m != BehindMiddleware && m != PerRoute {
 		return fmt.Errorf("idem: CheckRoutes: unknown mounting %d", m)
 	}
@@ -60,19 +70,24 @@ func (e *Engine) CheckRoutes(m Mounting, lookup RouteLookup) error {
 	slices.Sort(ids)
 	var errs []error
 	for _, id := range ids {
-		if err := e.checkRoute(m, lookup, e.ops[id]); err != nil {
-			errs = append(errs, err)
+		for _, host := range append([]string{""}, hosts...) {
+			if err := e.checkRoute(m, lookup, e.ops[id], host); err != nil {
+				errs = append(errs, err)
+				break // one report per operation
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (e *Engine) checkRoute(m Mounting, lookup RouteLookup, op *operation) error {
+// checkRoute checks op's route for a request to host ("" for none).
+func (e *Engine) checkRoute(m Mounting, lookup RouteLookup, op *operation, host string) error {
 	req, err := e.sampleRequest(op)
 	if err != nil {
 		return err
 	}
-	where := fmt.Sprintf("idem: %s %s (%s)", op.Method, req.URL.Path, op.OperationID)
+	req.Host = host
+	where := fmt.Sprintf("idem: %s %s%s (%s)", op.Method, host, req.URL.Path, op.OperationID)
 	h, route := lookup(req)
 	if rr, ok := h.(refusedRoute); ok {
 		return fmt.Errorf("%s: %w", where, rr.err)

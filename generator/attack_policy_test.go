@@ -241,3 +241,43 @@ paths:
 		})
 	}
 }
+
+// TestAttackUnannotatedRouteIsNotShadowed: POST /pay/{id} has a policy
+// (required key, fingerprint [/amount]) and POST /pay/batch, a more
+// specific route of the same method, has none. The router sends
+// /pay/batch to the batch handler, but the generated engine knows only
+// the annotated template, and /pay/{id} matches /pay/batch: capture's
+// policy is applied to batch. Mounted with Engine.Middleware over a
+// ServeMux serving both, a keyless batch request got 400
+// missing-idempotency-key, and a second batch request with another body
+// under the same key got the first one's stored answer
+// (Idempotent-Replayed: true) and never ran, since the fingerprint reads
+// only /amount. The generator sees both operations: it must tell the
+// engine that /pay/batch is not capture's, or refuse.
+func TestAttackUnannotatedRouteIsNotShadowed(t *testing.T) {
+	spec := `openapi: 3.0.3
+info: {title: t, version: "1"}
+paths:
+  /pay/{id}:
+    post:
+      operationId: capture
+      parameters: [{name: id, in: path, required: true, schema: {type: string}}]
+      x-idempotency: {required: true, fingerprint: [/amount]}
+      requestBody:
+        content:
+          application/json:
+            schema: {type: object, properties: {amount: {type: integer}}}
+      responses: {"200": {description: ok}}
+  /pay/batch:
+    post:
+      operationId: batch
+      responses: {"200": {description: ok}}
+`
+	files, diags := generateIn(t, t.TempDir(), spec, Options{})
+	if len(diags) > 0 {
+		return // reported: fine
+	}
+	if src := string(files["api/idempotency.idem.go"]); !strings.Contains(src, `"/pay/batch"`) {
+		t.Errorf("POST /pay/batch, which has no policy, is matched by POST /pay/{id}'s template in the generated engine, and nothing says so")
+	}
+}

@@ -99,7 +99,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 		emitPolicy(f, op)
 	}
 	emitPolicies(f, ops)
-	emitEngine(f, spec.BasePath)
+	emitEngine(f, spec.BasePath, spec.Unprotected)
 	if len(ops) > 0 {
 		emitStrictGlue(f)
 	}
@@ -463,7 +463,7 @@ func emitPolicies(f *jen.File, ops []model.Operation) {
 	f.Func().Id("Policies").Params().Index().Qual(pathIdem, "Policy").Block(body)
 }
 
-func emitEngine(f *jen.File, basePath string) {
+func emitEngine(f *jen.File, basePath string, unprotected []model.Route) {
 	f.Comment("NewEngine builds the idempotency engine for the operations of this spec;")
 	body := []jen.Code{jen.Id("cfg").Dot("Policies").Op("=").Id("Policies").Call()}
 	if basePath == "" {
@@ -474,6 +474,20 @@ func emitEngine(f *jen.File, basePath string) {
 		body = append(body, jen.If(jen.Id("cfg").Dot("BasePath").Op("==").Lit("")).Block(
 			jen.Id("cfg").Dot("BasePath").Op("=").Id(basePathName),
 		))
+	}
+	if len(unprotected) > 0 {
+		f.Comment("The spec's operations without a policy that a protected path template")
+		f.Comment("also matches, and that are more specific, are added to cfg.Unprotected:")
+		f.Comment("the router sends their requests to them, and the engine passes them through.")
+		routes := make([]jen.Code, len(unprotected))
+		for i, r := range unprotected {
+			routes[i] = jen.Qual(pathIdem, "Route").Values(jen.Dict{
+				jen.Id("Method"):      jen.Lit(r.Method),
+				jen.Id("Path"):        jen.Lit(r.Path),
+				jen.Id("OperationID"): jen.Lit(r.ID),
+			})
+		}
+		body = append(body, jen.Id("cfg").Dot("Unprotected").Op("=").Append(append([]jen.Code{jen.Id("cfg").Dot("Unprotected")}, routes...)...))
 	}
 	body = append(body, jen.Return(jen.Qual(pathIdem, "New").Call(jen.Id("cfg"))))
 	f.Func().Id("NewEngine").Params(jen.Id("cfg").Qual(pathIdem, "Config")).

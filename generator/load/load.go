@@ -240,6 +240,7 @@ func (l *loader) run() *model.Spec {
 		return strings.Compare(a.Method, b.Method)
 	})
 	l.checkOverlaps(spec.Operations)
+	spec.Unprotected = l.unprotected(spec.Operations)
 	l.checkServeMuxPaths(spec.Operations)
 	if len(spec.Operations) > 0 {
 		spec.BasePath = l.basePath(spec.Operations)

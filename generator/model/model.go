@@ -32,6 +32,20 @@ type Spec struct {
 	// Operations are the operations that carry a policy, sorted by Path then
 	// Method.
 	Operations []Operation
+	// Unprotected are the operations without a policy whose paths a
+	// protected operation's template of the same method also matches, and
+	// which are more specific than it (POST /pay/batch beside a protected
+	// POST /pay/{id}): the router sends such a path to them, so the engine
+	// must pass it through. Sorted by Path then Method.
+	Unprotected []Route
+}
+
+// Route is an operation without a policy.
+type Route struct {
+	Method string
+	Path   string
+	// ID is its operationId, "" when it has none.
+	ID string
 }
 
 // Operation is one annotated operation with its effective policy.

@@ -61,6 +61,15 @@ type Config struct {
 	// BasePath is stripped from request paths before they are matched
 	// against path templates, for APIs served below a prefix such as "/v1".
 	BasePath string
+	// Unprotected are the routes of the same router that have no policy
+	// but share paths with a protected template and are more specific
+	// than it, such as POST /pay/batch beside a protected POST /pay/{id}:
+	// the router sends /pay/batch to its own handler (ServeMux and chi
+	// prefer the more specific route), so Middleware passes such a
+	// request through rather than apply /pay/{id}'s policy to it. The
+	// generated NewEngine adds the spec's. A route that matches the same
+	// requests as a protected one with neither more specific is refused.
+	Unprotected []Route
 	// Secrets keep customers' data out of the store. With a secret, a key
 	// is stored as its HMAC-SHA256 ("hmac " and 64 hex digits) and the
 	// fingerprint as an HMAC of the request's canonical SHA-256, so that a
@@ -149,6 +158,10 @@ type operation struct {
 	// latency is the handler's observed latency, for the Retry-After of
 	// a 409 request-in-progress.
 	latency movingmean.Duration
+	// unprotected marks a route of Config.Unprotected: only its Method,
+	// Path, OperationID and template are set, and the router passes its
+	// requests through.
+	unprotected bool
 }
 
 // New prepares an engine. It refuses a configuration that could leave a
@@ -226,6 +239,16 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("idem: operations %s and %s would store their keys under one name %q", other, p.OperationID, p.scopeID())
 		}
 		scopes[p.scopeID()] = p.OperationID
+		if err := e.router.add(op); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range cfg.Unprotected {
+		t, err := pathtemplate.Parse(r.Path)
+		if err != nil {
+			return nil, fmt.Errorf("idem: unprotected route %s %s: %w", r.Method, r.Path, err)
+		}
+		op := &operation{Policy: Policy{Method: r.Method, Path: r.Path, OperationID: r.OperationID}, template: t, unprotected: true}
 		if err := e.router.add(op); err != nil {
 			return nil, err
 		}

@@ -20,7 +20,10 @@ import (
 // empty or dot segments are removed ("/orders/", "//orders") is refused
 // with a 400 problem, since a router that cleans paths would serve it
 // unprotected otherwise. A router mounted below a prefix needs
-// Config.BasePath; Engine.CheckRoutes finds a missing one in a test.
+// Config.BasePath; Engine.CheckRoutes finds a missing one in a test. A
+// path that a route of Config.Unprotected matches more specifically than
+// any policy's template is that route's, as the router reads it, and
+// passes through.
 func (e *Engine) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt := e.router.find(r.Method, r.URL.EscapedPath())

@@ -310,3 +310,50 @@ func TestHandlerRefusesOtherUnsafeMethods(t *testing.T) {
 		t.Fatalf("idempotent methods ran %d times, want 3 (they pass through)", runs.Load())
 	}
 }
+
+// TestUnprotectedRoutePassesThrough: POST /pay/batch has no policy beside
+// a protected POST /pay/{id}, and ServeMux sends /pay/batch to its own
+// handler. Before Config.Unprotected the engine read /pay/batch as
+// capture's: a keyless batch was refused for a missing key, and a second
+// batch under the same key was answered with the first one's replay and
+// never ran.
+func TestUnprotectedRoutePassesThrough(t *testing.T) {
+	var captures, batches atomic.Int64
+	mux := http.NewServeMux()
+	mux.Handle("POST /pay/{id}", created(&captures))
+	mux.Handle("POST /pay/batch", created(&batches))
+	store := memstore.New()
+	e := newEngine(t, idem.Config{Store: store, Policies: []idem.Policy{pathPolicy("capture", "/pay/{id}", "id")},
+		Unprotected: []idem.Route{{Method: http.MethodPost, Path: "/pay/batch", OperationID: "batch"}}})
+	h := e.Middleware(mux)
+	expect(t, post(t, h, "/pay/batch", ""), http.StatusCreated, "")
+	expect(t, post(t, h, "/pay/batch", "k1"), http.StatusCreated, "")
+	if w := post(t, h, "/pay/batch", "k1"); w.Code != http.StatusCreated || w.Header().Get(problem.ReplayedHeader) != "" {
+		t.Fatalf("the second batch under one key: status %d, %s %q; want it run", w.Code, problem.ReplayedHeader, w.Header().Get(problem.ReplayedHeader))
+	}
+	if batches.Load() != 3 || store.Len() != 0 {
+		t.Fatalf("batch ran %d times, want 3; %d keys stored, want none", batches.Load(), store.Len())
+	}
+	// capture keeps its policy.
+	expect(t, post(t, h, "/pay/p1", ""), http.StatusBadRequest, problem.MissingKey)
+	expect(t, post(t, h, "/pay/p1", "k1"), http.StatusCreated, "")
+	expect(t, post(t, h, "/pay/p1", "k1"), http.StatusCreated, "")
+	if captures.Load() != 1 {
+		t.Fatalf("capture ran %d times, want 1", captures.Load())
+	}
+}
+
+// TestNewRefusesAnUnprotectedRouteNoMoreSpecific: an unprotected route that
+// matches a protected one's requests with neither more specific would
+// leave it to the router's accident which handler, and which policy, a
+// request meets.
+func TestNewRefusesAnUnprotectedRouteNoMoreSpecific(t *testing.T) {
+	for _, path := range []string{"/pay/{other}", "/pay/{x}/b"} {
+		_, err := idem.New(idem.Config{Store: memstore.New(), Tenant: func(*http.Request) (string, bool) { return "t", true },
+			Policies:    []idem.Policy{pathPolicy("capture", "/pay/{id}", "id"), pathPolicy("deep", "/pay/a/{y}", "y")},
+			Unprotected: []idem.Route{{Method: http.MethodPost, Path: path, OperationID: "other"}}})
+		if err == nil || !strings.Contains(err.Error(), "match the same requests") {
+			t.Errorf("unprotected %s: New = %v, want an overlap error", path, err)
+		}
+	}
+}

@@ -10,6 +10,16 @@ import (
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
+// Route is an operation with no policy, served by the same router as the
+// protected ones (Config.Unprotected).
+type Route struct {
+	Method string
+	// Path is its path template, below Config.BasePath.
+	Path string
+	// OperationID names it in errors; it may be empty.
+	OperationID string
+}
+
 // router finds the operation of a request by method and path template. It
 // reads a path as net/http's ServeMux does (segments split on "/", then each
 // one percent-decoded) so that the engine protects every request the
@@ -17,7 +27,10 @@ import (
 type router struct {
 	// base holds BasePath's decoded segments, matched before the template.
 	base []string
-	// byMethod holds the operations of one method, most specific first.
+	// byMethod holds the operations of one method, most specific first,
+	// the unprotected routes among them: a path that one of those matches
+	// first is the unprotected route's, as the application's router
+	// reads it, and passes through.
 	byMethod map[string][]*operation
 }
 
@@ -41,6 +54,9 @@ func newRouter(basePath string) (router, error) {
 func (rt *router) add(op *operation) error {
 	ops := rt.byMethod[op.Method]
 	for _, o := range ops {
+		if o.unprotected && op.unprotected {
+			continue // neither is the engine's
+		}
 		if pathtemplate.Overlap(o.template, op.template) {
 			return fmt.Errorf("idem: %s %s (%s) and %s %s (%s) match the same requests; neither is more specific",
 				o.Method, o.Path, o.OperationID, op.Method, op.Path, op.OperationID)
@@ -99,6 +115,9 @@ func (rt *router) match(method, escapedPath string) (*operation, map[string]stri
 		for _, op := range ops {
 			work.Add(size)
 			if params, ok := op.template.Match(rest); ok {
+				if op.unprotected {
+					return nil, nil, false
+				}
 				// An escaped "/" at the very end reads as a trailing slash
 				// to a router that matches the decoded path.
 				work.Add(len(segs[len(segs)-1]))
@@ -112,7 +131,7 @@ func (rt *router) match(method, escapedPath string) (*operation, map[string]stri
 		// is the operation's to a router or handler that splits it so.
 		for _, op := range ops {
 			work.Add(size)
-			if op.template.MatchAnySplit(rest) {
+			if !op.unprotected && op.template.MatchAnySplit(rest) {
 				return op, nil, true
 			}
 		}
@@ -143,6 +162,9 @@ func (rt *router) match(method, escapedPath string) (*operation, map[string]stri
 		for _, op := range ops {
 			work.Add(size)
 			if _, ok := op.template.Match(rest); ok {
+				if op.unprotected {
+					break // this reading is the unprotected route's
+				}
 				return op, nil, true
 			}
 		}

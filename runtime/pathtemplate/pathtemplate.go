@@ -392,14 +392,29 @@ func (t *Template) expand(values map[string]string, allowEmpty bool) (string, er
 // of patterns for the same reason: which one a request reaches would be an
 // accident. Two mixed segments it cannot tell apart count as overlapping.
 func Overlap(a, b *Template) bool {
+	shared, aWins, bWins := compare(a, b)
+	return shared && aWins == bWins
+}
+
+// Shared reports whether some request path may match both a and b, with
+// either more specific or neither (two mixed segments it cannot tell
+// apart count as sharing paths). A router sends such a path to the more
+// specific one (Less), as ServeMux and chi do.
+func Shared(a, b *Template) bool {
+	shared, _, _ := compare(a, b)
+	return shared
+}
+
+// compare reports whether a and b may match one path, and whether each
+// is more specific than the other at some segment.
+func compare(a, b *Template) (shared, aWins, bWins bool) {
 	if len(a.segs) != len(b.segs) {
-		return false
+		return false, false, false
 	}
-	aWins, bWins := false, false
 	for i := range a.segs {
 		sa, sb := a.segs[i], b.segs[i]
 		if !sa.mayOverlap(sb) {
-			return false
+			return false, false, false
 		}
 		switch ka, kb := sa.kind(), sb.kind(); {
 		case ka > kb:
@@ -408,7 +423,7 @@ func Overlap(a, b *Template) bool {
 			bWins = true
 		}
 	}
-	return aWins == bWins
+	return true, aWins, bWins
 }
 
 // Less orders templates for matching. Only templates with as many

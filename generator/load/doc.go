@@ -24,6 +24,13 @@
 // schemas that each name many others cost it their references times their
 // members. No option of kin-openapi avoids that walk.
 //
+// kin-openapi also decodes every YAML alias as a copy of what it names, so
+// aliases that name anchors holding aliases would make a spec of a few
+// hundred bytes gigabytes to decode. Before kin-openapi runs, the loader
+// counts what the aliases expand the document to, each node once, and
+// refuses a document they expand past ten times its own nodes plus
+// 100,000 (checkAliases).
+//
 // # What is an error and what is a warning
 //
 // Everything about the extension is decoded strictly: unknown fields (with

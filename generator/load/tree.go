@@ -100,7 +100,7 @@ func prepareTree(root *yaml.Node, file string) (*tree, error) {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if hasAlias {
-		if err := checkAliasCycles(root); err != nil {
+		if err := checkAliases(root); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 	}
@@ -245,37 +245,78 @@ func hasDuplicateKey(n *yaml.Node) bool {
 	return false
 }
 
-// checkAliasCycles refuses an anchor whose value contains an alias to
-// itself: decoding it would never end.
-func checkAliasCycles(root *yaml.Node) error {
-	const (
-		onPath = 1
-		done   = 2
-	)
-	state := map[*yaml.Node]uint8{}
-	var walk func(n *yaml.Node) error
-	walk = func(n *yaml.Node) error {
-		switch state[n] {
-		case onPath:
-			return fmt.Errorf("line %d: anchor %q contains an alias to itself", n.Line, n.Anchor)
-		case done:
-			return nil
+// A document's YAML aliases may expand it to aliasFactor times the nodes
+// it holds, plus aliasAllowance nodes. kin-openapi decodes every alias as
+// a copy of what it names, so aliases that name anchors holding aliases
+// (a "billion laughs") make a spec of a few hundred bytes gigabytes to
+// decode, while anchors used as they are meant to (a response or the
+// parameters written once and named from many operations) add a part of
+// the document per use.
+const (
+	aliasFactor    = 10
+	aliasAllowance = 100_000
+)
+
+// checkAliases refuses an anchor whose value contains an alias to itself,
+// since decoding it would never end, and a document that its aliases
+// expand past aliasFactor times its size plus aliasAllowance nodes. Each
+// node is counted once, with the expanded size of what it holds
+// remembered, so the check costs the document's size however far the
+// aliases expand.
+func checkAliases(root *yaml.Node) error {
+	// saturated stands for any size past what a document may expand to,
+	// so that sums of sizes (doubling with each level of aliases) never
+	// overflow.
+	const saturated, onPath = 1 << 40, -1
+	// size is a node's expanded size: itself, what it holds, and what its
+	// aliases name, expanded; onPath while it is being counted.
+	size := map[*yaml.Node]int{}
+	written := 0
+	var largest *yaml.Node // the anchor that expands the most
+	var count func(n *yaml.Node) (int, error)
+	count = func(n *yaml.Node) (int, error) {
+		switch s, seen := size[n]; {
+		case seen && s == onPath:
+			return 0, fmt.Errorf("line %d: anchor %q contains an alias to itself", n.Line, n.Anchor)
+		case seen:
+			return s, nil
 		}
-		state[n] = onPath
+		size[n] = onPath
+		written++
+		total := 1
 		if n.Kind == yaml.AliasNode && n.Alias != nil {
-			if err := walk(n.Alias); err != nil {
-				return err
+			s, err := count(n.Alias)
+			if err != nil {
+				return 0, err
 			}
+			if largest == nil || s > size[largest] {
+				largest = n.Alias
+			}
+			total += s
 		}
 		for _, c := range n.Content {
-			if err := walk(c); err != nil {
-				return err
+			s, err := count(c)
+			if err != nil {
+				return 0, err
 			}
+			total = min(total+s, saturated)
 		}
-		state[n] = done
-		return nil
+		size[n] = total
+		return total, nil
 	}
-	return walk(root)
+	expanded, err := count(root)
+	if err != nil {
+		return err
+	}
+	if limit := aliasFactor*written + aliasAllowance; expanded > limit {
+		what := strconv.Itoa(expanded)
+		if expanded == saturated {
+			what = "more than " + what
+		}
+		return fmt.Errorf("its YAML aliases expand its %d nodes to %s, and every reader of the spec decodes them as copies (the largest, anchor %q on line %d, holds %d nodes expanded); write the shared part once and name it with a $ref instead",
+			written, what, largest.Anchor, largest.Line, size[largest])
+	}
+	return nil
 }
 
 // pos returns the position of n in the spec file.

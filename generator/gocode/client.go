@@ -40,7 +40,7 @@ func EmitClient(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, err
 	}
 	emitConsts(f, ops)
 	emitBasePath(f, spec.BasePath)
-	emitClientTable(f, ops)
+	emitClientTable(f, ops, spec.Unprotected)
 	src, err := render(f)
 	return src, nil, err
 }
@@ -50,9 +50,14 @@ func EmitClient(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, err
 // retry budget) and nothing of the server's (lease, snapshots,
 // fingerprint), so that client code can import it without learning how
 // the server stores keys.
-func emitClientTable(f *jen.File, ops []model.Operation) {
+func emitClientTable(f *jen.File, ops []model.Operation, unprotected []model.Route) {
 	f.Comment(clientTableName + " returns what an idemclient.Transport needs to know of")
 	f.Comment("every annotated operation, sorted by path and method.")
+	if len(unprotected) > 0 {
+		f.Comment("Then come the operations without a policy that a protected template also")
+		f.Comment("matches and that are more specific, marked Unprotected: the server's router")
+		f.Comment("sends their requests to them, so the Transport sends those once, with no key.")
+	}
 	items := make([]jen.Code, len(ops))
 	for i, op := range ops {
 		p := op.Policy
@@ -71,6 +76,14 @@ func emitClientTable(f *jen.File, ops []model.Operation) {
 			fields = append(fields, field("RetryBudget", DurationCode(p.ClientRetryBudget)))
 		}
 		items[i] = jen.Custom(multi, fields...)
+	}
+	for _, r := range unprotected {
+		items = append(items, jen.Custom(multi,
+			field("ID", jen.Lit(r.ID)),
+			field("Method", methodCode(r.Method)),
+			field("Path", jen.Lit(r.Path)),
+			field("Unprotected", jen.True()),
+		))
 	}
 	var body jen.Code
 	if len(ops) == 0 {

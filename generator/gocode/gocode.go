@@ -104,7 +104,7 @@ func Emit(spec *model.Spec, opts Options) ([]byte, []model.Diagnostic, error) {
 		emitStrictGlue(f)
 	}
 	if !opts.NoClientTable {
-		emitClientTable(f, ops)
+		emitClientTable(f, ops, spec.Unprotected)
 	}
 	for _, op := range ops {
 		if op.Policy.Transactional {

@@ -40,6 +40,13 @@ type Operation struct {
 	// RetryBudget is the spec's clientRetryBudget, the longest a client
 	// may keep retrying; zero when the spec sets none.
 	RetryBudget time.Duration
+	// Unprotected marks an operation without a policy that the table
+	// holds because a protected template of its method also matches its
+	// paths and it is the more specific (POST /pay/batch beside a
+	// protected POST /pay/{id}): the server's router sends such a request
+	// to its own handler, which no key protects, so the Transport sends it
+	// once, as it is. Only ID, Method and Path are set.
+	Unprotected bool
 }
 
 // defaultKeyMaxLength is the extension's default keyMaxLength.
@@ -71,30 +78,15 @@ func newRouter(basePath string, ops []Operation) (*router, error) {
 		if op.Method == "" || op.Path == "" {
 			return nil, fmt.Errorf("operation %q: method and path are required", op.ID)
 		}
-		switch op.Key.In {
-		case key.InHeader, key.InQuery, key.InBody:
-		default:
-			return nil, fmt.Errorf("operation %q: key source %q is not header, query or body", op.ID, op.Key.In)
+		if !op.Unprotected {
+			var err error
+			if op, err = checkOperation(op); err != nil {
+				return nil, err
+			}
 		}
-		if op.Key.Name == "" {
-			return nil, fmt.Errorf("operation %q: the key has no name", op.ID)
+		if err := r.add(op, seen); err != nil {
+			return nil, err
 		}
-		if op.TTL <= 0 {
-			return nil, fmt.Errorf("operation %q: TTL must be positive", op.ID)
-		}
-		if op.KeyMaxLength == 0 {
-			op.KeyMaxLength = defaultKeyMaxLength
-		}
-		t, err := pathtemplate.Parse(op.Path)
-		if err != nil {
-			return nil, fmt.Errorf("operation %q: %w", op.ID, err)
-		}
-		id := strings.ToUpper(op.Method) + " " + op.Path
-		if seen[id] {
-			return nil, fmt.Errorf("operation %q: %s is in the table twice", op.ID, id)
-		}
-		seen[id] = true
-		r.routes = append(r.routes, route{op: op, tmpl: t})
 	}
 	slices.SortStableFunc(r.routes, func(a, b route) int {
 		switch {
@@ -106,6 +98,42 @@ func newRouter(basePath string, ops []Operation) (*router, error) {
 		return 0
 	})
 	return r, nil
+}
+
+// checkOperation checks a protected operation of the table and fills in
+// its default key length.
+func checkOperation(op Operation) (Operation, error) {
+	switch op.Key.In {
+	case key.InHeader, key.InQuery, key.InBody:
+	default:
+		return op, fmt.Errorf("operation %q: key source %q is not header, query or body", op.ID, op.Key.In)
+	}
+	if op.Key.Name == "" {
+		return op, fmt.Errorf("operation %q: the key has no name", op.ID)
+	}
+	if op.TTL <= 0 {
+		return op, fmt.Errorf("operation %q: TTL must be positive", op.ID)
+	}
+	if op.KeyMaxLength == 0 {
+		op.KeyMaxLength = defaultKeyMaxLength
+	}
+	return op, nil
+}
+
+// add adds an operation of the table, refusing one whose method and path
+// are in the table already.
+func (r *router) add(op Operation, seen map[string]bool) error {
+	t, err := pathtemplate.Parse(op.Path)
+	if err != nil {
+		return fmt.Errorf("operation %q: %w", op.ID, err)
+	}
+	id := strings.ToUpper(op.Method) + " " + op.Path
+	if seen[id] {
+		return fmt.Errorf("operation %q: %s is in the table twice", op.ID, id)
+	}
+	seen[id] = true
+	r.routes = append(r.routes, route{op: op, tmpl: t})
+	return nil
 }
 
 // find returns the operation req calls, or nil. The path is matched the
@@ -131,6 +159,9 @@ func (r *router) find(req *http.Request) *Operation {
 			continue
 		}
 		if _, ok := rt.tmpl.Match(segs); ok {
+			if rt.op.Unprotected {
+				return nil // the more specific route, which has no policy
+			}
 			return &rt.op
 		}
 	}

@@ -106,6 +106,9 @@ func New(cfg Config) (*Transport, error) {
 	}
 	t := &Transport{cfg: cfg, router: r, budget: make(map[string]time.Duration), sleep: sleepCtx, draw: rand.N[time.Duration]}
 	for _, rt := range r.routes {
+		if rt.op.Unprotected {
+			continue
+		}
 		b, err := budgetFor(cfg.Budget, rt.op)
 		if err != nil {
 			return nil, err

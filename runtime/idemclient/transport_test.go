@@ -475,3 +475,33 @@ func TestRequestOutsideTheTableIsPassedThrough(t *testing.T) {
 		t.Errorf("the request outside the table was copied (body read for a retry), not passed through")
 	}
 }
+
+// An operation without a policy that the table marks Unprotected, more
+// specific than a protected template that also matches its path (POST
+// /pay/batch beside POST /pay/{id}), is the server router's choice for
+// its path and runs there unprotected: the Transport sends it once, with
+// no key, and retries nothing, while the protected operation keeps its
+// key and retries.
+func TestUnprotectedOperationIsSentOnce(t *testing.T) {
+	capture := Operation{ID: "capture", Method: http.MethodPost, Path: "/pay/{id}",
+		Key: Key{In: key.InHeader, Name: "Idempotency-Key"}, TTL: time.Hour}
+	batch := Operation{ID: "batch", Method: http.MethodPost, Path: "/pay/batch", Unprotected: true}
+	s := &script{answers: []func(*http.Request) (*http.Response, error){
+		answer(http.StatusServiceUnavailable, nil, ""),
+		answer(http.StatusServiceUnavailable, nil, ""),
+		answer(http.StatusOK, nil, ""),
+	}}
+	tr, _ := newTest(t, s, Config{Operations: []Operation{capture, batch}, MaxAttempts: 3})
+	if res, _, err := post(t, tr, context.Background(), "http://h/pay/batch", `{}`); err != nil || res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("batch: %v, %v; want its 503 as it came", res, err)
+	}
+	if len(s.got) != 1 || s.got[0].key != "" {
+		t.Fatalf("batch was sent %d times (key %q); want once, with no key", len(s.got), s.got[0].key)
+	}
+	if res, _, err := post(t, tr, context.Background(), "http://h/pay/p1", `{}`); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("capture: %v, %v", res, err)
+	}
+	if len(s.got) != 3 || s.got[1].key == "" || s.got[1].key != s.got[2].key {
+		t.Fatalf("capture: %+v; want a keyed first attempt and a retry under its key", s.got[1:])
+	}
+}

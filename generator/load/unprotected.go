@@ -37,12 +37,11 @@ func (l *loader) unprotected(ops []model.Operation) []model.Route {
 		if err != nil {
 			continue // no router serves it; the protected ones are checked elsewhere
 		}
-		item := deref(p.val)
-		if _, ref := get(item, "$ref"); ref != nil && ref.Kind == yaml.ScalarNode {
-			if target, err := l.t.resolveLocal(ref.Value); err == nil {
-				item = target
-			}
+		at, ok := l.items[path]
+		if !ok {
+			continue // it cannot be read, which is reported
 		}
+		item := at.node
 		for _, m := range methods {
 			method := strings.ToUpper(m)
 			_, opNode := get(item, m)

@@ -107,7 +107,8 @@
 //     error, unless it is false. On a path item it is an error (it would be
 //     silently ignored), and so is one anywhere else under a path item: in
 //     a request body, among responses, in a parameter or a schema (not in
-//     data, examples and defaults, nor as a property's name). In OpenAPI
+//     data, examples and defaults, nor as a property's name, nor in
+//     callbacks, whose requests the API sends). In OpenAPI
 //     3.2's additionalOperations, which kin-openapi serves like the method
 //     fields, it is an error: POST and PATCH belong in their own fields,
 //     and other methods may not have a policy. The document-level object must be an object; a

@@ -128,7 +128,10 @@ func foreignRunes(name string) string {
 // a parameter or a schema, indented a level too deep, it is a policy
 // idemgen never sees. It does not follow $refs nor aliases (what they
 // name is checked where it is written, if under a path item), nor look
-// into values that are data (examples, defaults) or other extensions'.
+// into values that are data (examples, defaults) or other extensions',
+// nor into callbacks: their operations are requests the API sends, which
+// idemgen does not protect, and a policy there may document the
+// receiver's.
 func (l *loader) checkMisplaced(path string, item *yaml.Node) {
 	var walk func(n *yaml.Node, where string, names bool)
 	walk = func(n *yaml.Node, where string, names bool) {
@@ -149,7 +152,7 @@ func (l *loader) checkMisplaced(path string, item *yaml.Node) {
 					if kind := extensionLookalike(k.Value); kind == confusable {
 						l.checkLookalike(k, kind)
 					}
-					if strings.HasPrefix(k.Value, "x-") || dataKeys[k.Value] {
+					if notWalked(k.Value) {
 						continue
 					}
 				}
@@ -174,12 +177,18 @@ func (l *loader) checkMisplaced(path string, item *yaml.Node) {
 	}
 }
 
+// notWalked reports whether checkMisplaced leaves the value of the
+// member key alone: an extension's, data, or callbacks.
+func notWalked(key string) bool {
+	return strings.HasPrefix(key, "x-") || dataKeys[key] || key == "callbacks"
+}
+
 // checkOperationMembers checks the members of one operation: its own
 // extensions for spelling, the rest with walk.
 func (l *loader) checkOperationMembers(path, method string, op *yaml.Node, walk func(*yaml.Node, string, bool)) {
 	l.checkSpelling(op)
 	for _, m := range pairs(op) {
-		if strings.HasPrefix(m.key.Value, "x-") {
+		if notWalked(m.key.Value) {
 			continue
 		}
 		walk(m.val, fmt.Sprintf("%s %s's %s", method, path, m.key.Value), false)

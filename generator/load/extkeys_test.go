@@ -55,6 +55,8 @@ paths:
       responses:
         "200": {description: ok}
         x-idempotency: true
+      callbacks:
+        done: {"{$request.body#/url}": {post: {x-idempotency: true, responses: {"200": {description: ok}}}}}
 `
 	_, diags, err := LoadData(context.Background(), []byte(src), "spec.yaml", Options{})
 	if err != nil {

@@ -17,6 +17,9 @@ type pathItem struct {
 	// at are the member names from the document's root to node:
 	// "paths" and the path, or the tokens of the last $ref.
 	at []string
+	// ref is the last $ref, as written, or "" when the path item is
+	// written under its path.
+	ref string
 }
 
 // pointer is the JSON Pointer of the path item.
@@ -57,7 +60,7 @@ func (t *tree) resolvePathItems() map[string]pathItem {
 			continue
 		}
 		if k, v := get(p.val, "$ref"); k != nil && v.Kind == yaml.ScalarNode {
-			v.Value = "#" + item.pointer()
+			v.Value = item.ref
 		}
 		items[p.key.Value] = item
 	}
@@ -73,11 +76,11 @@ type pathItemError struct {
 
 // followPathItem follows the $refs of the path item n, written for path.
 func (t *tree) followPathItem(path string, n *yaml.Node) (pathItem, *pathItemError) {
-	at := []string{"paths", path}
+	at, last := []string{"paths", path}, ""
 	seen := map[*yaml.Node]bool{}
 	for {
 		if n == nil || n.Kind != yaml.MappingNode {
-			return pathItem{node: n, at: at}, nil
+			return pathItem{node: n, at: at, ref: last}, nil
 		}
 		seen[n] = true
 		refKey, ref := get(n, "$ref")
@@ -89,7 +92,7 @@ func (t *tree) followPathItem(path string, n *yaml.Node) (pathItem, *pathItemErr
 				return pathItem{}, &pathItemError{broken.pos, fmt.Sprintf("the path item of %s is $ref %q, which %s; its operations, and any %s on them, cannot be read",
 					path, broken.ref, broken.reason, extension)}
 			}
-			return pathItem{node: n, at: at}, nil
+			return pathItem{node: n, at: at, ref: last}, nil
 		}
 		pos := t.pos(refKey)
 		for _, s := range pairs(n) {
@@ -109,6 +112,6 @@ func (t *tree) followPathItem(path string, n *yaml.Node) (pathItem, *pathItemErr
 			return pathItem{}, &pathItemError{pos, fmt.Sprintf("the path item of %s is $ref %q, which names %s, not a path item", path, ref.Value, describe(target))}
 		}
 		at, _ = refTokens(ref.Value) // resolveLocal has read it
-		n = target
+		n, last = target, ref.Value
 	}
 }

@@ -23,6 +23,7 @@ func TestPathItemRefs(t *testing.T) {
 		name, spec, err string
 	}{
 		{"chain", "    $ref: '#/components/pathItems/A'\ncomponents:\n  pathItems:\n    A: {$ref: '#/components/pathItems/B', summary: s}\n    B: {$ref: '#/components/pathItems/Pay', description: d, x-note: n}\n" + pay, ""},
+		{"escaped", "    $ref: '#/components/pathItems/A'\ncomponents:\n  pathItems:\n    A: {$ref: '#/components/pathItems/Pay%2520~1'}\n" + strings.Replace(pay, "Pay:", "Pay%20/:", 1), ""},
 		{"cycle", "    $ref: '#/components/pathItems/A'\ncomponents:\n  pathItems:\n    A: {$ref: '#/components/pathItems/B'}\n    B: {$ref: '#/components/pathItems/A'}\n" + pay,
 			"spec.yaml:9:9: error: the path item of /pay is $ref \"#/components/pathItems/A\", which leads back to a path item the $refs before it named"},
 		{"itself", "    $ref: '#/paths/~1pay'\n",
@@ -49,8 +50,12 @@ func TestPathItemRefs(t *testing.T) {
 				if spec == nil || len(spec.Operations) != 1 {
 					t.Fatalf("POST /pay is not loaded: %q", got)
 				}
-				if op := spec.Operations[0]; op.ID != "pay" || !slices.Equal(op.Item, []string{"components", "pathItems", "Pay"}) {
-					t.Errorf("operation %q at %q, want pay at components/pathItems/Pay", op.ID, op.Item)
+				want := []string{"components", "pathItems", "Pay"}
+				if c.name == "escaped" {
+					want[2] = "Pay%20/"
+				}
+				if op := spec.Operations[0]; op.ID != "pay" || !slices.Equal(op.Item, want) {
+					t.Errorf("operation %q at %q, want pay at %q", op.ID, op.Item, want)
 				}
 				return
 			}

@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -87,13 +88,19 @@ import (
 // whose response the late handler writes. A request that reaches
 // Middleware through the writer of net/http's TimeoutHandler, which
 // echo's Timeout hands on, is answered 500 with ErrTimeoutHandler and
-// nothing runs, whatever its route; CheckRoutes reports it.
+// nothing runs, whatever its route; CheckRoutes reports it. Whatever else
+// in front returns while the chain runs, a request that echo serves with
+// an echo.Context whose earlier request is still inside Middleware is
+// answered 500 and runs nothing, so that the earlier handler's writes
+// through the Context never reach an answer the engine stores. Use
+// Middleware once in a chain.
 func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	timeoutWriter := timeoutHandlerWriter()
+	running := &inUse{m: make(map[*echo.Response]struct{})}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if reflect.TypeOf(c.Response().Writer) == timeoutWriter {
@@ -111,10 +118,22 @@ func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 				return nil // CheckRoutes' probe: nothing runs
 			}
 			in, outer := c.Request(), c.Response()
+			if !running.enter(outer) {
+				// echo gave this request a Context whose earlier request
+				// is still inside Middleware: middleware in front returned
+				// while that request's handler runs, and its writes
+				// through the Context would land in this request's answer.
+				http.Error(outer, errContextInUse.Error(), http.StatusInternalServerError)
+				return nil
+			}
+			defer running.leave(outer)
 			e.RoutedMiddleware(pathtemplate.FromColons(c.Path()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				ctx, reach := withReach(r.Context())
 				c.SetRequest(r.WithContext(ctx))
-				c.SetResponse(echo.NewResponse(w, c.Echo()))
+				resp := echo.NewResponse(w, c.Echo())
+				running.enter(resp)
+				defer running.leave(resp)
+				c.SetResponse(resp)
 				if err := next(c); err != nil {
 					if o.unbound && !reach.reached.Load() {
 						idem.NotExecuted(ctx) // answered before the handler ran
@@ -127,6 +146,39 @@ func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 			return nil
 		}
 	}
+}
+
+// errContextInUse answers a request that echo served with an echo.Context
+// whose earlier request is still inside Middleware.
+var errContextInUse = errors.New("idemecho: echo served this request with an echo.Context whose earlier request's handler still runs inside idemecho.Middleware (middleware in front of it returned before the chain did); nothing was run. Put no middleware that answers while the chain runs in front of idemecho.Middleware")
+
+// inUse holds the echo.Responses of the requests inside one Middleware:
+// the one echo gave each request's Context and the one Middleware gave
+// it. echo resets a Context's Response in place when it serves another
+// request with the Context, so a request whose Context's Response is held
+// was given a Context another request's handler still holds, whatever
+// wraps the Context.
+type inUse struct {
+	mu sync.Mutex
+	m  map[*echo.Response]struct{}
+}
+
+// enter holds r, and reports whether no request held it.
+func (u *inUse) enter(r *echo.Response) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, held := u.m[r]; held {
+		return false
+	}
+	u.m[r] = struct{}{}
+	return true
+}
+
+// leave lets r go.
+func (u *inUse) leave(r *echo.Response) {
+	u.mu.Lock()
+	delete(u.m, r)
+	u.mu.Unlock()
 }
 
 // ErrTimeoutHandler is the answer, and CheckRoutes' report, for a request

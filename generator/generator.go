@@ -34,7 +34,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idemgen/idemgen/generator/breaking"
 	"github.com/idemgen/idemgen/generator/docgen"
 	"github.com/idemgen/idemgen/generator/gocode"
 	"github.com/idemgen/idemgen/generator/model"
@@ -149,7 +148,7 @@ func Run(ctx context.Context, opts Options) (map[string][]byte, model.Report, er
 // the emitters and the checks against the disk and the lock file find.
 func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic, error) {
 	var diags []model.Diagnostic
-	files := make(map[string][]byte)
+	files := newOutputs(opts)
 	goSrc, goDiags, err := gocode.Emit(spec, gocode.Options{
 		Package:       opts.Package,
 		Source:        opts.specFrom(opts.Out),
@@ -160,7 +159,9 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 		return nil, diags, fmt.Errorf("generate Go code: %w", err)
 	}
 	diags = append(diags, goDiags...)
-	files[path.Join(filepath.ToSlash(opts.Out), gocode.FileName)] = goSrc
+	if err := files.add("the Go code", path.Join(filepath.ToSlash(opts.Out), gocode.FileName), goSrc); err != nil {
+		return nil, diags, err
+	}
 	if opts.ClientOut != "" {
 		clientSrc, _, err := gocode.EmitClient(spec, gocode.Options{
 			Package: opts.ClientPackage,
@@ -169,7 +170,9 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 		if err != nil {
 			return nil, diags, fmt.Errorf("generate the client table: %w", err)
 		}
-		files[path.Join(filepath.ToSlash(opts.ClientOut), gocode.ClientFileName)] = clientSrc
+		if err := files.add("the client table", path.Join(filepath.ToSlash(opts.ClientOut), gocode.ClientFileName), clientSrc); err != nil {
+			return nil, diags, err
+		}
 	}
 
 	lockName, lock, lockDiags, err := lockFile(opts, spec)
@@ -177,7 +180,9 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 		return nil, diags, err
 	}
 	diags = append(diags, lockDiags...)
-	files[lockName] = lock
+	if err := files.add("the lock file", lockName, lock); err != nil {
+		return nil, diags, err
+	}
 
 	if opts.Migrations != "" {
 		migrations, err := sqlgen.Emit(sqlgen.Options{
@@ -196,8 +201,10 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 			return nil, diags, err
 		}
 		diags = append(diags, migDiags...)
-		for p, b := range migrations {
-			files[p] = b
+		for _, p := range sortedKeys(migrations) {
+			if err := files.add("a migration", p, migrations[p]); err != nil {
+				return nil, diags, err
+			}
 		}
 	}
 
@@ -206,7 +213,9 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 		if err != nil {
 			return nil, diags, fmt.Errorf("generate docs: %w", err)
 		}
-		files[filepath.ToSlash(opts.Docs)] = page
+		if err := files.add("the docs page (docs)", filepath.ToSlash(opts.Docs), page); err != nil {
+			return nil, diags, err
+		}
 	}
 
 	if opts.Overlay != "" {
@@ -214,7 +223,9 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 		if err != nil {
 			return nil, diags, fmt.Errorf("generate overlay: %w", err)
 		}
-		files[filepath.ToSlash(opts.Overlay)] = doc
+		if err := files.add("the overlay (overlay)", filepath.ToSlash(opts.Overlay), doc); err != nil {
+			return nil, diags, err
+		}
 	}
 
 	if opts.AugmentedSpec != "" {
@@ -226,9 +237,11 @@ func emit(spec *model.Spec, opts Options) (map[string][]byte, []model.Diagnostic
 		if err != nil {
 			return nil, diags, fmt.Errorf("generate augmented spec: %w", err)
 		}
-		files[filepath.ToSlash(opts.AugmentedSpec)] = doc
+		if err := files.add("the augmented spec (augmentedSpec)", filepath.ToSlash(opts.AugmentedSpec), doc); err != nil {
+			return nil, diags, err
+		}
 	}
-	return files, diags, nil
+	return files.files, diags, nil
 }
 
 // checkBasePath refuses a base path the engine would refuse: one that does
@@ -263,9 +276,6 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	} else if o.ClientPackage != "" {
 		return o, fmt.Errorf("%w: a client package name needs a client directory (clientOut)", ErrUsage)
-	}
-	if err := o.checkDistinctOutputs(); err != nil {
-		return o, err
 	}
 	if err := checkAcks(o.AcceptBreaking); err != nil {
 		return o, err
@@ -320,38 +330,42 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// checkDistinctOutputs refuses two outputs at one path, or an output at
-// the spec's: generate would write one over the other (the docs page over
-// the spec, or over the lock file), and the next run would read the wrong
-// file.
-func (o Options) checkDistinctOutputs() error {
-	type output struct{ what, path string }
-	files := []output{
-		{"the spec", o.Spec},
-		{"the Go code", filepath.Join(o.Out, gocode.FileName)},
-		{"the lock file", filepath.Join(o.Out, breaking.FileName)},
-		{"the docs page (docs)", o.Docs},
-		{"the overlay (overlay)", o.Overlay},
-		{"the augmented spec (augmentedSpec)", o.AugmentedSpec},
+// outputs collects the files generate writes, keyed by path, and
+// refuses a second file at a path already taken, or one at the spec's:
+// generate would write one over the other (the docs page over the spec,
+// the lock file or a migration), and the next run would read the wrong
+// file. Every output goes through add, so every one is checked.
+type outputs struct {
+	o     Options
+	files map[string][]byte
+	taken map[string]string // each cleaned absolute path: what is there
+}
+
+func newOutputs(o Options) *outputs {
+	out := &outputs{o: o, files: make(map[string][]byte), taken: make(map[string]string)}
+	out.taken[out.where(o.Spec)] = "the spec"
+	return out
+}
+
+// add puts data, which is what, at the slash-separated path p.
+func (out *outputs) add(what, p string, data []byte) error {
+	at := out.where(filepath.FromSlash(p))
+	if other, ok := out.taken[at]; ok {
+		return fmt.Errorf("%w: %s and %s are both %s; give each a path of its own", ErrUsage, other, what, p)
 	}
-	if o.ClientOut != "" {
-		files = append(files, output{"the client table", filepath.Join(o.ClientOut, gocode.ClientFileName)})
-	}
-	seen := make(map[string]string, len(files))
-	for _, f := range files {
-		if f.path == "" {
-			continue
-		}
-		p := filepath.Clean(o.resolve(f.path))
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		if other, ok := seen[p]; ok {
-			return fmt.Errorf("%w: %s and %s are both %s; give each a path of its own", ErrUsage, other, f.what, f.path)
-		}
-		seen[p] = f.what
-	}
+	out.taken[at] = what
+	out.files[p] = data
 	return nil
+}
+
+// where is the path p names, cleaned and absolute when it can be, so
+// that two spellings of one path are one.
+func (out *outputs) where(p string) string {
+	p = filepath.Clean(out.o.resolve(p))
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	return p
 }
 
 // resolve returns p relative to the options' base directory.

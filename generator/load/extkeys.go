@@ -20,14 +20,21 @@ type lookalike int
 
 const (
 	notLookalike lookalike = iota
-	// nearMiss: another case (X-Idempotency), or one or two letters off
-	// (x-idempotent, x-idempotancy), - and _ ignored.
+	// nearMiss: one or two letters off (x-idempotent, x-idempotancy), -
+	// and _ ignored, in any case.
 	nearMiss
 	// confusable: x-idempotency spelt with letters of another script
 	// that look like its own (Cyrillic х, е, о, р, с, у, і; Greek ο, ρ, ι,
-	// υ, χ), with invisible format characters, or in fullwidth letters.
-	// It reads as the extension in an editor and a diff, and is not.
+	// υ, χ), with invisible format characters, or in fullwidth letters,
+	// or an x- key that is x-idempotency but for characters that are not
+	// ASCII (Latin's dotless ı, Armenian's օ and ո, an accented letter),
+	// whichever script they come from. It reads as the extension in an
+	// editor and a diff, and is not.
 	confusable
+	// otherCase: x-idempotency in another case (X-Idempotency). Extension
+	// names are case-sensitive; it is the likeliest slip, and its
+	// operation would ship unprotected.
+	otherCase
 )
 
 // extensionLookalike says how name resembles x-idempotency. Longer
@@ -36,14 +43,21 @@ func extensionLookalike(name string) lookalike {
 	if name == extension {
 		return notLookalike
 	}
+	if strings.EqualFold(name, extension) {
+		return otherCase
+	}
 	folded := skeleton(name)
-	if folded != name && strings.EqualFold(folded, extension) {
+	if folded != name && strings.EqualFold(folded, extension) || readsAsExtension(folded) {
 		return confusable
 	}
 	if len(folded) < 2 || !strings.EqualFold(folded[:2], "x-") {
 		return notLookalike
 	}
-	n := func(s string) string { return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s)) }
+	// One character that is not ASCII counts as one letter off.
+	n := func(s string) string {
+		s = strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
+		return strings.Map(func(r rune) rune { return min(r, unicode.MaxASCII) }, s)
+	}
 	if editDistance(n(folded), n(extension), 2) <= 2 {
 		return nearMiss
 	}
@@ -69,6 +83,29 @@ func skeleton(name string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// readsAsExtension reports whether folded, a skeleton, begins x- and is
+// x-idempotency but for one or more characters that are not ASCII, each
+// in the place of one of its letters, accents set aside: whatever those
+// characters are, they are what makes the key read as the extension and
+// not be it. The look-alike table need not know them.
+func readsAsExtension(folded string) bool {
+	var runes []rune
+	for _, r := range norm.NFD.String(folded) {
+		if !unicode.Is(unicode.Mn, r) {
+			runes = append(runes, r)
+		}
+	}
+	if len(runes) != len(extension) || !strings.EqualFold(string(runes[:2]), extension[:2]) {
+		return false
+	}
+	for i, r := range runes {
+		if r <= unicode.MaxASCII && unicode.ToLower(r) != rune(extension[i]) {
+			return false
+		}
+	}
+	return strings.ContainsFunc(folded, func(r rune) bool { return r > unicode.MaxASCII })
 }
 
 var latinLookalikes = map[rune]rune{
@@ -108,6 +145,9 @@ func (l *loader) checkLookalike(k *yaml.Node, kind lookalike) {
 	case confusable:
 		l.report("").errorf(l.t.pos(k), "", "%s reads as %s but is another key: it is spelt with %s, and idemgen reads the extension spelt in ASCII only, so the policy would be ignored; type it again in ASCII",
 			k.Value, extension, foreignRunes(k.Value))
+	case otherCase:
+		l.report("").errorf(l.t.pos(k), "", "%s is not %s: extension names are case-sensitive, and idemgen reads the extension in lower case only, so the policy would be ignored; write %s",
+			k.Value, extension, extension)
 	}
 }
 
@@ -149,7 +189,7 @@ func (l *loader) checkMisplaced(path string, item *yaml.Node) {
 							extension, where)
 						continue
 					}
-					if kind := extensionLookalike(k.Value); kind == confusable {
+					if kind := extensionLookalike(k.Value); kind == confusable || kind == otherCase {
 						l.checkLookalike(k, kind)
 					}
 					if notWalked(k.Value) {

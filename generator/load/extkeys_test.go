@@ -11,7 +11,15 @@ func TestExtensionLookalike(t *testing.T) {
 		"x-idempotency":                notLookalike,
 		"x-idempotency-key":            notLookalike,
 		"x-amazon-apigateway":          notLookalike,
-		"X-Idempotency":                nearMiss,
+		"X-Idempotency":                otherCase,
+		"x-IDEMPOTENCY":                otherCase,
+		"X-Idempotancy":                nearMiss,
+		"x-ıdempօteոcy":                confusable, // dotless ı, Armenian օ and ո
+		"x-idémpotency":                confusable, // an accent
+		"x-i\u0307dempotency":          confusable, // a combining dot
+		"x-ıdempotancy":                nearMiss,   // and a typo
+		"x-ıdempotency-key":            notLookalike,
+		"説明説明説明説明説明説明説":                notLookalike,
 		"x-idempotent":                 nearMiss,
 		"x-idempotancy":                nearMiss,
 		"х-іdеmроtеnсу":                confusable, // Cyrillic

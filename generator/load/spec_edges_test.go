@@ -130,7 +130,7 @@ paths:
       responses: {"200": {description: ok}}
 `)
 	wantDiags(t, got,
-		`spec.yaml:3:1: warning: X-Idempotency is not an extension idemgen reads, so it is ignored (did you mean x-idempotency?)`,
+		`spec.yaml:3:1: error: X-Idempotency is not x-idempotency: extension names are case-sensitive, and idemgen reads the extension in lower case only, so the policy would be ignored; write x-idempotency`,
 		`spec.yaml:6:5: warning: x-idempotancy is not an extension idemgen reads, so it is ignored (did you mean x-idempotency?)`,
 		`spec.yaml:8:7: warning: x-idempotent is not an extension idemgen reads, so it is ignored (did you mean x-idempotency?)`,
 	)

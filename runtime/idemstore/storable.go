@@ -52,14 +52,12 @@ func NeverStored(name string) string {
 	case headerclass.PerAttempt(h):
 		return "a trace or request id identifies the first request; a replay must carry its own"
 	case headerclass.Credential(h):
-		return "credentials and challenges are per request"
+		return "credentials, tokens and challenges belong to one client and one request"
 	}
 	lower := strings.ToLower(h)
 	switch {
 	case h == "Retry-After", h == "Ratelimit", strings.HasPrefix(lower, "x-ratelimit"), strings.HasPrefix(lower, "x-rate-limit"), strings.HasPrefix(lower, "ratelimit-"):
 		return "rate-limit state is about the moment of the response and would be stale on a replay"
-	case strings.Contains(lower, "csrf"), strings.Contains(lower, "xsrf"):
-		return "an anti-forgery token belongs to one client's session"
 	}
 	return ""
 }

@@ -11,7 +11,7 @@ func TestRefusedHeader(t *testing.T) {
 			t.Errorf("RefusedHeader(%q) = \"\"; want a reason", h)
 		}
 	}
-	for _, h := range []string{"Idempotency-Key", "X-Idempotency-Key", "X-Request-Key", "I-Idempotency-Token"} {
+	for _, h := range []string{"Idempotency-Key", "X-Idempotency-Key", "X-Request-Key", "I-Idempotency-Token", "Idempotency-Token", "X-Client-Key"} {
 		if why := RefusedHeader(h); why != "" {
 			t.Errorf("RefusedHeader(%q) = %q; want \"\"", h, why)
 		}

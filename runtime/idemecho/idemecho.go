@@ -46,12 +46,12 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/inuse"
 	"github.com/idemgen/idemgen/runtime/internal/routeprobe"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
@@ -100,7 +100,13 @@ func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 		opt(&o)
 	}
 	timeoutWriter := timeoutHandlerWriter()
-	running := &inUse{m: make(map[*echo.Response]struct{})}
+	// The echo.Responses of the requests inside Middleware: the one echo
+	// gave each request's Context and the one Middleware gave it. echo
+	// resets a Context's Response in place when it serves another request
+	// with the Context, so a request whose Context's Response is held was
+	// given a Context another request's handler still holds, whatever
+	// wraps the Context.
+	var running inuse.Set[*echo.Response]
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if reflect.TypeOf(c.Response().Writer) == timeoutWriter {
@@ -118,7 +124,7 @@ func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 				return nil // CheckRoutes' probe: nothing runs
 			}
 			in, outer := c.Request(), c.Response()
-			if !running.enter(outer) {
+			if !running.Enter(outer) {
 				// echo gave this request a Context whose earlier request
 				// is still inside Middleware: middleware in front returned
 				// while that request's handler runs, and its writes
@@ -126,13 +132,13 @@ func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 				http.Error(outer, errContextInUse.Error(), http.StatusInternalServerError)
 				return nil
 			}
-			defer running.leave(outer)
+			defer running.Leave(outer)
 			e.RoutedMiddleware(pathtemplate.FromColons(c.Path()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				ctx, reach := withReach(r.Context())
 				c.SetRequest(r.WithContext(ctx))
 				resp := echo.NewResponse(w, c.Echo())
-				running.enter(resp)
-				defer running.leave(resp)
+				running.Enter(resp)
+				defer running.Leave(resp)
 				c.SetResponse(resp)
 				if err := next(c); err != nil {
 					if o.unbound && !reach.reached.Load() {
@@ -151,35 +157,6 @@ func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 // errContextInUse answers a request that echo served with an echo.Context
 // whose earlier request is still inside Middleware.
 var errContextInUse = errors.New("idemecho: echo served this request with an echo.Context whose earlier request's handler still runs inside idemecho.Middleware (middleware in front of it returned before the chain did); nothing was run. Put no middleware that answers while the chain runs in front of idemecho.Middleware")
-
-// inUse holds the echo.Responses of the requests inside one Middleware:
-// the one echo gave each request's Context and the one Middleware gave
-// it. echo resets a Context's Response in place when it serves another
-// request with the Context, so a request whose Context's Response is held
-// was given a Context another request's handler still holds, whatever
-// wraps the Context.
-type inUse struct {
-	mu sync.Mutex
-	m  map[*echo.Response]struct{}
-}
-
-// enter holds r, and reports whether no request held it.
-func (u *inUse) enter(r *echo.Response) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if _, held := u.m[r]; held {
-		return false
-	}
-	u.m[r] = struct{}{}
-	return true
-}
-
-// leave lets r go.
-func (u *inUse) leave(r *echo.Response) {
-	u.mu.Lock()
-	delete(u.m, r)
-	u.mu.Unlock()
-}
 
 // ErrTimeoutHandler is the answer, and CheckRoutes' report, for a request
 // that reached Middleware through the ResponseWriter of net/http's

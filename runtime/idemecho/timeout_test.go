@@ -3,10 +3,8 @@ package idemecho_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,43 +14,9 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/idem/idemtest"
 	"github.com/idemgen/idemgen/runtime/idemecho"
-	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/internal/adaptertest"
 )
-
-// tenantEngine is an engine whose tenant is the request's X-Tenant.
-func tenantEngine(t *testing.T) *idem.Engine {
-	t.Helper()
-	engine, err := idem.New(idem.Config{
-		Store:    memstore.New(),
-		Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers")},
-		Tenant:   func(r *http.Request) (string, bool) { return r.Header.Get("X-Tenant"), true },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return engine
-}
-
-// tenantPost sends one protected POST for tenant under key and returns
-// its status and body.
-func tenantPost(t *testing.T, srv *httptest.Server, tenant, key string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/transfers", strings.NewReader(`{}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("X-Tenant", tenant)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Error(err)
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // echo's Timeout answers 503 and returns while the handler still runs, and
 // echo puts the request's echo.Context back in its pool: the next request,
@@ -62,7 +26,7 @@ func tenantPost(t *testing.T, srv *httptest.Server, tenant, key string) (int, st
 // nothing behind that timeout: every request is answered 500, no handler
 // runs, so no handler outlives its request, and CheckRoutes reports it.
 func TestEchoTimeoutInFrontRunsNothing(t *testing.T) {
-	engine := tenantEngine(t)
+	engine := adaptertest.TenantEngine(t)
 	var runs atomic.Int64
 	newEcho := func() *echo.Echo {
 		ec := echo.New()
@@ -84,7 +48,7 @@ func TestEchoTimeoutInFrontRunsNothing(t *testing.T) {
 	srv := httptest.NewServer(newEcho())
 	defer srv.Close()
 	for _, tenant := range []string{"a", "b", "a"} {
-		status, body := tenantPost(t, srv, tenant, "k-"+tenant)
+		status, body := adaptertest.TenantPost(t, srv, tenant, "k-"+tenant)
 		if status != http.StatusInternalServerError || !strings.Contains(body, "ContextTimeout") {
 			t.Errorf("tenant %s: %d %s, want 500 naming ContextTimeout", tenant, status, body)
 		}
@@ -100,7 +64,7 @@ func TestEchoTimeoutInFrontRunsNothing(t *testing.T) {
 // not reaching Middleware, above); here middleware in front of the
 // Timeout takes the cancellation away, so that it waits for the chain.
 func TestCheckRoutesReportsTimeoutHandler(t *testing.T) {
-	engine := tenantEngine(t)
+	engine := adaptertest.TenantEngine(t)
 	ec := echo.New()
 	ec.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -123,7 +87,7 @@ func TestCheckRoutesReportsTimeoutHandler(t *testing.T) {
 // what its retry replays, and another tenant's requests meanwhile get
 // their own answers. CheckRoutes passes.
 func TestEchoContextTimeoutKeepsAnswersApart(t *testing.T) {
-	engine := tenantEngine(t)
+	engine := adaptertest.TenantEngine(t)
 	ec := echo.New()
 	ec.Use(middleware.ContextTimeout(50 * time.Millisecond))
 	ec.Use(idemecho.Middleware(engine))
@@ -146,18 +110,18 @@ func TestEchoContextTimeoutKeepsAnswersApart(t *testing.T) {
 			defer wg.Done()
 			key := "b-" + string(rune('A'+i))
 			for range 2 {
-				if status, body := tenantPost(t, srv, "b", key); status != http.StatusCreated || !strings.Contains(body, "4242-b-") {
+				if status, body := adaptertest.TenantPost(t, srv, "b", key); status != http.StatusCreated || !strings.Contains(body, "4242-b-") {
 					t.Errorf("tenant b: %d %s, want its own answer", status, body)
 				}
 			}
 		}()
 	}
-	status, body := tenantPost(t, srv, "a", "a-1")
+	status, body := adaptertest.TenantPost(t, srv, "a", "a-1")
 	wg.Wait()
 	if status != http.StatusCreated || !strings.Contains(body, "4242-a-") {
 		t.Fatalf("tenant a: %d %s, want its own late answer", status, body)
 	}
-	if rs, rb := tenantPost(t, srv, "a", "a-1"); rs != status || rb != body {
+	if rs, rb := adaptertest.TenantPost(t, srv, "a", "a-1"); rs != status || rb != body {
 		t.Fatalf("tenant a's replay: %d %s, want %d %s", rs, rb, status, body)
 	}
 }
@@ -169,7 +133,7 @@ func TestEchoContextTimeoutKeepsAnswersApart(t *testing.T) {
 // never reach an answer the engine stores under another request's key
 // and tenant.
 func TestEchoContextOfARunningHandlerRunsNothing(t *testing.T) {
-	engine := tenantEngine(t)
+	engine := adaptertest.TenantEngine(t)
 	var (
 		mu      sync.Mutex
 		aCtx    echo.Context // the Context tenant a's handler runs with
@@ -231,22 +195,8 @@ func TestEchoContextOfARunningHandlerRunsNothing(t *testing.T) {
 	defer srv.Close()
 	defer func() { once.Do(func() { close(release) }); <-aDone }()
 
-	if status, _ := tenantPost(t, srv, "a", "a-1"); status != http.StatusServiceUnavailable {
+	if status, _ := adaptertest.TenantPost(t, srv, "a", "a-1"); status != http.StatusServiceUnavailable {
 		t.Fatalf("tenant a: %d, want the 503 of the middleware in front", status)
 	}
-	for i := range 200 {
-		key := "b-" + strconv.Itoa(i)
-		status, body := tenantPost(t, srv, "b", key)
-		if strings.Contains(body, "a-secret") {
-			t.Fatalf("tenant b got tenant a's answer: %d %s", status, body)
-		}
-		if status == http.StatusCreated {
-			continue // served with a Context of its own
-		}
-		if status != http.StatusInternalServerError || !strings.Contains(body, "still runs") {
-			t.Fatalf("tenant b, served with tenant a's Context: %d %s, want 500", status, body)
-		}
-		return
-	}
-	t.Skip("echo's pool did not hand tenant a's Context to another request")
+	adaptertest.RefusedWithAnothersContext(t, srv, func() {})
 }

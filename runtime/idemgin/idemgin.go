@@ -32,6 +32,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/internal/inuse"
 	"github.com/idemgen/idemgen/runtime/internal/routeprobe"
 	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
@@ -66,13 +67,28 @@ var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback i
 // that answers and returns while the chain still runs (gin-contrib's
 // timeout) is used neither before Middleware nor after it, since gin
 // hands a *gin.Context it has got back to the next request, and a late
-// handler's writes through it would land in that request's answer.
+// handler's writes through it would land in that request's answer. A
+// request that gin serves with a Context whose earlier request is still
+// inside Middleware is answered 500 and runs nothing. Use Middleware once
+// in a chain.
 func Middleware(e *idem.Engine) gin.HandlerFunc {
+	// The gin.Contexts of the requests inside Middleware.
+	var running inuse.Set[*gin.Context]
 	return func(c *gin.Context) {
 		if routeprobe.Reach(c.Request.Context(), c.FullPath()) {
 			c.Abort() // CheckRoutes' probe: nothing runs
 			return
 		}
+		if !running.Enter(c) {
+			// gin served this request with a Context whose earlier
+			// request is still inside Middleware: middleware in front
+			// returned while that request's handler runs, and its writes
+			// through the Context would land in this request's answer.
+			http.Error(c.Writer, errContextInUse.Error(), http.StatusInternalServerError)
+			c.Abort()
+			return
+		}
+		defer running.Leave(c)
 		outer := c.Writer
 		e.RoutedMiddleware(ServeMuxPath(c.FullPath()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c.Request = r.WithContext(context.WithValue(r.Context(), fallbackKey{}, true))
@@ -101,6 +117,10 @@ func Middleware(e *idem.Engine) gin.HandlerFunc {
 		c.Abort()
 	}
 }
+
+// errContextInUse answers a request that gin served with a *gin.Context
+// whose earlier request is still inside Middleware.
+var errContextInUse = errors.New("idemgin: gin served this request with a *gin.Context whose earlier request's handler still runs inside idemgin.Middleware (middleware in front of it returned before the chain did); nothing was run. Put no middleware that answers while the chain runs in front of idemgin.Middleware")
 
 // fallbackKey marks the request's context, to see whether gin's Context
 // passes the request's values on.

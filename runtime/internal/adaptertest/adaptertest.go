@@ -2,7 +2,8 @@
 // idemecho) share: an engine with one transactional operation on a SQLite
 // store that also holds the table its handler writes, the tenant an
 // adapter's authentication puts in the request's context, and the request
-// the tests send.
+// the tests send; and an engine whose tenant is a request header, for the
+// tests of one tenant's request served with another's router context.
 package adaptertest
 
 import (

@@ -242,10 +242,25 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 //     connection opened afterwards);
 //   - in which one of the store's tables itself (its pg_class row: a
 //     TRUNCATE, an ALTER TABLE), a trigger, a rule or a row security policy
-//     on one of them, one of the store's functions in their schema, or a
-//     role setting of the kind counted was made or changed (age(xmin) <= 0:
-//     written by this transaction, a subtransaction of it, or one that
-//     began after it).
+//     on one of them, or a role setting of the kind counted was made or
+//     changed (age(xmin) <= 0: written by this transaction, a
+//     subtransaction of it, or one that began after it);
+//   - that made a schema (but the session's temporary ones, pg_temp_N and
+//     pg_toast_temp_N, which its first temporary table makes, and which
+//     no search_path but its own finds; no other schema may be named pg_),
+//     or, in any schema, made or replaced a relation
+//     named like one of the store's tables, a function named like one of
+//     the store's or pg_try_advisory_xact_lock_shared, or an operator * or
+//     || (ownRowSQL: written by this transaction or a subtransaction of
+//     it). The store's statements and its functions' bodies, which have no
+//     search_path of their own, find these names through the session's
+//     search_path: a schema named after the role comes first on the
+//     default one ("$user"), and a function or an operator that matches
+//     the arguments better than pg_catalog's is chosen wherever it stands
+//     on the path. Each of those names is met where pg_catalog has no
+//     exact match for it (the lock's uncast parameters, a bigint *
+//     interval, an integer || text); the others' exact match in
+//     pg_catalog, searched first, wins.
 //
 // Any of them could rewrite or undo a completion or a phase or an effect,
 // this request's or another tenant's, now or later, and the handler's role
@@ -271,12 +286,46 @@ const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_db_role_setting
                       WHERE ` + sessionSettingsSQL + `
                         AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
-     AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc
-                      WHERE proname OPERATOR(pg_catalog.=) ANY ('{idempotency_claim,idempotency_complete,idempotency_lock_id,idempotency_request_lock_id,idempotency_sweep}'::pg_catalog.name[])
-                        AND pronamespace OPERATOR(pg_catalog.=) (SELECT relnamespace FROM pg_catalog.pg_class
-                                                                   WHERE oid OPERATOR(pg_catalog.=) ($2::pg_catalog.oid[])[1])
-                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_namespace c
+                      WHERE NOT nspname OPERATOR(pg_catalog.~~) 'pg\_%'
+                        AND ` + ownRowSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_class c
+                      WHERE relname OPERATOR(pg_catalog.=) ANY (` + storeTablesSQL + `)
+                        AND ` + ownRowSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc c
+                      WHERE proname OPERATOR(pg_catalog.=) ANY (` + storeFunctionsSQL + `
+                                                                OPERATOR(pg_catalog.||) 'pg_try_advisory_xact_lock_shared'::pg_catalog.name)
+                        AND ` + ownRowSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_operator c
+                      WHERE oprname OPERATOR(pg_catalog.=) ANY ('{*,||}'::pg_catalog.name[])
+                        AND ` + ownRowSQL + `)
        )::pg_catalog.int4`
+
+// storeTablesSQL and storeFunctionsSQL are the names of the tables and
+// the functions that the migrations create (sameTxCheckSQL).
+const (
+	storeTablesSQL    = `'{idempotency_keys,idempotency_phases,idempotency_outbox}'::pg_catalog.name[]`
+	storeFunctionsSQL = `'{idempotency_claim,idempotency_complete,idempotency_lock_id,idempotency_request_lock_id,idempotency_sweep}'::pg_catalog.name[]`
+)
+
+// ownRowSQL holds for a row c of a catalog that this transaction, or a
+// subtransaction of it, wrote (sameTxCheckSQL). age(xmin) <= 0 keeps the
+// rows of this transaction and of those that began after it; of these,
+// as another transaction's catalog row is visible only once that
+// transaction has committed, the rows whose xmin is still in progress
+// are this transaction's own: a concurrent Migrate, say, is not counted.
+// pg_xact_status takes the full transaction id, which is xmin's distance
+// past this transaction's id added to it (a subtransaction's id comes
+// after its parent's); the CASE keeps it from a row with another xmin,
+// whose id it would take for one in the future, an error. A transaction
+// without an id wrote no row.
+const ownRowSQL = `CASE WHEN pg_catalog.age(c.xmin) OPERATOR(pg_catalog.<=) 0
+                        THEN (SELECT pg_catalog.pg_xact_status((t.top OPERATOR(pg_catalog.+)
+                                         (((c.xmin::pg_catalog.text::pg_catalog.int8 OPERATOR(pg_catalog.-) (t.top OPERATOR(pg_catalog.%) 4294967296))
+                                           OPERATOR(pg_catalog.+) 4294967296) OPERATOR(pg_catalog.%) 4294967296))::pg_catalog.text::pg_catalog.xid8)
+                                FROM (SELECT pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.text::pg_catalog.int8 AS top) t)
+                             OPERATOR(pg_catalog.=) 'in progress'
+                   END`
 
 // resetSQL gives back a connection that a transactional claim or a
 // handler used as the pool handed it out. It is DISCARD ALL without

@@ -8,17 +8,14 @@ import (
 	"testing"
 )
 
-// The functions sameTxCheckSQL watches for a handler's replacement are
-// the functions the migrations create: a function a later migration adds
-// is watched too, or this fails.
+// The functions sameTxCheckSQL watches for a handler's replacement, or
+// its own of the same name in any schema, are the functions the
+// migrations create: a function a later migration adds is watched too,
+// or this fails.
 func TestWatchedFunctionsAreTheMigrations(t *testing.T) {
 	created := migrationsCreate(t, `(?i)CREATE (?:OR REPLACE )?FUNCTION (\w+)`)
-	list := regexp.MustCompile(`'\{([a-z_,]+)\}'::pg_catalog\.name\[\]`).FindStringSubmatch(sameTxCheckSQL)
-	if list == nil {
-		t.Fatal("sameTxCheckSQL names no functions")
-	}
 	watched := map[string]bool{}
-	for _, name := range strings.Split(list[1], ",") {
+	for _, name := range namesOf(t, storeFunctionsSQL) {
 		watched[name] = true
 		if !created[name] {
 			t.Errorf("sameTxCheckSQL watches %s, which no migration creates", name)
@@ -48,6 +45,30 @@ func TestWatchedTablesAreTheMigrations(t *testing.T) {
 			t.Errorf("the migrations create %s, which watchedSQL does not watch", name)
 		}
 	}
+	named := map[string]bool{}
+	for _, name := range namesOf(t, storeTablesSQL) {
+		named[name] = true
+	}
+	for name := range watched {
+		if !named[name] {
+			t.Errorf("watchedSQL watches %s, which storeTablesSQL does not name", name)
+		}
+	}
+	for name := range named {
+		if !watched[name] {
+			t.Errorf("storeTablesSQL names %s, which watchedSQL does not watch", name)
+		}
+	}
+}
+
+// namesOf returns the names of a name[] literal.
+func namesOf(t *testing.T, literal string) []string {
+	t.Helper()
+	list := regexp.MustCompile(`^'\{([a-z_,]+)\}'::pg_catalog\.name\[\]$`).FindStringSubmatch(literal)
+	if list == nil {
+		t.Fatalf("%s is not a list of names", literal)
+	}
+	return strings.Split(list[1], ",")
 }
 
 // migrationsCreate returns the names, in lower case, that the first group

@@ -2,7 +2,9 @@ package idem
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
+	"sync"
 )
 
 // recorder captures a handler's response so that it can be stored before the
@@ -10,7 +12,18 @@ import (
 // to do with it: stored, released or discarded. Only a body that outgrows
 // the snapshot limit is streamed on (non-transactional operations only),
 // because it will never be replayed anyway.
+//
+// Once the handler has returned, the recorder is ended: what is written to
+// it after that is dropped. A handler that outlives its request (a
+// goroutine it started, or middleware in front that returned while it
+// still ran) may still hold the recorder, or a router's context object
+// that leads to it; its late writes must not change the answer the engine
+// is storing, nor reach the writer under it, which a router may already
+// have handed to another request (docs/semantics.md §3.4).
 type recorder struct {
+	// mu orders the handler's writes, from whatever goroutine, with end.
+	mu     sync.Mutex
+	ended  bool
 	w      http.ResponseWriter
 	header http.Header
 	status int
@@ -31,7 +44,23 @@ func newRecorder(q *request, w http.ResponseWriter, limit int64) *recorder {
 	return &q.rec
 }
 
+// errEnded is what a write to an ended recorder returns.
+var errEnded = errors.New("idem: the request's handler has returned; what is written after is dropped")
+
+// end drops everything written from now on. The engine calls it once the
+// handler returned, before it reads what was captured.
+func (r *recorder) end() {
+	r.mu.Lock()
+	r.ended = true
+	r.mu.Unlock()
+}
+
 func (r *recorder) Header() http.Header {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return http.Header{} // a late handler's headers go nowhere
+	}
 	if r.streaming {
 		return r.w.Header()
 	}
@@ -39,7 +68,13 @@ func (r *recorder) Header() http.Header {
 }
 
 func (r *recorder) WriteHeader(status int) {
-	if r.status != 0 || status < 200 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writeHeader(status)
+}
+
+func (r *recorder) writeHeader(status int) {
+	if r.ended || r.status != 0 || status < 200 {
 		// Informational responses (1xx) are not captured, like the
 		// second call of WriteHeader they do not change the final status.
 		return
@@ -48,8 +83,13 @@ func (r *recorder) WriteHeader(status int) {
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return 0, errEnded
+	}
 	if r.status == 0 {
-		r.WriteHeader(http.StatusOK)
+		r.writeHeader(http.StatusOK)
 	}
 	if !bodyAllowed(r.status) {
 		// net/http refuses these bytes, and the first client never sees
@@ -81,7 +121,9 @@ func (r *recorder) startStreaming() {
 // stored whole before it is sent. It exists so that handlers that call
 // http.Flusher do not fail.
 func (r *recorder) Flush() {
-	if r.streaming {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.streaming && !r.ended {
 		_ = http.NewResponseController(r.w).Flush()
 	}
 }

@@ -31,6 +31,7 @@ func (e *Engine) run(w http.ResponseWriter, r *http.Request, q *request, h hold,
 	rec := newRecorder(q, w, limit)
 	began := time.Now()
 	panicked := e.runHandler(rec, r, next)
+	rec.end() // a handler still holding rec writes nowhere from now on
 	q.op.latency.Observe(time.Since(began))
 	if panicked == nil && rec.answered() && rec.statusCode() < 400 &&
 		h.tx() != nil && !q.applied.taken.Load() {

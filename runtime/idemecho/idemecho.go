@@ -87,13 +87,16 @@ import (
 // echo.Context, which the handler still holds, to the next request, into
 // whose response the late handler writes. A request that reaches
 // Middleware through the writer of net/http's TimeoutHandler, which
-// echo's Timeout hands on, is answered 500 with ErrTimeoutHandler and
-// nothing runs, whatever its route; CheckRoutes reports it. Whatever else
-// in front returns while the chain runs, a request that echo serves with
-// an echo.Context whose earlier request is still inside Middleware is
-// answered 500 and runs nothing, so that the earlier handler's writes
-// through the Context never reach an answer the engine stores. Use
-// Middleware once in a chain.
+// echo's Timeout hands on, or through a writer that wraps it and says so
+// (Unwrap, as echo's BodyDump and Gzip do), is answered 500 with
+// ErrTimeoutHandler and nothing runs, whatever its route; CheckRoutes
+// reports it. Whatever else in front returns while the chain runs, a
+// request that echo serves with an echo.Context whose earlier request is
+// still inside Middleware is answered 500 and runs nothing, so that the
+// earlier handler's writes through the Context never reach an answer the
+// engine stores; and the writer the engine gave a request drops what is
+// written to it once the request's handler has returned. Use Middleware
+// once in a chain.
 func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 	var o options
 	for _, opt := range opts {
@@ -109,7 +112,7 @@ func Middleware(e *idem.Engine, opts ...Option) echo.MiddlewareFunc {
 	var running inuse.Set[*echo.Response]
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if reflect.TypeOf(c.Response().Writer) == timeoutWriter {
+			if reachedThrough(c.Response().Writer, timeoutWriter) {
 				// Nothing runs: a handler that outlived its timeout would
 				// write through an echo.Context that echo has given to
 				// another request (ErrTimeoutHandler).
@@ -160,10 +163,11 @@ var errContextInUse = errors.New("idemecho: echo served this request with an ech
 
 // ErrTimeoutHandler is the answer, and CheckRoutes' report, for a request
 // that reached Middleware through the ResponseWriter of net/http's
-// TimeoutHandler, as echo's middleware.Timeout hands it on. On a timeout
-// that middleware answers and returns while the rest of the chain still
-// runs, and echo puts the request's echo.Context back in its pool: the
-// next request is served with it, and the late handler's writes land in
+// TimeoutHandler, as echo's middleware.Timeout hands it on, or through a
+// writer that wraps that one and unwraps to it. On a timeout that
+// middleware answers and returns while the rest of the chain still runs,
+// and echo puts the request's echo.Context back in its pool: the next
+// request is served with it, and the late handler's writes land in
 // that request's response, where the engine would store them under that
 // request's key and tenant (docs/semantics.md §3.4). Middleware runs
 // nothing under it. A TimeoutHandler wrapped around the whole Echo hands
@@ -180,6 +184,25 @@ func timeoutHandlerWriter() reflect.Type {
 	}), time.Hour, "")
 	h.ServeHTTP(headerOnly{}, &http.Request{})
 	return t // set before TimeoutHandler returned: it waited for the handler
+}
+
+// reachedThrough reports whether w is a ResponseWriter of type t or wraps
+// one, as a middleware's writer between echo's Timeout and Middleware
+// (echo's BodyDump, Gzip) wraps the one the Timeout hands on: each
+// wrapper that says what it wraps (Unwrap, as http.ResponseController
+// reads it) is looked through.
+func reachedThrough(w http.ResponseWriter, t reflect.Type) bool {
+	for w != nil {
+		if reflect.TypeOf(w) == t {
+			return true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
+	return false
 }
 
 // headerOnly is a ResponseWriter that keeps nothing.

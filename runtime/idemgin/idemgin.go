@@ -62,15 +62,20 @@ var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback i
 // renders c.Errors as a response is Use'd after Middleware, where its
 // answer is the key's, stored and replayed; Use'd before it, it writes
 // after the engine has answered. A recovery, which answers a panic, is
-// Use'd before Middleware (docs/semantics.md §3.4). A timeout is a
-// deadline on the request's context, which the handler obeys: middleware
-// that answers and returns while the chain still runs (gin-contrib's
-// timeout) is used neither before Middleware nor after it, since gin
-// hands a *gin.Context it has got back to the next request, and a late
-// handler's writes through it would land in that request's answer. A
-// request that gin serves with a Context whose earlier request is still
-// inside Middleware is answered 500 and runs nothing. Use Middleware once
-// in a chain.
+// Use'd before Middleware (docs/semantics.md §3.4).
+//
+// A timeout is a deadline on the request's context, which the handler
+// obeys: middleware that answers and returns while the chain still runs
+// (gin-contrib's timeout, or one that runs c.Next in a goroutine and
+// answers when a timer fires first) is used neither before Middleware nor
+// after it, since gin hands a *gin.Context it has got back to the next
+// request, and a late handler's writes through it would land in that
+// request's answer. A request that gin serves with a Context whose
+// earlier request is still inside Middleware is answered 500 and runs
+// nothing, so that the earlier handler's writes through the Context never
+// reach an answer the engine stores under another request's key; and the
+// writer the engine gave a request drops what is written to it once the
+// request's handler has returned. Use Middleware once in a chain.
 func Middleware(e *idem.Engine) gin.HandlerFunc {
 	// The gin.Contexts of the requests inside Middleware.
 	var running inuse.Set[*gin.Context]

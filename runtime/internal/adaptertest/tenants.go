@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -70,4 +71,34 @@ func RefusedWithAnothersContext(t *testing.T, srv *httptest.Server, returned fun
 		return
 	}
 	t.Skip("the router's pool did not hand tenant a's context to another request")
+}
+
+// AnswersStayApart sends srv, whose handler answers a tenant's request
+// with a body holding "4242-<tenant>-", one request of tenant late, whose
+// handler answers past its deadline, while four keys of tenant other are
+// sent twice each. Each tenant gets its own answers, and late's retry
+// replays late's answer.
+func AnswersStayApart(t *testing.T, srv *httptest.Server, late, other string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := other + "-" + strconv.Itoa(i)
+			for range 2 {
+				if status, body := TenantPost(t, srv, other, key); status != http.StatusCreated || !strings.Contains(body, "4242-"+other+"-") {
+					t.Errorf("%s: %d %s, want its own answer", other, status, body)
+				}
+			}
+		}()
+	}
+	status, body := TenantPost(t, srv, late, late+"-1")
+	wg.Wait()
+	if status != http.StatusCreated || !strings.Contains(body, "4242-"+late+"-") {
+		t.Fatalf("%s: %d %s, want its own late answer", late, status, body)
+	}
+	if rs, rb := TenantPost(t, srv, late, late+"-1"); rs != status || rb != body {
+		t.Fatalf("%s's replay: %d %s, want %d %s", late, rs, rb, status, body)
+	}
 }

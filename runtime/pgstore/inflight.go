@@ -22,11 +22,16 @@ import (
 // batch's results, when they are closed); the end marks the transaction
 // closed before it looks at the count. Unlike closemu, the end does not
 // wait for a call in flight, as the handler's code it runs may never
-// return: the transaction ends as it would have, and its connection is
-// closed rather than pooled, so that the call's statement, if it is ever
-// sent, meets a closed connection. Until then the call shares pgx.Conn,
-// which is not safe for use by two goroutines, with the end's statements,
-// and may make them fail: that costs its own request, never another's.
+// return. Nor does it send anything more on the connection: the call may
+// send its statement at any moment, after a COMMIT too, where no check of
+// the end would see it. The connection's socket is closed at once
+// (cutOff), before anything is sent or logged, so that the call's
+// statement, if it is ever sent, meets a closed connection; nothing of
+// the transaction is committed by pgstore, and since the call may have
+// ended the transaction itself, a claim's key fails closed and a keyless
+// transaction's outcome is unknown, as for a handler that ended its
+// transaction (docs/semantics.md §5.4, §7.2). That costs its own request,
+// never another's.
 
 // handlerCalls is what a handler's transaction and its nested ones share
 // to keep their calls apart from the transaction's end.

@@ -94,8 +94,8 @@ const completeSQL = `UPDATE idempotency_keys
 // the claim began and that the handler left the store's tables as they
 // were (sameTxCheckSQL, which otherwise runs as a statement of its own,
 // sameTxSQL): $1 is both the transaction's mark and the claim's token, $2
-// and $3 the relations and the writes the check expects (txMark); $4 to
-// $10 are completeArgs' but the token. The check is the CASE's first
+// to $4 the relations, the writes and the beginning the check expects
+// (txMark); $5 to $11 are completeArgs' but the token. The check is the CASE's first
 // branch, so it runs before the update, which runs only when the second
 // reads u: the writes it counts are the claim's and the handler's, not
 // the completion's. A fenced completion must abort the
@@ -109,16 +109,16 @@ const completeSQL = `UPDATE idempotency_keys
 const completeTxSQL = `WITH u AS (
     UPDATE idempotency_keys
        SET state = 'completed', completed_at = pg_catalog.clock_timestamp(),
-           status = $7::pg_catalog.int4, headers = $8::pg_catalog.bytea, body = $9::pg_catalog.bytea, body_omitted = $10::pg_catalog.bool,
+           status = $8::pg_catalog.int4, headers = $9::pg_catalog.bytea, body = $10::pg_catalog.bytea, body_omitted = $11::pg_catalog.bool,
            lease_until = NULL
-     WHERE tenant OPERATOR(pg_catalog.=) $4::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $5::pg_catalog.text
-       AND key OPERATOR(pg_catalog.=) $6::pg_catalog.text
+     WHERE tenant OPERATOR(pg_catalog.=) $5::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $6::pg_catalog.text
+       AND key OPERATOR(pg_catalog.=) $7::pg_catalog.text
        AND lease_token OPERATOR(pg_catalog.=) $1::pg_catalog.text AND state OPERATOR(pg_catalog.=) 'in_flight'
     RETURNING 1)
 SELECT CASE WHEN ` + sameTxCheckSQL + ` OPERATOR(pg_catalog.<>) 1
             THEN NULL
             WHEN NOT EXISTS (SELECT FROM u)
-            THEN idempotency_complete($4, $5, $6, $1, $7, $8, $9, $10)
+            THEN idempotency_complete($5, $6, $7, $1, $8, $9, $10, $11)
        END`
 
 // releaseSQL deletes the row only for the current token of an in-flight
@@ -191,7 +191,14 @@ const watchedSQL = `ARRAY[pg_catalog.to_regclass('idempotency_keys')::pg_catalog
 // idempotency_keys and nothing else, the phases are recorded on sessions
 // of their own, and Stage only inserts into the outbox. A TRUNCATE, which
 // lowers the counts, is refused by its change to the table's pg_class
-// row.
+// row. Its last count is not of writes but of the indexes and
+// constraints of the store's tables: dropping one (the key's primary key,
+// which every claim's ON CONFLICT needs) deletes catalog rows and writes
+// none that the end could find by its xmin. Those two count the
+// relations' entries one by one, not by ANY (w.rels): over an array of
+// unknown length PostgreSQL's generic plan of the prepared check is
+// estimated dearer than one planned for each execution's values, and it
+// plans the check anew every time, at three times the cost of the check.
 const txWritesSQL = `ARRAY[pg_catalog.pg_stat_get_xact_tuples_inserted(w.rels[1])
            OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(w.rels[1]),
        pg_catalog.pg_stat_get_xact_tuples_deleted(w.rels[1])
@@ -200,7 +207,11 @@ const txWritesSQL = `ARRAY[pg_catalog.pg_stat_get_xact_tuples_inserted(w.rels[1]
            OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(w.rels[2])
            OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(w.rels[3])
            OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(w.rels[3]),
-       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_db_role_setting WHERE ` + sessionSettingsSQL + `)]`
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_db_role_setting WHERE ` + sessionSettingsSQL + `),
+       (SELECT pg_catalog.count(*) FROM pg_catalog.pg_index
+         WHERE indrelid OPERATOR(pg_catalog.=) ANY (ARRAY[w.rels[1], w.rels[2], w.rels[3]]))
+           OPERATOR(pg_catalog.+) (SELECT pg_catalog.count(*) FROM pg_catalog.pg_constraint
+                                    WHERE conrelid OPERATOR(pg_catalog.=) ANY (ARRAY[w.rels[1], w.rels[2], w.rels[3]]))]`
 
 // sessionSettingsSQL selects, in pg_db_role_setting, the settings that a
 // new session of the connection's role in this database starts with: a
@@ -228,11 +239,19 @@ const sessionSettingsSQL = `setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0, (SE
 const sameTxSQL = `SELECT ` + sameTxCheckSQL
 
 // sameTxCheckSQL is sameTxSQL's expression, with the transaction's mark
-// as $1, the relations of the store's tables as $2 (watchedSQL) and the
-// writes expected of the transaction as $3 (txWritesSQL): 1, or
-// division_by_zero. completeTxSQL makes the same check. Besides the mark,
-// it fails a transaction
+// as $1, the relations of the store's tables as $2 (watchedSQL), the
+// writes expected of the transaction as $3 (txWritesSQL) and the time the
+// transaction began as $4: 1, or division_by_zero. completeTxSQL makes
+// the same check. The mark is a setting, which the handler can read and
+// set again in a transaction of its own; the time its transaction began
+// it cannot choose, and pgstore holds the one it expects itself, so a
+// transaction begun after the claim's is refused whatever its mark.
+// Besides the mark and that time, it fails a transaction
 //
+//   - in which PostgreSQL stopped counting the writes it compares
+//     (track_counts off, which only a superuser may set: a superuser
+//     handler has other routes, and the role is assumed not to be one,
+//     docs/semantics.md §7.2);
 //   - in which a name of the store's tables came to resolve to another
 //     relation;
 //   - that wrote to the store's tables what pgstore did not (a row of
@@ -241,10 +260,12 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 //     (a search_path that makes the names resolve elsewhere on every
 //     connection opened afterwards);
 //   - in which one of the store's tables itself (its pg_class row: a
-//     TRUNCATE, an ALTER TABLE), a trigger, a rule or a row security policy
-//     on one of them, or a role setting of the kind counted was made or
-//     changed (age(xmin) <= 0: written by this transaction, a
-//     subtransaction of it, or one that began after it);
+//     TRUNCATE, an ALTER TABLE), a column, a default, a constraint, an
+//     index, a trigger, a rule or a row security policy on one of them,
+//     or a role setting of the kind counted was made or changed
+//     (age(xmin) <= 0: written by this transaction, a subtransaction of
+//     it, or one that began after it), or an index or a constraint of
+//     theirs dropped (txWritesSQL's last count);
 //   - that made a schema (but the session's temporary ones, pg_temp_N and
 //     pg_toast_temp_N, which its first temporary table makes, and which
 //     no search_path but its own finds; no other schema may be named pg_),
@@ -270,19 +291,17 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
          coalesce(pg_catalog.current_setting('idemgen.transaction', true), '') OPERATOR(pg_catalog.=) $1::pg_catalog.text
      AND coalesce(` + watchedSQL + ` OPERATOR(pg_catalog.=) $2::pg_catalog.oid[], false)
+     AND pg_catalog.transaction_timestamp() OPERATOR(pg_catalog.=) $4::pg_catalog.timestamptz
+     AND pg_catalog.current_setting('track_counts') OPERATOR(pg_catalog.=) 'on'
      AND (SELECT ` + txWritesSQL + ` FROM (SELECT $2::pg_catalog.oid[] AS rels) w) OPERATOR(pg_catalog.=) $3::pg_catalog.int8[]
-     AND NOT EXISTS (SELECT FROM pg_catalog.pg_class
-                      WHERE oid OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
-                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
-     AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger
-                      WHERE tgrelid OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
-                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
-     AND NOT EXISTS (SELECT FROM pg_catalog.pg_rewrite
-                      WHERE ev_class OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
-                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
-     AND NOT EXISTS (SELECT FROM pg_catalog.pg_policy
-                      WHERE polrelid OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
-                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_class WHERE oid ` + watchedMadeHereSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute WHERE attrelid ` + watchedMadeHereSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_attrdef WHERE adrelid ` + watchedMadeHereSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint WHERE conrelid ` + watchedMadeHereSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_index WHERE indrelid ` + watchedMadeHereSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgrelid ` + watchedMadeHereSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_rewrite WHERE ev_class ` + watchedMadeHereSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_policy WHERE polrelid ` + watchedMadeHereSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_db_role_setting
                       WHERE ` + sessionSettingsSQL + `
                         AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
@@ -326,6 +345,13 @@ const ownRowSQL = `CASE WHEN pg_catalog.age(c.xmin) OPERATOR(pg_catalog.<=) 0
                                 FROM (SELECT pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.text::pg_catalog.int8 AS top) t)
                              OPERATOR(pg_catalog.=) 'in progress'
                    END`
+
+// watchedMadeHereSQL ends a condition on a catalog's column that names a
+// relation: one of the store's tables ($2, watchedSQL), in a row written
+// by this transaction, a subtransaction of it, or one that began after it
+// (sameTxCheckSQL).
+const watchedMadeHereSQL = `OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
+                        AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0`
 
 // resetSQL gives back a connection that a transactional claim or a
 // handler used as the pool handed it out. It is DISCARD ALL without

@@ -240,9 +240,10 @@ func begun(br pgx.BatchResults, value string, claimed bool) (began time.Time, ma
 	if err = br.QueryRow().Scan(nil, nil, nil, nil, &began, &mark.rels, &mark.writes); err != nil {
 		return began, mark, err
 	}
-	if len(mark.writes) != 3 {
-		return began, mark, fmt.Errorf("%d counts of the transaction's writes, not 3", len(mark.writes))
+	if len(mark.writes) != 4 {
+		return began, mark, fmt.Errorf("%d counts of the transaction's writes, not 4", len(mark.writes))
 	}
+	mark.began = began
 	if claimed {
 		// A won claim inserts its key's row, or updates an expired one.
 		mark.writes[0]++
@@ -260,13 +261,21 @@ func begun(br pgx.BatchResults, value string, claimed bool) (began time.Time, ma
 // its own) would have the completion, and every statement after it on the
 // session, write a relation of its making instead of the key's row; one
 // that writes another key's row, a phase, or an outbox row would undo what
-// another request stored (docs/semantics.md §7.2). The zero txMark is
-// checked by nothing: completeTxSQL makes the check itself.
+// another request stored (docs/semantics.md §7.2). began is when the
+// transaction began, by the database's clock: the handler can read the
+// mark and set it again in a transaction it began itself, but not that
+// transaction's beginning, which pgstore holds here, out of its reach.
+// The zero txMark is checked by nothing: completeTxSQL makes the check
+// itself.
 type txMark struct {
 	value  string
 	rels   []uint32
 	writes []int64
+	began  time.Time
 }
+
+// checkArgs are sameTxCheckSQL's arguments, $1 to $4.
+func (m txMark) checkArgs() []any { return []any{m.value, m.rels, m.writes, m.began} }
 
 // timeoutSetting renders a lease as a PostgreSQL timeout in whole
 // milliseconds, rounded up: 0 would switch the timeout off. PostgreSQL
@@ -352,7 +361,7 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handler
 	checked := mark.value != "" && !txFailed(conn)
 	var qs []*pgx.QueuedQuery
 	if checked {
-		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: []any{mark.value, mark.rels, mark.writes}})
+		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: mark.checkArgs()})
 	}
 	qs = append(qs, stmts...)
 	qs = append(qs, leanReset(pc.Config().User, h.cache.began)...)
@@ -549,7 +558,10 @@ func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 	}
 	defer t.guard.release()
 	c := t.claim
-	if handlerEnded(conn) {
+	switch {
+	case t.h.calls.outlived:
+		return t.settle(ctx, conn, errCallOutlived)
+	case handlerEnded(conn):
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
 	// The completion checks the mark (the claim's token) itself.
@@ -615,7 +627,7 @@ func (t *tx) commitCut(ctx context.Context, conn *pgxpool.Conn, err error) error
 // claim's token.
 func completeTxArgs(mark txMark, id idemstore.Identity, resp idemstore.Response) []any {
 	args := completeArgs(id, mark.value, resp)
-	return append([]any{mark.value, mark.rels, mark.writes}, append(args[:3], args[4:]...)...)
+	return append(mark.checkArgs(), append(args[:3], args[4:]...)...)
 }
 
 // execer runs a statement: a session (*pgx.Conn) or the pool.
@@ -678,15 +690,25 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 	pc := conn.Conn()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	ended := errors.Is(cause, errHandlerEndedTx)
+	unknown := ended
 	var err error
-	if pc.PgConn().TxStatus() != 'I' {
+	released := false
+	switch {
+	case pc.IsClosed():
+		// The session is gone (cutOff), and its locks with it: the key is
+		// marked from a connection of the pool, which may first need this
+		// one's place. failClosedTxSQL waits for the transaction to have
+		// ended, should the server not have rolled it back yet.
+		t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
+		released = true
+		err = errNotSent
+	case pc.PgConn().TxStatus() != 'I':
 		_, err = pc.Exec(rctx, rollbackSQL)
 	}
 	if err == nil {
 		_, err = pc.Exec(rctx, settleSessionSQL)
 	}
-	ended := errors.Is(cause, errHandlerEndedTx)
-	unknown := ended
 	if err == nil {
 		unknown, err = markKey(rctx, pc, c, ended)
 	}
@@ -704,7 +726,9 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 	}
 	// Whatever the handler did to its session, the session does not go
 	// back to the pool: closing it also drops the claim's session locks.
-	t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
+	if !released {
+		t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
+	}
 	if err != nil {
 		// The key could not be marked: its claim row, if the handler
 		// committed one, stays in flight, and fails closed after its lease
@@ -726,13 +750,16 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 // as unknown as a keyed handler's: Commit reports idemstore.ErrOutcomeUnknown
 // rather than a commit, and the session is closed, not pooled.
 func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
-	if handlerEnded(conn) {
-		return t.endedKeyless(ctx, conn, "commit")
+	switch {
+	case t.h.calls.outlived:
+		return t.endedKeyless(ctx, conn, "commit", errCallOutlived)
+	case handlerEnded(conn):
+		return t.endedKeyless(ctx, conn, "commit", errHandlerEndedTx)
 	}
 	tag, err, resetErr := sendEnding(ctx, conn, t.mark, t.h, &pgx.QueuedQuery{SQL: commitSQL})
 	switch {
 	case errors.Is(err, errHandlerEndedTx):
-		return t.endedKeyless(ctx, conn, "commit")
+		return t.endedKeyless(ctx, conn, "commit", errHandlerEndedTx)
 	case err != nil && conn.Conn().IsClosed():
 		return t.commitCut(ctx, conn, err)
 	case err != nil:
@@ -746,12 +773,13 @@ func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
 	return nil
 }
 
-// endedKeyless ends a keyless transaction that its handler ended itself:
-// what its writes became cannot be known, and its session, which the
-// handler may have changed in any way, is closed rather than pooled.
-func (t *tx) endedKeyless(ctx context.Context, conn *pgxpool.Conn, op string) error {
+// endedKeyless ends a keyless transaction that its handler ended itself,
+// or may have (cause): what its writes became cannot be known, and its
+// session, which the handler may have changed in any way, is closed
+// rather than pooled.
+func (t *tx) endedKeyless(ctx context.Context, conn *pgxpool.Conn, op string, cause error) error {
 	t.s.putBack(ctx, conn, t.h, errSessionDiscarded)
-	return fmt.Errorf("pgstore: %s: %w: %w", op, errHandlerEndedTx, idemstore.ErrOutcomeUnknown)
+	return fmt.Errorf("pgstore: %s: %w: %w", op, cause, idemstore.ErrOutcomeUnknown)
 }
 
 // Rollback rolls back the handler's writes and the claim with them, and
@@ -769,9 +797,12 @@ func (t *tx) Rollback(ctx context.Context) error {
 	if t.guard != nil {
 		defer t.guard.release()
 	}
-	if handlerEnded(conn) {
+	switch {
+	case t.h.calls.outlived:
+		err = errCallOutlived
+	case handlerEnded(conn):
 		err = errHandlerEndedTx
-	} else {
+	default:
 		stmts := []*pgx.QueuedQuery{{SQL: rollbackSQL}}
 		// A failed transaction cannot be checked (sendEnding); a claim row
 		// that outlives its ROLLBACK shows that the handler committed it,
@@ -798,9 +829,9 @@ func (t *tx) Rollback(ctx context.Context) error {
 	}
 	switch {
 	case errors.Is(err, errHandlerEndedTx) && t.claim != nil:
-		return t.settle(ctx, conn, errHandlerEndedTx)
+		return t.settle(ctx, conn, err)
 	case errors.Is(err, errHandlerEndedTx):
-		return t.endedKeyless(ctx, conn, "release")
+		return t.endedKeyless(ctx, conn, "release", err)
 	case t.claim != nil:
 		return t.settle(ctx, conn, fmt.Errorf("pgstore: release: %w", err))
 	}
@@ -829,8 +860,34 @@ func (t *tx) end() (*pgxpool.Conn, error) {
 	conn := t.conn
 	t.conn = nil
 	t.h.close()
+	if t.h.calls.outlived {
+		cutOff(conn)
+	}
 	return conn, nil
 }
+
+// cutOff closes conn's socket at once, before anything more is sent on it
+// or logged: a call of the handler's still in flight (inflight.go) would
+// otherwise send its statement on the connection whenever it gets there,
+// after whatever the end sent, a COMMIT too, and outside every check of
+// the transaction's end. Nothing of the transaction is committed by
+// pgstore then; PostgreSQL rolls back what the handler did not commit
+// itself, and the end treats the transaction as one the handler may have
+// ended (errCallOutlived). The socket is closed under pgx, not through
+// it: the call may be writing on it, and pgx would write a Terminate
+// message of its own; pgx learns of the close as its Close finds it.
+func cutOff(conn *pgxpool.Conn) {
+	pc := conn.Conn()
+	_ = pc.PgConn().Conn().Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = pc.Close(ctx)
+}
+
+// errCallOutlived is why the end of a transaction whose handler's call was
+// still running (cutOff) fails its key closed: that call may have ended
+// the transaction itself.
+var errCallOutlived = fmt.Errorf("a call of the handler's was still running when its transaction ended: %w", errHandlerEndedTx)
 
 // handlerTx is the pgx.Tx a transactional handler receives. It forwards to
 // the transaction pgx began in the claim's batch, refuses Commit and Rollback

@@ -136,10 +136,21 @@ func (r *router) add(op Operation, seen map[string]bool) error {
 	return nil
 }
 
-// find returns the operation req calls, or nil. The path is matched the
-// way the server's router reads it: segment by segment, each
-// percent-decoded on its own, below the base path.
+// find returns the protected operation req calls, or nil: nil both for a
+// request the table does not know and for one to an Unprotected route.
 func (r *router) find(req *http.Request) *Operation {
+	op := r.match(req)
+	if op == nil || op.Unprotected {
+		return nil
+	}
+	return op
+}
+
+// match returns the operation of the table req calls, an Unprotected one
+// included, or nil when the table does not know it. The path is matched
+// the way the server's router reads it: segment by segment, each
+// percent-decoded on its own, below the base path.
+func (r *router) match(req *http.Request) *Operation {
 	segs, ok := pathtemplate.Split(req.URL.EscapedPath())
 	if !ok {
 		return nil
@@ -159,10 +170,7 @@ func (r *router) find(req *http.Request) *Operation {
 			continue
 		}
 		if _, ok := rt.tmpl.Match(segs); ok {
-			if rt.op.Unprotected {
-				return nil // the more specific route, which has no policy
-			}
-			return &rt.op
+			return &rt.op // the most specific route, protected or not
 		}
 	}
 	return nil

@@ -190,9 +190,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // target returns the operation req calls (nil for none) and the key it is
 // to carry unless it carries its own: the key of the hop it was redirected
-// from, else the one of its context (WithKey), else "" for a fresh one.
+// from, else the one of its context (WithKey), else "" for a fresh one. A
+// request to an Unprotected route, a redirect's hop included, calls no
+// operation and carries no key: its handler ignores keys, so it is sent
+// once, as it is.
 func (t *Transport) target(req *http.Request, prev *hop) (*Operation, string) {
-	op := t.router.find(req)
+	op := t.router.match(req)
+	if op != nil && op.Unprotected {
+		return nil, ""
+	}
 	cop, key := prev.carries(req)
 	if key == "" {
 		if k := effectKeyFrom(req.Context()); k != "" {

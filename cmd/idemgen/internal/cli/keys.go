@@ -107,6 +107,9 @@ type session struct {
 	// phases lists the recovery points a request recorded; nil for a
 	// store that keeps none.
 	phases idemstore.PhaseLister
+	// secrets are the store secrets the operator gave, newest first
+	// (keysFlags.secrets).
+	secrets [][]byte
 	// labelSecret labels the keys of the outbox's rows, as the Admin
 	// labels entries.
 	labelSecret []byte
@@ -182,7 +185,7 @@ func (kf *keysFlags) open(ctx context.Context) (*session, error) {
 	if sealer != nil {
 		admin = admin.WithSealer(sealer)
 	}
-	s := &session{admin: admin, hasSecret: len(secrets) > 0 && len(secrets[0]) > 0, outbox: outbox, close: done, storedName: kf.storedName}
+	s := &session{admin: admin, hasSecret: len(secrets) > 0 && len(secrets[0]) > 0, outbox: outbox, secrets: secrets, close: done, storedName: kf.storedName}
 	s.phases, _ = store.(idemstore.PhaseLister)
 	if s.hasSecret {
 		s.labelSecret = secrets[0]

@@ -208,14 +208,17 @@ the row that was shown.`,
 				if err != nil {
 					return err
 				}
-				ps, err := s.keyPhases(ctx, e)
+				ps, note, err := s.keyPhases(ctx, e, w.key)
 				if err != nil {
 					return err
 				}
 				if kf.json {
-					return writeJSON(stdout, jsonShown{jsonEntries([]idemadmin.Entry{e}, kf.showKeys, true)[0], s.jsonEffects(ms, kf.showKeys), jsonPhases(ps)})
+					return writeJSON(stdout, jsonShown{jsonEntries([]idemadmin.Entry{e}, kf.showKeys, true)[0], s.jsonEffects(ms, kf.showKeys), jsonPhases(ps), note})
 				}
 				printEntry(stdout, e, kf.showKeys)
+				if note != "" {
+					fmt.Fprintln(stdout, "phases: "+note)
+				}
 				if len(ps) > 0 {
 					fmt.Fprintln(stdout, "phases:")
 					printPhases(stdout, ps)

@@ -232,6 +232,8 @@ type jsonShown struct {
 	jsonEntry
 	Effects []jsonEffect `json:"effects,omitempty"`
 	Phases  []jsonPhase  `json:"phases,omitempty"`
+	// PhasesNote says why phases could not be listed (keyPhases).
+	PhasesNote string `json:"phases_note,omitempty"`
 }
 
 // jsonEffect is an effect as --json prints it.

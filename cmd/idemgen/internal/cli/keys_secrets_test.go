@@ -24,15 +24,8 @@ func TestKeysThroughSecretsAndSealKeys(t *testing.T) {
 	for i := range sealKey {
 		sealKey[i] = byte(i)
 	}
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	secretFile := write("secret", append(append([]byte(nil), secret...), '\n'))
-	sealFile := write("seal", []byte(hex.EncodeToString(sealKey)+"\n"))
+	secretFile := writeSecretFile(t, dir, "secret", secret)
+	sealFile := writeSecretFile(t, dir, "seal", []byte(hex.EncodeToString(sealKey)))
 	sealer, err := idemstore.NewAESGCM(idemstore.SealKey{ID: "s1", Key: sealKey})
 	if err != nil {
 		t.Fatal(err)
@@ -95,4 +88,15 @@ func TestKeysThroughSecretsAndSealKeys(t *testing.T) {
 	if w := post("died-1"); w.Code != http.StatusCreated || w.Body.String() != `{"resolved":true}` {
 		t.Fatalf("retry after the resolution: %d %s", w.Code, w.Body)
 	}
+}
+
+// writeSecretFile writes b and a newline, as an editor leaves a secret,
+// to the file name in dir, and returns its path.
+func writeSecretFile(t *testing.T, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, append(append([]byte(nil), b...), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

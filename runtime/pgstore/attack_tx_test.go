@@ -175,7 +175,7 @@ func TestAttackHandlerCommitsThenTerminatesItsBackend(t *testing.T) {
 	if err != nil || !res.Won {
 		t.Fatalf("ClaimTx = %+v, %v; want won", res, err)
 	}
-	ptx := tx.Driver().(pgx.Tx)
+	ptx := pgstore.Unchecked(tx)
 	if err := writeEffect(ctx, ptx, "committed"); err != nil {
 		t.Fatal(err)
 	}

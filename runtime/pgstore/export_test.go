@@ -92,3 +92,16 @@ func ConnOf(t idemstore.Tx) *pgx.Conn { return t.(*tx).conn.Conn() }
 
 // CacheName is the name under which pgx's statement cache prepares sql.
 func CacheName(sql string) string { return cacheName(sql) }
+
+// EndsTx is endsTx: whether a handler's SQL text ends or begins a
+// transaction.
+func EndsTx(sql string) bool { return endsTx(sql) }
+
+// Unchecked returns the pgx transaction under the pgx.Tx that t's handler
+// receives, which sends a handler's SQL without refusing the statements
+// that end the transaction: what the end of the transaction checks, after
+// the fact, for a statement that ends it anyway.
+func Unchecked(t idemstore.Tx) pgx.Tx { return t.(*tx).h.tx }
+
+// UncheckedTx is Unchecked for the pgx.Tx a handler receives.
+func UncheckedTx(h pgx.Tx) pgx.Tx { return h.(*handlerTx).tx }

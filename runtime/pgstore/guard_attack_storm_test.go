@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
@@ -130,7 +129,7 @@ func (st *storm) attempt(t *testing.T, s *pgstore.Store, rng *rand.Rand, i int) 
 		st.hold()
 	}
 	ctx = context.Background()
-	ptx := tx.Driver().(pgx.Tx)
+	ptx := pgstore.Unchecked(tx)
 	switch r := rng.Float64(); {
 	case r < st.hostile:
 		if err := dropKeyLocks(ctx, tx); err != nil {

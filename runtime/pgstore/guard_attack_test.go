@@ -56,7 +56,7 @@ func twoStores(t *testing.T, tweak ...func(*pgxpool.Config)) (*pgstore.Store, *p
 // dropKeyLocks is what a hostile handler does: it ends its transaction
 // with a raw ROLLBACK and drops every advisory lock of its session.
 func dropKeyLocks(ctx context.Context, tx idemstore.Tx) error {
-	ptx := tx.Driver().(pgx.Tx)
+	ptx := pgstore.Unchecked(tx)
 	for _, stmt := range []string{"ROLLBACK", "SELECT pg_advisory_unlock_all()"} {
 		if _, err := ptx.Exec(ctx, stmt); err != nil {
 			return err

@@ -40,7 +40,7 @@ func TestGuardKeepsARetryOutOfAKeyWhoseLocksTheHandlerDropped(t *testing.T) {
 				}
 				ctx := context.Background()
 				tx := wonTx(t, s, "k1", "tok1")
-				ptx := tx.Driver().(pgx.Tx)
+				ptx := pgstore.Unchecked(tx)
 				for _, stmt := range stmts {
 					if _, err := ptx.Exec(ctx, stmt); err != nil {
 						t.Fatalf("%s: %v", stmt, err)

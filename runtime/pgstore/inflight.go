@@ -38,6 +38,10 @@ import (
 type handlerCalls struct {
 	closed   atomic.Bool
 	inFlight atomic.Int64
+	// refused is set when a call's statement that would have ended the
+	// transaction was refused (refuseEnding): the transaction then
+	// commits nothing.
+	refused atomic.Bool
 	// outlived is set, by the end, when a call was in flight as the
 	// transaction ended: its connection must not be reused.
 	outlived bool

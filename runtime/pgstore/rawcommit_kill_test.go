@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
@@ -37,7 +35,7 @@ func helperRawCommit(t *testing.T, s *pgstore.Store) {
 		if err := writeEffect(ctx, tx.Driver(), key); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Driver().(pgx.Tx).Exec(ctx, "COMMIT"); err != nil {
+		if _, err := pgstore.Unchecked(tx).Exec(ctx, "COMMIT"); err != nil {
 			t.Fatal(err)
 		}
 	}

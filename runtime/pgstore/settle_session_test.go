@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
 
@@ -42,7 +43,7 @@ func TestSettleMarksTheKeyWhateverTheSessionSettings(t *testing.T) {
 			if err != nil || !res.Won {
 				t.Fatalf("ClaimTx = %+v, %v", res, err)
 			}
-			h := tx.Driver().(pgx.Tx)
+			h := pgstore.Unchecked(tx)
 			for _, q := range stmts {
 				if _, err := h.Exec(ctx, q); err != nil {
 					t.Logf("%s: %v", q, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
 // A handler that makes the name idempotency_keys resolve to a relation of
@@ -68,7 +69,7 @@ func TestAShadowOfTheKeysTableAnswersForNoStatementOfTheStore(t *testing.T) {
 			if err != nil || !res.Won {
 				t.Fatalf("ClaimTx = %+v, %v", res, err)
 			}
-			h := tx.Driver().(pgx.Tx)
+			h := pgstore.Unchecked(tx)
 			var schema string
 			if err := h.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 				t.Fatal(err)

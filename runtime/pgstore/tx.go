@@ -51,6 +51,27 @@ var ErrCacheName = errors.New("pgstore: a prepared statement's name may not star
 // It wraps idemstore.ErrClaimEnded, which the engine reads.
 var ErrConnClosed = fmt.Errorf("pgstore: the transaction's connection closed before the transaction ended, so it was rolled back with its claim: %w", idemstore.ErrClaimEnded)
 
+// ErrHandlerEndsTransaction is returned, wrapped, by a call of the pgx.Tx
+// a transactional handler receives (Exec, Query, QueryRow, SendBatch,
+// Prepare, a savepoint's too) whose SQL has a statement that ends the
+// transaction or begins one: COMMIT, END, ROLLBACK (but not ROLLBACK TO
+// SAVEPOINT), ABORT, PREPARE TRANSACTION, COMMIT PREPARED, ROLLBACK
+// PREPARED, BEGIN or START TRANSACTION. Nothing of the call is sent, and
+// the transaction is rolled back at its end whatever the handler answers:
+// its Commit rolls back and returns this error (docs/semantics.md §5.4).
+var ErrHandlerEndsTransaction = errors.New("pgstore: a handler's statement may not end or begin a transaction; the idempotency layer ends it")
+
+// refuseEnding returns an error wrapping ErrHandlerEndsTransaction, and
+// marks the transaction to roll back, when sql ends or begins a
+// transaction (endsTx); nil otherwise.
+func (c *handlerCalls) refuseEnding(sql string) error {
+	if !endsTx(sql) {
+		return nil
+	}
+	c.refused.Store(true)
+	return fmt.Errorf("%w: %.60q", ErrHandlerEndsTransaction, sql)
+}
+
 // cachePrefix starts the name of every statement pgx's statement cache
 // prepares (driverNameSQL).
 const cachePrefix = "stmtcache_"
@@ -547,8 +568,17 @@ func (t *tx) Driver() any { return pgx.Tx(t.h) }
 // committed. Commit then writes no completion, leaves the key
 // indeterminate, closes the session and returns an error wrapping
 // idemstore.ErrOutcomeUnknown; so does the Commit of a keyless transaction
-// (Begin) that the handler ended.
+// (Begin) that the handler ended. The handler's statements that would end
+// the transaction are refused before they are sent
+// (ErrHandlerEndsTransaction); after one, Commit rolls back, as Rollback
+// does, and returns an error wrapping ErrHandlerEndsTransaction.
 func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
+	if t.conn != nil && t.h.calls.refused.Load() {
+		// A statement of the handler's that would have ended the
+		// transaction was refused: the handler failed, and nothing of
+		// its transaction commits.
+		return errors.Join(fmt.Errorf("pgstore: commit: the transaction was rolled back: %w", ErrHandlerEndsTransaction), t.Rollback(ctx))
+	}
 	conn, err := t.end()
 	if err != nil {
 		return err
@@ -1007,6 +1037,14 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 	if !h.calls.enter() {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
+	if b != nil {
+		for _, q := range b.QueuedQueries {
+			if err := h.calls.refuseEnding(q.SQL); err != nil {
+				h.calls.leave()
+				return pgx.FailedBatchResults(b, err)
+			}
+		}
+	}
 	h.cache.ranBatch(b, h.calls)
 	return &handlerBatch{BatchResults: h.tx.SendBatch(ctx, b), calls: h.calls}
 }
@@ -1024,7 +1062,8 @@ func (h *handlerTx) LargeObjects() pgx.LargeObjects {
 // Prepare forwards to the transaction. The statement lasts as long as the
 // transaction: it is dropped before the connection serves another request.
 // A name with the prefix of pgx's statement cache is refused
-// (ErrCacheName).
+// (ErrCacheName), and so is a statement that would end the transaction
+// when executed (ErrHandlerEndsTransaction).
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
 	if !h.calls.enter() {
 		return nil, pgx.ErrTxClosed
@@ -1033,18 +1072,26 @@ func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stat
 	if strings.HasPrefix(name, cachePrefix) || strings.HasPrefix(name, ownPrefix) {
 		return nil, fmt.Errorf("%w: %q", ErrCacheName, name)
 	}
+	if err := h.calls.refuseEnding(sql); err != nil {
+		return nil, err
+	}
 	if name != "" {
 		h.prepared.add(name)
 	}
 	return h.tx.Prepare(ctx, name, sql)
 }
 
-// Exec forwards to the transaction.
+// Exec forwards to the transaction. A statement that would end the
+// transaction is refused (ErrHandlerEndsTransaction), as by every call
+// that takes SQL.
 func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if !h.calls.enter() {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
 	defer h.calls.leave()
+	if err := h.calls.refuseEnding(sql); err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	return h.tx.Exec(ctx, sql, h.cache.ran(sql, args, execOption, h.calls)...)
 }
 
@@ -1053,6 +1100,10 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if !h.calls.enter() {
 		return closedRows{}, pgx.ErrTxClosed
+	}
+	if err := h.calls.refuseEnding(sql); err != nil {
+		h.calls.leave()
+		return refusedRows{err}, err
 	}
 	rows, err := h.tx.Query(ctx, sql, h.cache.ran(sql, args, queryOption, h.calls)...)
 	if err != nil || rows == nil {
@@ -1072,6 +1123,9 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 		return closedRows{}
 	}
 	defer h.calls.leave()
+	if err := h.calls.refuseEnding(sql); err != nil {
+		return refusedRows{err}
+	}
 	return h.tx.QueryRow(ctx, sql, h.cache.ran(sql, args, queryOption, h.calls)...)
 }
 
@@ -1081,6 +1135,20 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 // which the engine treats like any panic: the transaction is rolled back
 // and the key released.
 func (h *handlerTx) Conn() *pgx.Conn { return nil }
+
+// refusedRows answers every call on a refused query with its error.
+type refusedRows struct{ err error }
+
+func (refusedRows) Close()                                       {}
+func (r refusedRows) Err() error                                 { return r.err }
+func (refusedRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (refusedRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (refusedRows) Next() bool                                   { return false }
+func (r refusedRows) Scan(...any) error                          { return r.err }
+func (r refusedRows) Values() ([]any, error)                     { return nil, r.err }
+func (refusedRows) RawValues() [][]byte                          { return nil }
+func (refusedRows) Conn() *pgx.Conn                              { return nil }
+func (refusedRows) TypeMap() *pgtype.Map                         { return nil }
 
 // closedRows answers every call on an ended transaction with
 // pgx.ErrTxClosed.

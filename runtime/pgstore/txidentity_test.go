@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/problem"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
 )
@@ -41,7 +42,13 @@ func TestHandlerThatBeginsAnotherTransactionIsSeen(t *testing.T) {
 					}
 					backends <- pid
 					for _, q := range []string{"INSERT INTO effects (marker) VALUES ('" + key + "')", stmt, "INSERT INTO effects (marker) VALUES ('" + key + "-after')"} {
-						if _, err := tx.Exec(ctx, q); err != nil {
+						via := tx
+						if q == stmt {
+							// As if the handler's statement escaped the
+							// check before it is sent: the end still sees it.
+							via = pgstore.UncheckedTx(tx)
+						}
+						if _, err := via.Exec(ctx, q); err != nil {
 							http.Error(w, err.Error(), http.StatusInternalServerError)
 							return
 						}

@@ -84,7 +84,9 @@ func (b *handlerBatch) Close() error {
 // handlerRewrite is a QueryRewriter of the handler's. When c is not nil,
 // the text it rewrites to is recorded among those pgx may describe
 // (handlerCache.ran). A statement whose transaction ended while its
-// rewriter ran is refused before pgx goes on with it.
+// rewriter ran is refused before pgx goes on with it, and so is one that
+// it rewrote to a statement that would end the transaction
+// (ErrHandlerEndsTransaction).
 type handlerRewrite struct {
 	inner pgx.QueryRewriter
 	c     *handlerCache
@@ -97,6 +99,9 @@ func (r handlerRewrite) RewriteQuery(ctx context.Context, _ *pgx.Conn, sql strin
 	sql, args, err := r.inner.RewriteQuery(ctx, nil, sql, args)
 	if err == nil && r.calls.closed.Load() {
 		err = pgx.ErrTxClosed
+	}
+	if err == nil {
+		err = r.calls.refuseEnding(sql)
 	}
 	if err == nil && r.c != nil {
 		r.c.add(sql)

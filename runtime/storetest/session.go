@@ -146,8 +146,7 @@ var chainedEnds = []string{
 // is not the one it began: whether the handler's answer is stored (Commit)
 // or not (Release), the store must report idemstore.ErrOutcomeUnknown and never
 // free the key, claimed or keyless. A store may refuse the statement
-// instead; then the transaction is intact and Commit stores the write
-// once.
+// instead (wantRefused).
 func testTxHandlerChainsTx(t *testing.T, s txStore) {
 	if s.Exec == nil {
 		t.Skip("the store's test gives no Exec")
@@ -165,16 +164,9 @@ func testTxHandlerChainsTx(t *testing.T, s txStore) {
 			}
 			mustWrite(t, s, tx, marker)
 			if err := s.Exec(ctx, tx.Driver(), stmt); err != nil {
-				// Refused: the transaction is the store's still.
-				err := e.end(tx)
-				switch {
-				case err != nil:
-					t.Errorf("%s, %s: ending the transaction after its handler's %q was refused: %v", stmt, e.name, stmt, err)
-				case e.commit:
-					wantCount(t, s, marker, 1)
-				default:
-					wantCount(t, s, marker, 0)
-				}
+				// Refused: the transaction is the store's still, or
+				// rolled back for the refused statement.
+				wantRefused(t, s, e.end(tx), e.commit, stmt, marker)
 				continue
 			}
 			mustWrite(t, s, tx, marker)

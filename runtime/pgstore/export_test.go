@@ -97,6 +97,11 @@ func CacheName(sql string) string { return cacheName(sql) }
 // transaction.
 func EndsTx(sql string) bool { return endsTx(sql) }
 
+// LexedEndsTx is lexedEnding: whether a statement of sql, split as the
+// server splits it, ends or begins a transaction, without the refusal of
+// texts of several statements that name a keyword anywhere.
+func LexedEndsTx(sql string) bool { return lexedEnding(sql) }
+
 // Unchecked returns the pgx transaction under the pgx.Tx that t's handler
 // receives, which sends a handler's SQL without refusing the statements
 // that end the transaction: what the end of the transaction checks, after

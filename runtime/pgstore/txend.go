@@ -20,7 +20,12 @@ import "strings"
 // Where a text's reading depends on the session (a backslash in a plain
 // string escapes the quote when standard_conforming_strings is off, and
 // a handler can set it), the text is read both ways and refused if either
-// reading finds a statement that ends the transaction.
+// reading finds a statement that ends the transaction. And since neither
+// reading follows every rule of the server's (an E'' string continued on
+// the next line, a client_encoding whose characters end in a backslash
+// byte), a text of several statements that names one of these keywords
+// anywhere, in a string or a comment too, is refused whatever the
+// reading: such statements are sent one by one.
 
 // endsTx reports whether any top-level statement of sql ends or begins a
 // transaction block. It reads sql once (twice when it has a backslash),
@@ -31,10 +36,59 @@ func endsTx(sql string) bool {
 		i := skipBlank(sql, 0)
 		return i < len(sql) && endingStatement(sql, i)
 	}
+	if severalStatements(sql) && namesEnding(sql) {
+		// A text the server may split into several statements is refused
+		// when it names an ending keyword anywhere, in a string or a
+		// comment too: where a string ends depends on the session (a
+		// continued E'' string, standard_conforming_strings, a multi-byte
+		// client_encoding whose second bytes include the backslash), and
+		// no reading of the bytes here can follow every one of them.
+		return true
+	}
+	return lexedEnding(sql)
+}
+
+// lexedEnding reports whether a statement of sql, split as the server
+// splits it, ends or begins a transaction block; a text with a backslash
+// is read both with and without backslash escapes in plain strings.
+func lexedEnding(sql string) bool {
 	if endsTxLexed(sql, false) {
 		return true
 	}
 	return strings.IndexByte(sql, '\\') >= 0 && endsTxLexed(sql, true)
+}
+
+// severalStatements reports whether sql has a ; with anything but white
+// space after it: only then can the server read more than one statement
+// in it.
+func severalStatements(sql string) bool {
+	i := strings.IndexByte(sql, ';')
+	return i >= 0 && strings.TrimRight(sql[i+1:], " \t\n\r\f\v;") != ""
+}
+
+// namesEnding reports whether any word of sql, read as bytes wherever it
+// stands, is a keyword that begins a statement ending or beginning a
+// transaction block. A byte of a multi-byte character continues a word,
+// as the server reads it, so a keyword the server sees is a word here in
+// any client_encoding.
+func namesEnding(sql string) bool {
+	for i := 0; i < len(sql); {
+		if !identByte(sql[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(sql) && identByte(sql[j]) {
+			j++
+		}
+		switch w := sql[i:j]; {
+		case keyword(w, "commit"), keyword(w, "end"), keyword(w, "abort"), keyword(w, "begin"),
+			keyword(w, "start"), keyword(w, "prepare"), keyword(w, "rollback"):
+			return true
+		}
+		i = j
+	}
+	return false
 }
 
 // endsTxLexed is endsTx with plain strings read as standard_conforming_strings

@@ -23,9 +23,9 @@ import "strings"
 // reading finds a statement that ends the transaction. And since neither
 // reading follows every rule of the server's (an E'' string continued on
 // the next line, a client_encoding whose characters end in a backslash
-// byte), a text of several statements that names one of these keywords
-// anywhere, in a string or a comment too, is refused whatever the
-// reading: such statements are sent one by one.
+// byte), a text of several statements with a backslash in it that names
+// one of these keywords anywhere, in a string or a comment too, is
+// refused whatever the reading: such statements are sent one by one.
 
 // endsTx reports whether any top-level statement of sql ends or begins a
 // transaction block. It reads sql once (twice when it has a backslash),
@@ -36,13 +36,15 @@ func endsTx(sql string) bool {
 		i := skipBlank(sql, 0)
 		return i < len(sql) && endingStatement(sql, i)
 	}
-	if severalStatements(sql) && namesEnding(sql) {
-		// A text the server may split into several statements is refused
-		// when it names an ending keyword anywhere, in a string or a
-		// comment too: where a string ends depends on the session (a
-		// continued E'' string, standard_conforming_strings, a multi-byte
-		// client_encoding whose second bytes include the backslash), and
-		// no reading of the bytes here can follow every one of them.
+	if severalStatements(sql) && strings.IndexByte(sql, '\\') >= 0 && namesEnding(sql) {
+		// A text the server may split into several statements, with a
+		// backslash in it, is refused when it names an ending keyword
+		// anywhere, in a string or a comment too: where a string ends
+		// then depends on the session (standard_conforming_strings, an
+		// E'' string continued on the next line, a multi-byte
+		// client_encoding whose characters can end in the backslash's
+		// byte), and no reading of the bytes here follows every one of
+		// them. Without a backslash every reading splits alike.
 		return true
 	}
 	return lexedEnding(sql)

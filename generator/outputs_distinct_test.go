@@ -16,7 +16,7 @@ import (
 // --docs at a migration's path wrote the Markdown page and the migration
 // to one path, and one of them was lost (in the map Generate returns,
 // and on disk).
-func TestAtkFinalDocsOverAMigrationIsRefused(t *testing.T) {
+func TestDocsOverAMigrationIsRefused(t *testing.T) {
 	spec := `openapi: 3.0.3
 info: {title: t, version: "1"}
 paths:

@@ -57,7 +57,7 @@ func (h *onWarn) WithGroup(string) slog.Handler      { return h }
 // where the window is widened to be hit every time; any delay between the
 // end's last statement and the close (a slow log sink, a descheduled
 // goroutine) opens the same one.
-func TestAtkFinalACallInFlightSendsAfterTheCommitBeforeTheClose(t *testing.T) {
+func TestACallInFlightSendsAfterTheCommitBeforeTheClose(t *testing.T) {
 	ctx := context.Background()
 	held := heldValue{value: "globex", reached: make(chan struct{}), open: make(chan struct{})}
 	lateDone := make(chan error, 1)

@@ -15,7 +15,7 @@ import (
 // table's pg_class row as it was: the transaction commits, and every
 // later claim of every tenant fails, since idempotency_claim's INSERT ...
 // ON CONFLICT (tenant, scope, key) has no unique index to infer.
-func TestAtkFinalAHandlerDropsTheKeysPrimaryKeyAndCommits(t *testing.T) {
+func TestAHandlerDropsTheKeysPrimaryKeyAndCommits(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()
 	tx := wonClaimTx(t, s, tenantClaim("acme", "m1", "tok-acme"))
@@ -43,7 +43,7 @@ func TestAtkFinalAHandlerDropsTheKeysPrimaryKeyAndCommits(t *testing.T) {
 // role may set it (a superuser, as applications often run in small
 // deployments) turns it off for its transaction, deletes another tenant's
 // completed key, and commits; that tenant's completed request runs again.
-func TestAtkFinalAHandlerWithoutTrackCountsDeletesAnotherTenantsKey(t *testing.T) {
+func TestAHandlerWithoutTrackCountsDeletesAnotherTenantsKey(t *testing.T) {
 	s, pool := newStore(t)
 	ctx := context.Background()
 	var super bool

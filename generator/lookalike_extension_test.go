@@ -15,7 +15,7 @@ import (
 // than two letters off, and is ignored without a word, its operation
 // shipped unprotected. And another case (X-Idempotency), the likeliest
 // slip, only warns: the build goes on with the operation unprotected.
-func TestAtkFinalLookalikeExtensionsAreRefused(t *testing.T) {
+func TestLookalikeExtensionsAreRefused(t *testing.T) {
 	for _, name := range []string{"x-ıdempօteոcy", "X-Idempotency"} {
 		t.Run(name, func(t *testing.T) {
 			spec := `openapi: 3.1.0

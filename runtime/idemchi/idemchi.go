@@ -55,7 +55,8 @@ func (r *router) sub(c chi.Router, prefix string) *router {
 }
 
 func (r *router) Handle(pattern string, h http.Handler) {
-	r.Router.Handle(pattern, r.wrap(methodOf(pattern), pathOf(pattern), h))
+	method, path := cutPattern(pattern)
+	r.Router.Handle(pattern, r.wrap(method, path, h))
 }
 
 func (r *router) HandleFunc(pattern string, h http.HandlerFunc) { r.Handle(pattern, h) }
@@ -97,20 +98,15 @@ func (r *router) Route(pattern string, fn func(chi.Router)) chi.Router {
 	return sub
 }
 
-// methodOf and pathOf cut a chi pattern that names a method ("POST
-// /pets"), which chi's Handle accepts.
-func methodOf(pattern string) string {
-	if m, _, ok := strings.Cut(pattern, " "); ok {
-		return m
+// cutPattern cuts a chi pattern that names a method ("POST /pets") as
+// chi's Handle cuts it: at the first space or tab, the method upper-cased,
+// the blanks after it dropped. A pattern without one names no method.
+func cutPattern(pattern string) (method, path string) {
+	i := strings.IndexAny(pattern, " \t")
+	if i < 0 {
+		return "", pattern
 	}
-	return ""
-}
-
-func pathOf(pattern string) string {
-	if _, p, ok := strings.Cut(pattern, " "); ok {
-		return strings.TrimLeft(p, " ")
-	}
-	return pattern
+	return strings.ToUpper(pattern[:i]), strings.TrimLeft(pattern[i+1:], " \t")
 }
 
 // Lookup returns the route lookup of r for Engine.CheckRoutes: the

@@ -103,6 +103,11 @@ func newRouter(basePath string, ops []Operation) (*router, error) {
 // checkOperation checks a protected operation of the table and fills in
 // its default key length.
 func checkOperation(op Operation) (Operation, error) {
+	if op.Method != http.MethodPost && op.Method != http.MethodPatch {
+		// The engine refuses a policy on any other method, "post"
+		// included: no request would reach such an operation.
+		return op, fmt.Errorf("operation %q: method %q cannot carry a policy; only POST and PATCH", op.ID, op.Method)
+	}
 	switch op.Key.In {
 	case key.InHeader, key.InQuery, key.InBody:
 	default:
@@ -166,7 +171,9 @@ func (r *router) match(req *http.Request) *Operation {
 	segs = segs[len(r.prefix):]
 	for i := range r.routes {
 		rt := &r.routes[i]
-		if !strings.EqualFold(rt.op.Method, req.Method) {
+		// Methods are case-sensitive (RFC 9110 §9.1), as the engine
+		// reads them: "post" is no POST and carries no policy.
+		if rt.op.Method != req.Method {
 			continue
 		}
 		if _, ok := rt.tmpl.Match(segs); ok {

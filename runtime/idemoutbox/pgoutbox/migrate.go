@@ -21,7 +21,7 @@ func Schema() (up, down string) { return upSQL, downSQL }
 // migrateLockSQL serializes concurrent Migrate calls: CREATE ... IF NOT
 // EXISTS is not safe against itself without it. The number is arbitrary
 // and fixed.
-const migrateLockSQL = `SELECT pg_advisory_xact_lock(7236194020345570124)`
+const migrateLockSQL = `SELECT pg_catalog.pg_advisory_xact_lock(7236194020345570124)`
 
 // Migrate creates the outbox's table in the first schema of the pool's
 // search_path, the one pgstore.Migrate creates the key table in, in one

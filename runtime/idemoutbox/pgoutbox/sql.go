@@ -4,6 +4,17 @@ package pgoutbox
 // Durations travel as
 // microseconds, so that leases and backoff are measured by the database
 // clock, never by the application's.
+//
+// Every function and operator is pg_catalog's by name, and every
+// parameter is cast: the runners', the operator's and the sweeps'
+// statements run on sessions whose search_path may find a function or an
+// operator of a handler's making, in a schema its role owns, that fits
+// the arguments better than pg_catalog's (a cardinality(text[]) beside
+// pg_catalog's of anyarray), and would run it outside every check of a
+// handler's transaction (docs/semantics.md §7.2). OPERATOR(...) binds
+// tighter than a comparison but as loosely as any other operator, hence
+// the parentheses around products and sums. TestStatementsNamePgCatalog
+// holds every statement here to it.
 
 // stageSQL writes a staged effect in the handler's transaction. The
 // conflict target is the partial unique index of pending effects: a second
@@ -13,7 +24,7 @@ package pgoutbox
 // parameter is cast, so that the handler's session chooses no type.
 const stageSQL = `INSERT INTO %s (tenant, scope, key, effect_key, name, payload)
 VALUES ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.text, $6::pg_catalog.bytea)
-ON CONFLICT (tenant, effect_key) WHERE state = 'pending' DO NOTHING`
+ON CONFLICT (tenant, effect_key) WHERE state OPERATOR(pg_catalog.=) 'pending' DO NOTHING`
 
 // tableSchemaSQL finds the schema of the outbox's table as the session
 // resolves its name.
@@ -30,19 +41,22 @@ const tableSchemaSQL = `SELECT n.nspname FROM pg_catalog.pg_class c
 // effect whose delivery kills its runner every time still ends dead.
 const claimSQL = `WITH due AS (
     SELECT id FROM idempotency_outbox
-     WHERE state = 'pending' AND next_attempt_at <= clock_timestamp()
+     WHERE state OPERATOR(pg_catalog.=) 'pending' AND next_attempt_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
      ORDER BY next_attempt_at
-     LIMIT $1
+     LIMIT $1::pg_catalog.int8
        FOR UPDATE SKIP LOCKED
 )
 UPDATE idempotency_outbox o
-   SET leased_until    = clock_timestamp() + $2 * interval '1 microsecond',
-       next_attempt_at = clock_timestamp() + $2 * interval '1 microsecond',
-       lease_token     = $3,
-       attempts        = o.attempts + 1
+   SET leased_until    = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (` + microsSQL + `),
+       next_attempt_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (` + microsSQL + `),
+       lease_token     = $3::pg_catalog.text,
+       attempts        = o.attempts OPERATOR(pg_catalog.+) 1
   FROM due
- WHERE o.id = due.id
+ WHERE o.id OPERATOR(pg_catalog.=) due.id
 RETURNING ` + columns
+
+// microsSQL is $2 microseconds as an interval.
+const microsSQL = `$2::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval`
 
 // columns are the columns of a Message, in scan's order.
 const columns = `o.id, o.tenant, o.scope, o.key, o.effect_key, o.name, o.payload, o.state,
@@ -53,57 +67,68 @@ const columns = `o.id, o.tenant, o.scope, o.key, o.effect_key, o.name, o.payload
 // dead after this one's lease ran out is delivered too. A second record
 // keeps the first time.
 const deliveredSQL = `UPDATE idempotency_outbox
-   SET state = 'delivered', delivered_at = coalesce(delivered_at, clock_timestamp()),
+   SET state = 'delivered', delivered_at = coalesce(delivered_at, pg_catalog.clock_timestamp()),
        leased_until = NULL, lease_token = NULL
- WHERE id = $1
-RETURNING (extract(epoch FROM delivered_at - created_at) * 1000000)::bigint`
+ WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8
+RETURNING (extract(epoch FROM delivered_at OPERATOR(pg_catalog.-) created_at) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8`
 
 // failedSQL records a failed attempt of the claim $5: due again in $3 µs,
 // or dead. A claim that lost its lease to another runner changes nothing.
 const failedSQL = `UPDATE idempotency_outbox
-   SET state = CASE WHEN $4 THEN 'dead' ELSE 'pending' END,
-       next_attempt_at = clock_timestamp() + $3 * interval '1 microsecond',
-       leased_until = NULL, lease_token = NULL, last_error = $2
- WHERE id = $1 AND lease_token = $5 AND state = 'pending'`
+   SET state = CASE WHEN $4::pg_catalog.bool THEN 'dead' ELSE 'pending' END,
+       next_attempt_at = pg_catalog.clock_timestamp()
+                         OPERATOR(pg_catalog.+) ($3::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval),
+       leased_until = NULL, lease_token = NULL, last_error = $2::pg_catalog.text
+ WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND lease_token OPERATOR(pg_catalog.=) $5::pg_catalog.text
+   AND state OPERATOR(pg_catalog.=) 'pending'`
 
 // releaseSQL gives back an effect claimed under $2 and never begun.
 const releaseSQL = `UPDATE idempotency_outbox
-   SET next_attempt_at = clock_timestamp(), leased_until = NULL, lease_token = NULL,
-       attempts = attempts - 1
- WHERE id = $1 AND lease_token = $2 AND state = 'pending'`
+   SET next_attempt_at = pg_catalog.clock_timestamp(), leased_until = NULL, lease_token = NULL,
+       attempts = attempts OPERATOR(pg_catalog.-) 1
+ WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND lease_token OPERATOR(pg_catalog.=) $2::pg_catalog.text
+   AND state OPERATOR(pg_catalog.=) 'pending'`
 
 // pruneSQL deletes up to $2 effects delivered at least $1 µs ago. SKIP
 // LOCKED passes over rows another runner is deleting.
 const pruneSQL = `DELETE FROM idempotency_outbox o
  USING (SELECT id FROM idempotency_outbox
-         WHERE state = 'delivered' AND delivered_at <= clock_timestamp() - $1 * interval '1 microsecond'
+         WHERE state OPERATOR(pg_catalog.=) 'delivered'
+           AND delivered_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp()
+                            OPERATOR(pg_catalog.-) ($1::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval))
          ORDER BY delivered_at
-         LIMIT $2
+         LIMIT $2::pg_catalog.int8
            FOR UPDATE SKIP LOCKED) d
- WHERE o.id = d.id`
+ WHERE o.id OPERATOR(pg_catalog.=) d.id`
 
 // backlogSQL counts what is not delivered, through the index of
 // undelivered effects.
-const backlogSQL = `SELECT count(*) FILTER (WHERE state = 'pending'),
-       count(*) FILTER (WHERE state = 'dead'),
-       coalesce((extract(epoch FROM clock_timestamp() - min(created_at) FILTER (WHERE state = 'pending')) * 1000000)::bigint, 0)
+const backlogSQL = `SELECT pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'pending'),
+       pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'dead'),
+       coalesce((extract(epoch FROM pg_catalog.clock_timestamp()
+                                    OPERATOR(pg_catalog.-) pg_catalog.min(created_at) FILTER (WHERE state OPERATOR(pg_catalog.=) 'pending'))
+                 OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8, 0)
   FROM idempotency_outbox
- WHERE state <> 'delivered'`
+ WHERE state OPERATOR(pg_catalog.<>) 'delivered'`
 
 // redriveSQL makes a dead effect pending again. The partial unique index
 // refuses it when a pending effect has its effect key.
 const redriveSQL = `UPDATE idempotency_outbox
-   SET state = 'pending', attempts = 0, next_attempt_at = clock_timestamp(),
+   SET state = 'pending', attempts = 0, next_attempt_at = pg_catalog.clock_timestamp(),
        leased_until = NULL, lease_token = NULL
- WHERE id = $1 AND state = 'dead'`
+ WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND state OPERATOR(pg_catalog.=) 'dead'`
 
 // listSQL selects effects by request and state; an empty argument
 // selects everything, and $5 = 0 means no limit. A key is matched in its
-// scope exactly, ” (a tenant-wide key) included.
+// scope exactly, ” (a tenant-wide key) included. The limit is a CASE, not
+// NULLIF, which finds its = by the search_path.
 const listSQL = `SELECT ` + columns + `
   FROM idempotency_outbox o
- WHERE ($1 = '' OR o.tenant = $1) AND ($3 = '' OR (o.key = $3 AND o.scope = $2))
-   AND ($6 = 0 OR o.id = $6)
-   AND (cardinality($4::text[]) = 0 OR o.state = ANY($4))
+ WHERE ($1::pg_catalog.text OPERATOR(pg_catalog.=) '' OR o.tenant OPERATOR(pg_catalog.=) $1::pg_catalog.text)
+   AND ($3::pg_catalog.text OPERATOR(pg_catalog.=) ''
+        OR (o.key OPERATOR(pg_catalog.=) $3::pg_catalog.text AND o.scope OPERATOR(pg_catalog.=) $2::pg_catalog.text))
+   AND ($6::pg_catalog.int8 OPERATOR(pg_catalog.=) 0 OR o.id OPERATOR(pg_catalog.=) $6::pg_catalog.int8)
+   AND (pg_catalog.cardinality($4::pg_catalog.text[]) OPERATOR(pg_catalog.=) 0
+        OR o.state OPERATOR(pg_catalog.=) ANY ($4::pg_catalog.text[]))
  ORDER BY o.id
- LIMIT nullif($5, 0)`
+ LIMIT CASE WHEN $5::pg_catalog.int8 OPERATOR(pg_catalog.=) 0 THEN NULL ELSE $5::pg_catalog.int8 END`

@@ -436,9 +436,22 @@ type storeTx struct {
 // Driver implements idemstore.Tx; it returns the *Tx the handler writes with.
 func (t *storeTx) Driver() any { return t.h }
 
+// takeBack takes the transaction back from the handler, for Commit and
+// Rollback to end it with the store's own statements on t.tx: once the
+// handler's calls in flight are done, none of them runs in it any more
+// (Tx.shut), and only then does the authorizer stop refusing what it
+// refuses the handler. A call of a goroutine the handler left behind
+// would otherwise pass unchecked, and commit with the completion or the
+// release: a trigger on the store's table, or a write of a run whose
+// claim is released for a retry to run again.
+func (t *storeTx) takeBack() {
+	t.h.shut()
+	t.handlerOwns.Store(false)
+}
+
 // Commit implements idemstore.Tx.
 func (t *storeTx) Commit(ctx context.Context, resp idemstore.Response) error {
-	t.handlerOwns.Store(false)
+	t.takeBack()
 	defer t.close()
 	if t.rolledBack.Load() && t.ctx.Err() == nil {
 		return t.rolledBackUnder(ctx)
@@ -491,7 +504,7 @@ var errRolledBack = errors.New("SQLite rolled the transaction back when a statem
 // without writing. Otherwise the handler's writes are rolled back and the
 // claim released on its own.
 func (t *storeTx) Rollback(ctx context.Context) error {
-	t.handlerOwns.Store(false)
+	t.takeBack()
 	if t.held && !t.h.used.Load() && t.releaseInside(ctx) == nil {
 		t.close()
 		return nil
@@ -552,6 +565,12 @@ func (t *storeTx) ended(op string, err error) error {
 // when a write in it is interrupted (or fails for want of memory or disk):
 // every statement after that is refused, the request's claim is released
 // with nothing of the transaction committed, and a commit fails.
+//
+// Once the idempotency layer has taken the transaction back to end it,
+// every call fails with an error that wraps sql.ErrTxDone, and the
+// statements the handler prepared are closed: a call of a goroutine the
+// handler left behind never runs beside the store's own statements that
+// end the transaction, and is never committed with them.
 type Tx struct {
 	tx *sql.Tx
 	// lease is done when the transaction's lease has run out, or the
@@ -559,10 +578,83 @@ type Tx struct {
 	lease context.Context
 	// used is set once the handler has run, or prepared, a statement.
 	used atomic.Bool
-	// ends ends the contexts within made; end runs them.
-	mu   sync.Mutex
-	ends []func()
+	// calls keeps the handler's calls apart from the transaction's end:
+	// each call holds it shared from its check of ended to the driver's
+	// return, and shut holds it exclusively to set ended.
+	calls sync.RWMutex
+	ended bool
+	// mu guards ends and stmts. ends ends the contexts within made; end
+	// runs them. stmts are the statements the handler prepared; shut
+	// closes them.
+	mu    sync.Mutex
+	ends  []func()
+	stmts []*sql.Stmt
 }
+
+// errTxEnded is the error of a handler's call made once the idempotency
+// layer has taken the transaction back.
+var errTxEnded = fmt.Errorf("sqlitestore: the idempotency layer has ended the handler's transaction: %w", sql.ErrTxDone)
+
+// enter begins a handler's call: it returns the call's context (within),
+// holding t.calls shared until the caller's leave, or errTxEnded once
+// the transaction has been taken back (shut), holding nothing.
+func (t *Tx) enter(ctx context.Context) (context.Context, error) {
+	t.calls.RLock()
+	if t.ended {
+		t.calls.RUnlock()
+		return nil, errTxEnded
+	}
+	return t.within(ctx), nil
+}
+
+// leave ends a call that entered.
+func (t *Tx) leave() { t.calls.RUnlock() }
+
+// shut takes the transaction back from the handler before the store's
+// own statements end it: it waits for the handler's calls in flight,
+// refuses every later one, and closes the statements the handler
+// prepared (which waits for one running), so that nothing of the
+// handler's runs in the transaction from then on, outside the checks
+// that apply while the handler owns it. A second call does nothing.
+func (t *Tx) shut() {
+	t.calls.Lock()
+	t.ended = true
+	t.calls.Unlock()
+	t.mu.Lock()
+	stmts := t.stmts
+	t.stmts = nil
+	t.mu.Unlock()
+	for _, s := range stmts {
+		_ = s.Close()
+	}
+}
+
+// prepared keeps stmt, the handler's, for shut to close.
+func (t *Tx) prepared(stmt *sql.Stmt) *sql.Stmt {
+	t.mu.Lock()
+	t.stmts = append(t.stmts, stmt)
+	t.mu.Unlock()
+	return stmt
+}
+
+// endedCtx is a context that is done with errTxEnded, for the calls that
+// report an error only through what database/sql returns (a *sql.Row, a
+// *sql.Stmt): database/sql checks a call's context before it takes the
+// transaction's connection, and gives its error back.
+type endedCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func newEndedCtx(ctx context.Context) endedCtx {
+	c := endedCtx{Context: ctx, done: make(chan struct{})}
+	close(c.done)
+	return c
+}
+
+func (c endedCtx) Done() <-chan struct{} { return c.done }
+
+func (endedCtx) Err() error { return errTxEnded }
 
 // within is ctx, ended also when t's lease is: the statement run under it
 // is interrupted then. The context lives until the transaction ends, as
@@ -587,6 +679,7 @@ func (t *Tx) within(ctx context.Context) context.Context {
 // nothing of the transaction may read it later, from a goroutine of its
 // own, as the lease's end would.
 func (t *Tx) end() {
+	t.shut()
 	t.mu.Lock()
 	ends := t.ends
 	t.ends = nil
@@ -598,48 +691,77 @@ func (t *Tx) end() {
 
 // ExecContext runs a statement that returns no rows inside the transaction.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(t.within(ctx), query, args...)
+	ctx, err := t.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.leave()
+	return t.tx.ExecContext(ctx, query, args...)
 }
 
 // Exec is ExecContext with context.Background.
 func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(t.within(context.Background()), query, args...)
+	return t.ExecContext(context.Background(), query, args...)
 }
 
 // QueryContext runs a query inside the transaction.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(t.within(ctx), query, args...)
+	ctx, err := t.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.leave()
+	return t.tx.QueryContext(ctx, query, args...)
 }
 
 // Query is QueryContext with context.Background.
 func (t *Tx) Query(query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(t.within(context.Background()), query, args...)
+	return t.QueryContext(context.Background(), query, args...)
 }
 
 // QueryRowContext runs a query that returns at most one row inside the
 // transaction.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(t.within(ctx), query, args...)
+	c, err := t.enter(ctx)
+	if err != nil {
+		return t.tx.QueryRowContext(newEndedCtx(ctx), query, args...)
+	}
+	defer t.leave()
+	return t.tx.QueryRowContext(c, query, args...)
 }
 
 // QueryRow is QueryRowContext with context.Background.
 func (t *Tx) QueryRow(query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(t.within(context.Background()), query, args...)
+	return t.QueryRowContext(context.Background(), query, args...)
 }
 
 // PrepareContext prepares a statement for use inside the transaction; it is
 // closed when the transaction ends.
 func (t *Tx) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	return t.tx.PrepareContext(t.within(ctx), query)
+	ctx, err := t.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer t.leave()
+	stmt, err := t.tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return t.prepared(stmt), nil
 }
 
 // Prepare is PrepareContext with context.Background.
 func (t *Tx) Prepare(query string) (*sql.Stmt, error) {
-	return t.tx.PrepareContext(t.within(context.Background()), query)
+	return t.PrepareContext(context.Background(), query)
 }
 
 // StmtContext returns stmt, prepared on the database, as a statement that
-// runs inside the transaction.
+// runs inside the transaction; it is closed when the transaction ends.
 func (t *Tx) StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt {
-	return t.tx.StmtContext(t.within(ctx), stmt)
+	c, err := t.enter(ctx)
+	if err != nil {
+		return t.tx.StmtContext(newEndedCtx(ctx), stmt)
+	}
+	defer t.leave()
+	return t.prepared(t.tx.StmtContext(c, stmt))
 }

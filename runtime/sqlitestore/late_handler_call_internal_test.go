@@ -13,9 +13,10 @@ import (
 
 // A handler that answers a status that is not kept undoes its writes
 // (docs/semantics.md §5), and a call of the handler's still running when
-// its transaction ends never gets past the engine's checks (§7.2). When
-// the handler wrote nothing, the release of its claim is written inside
-// its own held transaction and committed there (Rollback, releaseInside).
+// its transaction ends never gets past the engine's checks
+// (docs/semantics.md §7.2). When the handler wrote nothing, the release
+// of its claim is written inside its own held transaction and committed
+// there (Rollback, releaseInside).
 // A goroutine the handler left behind that writes through the transaction
 // at that moment, after the engine took it back, is committed with the
 // release: the key is free for a retry, which runs the handler again,

@@ -31,6 +31,16 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return ARGV[1]
 `)
 
+// loadPhaseScript reads the phase at KEYS[1]. It is a script, not a GET,
+// for where it runs: go-redis sends a read-only command such as GET to a
+// replica when a cluster client reads from replicas (ReadOnly,
+// RouteByLatency, RouteRandomly), and a replica that has not yet applied
+// a recorded phase answers that there is none, so the next run would call
+// the downstream again. EVALSHA, not flagged read-only, goes to the key's
+// master, where recordPhaseScript wrote. Never run it with RunRO or
+// EvalShaRO, which are sent to replicas.
+var loadPhaseScript = redis.NewScript(`return redis.call('GET', KEYS[1])`)
+
 // PhaseKey returns the name of the Redis key that holds phase name of the
 // request stored under id: the record's key (Key), whose braces keep it in
 // the record's hash slot, then ":phase:" and the name. The operator's
@@ -39,16 +49,18 @@ func (s *Store) PhaseKey(id idemstore.Identity, name string) string {
 	return s.Key(id) + ":phase:" + name
 }
 
-// LoadPhase implements idemstore.PhaseStore.
+// LoadPhase implements idemstore.PhaseStore. It reads from the phase's
+// master whatever replicas the client reads from (loadPhaseScript), in
+// one round trip.
 func (s *Store) LoadPhase(ctx context.Context, id idemstore.Identity, name string) ([]byte, bool, error) {
-	b, err := s.client.Get(ctx, s.PhaseKey(id, name)).Bytes()
+	v, err := loadPhaseScript.Run(ctx, s.client, []string{s.PhaseKey(id, name)}).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return nil, false, nil
 	case err != nil:
 		return nil, false, fmt.Errorf("redisstore: load phase: %w", err)
 	}
-	return b, true, nil
+	return []byte(v), true, nil
 }
 
 // RecordPhase implements idemstore.PhaseStore, in one round trip (and the

@@ -18,7 +18,7 @@ import (
 // over. The body is read as the media type the operation declares; a body
 // of another kind is refused before the key is even looked for in it.
 func (e *Engine) readInput(r *http.Request, op *operation, params map[string]string, query url.Values) (fingerprint.Input, Problem, bool) {
-	body, p, ok := e.readBody(r)
+	body, p, ok := e.readBody(r, op)
 	if !ok {
 		return fingerprint.Input{}, p, false
 	}
@@ -32,8 +32,11 @@ func (e *Engine) readInput(r *http.Request, op *operation, params map[string]str
 // readBody reads the body once, within the limit, and hands the handler an
 // intact copy, which still offers the value a validator in front checked
 // (validated). It stops reading once the request's context is done.
-func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
+func (e *Engine) readBody(r *http.Request, op *operation) ([]byte, Problem, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
+		if formParsed(r) {
+			return e.parsedForm(r, op)
+		}
 		return nil, Problem{}, true
 	}
 	body, err := readLimited(r.Context(), r.Body, e.maxBody, r.ContentLength)
@@ -44,10 +47,52 @@ func (e *Engine) readBody(r *http.Request) ([]byte, Problem, bool) {
 	if int64(len(body)) > e.maxBody {
 		return nil, e.answer(problem.BodyTooBig, e.maxBody), false
 	}
+	if len(body) == 0 && formParsed(r) {
+		return e.parsedForm(r, op)
+	}
 	r.Body = copyOf(r.Body, body)
 	r.ContentLength = int64(len(body))
 	return body, Problem{}, true
 }
+
+// formParsed reports whether middleware in front of the engine parsed the
+// request's form from its body (r.ParseForm, r.FormValue,
+// r.ParseMultipartForm), which leaves the body drained and the form on the
+// request, where the handler reads it: net/http never parses a form twice.
+// A parse that read no body (a JSON request, a DELETE) leaves r.PostForm
+// empty and the body intact.
+func formParsed(r *http.Request) bool {
+	return len(r.PostForm) > 0 || r.MultipartForm != nil
+}
+
+// parsedForm is the body of a request whose form was parsed in front of
+// the engine (formParsed): the handler reads that form, so an empty body
+// is never fingerprinted in its place. A form body
+// (application/x-www-form-urlencoded) is the parsed form encoded again,
+// which the fingerprint reads as it reads the body the client sent (the
+// order of distinct names does not count, a name's values keep theirs);
+// the handler is given it as its body too. A multipart form, or a form on
+// a request of another media type, cannot be read back as its body: the
+// request is refused with 500 request-body-read-in-front, logged at ERROR,
+// and its handler does not run.
+func (e *Engine) parsedForm(r *http.Request, op *operation) ([]byte, Problem, bool) {
+	if r.MultipartForm != nil || mediaTypeOf(r.Header.Get("Content-Type")) != formMediaType {
+		e.log.ErrorContext(r.Context(), "request body read before the idempotency engine; the request was refused and its handler not run",
+			"operation", op.OperationID, "method", r.Method, "path", r.URL.EscapedPath())
+		return nil, e.answer(problem.BodyTaken), false
+	}
+	body := []byte(r.PostForm.Encode())
+	if int64(len(body)) > e.maxBody {
+		return nil, e.answer(problem.BodyTooBig, e.maxBody), false
+	}
+	c := &bodyCopy{}
+	c.Reset(body)
+	r.Body, r.ContentLength = c, int64(len(body))
+	return body, Problem{}, true
+}
+
+// formMediaType is the media type of a form body.
+const formMediaType = "application/x-www-form-urlencoded"
 
 // firstRead bounds the buffer a body is first read into when its request
 // declares its length: a client cannot make the engine allocate more than

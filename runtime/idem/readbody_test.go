@@ -84,7 +84,7 @@ func TestReadBodyKeepsTheValidatedValue(t *testing.T) {
 	} {
 		r := httptest.NewRequest(http.MethodPost, "/orders", nil)
 		r.Body = src
-		if _, p, ok := (&Engine{maxBody: 1 << 10}).readBody(r); !ok {
+		if _, p, ok := (&Engine{maxBody: 1 << 10}).readBody(r, &operation{}); !ok {
 			t.Fatalf("%s: %v", name, p)
 		}
 		v, offers := r.Body.(interface{ ValidatedValue() any })

@@ -34,6 +34,7 @@ const (
 	NotReplayable        = "response-not-replayable"
 	StoreUnavailable     = "idempotency-store-unavailable"
 	InvalidBody          = "invalid-request-body"
+	BodyReadInFront      = "request-body-read-in-front"
 	BodyTooLarge         = "request-body-too-large"
 	UnsupportedMediaType = "unsupported-media-type"
 	TenantUnresolved     = "tenant-unresolved"
@@ -65,6 +66,7 @@ const (
 	// Refused on admission: nothing was claimed.
 	KeyRequired
 	KeyInvalid
+	BodyTaken
 	BodyUnread
 	BodyTooBig
 	MediaTypeUnsupported
@@ -120,6 +122,8 @@ var table = [...]row{
 	KeyInvalid: {InvalidKey, http.StatusBadRequest, "Invalid idempotency key",
 		"%s. Send a key of 1 to %d characters.",
 		"the key is empty, too long, has a character a key may not hold, or is sent twice", "fix the key"},
+	BodyTaken: {BodyReadInFront, http.StatusInternalServerError, "Request body read before the idempotency engine",
+		"The server read this request's body before it could check the idempotency key against it, so it did not run the request. Contact support; nothing ran.", "", ""},
 	BodyUnread: {InvalidBody, http.StatusBadRequest, "Request body could not be read",
 		"The request body could not be read completely. Retry with the same idempotency key.", "", ""},
 	BodyTooBig: {BodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large",

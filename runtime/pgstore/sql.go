@@ -566,6 +566,39 @@ const (
 	rollbackSQL = `ROLLBACK`
 )
 
+// PostgreSQL runs some of a transaction's work inside its COMMIT, after
+// every statement pgstore could check it with: the deferred triggers
+// still pending (a constraint trigger DEFERRABLE INITIALLY DEFERRED, or
+// one SET CONSTRAINTS deferred), and the query of every cursor WITH HOLD,
+// which it runs to its end so that the cursor outlives the transaction. A
+// handler that makes either, on a table or with a function of its own,
+// would have it write at COMMIT what the check of the transaction's end
+// refuses (another tenant's key deleted), unseen. So the end of a
+// transaction that commits is guarded (sendEnding), in the same round
+// trip:
+//
+//   - closeCursorsSQL and fireDeferredSQL run before the check: no cursor
+//     is left to run at COMMIT, and every deferred trigger pending fires
+//     there, its writes counted by the check like the handler's own (the
+//     deferred checks of foreign keys and unique constraints fire there
+//     too, and fail the transaction as they would have at COMMIT);
+//   - readOnlySQL runs after the check and the completion, just before
+//     COMMIT: a trigger fired by fireDeferredSQL can defer an event anew
+//     (SET CONSTRAINTS ... DEFERRED, then a write), and a cursor can be
+//     declared by no statement of pgstore's but by such a trigger; what
+//     either runs at COMMIT then runs in a transaction that may write
+//     nothing but temporary tables (a transaction may become read-only
+//     at any point, never read-write again), so a write there fails the
+//     COMMIT and the whole transaction rolls back. What it can still
+//     change is the session's own (a setting, a lock, a temporary
+//     object, a prepared statement), which sessionCheckSQL, run after
+//     the COMMIT, finds and the reset undoes.
+const (
+	closeCursorsSQL = `CLOSE ALL`
+	fireDeferredSQL = `SET CONSTRAINTS ALL IMMEDIATE`
+	readOnlySQL     = `SET TRANSACTION READ ONLY`
+)
+
 // migrateLockSQL serializes concurrent Migrate calls (several replicas or
 // test processes starting at once): CREATE ... IF NOT EXISTS and CREATE OR
 // REPLACE FUNCTION are not safe against each other without it. The number is

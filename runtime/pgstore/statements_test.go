@@ -144,8 +144,11 @@ func TestStatementsPerRequest(t *testing.T) {
 		"transactional new key": {append([]string{peek}, append(slices.Clone(begin),
 			// The handler's own write, in the request's transaction.
 			"INSERT INTO effects",
-			// In one batch: the completion, which also checks that the
-			// transaction is still the claim's, COMMIT, and the reset before the
+			// In one batch: the cursors closed and the deferred triggers
+			// fired, so that nothing of the handler's runs at COMMIT; the
+			// completion, which also checks that the transaction is still
+			// the claim's; the transaction made read-only; COMMIT, and the
+			// reset before the
 			// connection goes back to the pool: the check of what a handler
 			// may have left on the session, which also releases the claim's
 			// session locks and seeds random() afresh (sessionCheckSQL),
@@ -154,8 +157,9 @@ func TestStatementsPerRequest(t *testing.T) {
 			// statement the batch ran was the handler's (replacedSQL). This
 			// handler leaves nothing else, so the full reset (resetSQL) is
 			// not sent.
+			"CLOSE ALL", "SET CONSTRAINTS ALL IMMEDIATE",
 			"WITH u AS ( UPDATE idempotency_keys SET state = 'completed'",
-			"COMMIT",
+			"SET TRANSACTION READ ONLY", "COMMIT",
 			"SELECT pg_catalog.pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES",
 			"SELECT COALESCE(pg_catalog.bool_or(from_sql AND")...),
 			2}, // the key's guard, taken beside the claim's batch and let go after the commit

@@ -363,53 +363,62 @@ func newSeed() float64 {
 // replacedSQL, in one round trip of pgstore's own messages (wire.go); when
 // sessionCheckSQL finds that the handler left more on the session, or
 // that prepared statements were made to parse again while it ran, a
-// second round trip sends resetSQL (with discardPlansSQL). It returns the command tag of the last
-// of stmts, err when one of them failed (the reset then never ran), and
-// resetErr when only the reset failed or found the session unfit to reuse
-// (errStatementReplaced). err wraps errHandlerEndedTx when the connection
-// is in another transaction than the marked one; nothing of stmts ran
-// then.
+// second round trip sends resetSQL (with discardPlansSQL). When commit is
+// set, the transaction commits: stmts are followed by COMMIT, and the
+// work that PostgreSQL would otherwise run inside the COMMIT itself, after
+// every check, is done before the check or made unable to write (closeCursorsSQL). It
+// returns the command tag of the last statement before the session's
+// check (the COMMIT, or the last of stmts), err when one of them failed
+// (the reset then never ran), and resetErr when only the reset failed or
+// found the session unfit to reuse (errStatementReplaced). err wraps
+// errHandlerEndedTx when the connection is in another transaction than
+// the marked one; nothing of stmts ran then.
 //
 // A transaction in which a statement failed runs nothing but its end, so
-// it cannot be checked: sameTxSQL is left out, and a caller that must know
-// learns it otherwise (Release). It is left out too when mark's value is
-// empty: the first of stmts checks the mark itself (completeTxSQL).
-func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handlerTx, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
+// it cannot be checked: sameTxSQL and the guard are left out, and a
+// caller that must know learns it otherwise (Release). sameTxSQL is left
+// out too when mark's value is empty: the first of stmts checks the mark
+// itself (completeTxSQL).
+func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handlerTx, commit bool, stmts ...*pgx.QueuedQuery) (tag pgconn.CommandTag, err, resetErr error) {
 	pc := conn.Conn()
 	if pc.IsClosed() {
 		return tag, errNotSent, nil
 	}
-	checked := mark.value != "" && !txFailed(conn)
+	failed := txFailed(conn)
+	guarded := commit && !failed
 	var qs []*pgx.QueuedQuery
-	if checked {
+	if guarded {
+		qs = append(qs, &pgx.QueuedQuery{SQL: closeCursorsSQL}, &pgx.QueuedQuery{SQL: fireDeferredSQL})
+	}
+	check := -1
+	if mark.value != "" && !failed {
+		check = len(qs)
 		qs = append(qs, &pgx.QueuedQuery{SQL: sameTxSQL, Arguments: mark.checkArgs()})
 	}
 	qs = append(qs, stmts...)
+	if guarded {
+		qs = append(qs, &pgx.QueuedQuery{SQL: readOnlySQL})
+	}
+	if commit {
+		qs = append(qs, &pgx.QueuedQuery{SQL: commitSQL})
+	}
+	ending := len(qs)
 	qs = append(qs, leanReset(pc.Config().User, h.cache.began)...)
 	sent, err := sendOwn(ctx, pc, qs)
 	if err != nil {
 		return tag, err, nil
 	}
-	i := 0
-	if checked {
-		if _, err = sent.at(i); isNotSameTx(err) {
+	for i := range ending {
+		var res *pgconn.Result
+		if res, err = sent.at(i); i == check && isNotSameTx(err) {
 			err = fmt.Errorf("%w: %w", errHandlerEndedTx, err)
 		}
-		i++
-	}
-	for range stmts {
 		if err != nil {
 			return tag, err, nil
 		}
-		var res *pgconn.Result
-		if res, err = sent.at(i); err == nil {
-			tag = res.CommandTag
-		}
-		i++
+		tag = res.CommandTag
 	}
-	if err != nil {
-		return tag, err, nil
-	}
+	i := ending
 	left, resetErr := sent.boolAt(i, 2)
 	if resetErr == nil {
 		var list []byte
@@ -595,9 +604,8 @@ func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 		return t.settle(ctx, conn, errHandlerEndedTx)
 	}
 	// The completion checks the mark (the claim's token) itself.
-	tag, err, resetErr := sendEnding(ctx, conn, txMark{}, t.h,
-		&pgx.QueuedQuery{SQL: completeTxSQL, Arguments: completeTxArgs(t.mark, c.Identity, resp)},
-		&pgx.QueuedQuery{SQL: commitSQL})
+	tag, err, resetErr := sendEnding(ctx, conn, txMark{}, t.h, true,
+		&pgx.QueuedQuery{SQL: completeTxSQL, Arguments: completeTxArgs(t.mark, c.Identity, resp)})
 	switch {
 	case errors.Is(err, errHandlerEndedTx):
 		return t.settle(ctx, conn, errHandlerEndedTx)
@@ -786,7 +794,7 @@ func (t *tx) commitKeyless(ctx context.Context, conn *pgxpool.Conn) error {
 	case handlerEnded(conn):
 		return t.endedKeyless(ctx, conn, "commit", errHandlerEndedTx)
 	}
-	tag, err, resetErr := sendEnding(ctx, conn, t.mark, t.h, &pgx.QueuedQuery{SQL: commitSQL})
+	tag, err, resetErr := sendEnding(ctx, conn, t.mark, t.h, true)
 	switch {
 	case errors.Is(err, errHandlerEndedTx):
 		return t.endedKeyless(ctx, conn, "commit", errHandlerEndedTx)
@@ -844,7 +852,7 @@ func (t *tx) Rollback(ctx context.Context) error {
 		}
 		var tag pgconn.CommandTag
 		var resetErr error
-		tag, err, resetErr = sendEnding(ctx, conn, t.mark, t.h, stmts...)
+		tag, err, resetErr = sendEnding(ctx, conn, t.mark, t.h, false, stmts...)
 		switch {
 		case err == nil && committed && tag.RowsAffected() > 0:
 			err = errHandlerEndedTx

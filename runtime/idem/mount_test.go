@@ -157,9 +157,12 @@ func TestMixedSegmentTemplates(t *testing.T) {
 	expect(t, post(t, h, "/ops/y:cancel", "k2"), http.StatusUnprocessableEntity, problem.KeyReused)
 	expect(t, post(t, h, "/range/1-2", "k3"), http.StatusCreated, "")
 	expect(t, post(t, h, "/range/1-3", "k3"), http.StatusUnprocessableEntity, problem.KeyReused)
-	expect(t, post(t, h, "/range/12-", "k4"), http.StatusCreated, "") // no match: passes through
-	if runs.Load() != 4 {
-		t.Fatalf("handler ran %d times, want 4", runs.Load())
+	// No router gives {b} an empty value at the end of the path (chi
+	// serves it with another route, or none), but a handler that cuts a
+	// "{span}" itself might: refused, and nothing runs.
+	expect(t, post(t, h, "/range/12-", "k4"), http.StatusBadRequest, problem.NonCanonicalPath)
+	if runs.Load() != 3 {
+		t.Fatalf("handler ran %d times, want 3", runs.Load())
 	}
 }
 

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,28 +111,39 @@ func (rt *router) match(method, escapedPath string) (*operation, map[string]stri
 	if !ok {
 		return nil, nil, false
 	}
+	// unprotected is set when the path matched a route without a policy
+	// first: it is that route's unless another reading below, one a
+	// router makes, is a protected operation's.
+	unprotected := false
 	if rest, ok := cutSegments(segs, rt.base); ok {
 		size := bytesOf(rest)
-		for _, op := range ops {
+		for i, op := range ops {
 			work.Add(size)
-			if params, ok := op.template.Match(rest); ok {
-				if op.unprotected {
-					return nil, nil, false
-				}
-				// An escaped "/" at the very end reads as a trailing slash
-				// to a router that matches the decoded path.
-				work.Add(len(segs[len(segs)-1]))
-				near := !canonicalEscapes(escapedPath) || strings.HasSuffix(pathtemplate.Decode(segs[len(segs)-1]), "/") ||
-					rt.decodedElsewhere(method, op, escapedPath, segs)
-				return op, params, near
+			params, ok := op.template.Match(rest)
+			if !ok {
+				continue
 			}
+			o := rival(ops, i, params, rest, size)
+			if op.unprotected {
+				if o != nil {
+					return o, nil, true
+				}
+				unprotected = true
+				break
+			}
+			// An escaped "/" at the very end reads as a trailing slash
+			// to a router that matches the decoded path.
+			work.Add(len(segs[len(segs)-1]))
+			near := o != nil || !canonicalEscapes(escapedPath) || strings.HasSuffix(pathtemplate.Decode(segs[len(segs)-1]), "/") ||
+				rt.decodedElsewhere(method, op, escapedPath, segs)
+			return op, params, near
 		}
 		// A mixed segment cut elsewhere than at the first byte of its
 		// text ("a:b:cancel" for "{name}:cancel", cut at the last ":")
 		// is the operation's to a router or handler that splits it so.
 		for _, op := range ops {
 			work.Add(size)
-			if !op.unprotected && op.template.MatchAnySplit(rest) {
+			if !unprotected && !op.unprotected && op.template.MatchAnySplit(rest) {
 				return op, nil, true
 			}
 		}
@@ -153,7 +165,17 @@ func (rt *router) match(method, escapedPath string) (*operation, map[string]stri
 	decoded := decodeAll(segs)
 	work.Add(len(decoded)) // split on "/"
 	resplit := trimTrailing(strings.Split(decoded, "/"))
-	for _, clean := range [][]string{dropEmpty(segs), cleanSegments(segs), fillEmpty(trimmed), fillEmpty(resplit)} {
+	readings := [][]string{dropEmpty(segs), cleanSegments(segs), fillEmpty(trimmed), fillEmpty(resplit)}
+	if rawRouted(escapedPath, decoded) {
+		// chi and echo match the path as the request escaped it when it
+		// is not Go's own spelling of the decoded one: "/pay/b%61tch"
+		// is no "/pay/batch" to them, and "//account%73" is
+		// /{a}/{b}'s to chi, not /{a}/accounts's. (A protected
+		// operation's path with such an escape was refused above.)
+		raw := rawSegments(segs)
+		readings = append(readings, raw, fillEmpty(trimTrailing(raw)))
+	}
+	for _, clean := range readings {
 		rest, ok := cutSegments(clean, rt.base)
 		if !ok {
 			continue
@@ -170,6 +192,58 @@ func (rt *router) match(method, escapedPath string) (*operation, map[string]stri
 		}
 	}
 	return nil, nil, false
+}
+
+// rival returns the operation another router may read rest as, where
+// ops[i] matched it with params: a more specific template that matches it
+// once a mixed segment is cut elsewhere (MatchRoutedSplit: gorilla/mux
+// cuts "a:b:cancel" for "{name}:cancel" at its last ":"), or, when a
+// parameter of ops[i] is empty (chi lets one be, within the path), a less
+// specific template that matches rest too (gorilla/mux never lets one be
+// empty). When ops[i] is unprotected only a protected rival counts; nil
+// when there is none. It counts the bytes it hands each template.
+func rival(ops []*operation, i int, params map[string]string, rest []string, size int) *operation {
+	empty := false
+	for _, v := range params {
+		empty = empty || v == ""
+	}
+	for j, o := range ops {
+		if j == i || (ops[i].unprotected && o.unprotected) {
+			continue
+		}
+		work.Add(size)
+		if j < i && o.template.MatchRoutedSplit(rest) {
+			return o
+		}
+		if j > i && empty {
+			if _, ok := o.template.Match(rest); ok {
+				return o
+			}
+		}
+	}
+	return nil
+}
+
+// rawRouted reports whether chi and echo match escapedPath as it is
+// written rather than decoded: when Go keeps it as the request's RawPath,
+// which it does when it is not Go's own spelling of the decoded path.
+// decoded is the path after its leading "/", decoded segment by segment.
+// It counts the bytes it spells.
+func rawRouted(escapedPath, decoded string) bool {
+	work.Add(2 * len(decoded))
+	return (&url.URL{Path: "/" + decoded}).EscapedPath() != escapedPath
+}
+
+// rawSegments are segs read as written: each escape stands for its own
+// three characters, as a router matching the escaped path reads it. Like
+// every candidate builder, it counts the bytes it reads.
+func rawSegments(segs []string) []string {
+	out := make([]string, len(segs))
+	for i, s := range segs {
+		work.Add(len(s) + 1)
+		out[i] = strings.ReplaceAll(s, "%", "%25")
+	}
+	return out
 }
 
 // decodedElsewhere reports whether a router that matches the decoded path
@@ -287,13 +361,17 @@ func decodeAll(segs []string) string {
 }
 
 // fillEmpty puts a stand-in value in every empty segment, so that a
-// template with a parameter there matches.
+// template with a whole parameter there matches, as chi gives it the
+// empty value. The stand-in is one no mixed segment matches (each holds
+// literal text, which no escaped spelling finds in "%/"), since chi takes
+// an empty segment for a whole parameter only: "//v1" is /{a}/v1's, not
+// /{a}-{b}/v1's.
 func fillEmpty(segs []string) []string {
 	out := make([]string, len(segs))
 	for i, s := range segs {
 		work.Add(len(s) + 1)
 		if s == "" {
-			s = "-"
+			s = "%/"
 		}
 		out[i] = s
 	}

@@ -30,10 +30,13 @@ import (
 // request: whenever the real router sends a request to a protected
 // operation's handler, the engine must have claimed the request's key for
 // that operation, with a fingerprint over the same path parameter values
-// the router handed the handler. Random template sets and random requests
-// (percent-encoded literals and values, %2F inside values, dot segments,
-// doubled and trailing slashes, non-ASCII literals, prefixes) look for a
-// request the two read differently.
+// the router handed the handler, or refused it. Random template sets
+// (parameters sharing a segment with text before or after them, routes
+// without a policy beside protected ones) and random requests
+// (percent-encoded literals and values, needless and lower-case escapes,
+// %2F inside values, empty values, dot segments, doubled and trailing
+// slashes, non-ASCII literals, prefixes) look for a request the two read
+// differently.
 
 // claimLog records every claim by key.
 type claimLog struct {
@@ -49,10 +52,19 @@ func (s *claimLog) Claim(ctx context.Context, c idemstore.Claim) (idemstore.Resu
 	return s.Store.Claim(ctx, c)
 }
 
-// routed is what a router handed a protected handler.
+// routed is what a router handed a handler.
 type routed struct {
 	op     string
 	params map[string]string
+	// unprotected marks a route of Config.Unprotected.
+	unprotected bool
+}
+
+// diffRoute is one route of a random set: a protected operation's, or
+// one without a policy.
+type diffRoute struct {
+	tmpl, op    string
+	unprotected bool
 }
 
 // diffRouter is a real router with one handler per template.
@@ -127,15 +139,14 @@ type diffCase struct {
 	adapter bool
 	// words are the literal segments templates are made of.
 	words []string
-	// anyPolicy only asks that a request the router hands a protected
-	// handler was claimed under some policy, not the route's own (see
-	// TestDifferentialChi).
-	anyPolicy bool
 	// normalizes marks a router that rewrites paths before matching
 	// (StripSlashes): its handler may see fewer distinct values than the
 	// engine fingerprints, so only the safe direction is asked for: one
 	// fingerprint never stands for two different sets of values.
 	normalizes bool
+	// unprotected makes some templates routes without a policy
+	// (Config.Unprotected) beside the protected ones.
+	unprotected bool
 }
 
 // randomTemplates makes up to n templates; mixed segments only for routers
@@ -155,11 +166,13 @@ func randomTemplates(rng *rand.Rand, n int, mixed bool, literalWords []string) [
 				fmt.Fprintf(&b, "{p%d}", p)
 				p++
 			default:
-				switch rng.IntN(3) {
+				switch rng.IntN(4) {
 				case 0:
 					fmt.Fprintf(&b, "{p%d}.json", p)
 				case 1:
 					fmt.Fprintf(&b, "{p%d}:cancel", p)
+				case 2:
+					fmt.Fprintf(&b, "v{p%d}", p)
 				default:
 					fmt.Fprintf(&b, "{p%d}-{p%d}", p, p+1)
 					p++
@@ -188,7 +201,9 @@ func randomPath(rng *rand.Rand, tmpl string) string {
 			if seg[i] == '{' {
 				end := strings.IndexByte(seg[i:], '}')
 				var v strings.Builder
-				for range 1 + rng.IntN(3) {
+				// An empty value is the text around the parameter alone
+				// ("/files/v" for "/files/v{version}").
+				for range rng.IntN(4) {
 					v.WriteString(valueRunes[rng.IntN(len(valueRunes))])
 				}
 				if rng.IntN(2) == 0 {
@@ -200,10 +215,13 @@ func randomPath(rng *rand.Rand, tmpl string) string {
 				continue
 			}
 			c := seg[i]
-			if rng.IntN(6) == 0 && c != '%' {
-				fmt.Fprintf(&b, "%%%02X", c)
-			} else {
+			switch {
+			case rng.IntN(6) != 0 || c == '%':
 				b.WriteByte(c)
+			case rng.IntN(4) == 0:
+				fmt.Fprintf(&b, "%%%02x", c) // a lower-case escape
+			default:
+				fmt.Fprintf(&b, "%%%02X", c)
 			}
 			i++
 		}
@@ -261,21 +279,28 @@ func runDifferential(t *testing.T, dc diffCase) {
 		rng := rand.New(rand.NewPCG(seed, uint64(round)))
 		tmpls := randomTemplates(rng, 1+rng.IntN(4), dc.mixed, dc.words)
 		var (
-			policies []idem.Policy
-			ids      []string
-			hits     = map[string]routed{}
-			mu       sync.Mutex
-			used     = map[string]bool{}
+			policies    []idem.Policy
+			unprotected []idem.Route
+			routes      []diffRoute // every route, in the order the router gets them
+			hits        = map[string]routed{}
+			mu          sync.Mutex
+			used        = map[string]bool{}
 		)
 		for i, tm := range tmpls {
-			if !used[tm] {
-				used[tm] = true
-				ids = append(ids, fmt.Sprintf("op%d", i))
-				policies = append(policies, pathPolicy(ids[len(ids)-1], tm, templateParams(tm)...))
+			if used[tm] {
+				continue
 			}
+			used[tm] = true
+			r := diffRoute{tmpl: tm, op: fmt.Sprintf("op%d", i), unprotected: dc.unprotected && rng.IntN(3) == 0}
+			if r.unprotected {
+				unprotected = append(unprotected, idem.Route{Method: http.MethodPost, Path: tm, OperationID: r.op})
+			} else {
+				policies = append(policies, pathPolicy(r.op, tm, templateParams(tm)...))
+			}
+			routes = append(routes, r)
 		}
 		store := &claimLog{Store: memstore.New(), claims: map[string]idemstore.Claim{}}
-		e, err := idem.New(idem.Config{Store: store, Policies: policies, Tenant: func(*http.Request) (string, bool) { return "t", true }})
+		e, err := idem.New(idem.Config{Store: store, Policies: policies, Unprotected: unprotected, Tenant: func(*http.Request) (string, bool) { return "t", true }})
 		if err != nil {
 			continue // overlapping templates: the engine refuses to start
 		}
@@ -286,15 +311,14 @@ func runDifferential(t *testing.T, dc diffCase) {
 					ok = false // the router refused the set (conflicting patterns)
 				}
 			}()
-			for i, p := range policies {
-				id := ids[i]
+			for _, rt := range routes {
 				wrap := func(h http.Handler) http.Handler { return h }
-				if dc.perRoute {
-					wrap = func(h http.Handler) http.Handler { return e.Handler(id, h) }
+				if dc.perRoute && !rt.unprotected {
+					wrap = func(h http.Handler) http.Handler { return e.Handler(rt.op, h) }
 				}
-				router.add(p.Path, p.Fingerprint.Path, wrap, func(r *http.Request, vals map[string]string) {
+				router.add(rt.tmpl, templateParams(rt.tmpl), wrap, func(r *http.Request, vals map[string]string) {
 					mu.Lock()
-					hits[r.Header.Get("Idempotency-Key")] = routed{op: id, params: vals}
+					hits[r.Header.Get("Idempotency-Key")] = routed{op: rt.op, params: vals, unprotected: rt.unprotected}
 					mu.Unlock()
 				})
 			}
@@ -326,11 +350,15 @@ func runDifferential(t *testing.T, dc diffCase) {
 			if !ran {
 				continue
 			}
-			checked++
 			c, claimed := store.claims[key]
-			if claimed && dc.anyPolicy {
+			if hit.unprotected {
+				if claimed {
+					t.Fatalf("%s: seed %d round %d: POST %s reached %s, a route without a policy, but the engine claimed %q for %q (templates %q)",
+						name, seed, round, path, hit.op, key, c.Operation, tmpls)
+				}
 				continue
 			}
+			checked++
 			if !claimed || c.Operation != hit.op {
 				t.Fatalf("%s: seed %d round %d: POST %s reached %s (%v) but the engine claimed %q for %q (templates %q)",
 					name, seed, round, path, hit.op, hit.params, key, c.Operation, tmpls)
@@ -362,21 +390,22 @@ func runDifferential(t *testing.T, dc diffCase) {
 
 func TestDifferentialServeMux(t *testing.T) {
 	newMux := func(*idem.Engine) diffRouter { return muxRouter{http.NewServeMux()} }
-	runDifferential(t, diffCase{name: "ServeMux", newRouter: newMux, words: allWords})
-	runDifferential(t, diffCase{name: "ServeMux per route", newRouter: newMux, words: allWords, perRoute: true})
+	runDifferential(t, diffCase{name: "ServeMux", newRouter: newMux, words: allWords, unprotected: true})
+	runDifferential(t, diffCase{name: "ServeMux per route", newRouter: newMux, words: allWords, perRoute: true, unprotected: true})
 }
 
 // chi matches literals against the path as the request escaped it when it
 // has escapes, and decoded otherwise; with a literal that needs escaping
 // (non-ASCII, a space) that makes a route depend on another segment's
 // spelling, which no middleware in front
-// of the router can foresee. And chi lets a parameter in a mixed segment be
-// empty in some places but not others ("/{a}-{b}/x" matches "/1-/x", while
-// "/{a}-{b}" does not match "/1-"), so where a mixed route and a parameter
-// route both could take such a request the engine, which always lets it be
-// empty, may pick the other one: the request is still protected, by a
-// policy of the same API. Engine.Handler on each route takes the operation
-// from the route itself and holds with every literal and template.
+// of the router can foresee. chi lets a parameter in a mixed segment be
+// empty within the path but not at its end ("/{a}-{b}/x" matches "/1-/x",
+// "/{a}-{b}" does not match "/1-", which a parameter route takes), and the
+// engine reads it so: every request chi hands a protected handler was
+// claimed under that handler's own policy, mixed segments and routes
+// without a policy included. Engine.Handler on each route takes the
+// operation from the route itself and holds with every literal and
+// template.
 func TestDifferentialChi(t *testing.T) {
 	newChi := func(*idem.Engine) diffRouter { return chiRouter{chi.NewRouter()} }
 	newStripping := func(*idem.Engine) diffRouter {
@@ -384,11 +413,11 @@ func TestDifferentialChi(t *testing.T) {
 		r.Use(middleware.StripSlashes)
 		return chiRouter{r}
 	}
-	runDifferential(t, diffCase{name: "chi", newRouter: newChi, words: plainWords})
-	runDifferential(t, diffCase{name: "chi+StripSlashes", newRouter: newStripping, words: plainWords, normalizes: true})
-	runDifferential(t, diffCase{name: "chi, mixed segments", newRouter: newChi, mixed: true, words: plainWords, anyPolicy: true})
-	runDifferential(t, diffCase{name: "chi per route", newRouter: newChi, mixed: true, words: allWords, perRoute: true})
-	runDifferential(t, diffCase{name: "chi+StripSlashes per route", newRouter: newStripping, mixed: true, words: allWords, perRoute: true, normalizes: true})
+	runDifferential(t, diffCase{name: "chi", newRouter: newChi, words: plainWords, unprotected: true})
+	runDifferential(t, diffCase{name: "chi+StripSlashes", newRouter: newStripping, words: plainWords, normalizes: true, unprotected: true})
+	runDifferential(t, diffCase{name: "chi, mixed segments", newRouter: newChi, mixed: true, words: plainWords, unprotected: true})
+	runDifferential(t, diffCase{name: "chi per route", newRouter: newChi, mixed: true, words: allWords, perRoute: true, unprotected: true})
+	runDifferential(t, diffCase{name: "chi+StripSlashes per route", newRouter: newStripping, mixed: true, words: allWords, perRoute: true, normalizes: true, unprotected: true})
 }
 
 // ginRouter is gin as it comes (UseRawPath false): it routes on the
@@ -476,9 +505,9 @@ func TestDifferentialGin(t *testing.T) {
 		}
 	}
 	words := append([]string{"café", "a b"}, colonWords...)
-	runDifferential(t, diffCase{name: "gin", newRouter: newGin(), words: words})
+	runDifferential(t, diffCase{name: "gin", newRouter: newGin(), words: words, unprotected: true})
 	adapted := func(e *idem.Engine) diffRouter { return newGin(idemgin.Middleware(e))(e) }
-	runDifferential(t, diffCase{name: "gin behind idemgin.Middleware", newRouter: adapted, words: words, adapter: true})
+	runDifferential(t, diffCase{name: "gin behind idemgin.Middleware", newRouter: adapted, words: words, adapter: true, unprotected: true})
 }
 
 // echo routes on the path as the request escaped it, as the engine does,
@@ -491,5 +520,5 @@ func TestDifferentialEcho(t *testing.T) {
 		ec.Use(idemecho.Middleware(e))
 		return echoRouter{ec}
 	}
-	runDifferential(t, diffCase{name: "echo behind idemecho.Middleware", newRouter: newEcho, words: colonWords, adapter: true})
+	runDifferential(t, diffCase{name: "echo behind idemecho.Middleware", newRouter: newEcho, words: colonWords, adapter: true, unprotected: true})
 }

@@ -49,3 +49,34 @@ func TestAttackRedirectToUnprotectedIsRetried(t *testing.T) {
 		t.Errorf("the unprotected POST /pay/batch was sent %d times after the redirect (%+v); want once", toBatch, s.got)
 	}
 }
+
+// POST /files/v{version} has no policy and is more specific than the
+// protected POST /files/{name}, but no router gives {version} an empty
+// value at the end of the path: chi serves "/files/v" with upload's
+// handler, and the engine applies upload's policy, whose key is
+// required. The Transport reads the path as they do (runtime/pathtemplate)
+// and sends the key; "/files/v2" is the unprotected route's, sent once
+// with none.
+func TestEmptyLastParamIsNoUnprotectedRoute(t *testing.T) {
+	upload := Operation{ID: "upload", Method: http.MethodPost, Path: "/files/{name}",
+		Key: Key{In: key.InHeader, Name: "Idempotency-Key"}, TTL: time.Hour}
+	version := Operation{ID: "uploadVersion", Method: http.MethodPost, Path: "/files/v{version}", Unprotected: true}
+	for _, c := range []struct {
+		path    string
+		withKey bool
+	}{{"/files/v", true}, {"/files/v2", false}} {
+		s := &script{answers: []func(*http.Request) (*http.Response, error){answer(http.StatusCreated, nil, "")}}
+		tr, _ := newTest(t, s, Config{Operations: []Operation{upload, version}})
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "http://h"+c.path, strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		res, err := tr.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if len(s.got) != 1 || (s.got[0].key != "") != c.withKey {
+			t.Errorf("POST %s: sent %+v; want one attempt, with a key: %v", c.path, s.got, c.withKey)
+		}
+	}
+}

@@ -35,6 +35,8 @@ func TestAttackMatchAnySplit(t *testing.T) {
 		{"/pets/{id}", "/pets/a:b", true, true},
 		{"/pets/{id}", "/pets/", false, false},
 		{"/pets", "/pets", true, true},
+		// A handler cutting "{spec}" itself may take an empty version.
+		{"/files/v{version}", "/files/v", false, true},
 	}
 	for _, tc := range cases {
 		tm, err := pathtemplate.Parse(tc.tmpl)
@@ -69,5 +71,37 @@ func TestAttackMatchAnySplitAgreesAndStaysCheap(t *testing.T) {
 	segs, _ := pathtemplate.Split(hostile)
 	if tm.MatchAnySplit(segs) {
 		t.Fatalf("a segment without the trailing text matched")
+	}
+}
+
+// MatchRoutedSplit cuts anywhere, as a router matching a regular
+// expression does, but never leaves a parameter that ends the path empty,
+// which no router does: it accepts what MatchAnySplit accepts but for
+// such an empty value.
+func TestMatchRoutedSplit(t *testing.T) {
+	for _, tc := range []struct {
+		tmpl, path string
+		want       bool
+	}{
+		{"/files/{name}:cancel", "/files/a:b:cancel", true},
+		{"/files/{name}:cancel", "/files/:cancel", true},
+		{"/files/v{version}", "/files/v", false},
+		{"/files/v{version}", "/files/vv", true},
+		{"/range/{a}-{b}", "/range/1-", false},
+		{"/range/{a}-{b}", "/range/1-2-", true},
+		{"/range/{a}-{b}/n", "/range/1-/n", true},
+		{"/pets/{id}", "/pets/", false},
+	} {
+		tm, err := pathtemplate.Parse(tc.tmpl)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tmpl, err)
+		}
+		segs, _ := pathtemplate.Split(tc.path)
+		if got := tm.MatchRoutedSplit(segs); got != tc.want {
+			t.Errorf("%s MatchRoutedSplit(%s) = %v, want %v", tc.tmpl, tc.path, got, tc.want)
+		}
+		if _, strict := tm.Match(segs); strict && !tm.MatchRoutedSplit(segs) {
+			t.Errorf("%s on %s: Match accepts it, MatchRoutedSplit does not", tc.tmpl, tc.path)
+		}
 	}
 }

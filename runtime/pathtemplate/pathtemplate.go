@@ -10,10 +10,13 @@
 // ("{Sid}.json", "{name}:cancel", "{a}-{b}"). In a mixed segment a
 // parameter followed by literal text ends at the first byte that can start
 // that text, and the text must follow there: "{a}-{b}" reads "x-y-z" as
-// a="x", b="y-z", and "{Sid}.json" does not match "a.b.json". That is how
-// chi reads such routes, so the engine and the router agree on which
-// resource a request names. Two parameters with no literal between them
-// cannot be told apart and are refused.
+// a="x", b="y-z", and "{Sid}.json" does not match "a.b.json". A parameter
+// of a mixed segment may be empty ("{a}-{b}" reads "-y" as a="", b="y"),
+// except where it would end the path: "/files/v{version}" does not match
+// "/files/v", nor "/range/{a}-{b}" "/range/1-". That is how chi reads such
+// routes, so the engine, the client and the router agree on which route
+// and resource a request names. Two parameters with no literal between
+// them cannot be told apart and are refused.
 package pathtemplate
 
 import (
@@ -216,16 +219,17 @@ func Decode(seg string) string {
 // segment is cut where its literal text stands as written, as chi cuts it,
 // so "%3A" inside a value is never taken for the ":" of "{name}:cancel".
 // A whole-segment parameter never matches an empty segment (ServeMux
-// redirects such a path); a parameter in a mixed segment may be empty, since
-// chi lets it be in some places and the engine must protect every request
-// a router could hand the operation's handler.
+// redirects such a path). A parameter in a mixed segment may be empty, as
+// chi lets it be, unless it ends the path: chi never gives a parameter an
+// empty value there, and serves "/files/v" with "/files/{name}" rather
+// than "/files/v{version}", so the engine must read it so too.
 func (t *Template) Match(segs []string) (map[string]string, bool) {
 	if len(segs) != len(t.segs) {
 		return nil, false
 	}
 	var params map[string]string
 	for i, s := range t.segs {
-		if !s.match(segs[i], &params, len(t.params)) {
+		if !s.match(segs[i], &params, len(t.params), i == len(t.segs)-1) {
 			return nil, false
 		}
 	}
@@ -241,7 +245,9 @@ func (t *Template) MatchSuffix(segs []string) (map[string]string, bool) {
 	return t.Match(segs[len(segs)-len(t.segs):])
 }
 
-func (s segment) match(raw string, params *map[string]string, n int) bool {
+// match matches one segment; last says it ends the path, where no
+// parameter is empty.
+func (s segment) match(raw string, params *map[string]string, n int, last bool) bool {
 	set := func(name, val string) {
 		if *params == nil {
 			*params = make(map[string]string, n)
@@ -273,6 +279,9 @@ func (s segment) match(raw string, params *map[string]string, n int) bool {
 			continue
 		}
 		if j == len(s.parts)-1 {
+			if last && v == "" {
+				return false
+			}
 			set(p.name, v)
 			return true
 		}
@@ -297,20 +306,38 @@ func (s segment) match(raw string, params *map[string]string, n int) bool {
 // segment itself (ServeMux has no mixed segments, so "{name}:cancel" is
 // often a "{spec}" cut at its last ":") can serve a path that Match turns
 // away; the engine refuses what only MatchAnySplit accepts, rather than let
-// it pass unprotected.
+// it pass unprotected. Such a handler may also take an empty value for a
+// parameter that ends the path ("v" of a "{spec}" serving
+// "/files/v{version}"), so MatchAnySplit accepts one there.
 func (t *Template) MatchAnySplit(segs []string) bool {
+	return t.matchAnySplit(segs, true)
+}
+
+// MatchRoutedSplit is MatchAnySplit as a router reads the path: the cut
+// may fall at any place ("{name}:cancel" is a "[^/]+:cancel" to
+// gorilla/mux, which cuts "a:b:cancel" at its last ":"), but a parameter
+// that ends the path is never empty, as Match has it. A template that
+// matches a path only so, more specific than the one Match finds, is the
+// route such a router picks.
+func (t *Template) MatchRoutedSplit(segs []string) bool {
+	return t.matchAnySplit(segs, false)
+}
+
+func (t *Template) matchAnySplit(segs []string, emptyEnd bool) bool {
 	if len(segs) != len(t.segs) {
 		return false
 	}
 	for i, s := range t.segs {
-		if !s.matchAnySplit(segs[i]) {
+		if !s.matchAnySplit(segs[i], emptyEnd || i < len(t.segs)-1) {
 			return false
 		}
 	}
 	return true
 }
 
-func (s segment) matchAnySplit(raw string) bool {
+// matchAnySplit matches one segment cut anywhere; emptyLast lets its last
+// part, a parameter, be empty.
+func (s segment) matchAnySplit(raw string, emptyLast bool) bool {
 	switch s.kind() {
 	case KindLiteral:
 		work.Add(len(raw))
@@ -335,7 +362,9 @@ func (s segment) matchAnySplit(raw string) bool {
 				}
 			}
 		case j == len(s.parts)-1:
-			return true
+			// The parameter takes the rest from any start: it is
+			// empty only from the last, which is the end.
+			return emptyLast || starts[0] < len(raw)
 		default:
 			text := s.parts[j+1].esc
 			for off := starts[0]; off <= len(raw); off++ {
@@ -459,7 +488,7 @@ func (s segment) mayOverlap(o segment) bool {
 		return s.parts[0].lit == o.parts[0].lit
 	case ks == KindLiteral:
 		var scratch map[string]string
-		return o.match(s.parts[0].esc, &scratch, 0)
+		return o.match(s.parts[0].esc, &scratch, 0, false)
 	}
 	// Two mixed segments are told apart when their literal prefixes or
 	// suffixes disagree.

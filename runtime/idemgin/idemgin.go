@@ -25,8 +25,10 @@
 package idemgin
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -54,6 +56,12 @@ var ErrNoContextFallback = errors.New("idemgin: gin.Engine.ContextWithFallback i
 // segment as ServeMux does. A request whose gin route is not the
 // operation the engine read (e.RoutedMiddleware) is refused with 500
 // route-mismatch, and nothing runs.
+//
+// The engine fingerprints the body the handler binds. Middleware in front
+// that read it with c.ShouldBindBodyWith (a signature check, an audit log)
+// leaves the request's body drained and the bytes in the Context
+// (gin.BodyBytesKey): Middleware gives those bytes back to the request
+// before the engine reads them.
 //
 // The key's answer is what the route's handlers write inside the engine.
 // A handler that returns having chosen no status and written nothing gave
@@ -94,6 +102,7 @@ func Middleware(e *idem.Engine) gin.HandlerFunc {
 			return
 		}
 		defer running.Leave(c)
+		boundBody(c)
 		outer := c.Writer
 		e.RoutedMiddleware(ServeMuxPath(c.FullPath()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c.Request = r.WithContext(context.WithValue(r.Context(), fallbackKey{}, true))
@@ -159,3 +168,21 @@ func ParamError(c *gin.Context, err error, status int) {
 // "{rest...}". A ServeMux of the routes stands in for gin where a route
 // must be found without serving the request, as CheckRoutes does.
 func ServeMuxPath(path string) string { return pathtemplate.FromColons(path) }
+
+// boundBody gives a request the body that middleware in front bound with
+// ShouldBindBodyWith back before the engine reads it. gin keeps the bytes
+// in the Context (gin.BodyBytesKey), where every later binder reads them,
+// and leaves the request's body drained: the engine would fingerprint an
+// empty body while the handler binds the body the client sent.
+func boundBody(c *gin.Context) {
+	v, ok := c.Get(gin.BodyBytesKey)
+	if !ok {
+		return
+	}
+	b, ok := v.([]byte)
+	if !ok {
+		return
+	}
+	c.Request.Body = io.NopCloser(bytes.NewReader(b))
+	c.Request.ContentLength = int64(len(b))
+}

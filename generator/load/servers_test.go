@@ -41,6 +41,21 @@ func TestBasePathCases(t *testing.T) {
 		{"path variable with values", "servers: [{url: 'https://api.example.com/{version}', variables: {version: {default: v1, enum: [v1, v2]}}}]", "", "", "",
 			"error: the server URL https://api.example.com/{version} has the variable version in its path, with 2 values"},
 		{"relative to the spec", "servers: [{url: api}]", "", "", "", "error: the server URL api is relative to wherever the spec is served"},
+		{"scheme variable before a path variable with values", "servers: [{url: '{scheme}://api.example.com/{version}', variables: {scheme: {default: https, enum: [https, http]}, version: {default: v1, enum: [v1, v2]}}}]", "", "", "",
+			"error: the server URL {scheme}://api.example.com/{version} has the variable version in its path, with 2 values"},
+		{"scheme and host variables", "servers: [{url: '{scheme}://{host}', variables: {scheme: {default: https, enum: [https, http]}, host: {default: api.example.com}}}]", "", "", "", ""},
+		{"host variable that holds the path", "servers: [{url: 'https://api.example.com{basePath}', variables: {basePath: {default: /v1, enum: [/v1, /v2]}}}]", "", "", "",
+			"error: the server URL https://api.example.com{basePath} has the variable basePath, with 2 values, one of them empty or holding one of : / ? #"},
+		{"host variable of one value that holds the path", "servers: [{url: 'https://api.example.com{basePath}', variables: {basePath: {default: /v1}}}]", "", "", "/v1", ""},
+		{"query variable with values", "servers: [{url: 'https://api.example.com/v1?tenant={t}', variables: {t: {default: a, enum: [a, /b]}}}]", "", "", "/v1", ""},
+		{"variable not declared", "servers: [{url: 'https://api.example.com/{version}'}]", "", "", "",
+			"error: the server URL https://api.example.com/{version} names the variable version, which its variables do not declare"},
+		{"variable without a default", "servers: [{url: 'https://api.example.com/{version}', variables: {version: {enum: [v1]}}}]", "", "", "",
+			"error: the server URL https://api.example.com/{version} has the variable version without a default"},
+		{"stray brace", "servers: [{url: 'https://api.example.com/{version'}]", "", "", "", "error: the server URL https://api.example.com/{version has a brace that opens or closes no {variable}"},
+		{"dot segment", "servers: [{url: 'https://api.example.com/v1/../v2'}]", "", "", "", "error: the server URL https://api.example.com/v1/../v2 has the path /v1/../v2, with an empty, . or .. segment"},
+		{"encoded dot segment", "servers: [{url: 'https://api.example.com/%2e/v2'}]", "", "", "", "with an empty, . or .. segment"},
+		{"empty segment", "servers: [{url: 'https://api.example.com/v1//v2'}]", "", "", "", "with an empty, . or .. segment"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

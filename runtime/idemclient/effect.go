@@ -18,10 +18,19 @@ type effectKeyKey struct{}
 // to an operation of the Transport's table sends it as its idempotency key
 // (as WithKey does, which it overrides); any other call sends it as its
 // Idempotency-Key header, once, as the call would be sent anyway: a retry
-// of the handler is the retry of that call. A request that already
+// of the handler is the retry of that call. A call to an Unprotected
+// operation of the table carries no effect key: its handler ignores keys,
+// and net/http's Transport counts a request with that header as safe to
+// send again. A request that already
 // carries its own key or Idempotency-Key header keeps it.
 func WithEffectKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, effectKeyKey{}, key)
+}
+
+// withoutEffectKey returns a context under which calls carry no effect
+// key.
+func withoutEffectKey(ctx context.Context) context.Context {
+	return context.WithValue(ctx, effectKeyKey{}, "")
 }
 
 func effectKeyFrom(ctx context.Context) string {

@@ -159,9 +159,15 @@ func (t *Transport) Lookup(req *http.Request) (Operation, bool) {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	prev := previousHop(req)
-	op, want := t.target(req, prev)
+	op, want, unprotected := t.target(req, prev)
+	sent := req
+	if unprotected {
+		// Its handler ignores keys: no effect key either, whose header
+		// would let net/http's Transport send the request again.
+		sent = req.WithContext(withoutEffectKey(ctx))
+	}
 	rep := Report{}
-	res, err := t.call(ctx, req, op, want, &rep)
+	res, err := t.call(sent.Context(), sent, op, want, &rep)
 	if res != nil {
 		rep.Status = res.StatusCode
 		// Only an answer to a keyed request can come from the server's
@@ -192,24 +198,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // to carry unless it carries its own: the key of the hop it was redirected
 // from, else the one of its context (WithKey), else "" for a fresh one. A
 // request to an Unprotected route, a redirect's hop included, calls no
-// operation and carries no key: its handler ignores keys, so it is sent
-// once, as it is.
-func (t *Transport) target(req *http.Request, prev *hop) (*Operation, string) {
-	op := t.router.match(req)
+// operation and carries no key, its effect key's header neither
+// (unprotected): its handler ignores keys, so it is sent once, as it is.
+func (t *Transport) target(req *http.Request, prev *hop) (op *Operation, want string, unprotected bool) {
+	op = t.router.match(req)
 	if op != nil && op.Unprotected {
-		return nil, ""
+		return nil, "", true
 	}
 	cop, key := prev.carries(req)
 	if key == "" {
 		if k := effectKeyFrom(req.Context()); k != "" {
-			return op, k
+			return op, k, false
 		}
-		return op, keyFrom(req.Context())
+		return op, keyFrom(req.Context()), false
 	}
 	if op == nil {
 		op = cop
 	}
-	return op, key
+	return op, key, false
 }
 
 // call makes the call of req to op (nil for none), with want as the key

@@ -176,17 +176,15 @@ func (c *handlerCache) ran(sql string, args []any, option func(any) bool, calls 
 	return withholdRewriters(args, option, record, calls)
 }
 
-// ranBatch records the texts of b as ran does, and makes its queries
-// withhold the connection; a batch runs in the pool's mode.
+// ranBatch records the texts of b as ran does, and has its queries'
+// rewriters called without the connection; a batch runs in the pool's
+// mode. b is pgstore's copy of the handler's batch (withheldBatch).
 func (c *handlerCache) ranBatch(b *pgx.Batch, calls *handlerCalls) {
 	if b == nil {
 		return
 	}
 	for _, q := range b.QueuedQueries {
 		q.Arguments = c.ran(q.SQL, q.Arguments, batchOption, calls)
-		if fn := q.Fn; fn != nil {
-			q.Fn = func(br pgx.BatchResults) error { return fn(&handlerBatch{BatchResults: br}) }
-		}
 	}
 }
 

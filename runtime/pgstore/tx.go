@@ -1046,6 +1046,9 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
 	if b != nil {
+		// What is checked and sent is a copy of the handler's batch,
+		// which it cannot change meanwhile.
+		b = withheldBatch(b)
 		for _, q := range b.QueuedQueries {
 			if err := h.calls.refuseEnding(q.SQL); err != nil {
 				h.calls.leave()
@@ -1054,7 +1057,7 @@ func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResult
 		}
 	}
 	h.cache.ranBatch(b, h.calls)
-	return &handlerBatch{BatchResults: h.tx.SendBatch(ctx, b), calls: h.calls}
+	return &handlerBatch{br: h.tx.SendBatch(ctx, b), calls: h.calls}
 }
 
 // LargeObjects forwards to the transaction. The large objects run their
@@ -1122,8 +1125,9 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 	return withheld(rows, h.calls), nil
 }
 
-// QueryRow forwards to the transaction. The query is in flight until pgx
-// returns its row: a row not yet scanned holds the connection busy, and
+// QueryRow forwards to the transaction; its row withholds the
+// connection (withheld.go). The query is in flight until pgx returns its
+// row: a row not yet scanned holds the connection busy, and
 // the statements that end the transaction then fail, which closes the
 // connection.
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -1134,7 +1138,7 @@ func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	if err := h.calls.refuseEnding(sql); err != nil {
 		return refusedRows{err}
 	}
-	return h.tx.QueryRow(ctx, sql, h.cache.ran(sql, args, queryOption, h.calls)...)
+	return handlerRow{h.tx.QueryRow(ctx, sql, h.cache.ran(sql, args, queryOption, h.calls)...)}
 }
 
 // Conn returns nil. The connection is the idempotency layer's: through it a

@@ -5,30 +5,60 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // What the handler's pgx.Tx hands out never leads to its connection, which
-// handlerTx.Conn withholds: pgx's rows, a batch's results and a query
-// rewriter's call each carry the *pgx.Conn, and a handler that kept it
-// would run statements on the connection after it went back to the pool,
-// in another request's session or transaction. Rows answer Conn with nil,
-// and a rewriter of the handler's is called with a nil connection (pgx's
-// own, NamedArgs and StrictNamedArgs, never read it).
+// handlerTx.Conn withholds, nor to the connection's type map: pgx's rows,
+// a batch's results and a query rewriter's call each carry the *pgx.Conn,
+// and a handler that kept it would run statements on the connection after
+// it went back to the pool, in another request's session or transaction.
+// The type map (*pgtype.Map) is how pgx encodes every value it sends on
+// the connection and decodes every value it reads, pgstore's own
+// statements' too: a codec a handler registered there would stay on the
+// pooled connection and encode the next tenant's completion (its stored
+// answer, its lease and TTL) as the handler chose. So rows answer Conn
+// with nil and TypeMap with a copy of the connection's map, made for
+// them, in which a handler's registration changes nothing of the
+// connection's; pgx's values reach a handler's code only through these
+// wrappers, wherever pgx would call it with its own: a RowScanner given
+// to Scan (pgx hands it the whole row, its own rows), a batch's callbacks
+// (a queued query's Query, QueryRow or Exec, or its Fn), and a query
+// rewriter, which is called with a nil connection (pgx's own, NamedArgs
+// and StrictNamedArgs, never read it). Their fields are unexported, so
+// that not even reflection reaches pgx's values behind them without
+// package unsafe.
 
 // handlerRows are the rows of a handler's query. Those of a query that
 // counts as in flight until they are closed (inflight.go) carry the
 // count: pgx closes rows itself when Next finds no more.
 type handlerRows struct {
-	pgx.Rows
-	calls *handlerCalls // nil once counted out
+	rows    pgx.Rows
+	calls   *handlerCalls // nil once counted out
+	typeMap *pgtype.Map   // the handler's copy, made when first asked for
 }
+
+var _ pgx.Rows = (*handlerRows)(nil)
 
 // Conn returns nil: the connection is the idempotency layer's.
 func (*handlerRows) Conn() *pgx.Conn { return nil }
 
+// TypeMap returns a copy of the connection's type map, the same one on
+// every call: registering a type on it changes nothing of how the
+// connection encodes or decodes, these rows' values included.
+func (r *handlerRows) TypeMap() *pgtype.Map {
+	if r.typeMap == nil {
+		if m := r.rows.TypeMap(); m != nil {
+			r.typeMap = m.Copy()
+		}
+	}
+	return r.typeMap
+}
+
 // Next reads the next row; after the last, the rows are closed.
 func (r *handlerRows) Next() bool {
-	if r.Rows.Next() {
+	if r.rows.Next() {
 		return true
 	}
 	r.leave()
@@ -37,9 +67,30 @@ func (r *handlerRows) Next() bool {
 
 // Close closes the rows.
 func (r *handlerRows) Close() {
-	r.Rows.Close()
+	r.rows.Close()
 	r.leave()
 }
+
+// Err returns the rows' error.
+func (r *handlerRows) Err() error { return r.rows.Err() }
+
+// CommandTag returns the query's command tag.
+func (r *handlerRows) CommandTag() pgconn.CommandTag { return r.rows.CommandTag() }
+
+// FieldDescriptions describes the rows' columns.
+func (r *handlerRows) FieldDescriptions() []pgconn.FieldDescription {
+	return r.rows.FieldDescriptions()
+}
+
+// Scan reads the current row into dest; a RowScanner is handed these
+// rows, not pgx's (withheldScan).
+func (r *handlerRows) Scan(dest ...any) error { return r.rows.Scan(withheldScan(dest)...) }
+
+// Values returns the current row's values.
+func (r *handlerRows) Values() ([]any, error) { return r.rows.Values() }
+
+// RawValues returns the current row's values as sent.
+func (r *handlerRows) RawValues() [][]byte { return r.rows.RawValues() }
 
 func (r *handlerRows) leave() {
 	if r.calls != nil {
@@ -55,30 +106,87 @@ func withheld(rows pgx.Rows, calls *handlerCalls) pgx.Rows {
 	if rows == nil {
 		return nil
 	}
-	return &handlerRows{Rows: rows, calls: calls}
+	return &handlerRows{rows: rows, calls: calls}
 }
+
+// handlerRow is the row of a handler's QueryRow.
+type handlerRow struct{ row pgx.Row }
+
+// Scan reads the row into dest; a RowScanner is handed rows that
+// withhold the connection (withheldScan).
+func (r handlerRow) Scan(dest ...any) error { return r.row.Scan(withheldScan(dest)...) }
+
+// withheldScan returns dest for pgx's Scan, which hands a single
+// RowScanner destination its own rows, and with them the connection and
+// its type map: such a destination is wrapped so that it is handed rows
+// that withhold both.
+func withheldScan(dest []any) []any {
+	if len(dest) != 1 {
+		return dest
+	}
+	if rs, ok := dest[0].(pgx.RowScanner); ok {
+		return []any{withheldScanner{rs}}
+	}
+	return dest
+}
+
+// withheldScanner is a RowScanner of the handler's, handed the rows that
+// pgx gives it wrapped.
+type withheldScanner struct{ inner pgx.RowScanner }
+
+// ScanRow scans the row through the handler's RowScanner.
+func (s withheldScanner) ScanRow(rows pgx.Rows) error { return s.inner.ScanRow(withheld(rows, nil)) }
 
 // handlerBatch is the results of a handler's batch. Those of the batch
 // that counts as in flight until they are closed carry the count.
 type handlerBatch struct {
-	pgx.BatchResults
+	br    pgx.BatchResults
 	calls *handlerCalls // nil once counted out
 }
 
+var _ pgx.BatchResults = (*handlerBatch)(nil)
+
+// Exec reads the next query's command tag.
+func (b *handlerBatch) Exec() (pgconn.CommandTag, error) { return b.br.Exec() }
+
 // Query reads the next query's rows, which withhold their connection.
 func (b *handlerBatch) Query() (pgx.Rows, error) {
-	rows, err := b.BatchResults.Query()
+	rows, err := b.br.Query()
 	return withheld(rows, nil), err
 }
 
+// QueryRow reads the next query's row, which withholds its connection.
+func (b *handlerBatch) QueryRow() pgx.Row { return handlerRow{b.br.QueryRow()} }
+
+// Tx returns nil: a handler's batch begins no transaction (its BEGIN is
+// refused), and pgx's would lead to the connection.
+func (*handlerBatch) Tx() pgx.Tx { return nil }
+
 // Close closes the results.
 func (b *handlerBatch) Close() error {
-	err := b.BatchResults.Close()
+	err := b.br.Close()
 	if b.calls != nil {
 		b.calls.leave()
 		b.calls = nil
 	}
 	return err
+}
+
+// withheldBatch returns a copy of b for pgx to send, whose queued queries'
+// callbacks (Fn, which pgx calls with its own results) are handed results
+// that withhold the connection. pgx reads a queued query's callback from
+// the batch it was given when the results come, after SendBatch has
+// returned: on b, a handler could set another in the meantime.
+func withheldBatch(b *pgx.Batch) *pgx.Batch {
+	cp := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, len(b.QueuedQueries))}
+	for i, q := range b.QueuedQueries {
+		c := &pgx.QueuedQuery{SQL: q.SQL, Arguments: slices.Clone(q.Arguments)}
+		if fn := q.Fn; fn != nil {
+			c.Fn = func(br pgx.BatchResults) error { return fn(&handlerBatch{br: br}) }
+		}
+		cp.QueuedQueries[i] = c
+	}
+	return cp
 }
 
 // handlerRewrite is a QueryRewriter of the handler's. When c is not nil,

@@ -24,8 +24,8 @@ type attempt struct {
 // refusals remembers when the requests admission refused were first
 // refused, so that their retries come first, in bounded memory.
 //
-// A request is remembered only once it is refused, dated by its first
-// refused attempt, and forgotten once an attempt is admitted: a request
+// A request is remembered only once it is refused for lack of capacity
+// (Shedder.remember), dated by its first refused attempt, and forgotten once an attempt is admitted: a request
 // served ages no more. Its age is at most span: one refused longer ago is
 // forgotten and dated anew, so that no client holds an old date by being
 // refused now and then. Each tenant holds at most perTenant entries, and a

@@ -30,10 +30,16 @@ func (s *Shedder) tenant(r *http.Request) (string, bool) {
 }
 
 // remember remembers w's request as refused, dated by w's arrival unless it
-// was refused before.
-func (s *Shedder) remember(w *waiter) {
-	if w.keyed {
-		s.refusals.refused(w.id, w.tenant, w.since, s.now())
+// was refused before, when it was refused for lack of capacity (why is
+// Full, Waited or Displaced). A request whose client hung up was refused
+// by its client, not by the Shedder: a client that hangs up at will on an
+// idle Shedder would otherwise date its request as it pleases.
+func (s *Shedder) remember(w *waiter, why Reason) {
+	switch why {
+	case Full, Waited, Displaced:
+		if w.keyed {
+			s.refusals.refused(w.id, w.tenant, w.since, s.now())
+		}
 	}
 }
 

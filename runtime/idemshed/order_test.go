@@ -29,9 +29,19 @@ func keyed(t *testing.T, queue int) (*Shedder, func(time.Duration)) {
 	return s, func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
 }
 
-// refusedAgo has s refuse a request under key (its client gone before it
-// was served), then moves s's clock by age.
+// refusedAgo has s remember a request under key as refused for lack of
+// capacity (Full), then moves s's clock by age.
 func refusedAgo(t *testing.T, s *Shedder, key string, move func(time.Duration), age time.Duration) {
+	t.Helper()
+	r := httptest.NewRequest("POST", "/t?n=first", nil)
+	r.Header.Set("Idempotency-Key", key)
+	s.remember(s.newWaiter(r), Full)
+	move(age)
+}
+
+// hungUpAgo has s refuse a request under key whose client is gone before
+// it is served, then moves s's clock by age.
+func hungUpAgo(t *testing.T, s *Shedder, key string, move func(time.Duration), age time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -86,8 +86,7 @@ func TestServedRequestsGainNoAge(t *testing.T) {
 // key with another of them is a first attempt.
 func TestRetryIsOfOneTenantMethodAndPath(t *testing.T) {
 	s := mustNew(t, Config{MaxInFlight: 1, Key: HeaderKey("Idempotency-Key"), Tenant: headerTenant})
-	h := s.Middleware(newBlocking())
-	h.ServeHTTP(httptest.NewRecorder(), request("acme", "POST", "/payments", "k", true))
+	s.remember(s.newWaiter(request("acme", "POST", "/payments", "k", false)), Full)
 	if !isRetry(s, request("acme", "POST", "/payments", "k", false)) {
 		t.Fatal("the same request again is no retry")
 	}
@@ -114,10 +113,14 @@ func TestKeyFloodKeepsOthersRetries(t *testing.T) {
 			cfg.Tenant = headerTenant
 		}
 		s := mustNew(t, cfg)
-		h := s.Middleware(newBlocking())
-		h.ServeHTTP(httptest.NewRecorder(), request("acme", "POST", "/payments", "honest", true))
+		b := newBlocking()
+		h := s.Middleware(b)
+		var wg sync.WaitGroup
+		wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), request("acme", "GET", "/busy", "busy", false)) })
+		<-b.entered // the one slot is taken: every request below is refused Full
+		h.ServeHTTP(httptest.NewRecorder(), request("acme", "POST", "/payments", "honest", false))
 		for i := range 4 << 10 {
-			h.ServeHTTP(httptest.NewRecorder(), request("evil", "POST", "/payments", "flood-"+strconv.Itoa(i), true))
+			h.ServeHTTP(httptest.NewRecorder(), request("evil", "POST", "/payments", "flood-"+strconv.Itoa(i), false))
 		}
 		if n := s.refusals.len(); n > 1<<10 {
 			t.Errorf("tenants %v: %d requests remembered, want at most 1024", tenants, n)
@@ -125,10 +128,12 @@ func TestKeyFloodKeepsOthersRetries(t *testing.T) {
 		if !isRetry(s, request("acme", "POST", "/payments", "honest", false)) {
 			t.Errorf("tenants %v: after 4096 refusals of fresh keys, the honest retry counts as a first attempt", tenants)
 		}
-		h.ServeHTTP(httptest.NewRecorder(), request("acme", "POST", "/payments", "later", true))
+		h.ServeHTTP(httptest.NewRecorder(), request("acme", "POST", "/payments", "later", false))
 		if got := isRetry(s, request("acme", "POST", "/payments", "later", false)); got != tenants {
 			t.Errorf("tenants %v: a request refused after the flood is remembered: %v", tenants, got)
 		}
+		close(b.release)
+		wg.Wait()
 	}
 }
 

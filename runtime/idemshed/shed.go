@@ -26,7 +26,9 @@
 //     refuses new work before old retries, so that the client that has
 //     waited longest is not the one refused again and again;
 //   - no client buys that priority: a request is dated by its first
-//     refusal, not its first sighting, forgotten once an attempt of it is
+//     refusal for lack of capacity (Full, Waited, Displaced), not its
+//     first sighting nor a hang-up of its own client (Gone), which an
+//     idle Shedder would grant at will, forgotten once an attempt of it is
 //     served and at most KeyMemory after that refusal, and a copy of a
 //     request being served is no retry. The memory is bounded (MaxKeys),
 //     a full one keeps the requests refused first, and with
@@ -346,17 +348,17 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 			return
 		}
 		q := s.newWaiter(r)
-		if !s.acquire(r.Context(), q) {
-			s.remember(q)
+		if why, ok := s.acquire(r.Context(), q); !ok {
+			s.remember(q, why)
 			s.refuse(w)
 			return
 		}
 		began := time.Now()
 		defer func() { s.service.Observe(time.Since(began)); s.release() }()
 		if r.Context().Err() != nil {
-			// The client left while the slot was handed over.
+			// The client left while the slot was handed over: no refusal
+			// for lack of capacity, so its request is not remembered.
 			s.refused[Gone].Add(1)
-			s.remember(q)
 			s.refuse(w)
 			return
 		}
@@ -367,22 +369,22 @@ func (s *Shedder) Middleware(next http.Handler) http.Handler {
 }
 
 // acquire takes a slot for w, waiting for one within the bound, and
-// counts why it could not.
-func (s *Shedder) acquire(ctx context.Context, w *waiter) bool {
+// counts and returns why it could not.
+func (s *Shedder) acquire(ctx context.Context, w *waiter) (Reason, bool) {
 	if ctx.Err() != nil {
 		s.refused[Gone].Add(1)
-		return false
+		return Gone, false
 	}
 	s.mu.Lock()
 	if s.inFlight < s.cfg.MaxInFlight && len(s.queue) == 0 {
 		s.inFlight++
 		s.mu.Unlock()
-		return true
+		return 0, true
 	}
 	if len(s.queue) >= s.cfg.MaxQueue && !s.displace(w) {
 		s.mu.Unlock()
 		s.refused[Full].Add(1)
-		return false
+		return Full, false
 	}
 	bound := s.cfg.MaxWait
 	if s.congested(s.now()) {
@@ -399,9 +401,9 @@ func (s *Shedder) acquire(ctx context.Context, w *waiter) bool {
 	case <-w.ready:
 		if w.displaced {
 			s.refused[Displaced].Add(1)
-			return false
+			return Displaced, false
 		}
-		return true
+		return 0, true
 	case <-timer.C:
 	case <-ctx.Done():
 		why = Gone
@@ -420,7 +422,7 @@ func (s *Shedder) acquire(ctx context.Context, w *waiter) bool {
 		s.mu.Unlock()
 	}
 	s.refused[why].Add(1)
-	return false
+	return why, false
 }
 
 // congested reports whether the queue has not been empty for MaxWait.

@@ -91,7 +91,13 @@ func (c *opCheck) chooseBody(need bodyNeed) (body *openapi3.RequestBody, schema 
 	} else {
 		c.op.BodyMediaType = formMediaType
 	}
-	schema = mts[chosen].Schema
+	// A media type written with nothing under it (or ~) is a nil Media
+	// Type Object: one without a schema.
+	if mt := mts[chosen]; mt != nil {
+		schema = mt.Schema
+	} else if !need.schema() {
+		c.r.warnf(c.op.Pos, "", "the %s request body is null (nothing is written under its media type), so it is read as one without a schema: the whole body is fingerprinted. Declare its schema, or write {} for none", chosen)
+	}
 	if need.schema() && schema == nil {
 		c.r.errorf(need.fpPos, need.field(), "the %s request body declares no schema, so its fields cannot be checked; declare one", chosen)
 		return nil, nil, false

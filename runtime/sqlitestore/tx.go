@@ -173,28 +173,37 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, arg2, _, _ s
 }
 
 // storeObject reports whether a handler's statement would change what the
-// store's own statements on its connection act on: a table or view named
-// as one of the store's tables (those statements name main's, so a
-// temporary one of that name no longer stands in for it; this refuses it
-// all the same); a trigger on one of them, which could undo the
-// completion after it ran; or the table itself altered or dropped. A
-// temporary table renamed to such a name passes here (ALTER TABLE shows
-// the authorizer its old name) and changes nothing: the store's
-// statements name main's tables.
-// For a table or view, name is the object's name; for a trigger, table is
-// the table it is on (an index too: a unique one would refuse the store's
-// writes); for ALTER TABLE, table is the table. Nor may a handler read or
-// write the database's raw pages (rawTables).
+// store's own statements on its connection act on, or what a later
+// migration of the store finds: an object named as one of the store's
+// tables or indexes (the store's statements name main's tables, so a
+// temporary one of that name no longer stands in for one; this refuses it
+// all the same, and a table or index of main made under a store's name
+// that is not there yet, the outbox's or the phases' before their
+// migrations, would be kept by the migration's CREATE … IF NOT EXISTS); a
+// trigger or an index on one of the store's tables (a trigger could undo
+// the completion after it ran, a unique index refuse the store's writes),
+// or one of their indexes dropped; a table dropped; or any table altered.
+// ALTER TABLE shows the authorizer a table's old name only, never the
+// name a RENAME gives it, nor which change it makes, so a handler may not
+// alter a table at all: a table of its own renamed to the name of a store
+// table not there yet would be that table, trigger and all.
+// For a table, a view or a virtual table, name is the object's name; for
+// a trigger or an index, name is its own and table the table it is on.
+// Nor may a handler read or write the database's raw pages (rawTables).
 func storeObject(action sqlite.AuthorizerActionCode, name, table string) bool {
+	name, table = strings.ToLower(name), strings.ToLower(table)
 	switch action {
-	case sqlite.AuthCreateTempTable, sqlite.AuthCreateTempView, sqlite.AuthCreateView,
-		sqlite.AuthCreateVTable, sqlite.AuthDropTable, sqlite.AuthDropTempTable:
-		return storeTables[strings.ToLower(name)]
-	case sqlite.AuthCreateTrigger, sqlite.AuthCreateTempTrigger, sqlite.AuthAlterTable,
-		sqlite.AuthCreateIndex, sqlite.AuthCreateTempIndex:
-		return storeTables[strings.ToLower(table)]
+	case sqlite.AuthCreateTable, sqlite.AuthCreateTempTable, sqlite.AuthCreateView,
+		sqlite.AuthCreateTempView, sqlite.AuthCreateVTable, sqlite.AuthDropTable,
+		sqlite.AuthDropTempTable, sqlite.AuthDropVTable:
+		return storeTables[name] || storeIndexes[name]
+	case sqlite.AuthCreateTrigger, sqlite.AuthCreateTempTrigger, sqlite.AuthCreateIndex,
+		sqlite.AuthCreateTempIndex, sqlite.AuthDropIndex, sqlite.AuthDropTempIndex:
+		return storeTables[table] || storeTables[name] || storeIndexes[name]
+	case sqlite.AuthAlterTable:
+		return true
 	case sqlite.AuthRead, sqlite.AuthInsert, sqlite.AuthUpdate, sqlite.AuthDelete:
-		return rawTables[strings.ToLower(name)]
+		return rawTables[name]
 	}
 	return false
 }
@@ -210,6 +219,15 @@ var rawTables = map[string]bool{"sqlite_dbpage": true, "dbstat": true}
 // case-insensitive name.
 var storeTables = map[string]bool{
 	"idempotency_keys": true, "idempotency_phases": true, "idempotency_outbox": true,
+}
+
+// storeIndexes are the indexes of the store's migrations, by SQLite's
+// case-insensitive name; tables, views and indexes share one namespace.
+var storeIndexes = map[string]bool{
+	"idempotency_keys_expires_at_idx": true, "idempotency_phases_expires_at_idx": true,
+	"idempotency_outbox_delivered_idx": true, "idempotency_outbox_due_idx": true,
+	"idempotency_outbox_request_idx": true, "idempotency_outbox_undelivered_idx": true,
+	"idempotency_outbox_pending_key_idx": true,
 }
 
 // commitHook is the commit hook of a handler transaction's connection: it

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -25,8 +26,11 @@ import (
 // The lock is on the file's inode, which holds the data the claims are in:
 // a file that takes the database's name, or the loss of a name, cannot
 // make a new lock that a live store does not hold, and every name of the
-// file (a symbolic or hard link, a relative path, a file: URI) reaches the
-// same lock. SQLite locks the same file with fcntl; Linux keeps flock and
+// file (a symbolic link, a relative path, a file: URI) reaches the same
+// lock. A hard link reaches it too, but SQLite keeps the WAL beside the
+// name a process opened, so two names in two directories are two
+// databases to SQLite: a file with more than one link is refused
+// (ErrHardLinked). SQLite locks the same file with fcntl; Linux keeps flock and
 // fcntl locks independent (flock(2)), so neither refuses the other. The
 // descriptor that holds the flock is never closed (see dbFiles): closing
 // it would drop the fcntl locks of every SQLite connection of the process
@@ -54,6 +58,9 @@ func (s *Store) own(ctx context.Context) error {
 		// it outlives its process.
 		return nil
 	}
+	if err := oneName(file); err != nil {
+		return fmt.Errorf("sqlitestore: owner lock: %w", err)
+	}
 	lock, alone, err := lockOwner(ctx, file, s.recoverDead)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: owner lock: %w", err)
@@ -72,6 +79,29 @@ func (s *Store) own(ctx context.Context) error {
 		}
 	}
 	s.owner = lock
+	return nil
+}
+
+// ErrHardLinked is the error of Open and OpenDB for a database file that
+// has more than one name in the filesystem (hard links). SQLite names a
+// database's WAL and its shared-memory index after the name it opened
+// the file by: two processes that reach the file by names in different
+// directories read and write a WAL each, do not see each other's claims,
+// and both win a key. The owner lock, on the file itself, does not tell
+// them apart. Give the database one name; symbolic links, relative paths
+// and file: URIs are resolved by SQLite to it.
+var ErrHardLinked = errors.New("sqlitestore: the database file has more than one hard link, and SQLite keeps a WAL of its own for each name in another directory")
+
+// oneName refuses a database file with more than one hard link
+// (ErrHardLinked), where the platform reports its links.
+func oneName(file string) error {
+	n, known, err := fileLinks(file)
+	switch {
+	case err != nil:
+		return fmt.Errorf("count the links of %s: %w", file, err)
+	case known && n > 1:
+		return fmt.Errorf("%s has %d names: %w", file, n, ErrHardLinked)
+	}
 	return nil
 }
 

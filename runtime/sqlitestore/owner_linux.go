@@ -225,3 +225,12 @@ func (l *ownerLock) release() error {
 	}
 	return l.unlock()
 }
+
+// fileLinks reports how many hard links the file at path has.
+func fileLinks(path string) (links uint64, known bool, err error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, false, err
+	}
+	return uint64(st.Nlink), true, nil
+}

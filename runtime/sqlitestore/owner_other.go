@@ -2,7 +2,11 @@
 
 package sqlitestore
 
-import "context"
+import (
+	"context"
+	"os"
+	"reflect"
+)
 
 // ownerLock is absent off Linux. The owner lock is a flock on the database
 // file itself, which SQLite locks with fcntl: Linux documents the two kinds
@@ -18,3 +22,22 @@ func lockOwner(context.Context, string, bool) (*ownerLock, bool, error) { return
 func (*ownerLock) share(context.Context) error { return nil }
 
 func (*ownerLock) release() error { return nil }
+
+// fileLinks reports how many hard links the file at path has, where the
+// platform's file information has a link count (Nlink, as on the BSDs
+// and macOS); known is false where it has none (Windows).
+func fileLinks(path string) (links uint64, known bool, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false, err
+	}
+	v := reflect.Indirect(reflect.ValueOf(fi.Sys()))
+	if v.Kind() != reflect.Struct {
+		return 0, false, nil
+	}
+	switch f := v.FieldByName("Nlink"); f.Kind() {
+	case reflect.Uint, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return f.Uint(), true, nil
+	}
+	return 0, false, nil
+}

@@ -176,7 +176,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // is ended: its claims may be live. Without the option a store only holds
 // its share, which keeps its own claims safe from a store that recovers.
 // An in-memory database, and a platform other than Linux, have no lock
-// and end nothing.
+// and end nothing. A database file with more than one hard link is
+// refused (ErrHardLinked), wherever the platform reports a file's links.
 func OpenDB(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 	s := New(db, opts...)
 	if err := s.own(ctx); err != nil {

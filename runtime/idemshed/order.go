@@ -94,3 +94,20 @@ func (s *Shedder) displace(w *waiter) bool {
 	v.ready <- struct{}{}
 	return true
 }
+
+// oneRetry makes w a first attempt, dated now, when a copy of its request
+// already waits as a retry: a request's place ahead of first attempts is
+// the request's, not each copy's, so that copies of a request refused once
+// neither go first one after another nor displace a waiter each. Called
+// with s.mu held.
+func (s *Shedder) oneRetry(w *waiter) {
+	if !w.retry {
+		return
+	}
+	for _, q := range s.queue {
+		if q.retry && q.id == w.id {
+			w.retry, w.since = false, s.now()
+			return
+		}
+	}
+}

@@ -33,7 +33,9 @@
 //     request being served is no retry. The memory is bounded (MaxKeys),
 //     a full one keeps the requests refused first, and with
 //     Config.Tenant one tenant holds at most its share (MaxTenantKeys),
-//     so a flood of fresh keys makes no other retry a first attempt;
+//     so a flood of fresh keys makes no other retry a first attempt; and
+//     of the copies of one request waiting at once, one only is a retry,
+//     so that they displace one waiter at most;
 //   - a request whose client has hung up (its context is done) is never
 //     started, whether it came so or gave up while it waited.
 //
@@ -381,6 +383,7 @@ func (s *Shedder) acquire(ctx context.Context, w *waiter) (Reason, bool) {
 		s.mu.Unlock()
 		return 0, true
 	}
+	s.oneRetry(w)
 	if len(s.queue) >= s.cfg.MaxQueue && !s.displace(w) {
 		s.mu.Unlock()
 		s.refused[Full].Add(1)

@@ -213,8 +213,8 @@ func serverURLPath(tmpl string, vars map[string][]string) (string, error) {
 		case v.at >= at.pathEnd: // in the query or the fragment
 		case v.at >= at.pathStart:
 			return "", fmt.Errorf("has the variable %s in its path, with %d values, so the prefix before the paths is not one", v.name, len(v.values))
-		case slices.ContainsFunc(v.values, movesPath):
-			return "", fmt.Errorf("has the variable %s, with %d values, one of them empty or holding one of : / ? #, so where its path starts, and the prefix before the paths, is not one", v.name, len(v.values))
+		case slices.ContainsFunc(v.values, func(value string) bool { return movesPath(value, at, v.at) }):
+			return "", fmt.Errorf("has the variable %s, with %d values, one of them empty or holding one of : / ? # (a port's : only after //), so where its path starts, and the prefix before the paths, is not one", v.name, len(v.values))
 		}
 	}
 	if _, err := url.Parse(concrete.String()); err != nil {
@@ -242,17 +242,25 @@ func serverURLPath(tmpl string, vars map[string][]string) (string, error) {
 	return strings.TrimSuffix(p, "/"), nil
 }
 
-// movesPath reports whether a variable's value, put in a server URL's
-// scheme or host, could move where its path starts.
-func movesPath(value string) bool {
+// movesPath reports whether a variable's value, put at offset at of a
+// server URL split as u, before its path, could move where the path
+// starts. In the authority only a / ? or # ends it (a : is a port's), and
+// an empty value only where no scheme comes first (//{host}/v1 with host
+// empty reads as the path ///v1); in the scheme a : / ? # or an empty
+// value moves it.
+func movesPath(value string, u uriParts, at int) bool {
+	if u.authority && at >= u.authorityStart {
+		return strings.ContainsAny(value, "/?#") || value == "" && !u.scheme
+	}
 	return value == "" || strings.ContainsAny(value, ":/?#")
 }
 
-// uriParts is where a URI's path starts and ends, and whether it has a
-// scheme and an authority.
+// uriParts is where a URI's path starts and ends, whether it has a scheme
+// and an authority, and where the authority starts.
 type uriParts struct {
 	pathStart, pathEnd int
 	scheme, authority  bool
+	authorityStart     int
 }
 
 // splitURI finds the path of a URI reference as RFC 3986 section 3 splits
@@ -290,6 +298,7 @@ scheme:
 	case strings.HasPrefix(r, "//") && (at.scheme || !strings.HasPrefix(r, "///")):
 		at.authority = true
 		rest += 2
+		at.authorityStart = rest
 		if i := strings.IndexByte(s[rest:end], '/'); i >= 0 {
 			rest += i
 		} else {

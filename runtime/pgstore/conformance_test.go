@@ -106,6 +106,22 @@ var sessionStates = []storetest.SessionState{
 	},
 	sessionState("session advisory lock", `SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objid = 4242`,
 		`SELECT pg_advisory_lock(4242)`),
+	// Another role for the rest of the session, and the privileges that
+	// come with it. The role is a superuser's, so that the store's own
+	// statements after it still run.
+	sessionState("session authorization", `SELECT session_user::text`,
+		`DO $$BEGIN CREATE ROLE idemgen_session_leak SUPERUSER NOLOGIN;
+		EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END$$`,
+		`SET SESSION AUTHORIZATION idemgen_session_leak`),
+	// A channel listened to, whose notifications, another tenant's too,
+	// reach the session. LISTEN takes hold when its transaction commits,
+	// so the handler's own probe cannot see it (AtCommit).
+	func() storetest.SessionState {
+		st := sessionState("channel listened to", `SELECT count(*)::text FROM pg_listening_channels() c WHERE c = 'idemgen_leak'`,
+			`LISTEN idemgen_leak`)
+		st.AtCommit = true
+		return st
+	}(),
 }
 
 // sessionState is a storetest.SessionState that leaves stmts and reads the

@@ -6,9 +6,11 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
 	"github.com/idemgen/idemgen/runtime/storetest"
@@ -22,9 +24,14 @@ func target(c redis.UniversalClient, opts ...redisstore.Option) storetest.Target
 		if clock != nil {
 			o = append(o, redisstore.WithClock(clock.Now))
 		}
+		s := storeOn(t, c, o...)
 		return storetest.Instance{
-			Store: storeOn(t, c, o...),
+			Store: s,
 			Dump:  func(t *testing.T) []byte { return dumpKeys(t, c) },
+			// A phase expires by Redis's clock, whatever the store's.
+			PhaseTTL: func(ctx context.Context, id idemstore.Identity, name string) (time.Duration, error) {
+				return c.PTTL(ctx, s.PhaseKey(id, name)).Result()
+			},
 		}
 	}}
 }

@@ -65,11 +65,27 @@ func Run(t *testing.T, target Target) {
 		{"ConcurrentClaims", testConcurrentClaims},
 		{"Sweep", testSweep},
 		{"WaitEnded", testWaitEnded},
+		{"LargeBodyRoundTrip", func(t *testing.T, s idemstore.Store) { testLargeBody(t, s, plainFinisher(s)) }},
+		{"IdentityFieldsStayApart", func(t *testing.T, s idemstore.Store) { testIdentityFields(t, s, plainFinisher(s)) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, target.Open(t, nil).Store)
+		})
+	}
+	onClock := []struct {
+		name string
+		fn   func(t *testing.T, c clocked)
+	}{
+		{"LeaseFractionHolds", testLeaseFraction},
+		{"LongTTLOutlivesItsClock", func(t *testing.T, c clocked) { testLongTTL(t, c, plainFinisher(c.Store)) }},
+		{"ConcurrentTakeovers", testConcurrentTakeovers},
+	}
+	for _, tc := range onClock {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, openClocked(t, target))
 		})
 	}
 }
@@ -829,10 +845,8 @@ func testIsolation(t *testing.T, s idemstore.Store) {
 func testConcurrentClaims(t *testing.T, s idemstore.Store) {
 	const goroutines, keys = 32, 20
 	var (
-		mu   sync.Mutex
-		wins = make(map[string]int)
-		errs []error
-		wg   sync.WaitGroup
+		ta tally
+		wg sync.WaitGroup
 	)
 	start := make(chan struct{})
 	for g := range goroutines {
@@ -845,32 +859,58 @@ func testConcurrentClaims(t *testing.T, s idemstore.Store) {
 				// that every key sees contention from the first moment.
 				key := fmt.Sprintf("k%02d", (k+g)%keys)
 				res, err := s.Claim(context.Background(), newRequest(key).claim())
-				mu.Lock()
-				switch {
-				case err != nil:
-					errs = append(errs, fmt.Errorf("%s: %w", key, err))
-				case res.Won:
-					wins[key]++
-				case res.Existing.State != idemstore.StateInFlight:
-					errs = append(errs, fmt.Errorf("%s: lost to a %q row, want in_flight", key, res.Existing.State))
-				}
-				mu.Unlock()
+				ta.add(key, res, err)
 			}
 		}()
 	}
 	close(start)
 	wg.Wait()
-	for i, err := range errs {
+	var all []string
+	for k := range keys {
+		all = append(all, fmt.Sprintf("k%02d", k))
+	}
+	ta.report(t, all, "won")
+}
+
+// tally counts what claims of the same request made at once met: the
+// wins of each key, and the errors and losses to anything but the
+// winner's in-flight row.
+type tally struct {
+	mu   sync.Mutex
+	wins map[string]int
+	errs []error
+}
+
+func (ta *tally) add(key string, res idemstore.Result, err error) {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	switch {
+	case err != nil:
+		ta.errs = append(ta.errs, fmt.Errorf("%s: %w", key, err))
+	case res.Won:
+		if ta.wins == nil {
+			ta.wins = map[string]int{}
+		}
+		ta.wins[key]++
+	case res.Existing.State != idemstore.StateInFlight:
+		ta.errs = append(ta.errs, fmt.Errorf("%s: lost to a %q row, want in_flight", key, res.Existing.State))
+	}
+}
+
+// report fails t for the first errors and for each of keys not won
+// exactly once; won says what a win was.
+func (ta *tally) report(t *testing.T, keys []string, won string) {
+	t.Helper()
+	for i, err := range ta.errs {
 		if i == 5 {
-			t.Errorf("... and %d more errors", len(errs)-5)
+			t.Errorf("... and %d more errors", len(ta.errs)-5)
 			break
 		}
 		t.Error(err)
 	}
-	for k := range keys {
-		key := fmt.Sprintf("k%02d", k)
-		if wins[key] != 1 {
-			t.Errorf("key %s won %d times, want exactly once", key, wins[key])
+	for _, key := range keys {
+		if n := ta.wins[key]; n != 1 {
+			t.Errorf("key %s %s %d times at once, want exactly once", key, won, n)
 		}
 	}
 }

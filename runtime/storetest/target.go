@@ -57,6 +57,11 @@ type Instance struct {
 	// transaction is rolled back without Commit or Rollback, and the
 	// connection is gone. It returns when the database has seen it.
 	Crash func(ctx context.Context, tx idemstore.Tx) error
+	// PhaseTTL, for a store whose recovery points expire by a clock the
+	// test cannot set (Redis's own), reports the time phase name of id
+	// has left, so that the phase suite can check a long ttl without
+	// waiting it out.
+	PhaseTTL func(ctx context.Context, id idemstore.Identity, name string) (time.Duration, error)
 	// Dump returns every byte the store keeps (a table's rows, Redis's
 	// keys and values), for the check that secrets stay out of it.
 	Dump func(t *testing.T) []byte

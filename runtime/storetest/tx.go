@@ -25,6 +25,14 @@ type txStore struct {
 	Exec           func(ctx context.Context, tx any, sql string) error
 	SkipLeaseFence string
 	Session        []SessionState
+	TxClaims       TxClaims
+	Crash          func(ctx context.Context, tx idemstore.Tx) error
+}
+
+// newTxStore is the txStore of in, a store of target.
+func newTxStore(target Target, in Instance, store idemstore.Transactor) txStore {
+	return txStore{Store: store, Write: in.Write, Count: in.Count, Exec: in.Exec,
+		SkipLeaseFence: target.SkipLeaseFence, Session: target.Session, TxClaims: target.TxClaims, Crash: in.Crash}
 }
 
 // loserDeadline bounds how long a losing claim may take while the winner
@@ -60,14 +68,78 @@ func RunTx(t *testing.T, target Target) {
 		{"SessionIsNotShared", testTxSessionIsNotShared},
 		{"HandlerChainsTx", testTxHandlerChainsTx},
 		{"WaitEndsWhileTxOpen", testTxWaitEnded},
+		{"LargeBodyRoundTrip", func(t *testing.T, s txStore) { testLargeBody(t, s.Store, txFinisher(s)) }},
+		{"IdentityFieldsStayApart", func(t *testing.T, s txStore) { testIdentityFields(t, s.Store, txFinisher(s)) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			in, store := OpenTx(t, target)
-			tc.fn(t, txStore{Store: store, Write: in.Write, Count: in.Count, Exec: in.Exec,
-				SkipLeaseFence: target.SkipLeaseFence, Session: target.Session})
+			tc.fn(t, newTxStore(target, in, store))
 		})
+	}
+	onClock := []struct {
+		name string
+		fn   func(t *testing.T, c clocked, s txStore)
+	}{
+		{"LeaseFractionHolds", testTxLeaseFraction},
+		{"LongTTLOutlivesItsClock", func(t *testing.T, c clocked, s txStore) { testLongTTL(t, c, txFinisher(s)) }},
+	}
+	for _, tc := range onClock {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := openClocked(t, target)
+			store, ok := c.Store.(idemstore.Transactor)
+			if !ok {
+				t.Fatalf("storetest: the transactional suites need a Store that is an idemstore.Transactor (%T)", c.Store)
+			}
+			tc.fn(t, c, newTxStore(target, c.Instance, store))
+		})
+	}
+}
+
+// testTxLeaseFraction: a transactional claim's lease of a fraction of a
+// second over whole seconds holds for all of it. Where the claim is
+// committed before the handler's transaction (TxClaimCommitted), the
+// handler's process dies, so that the claim stands alone: a retry 1.2 s
+// into a 1.5 s lease (2.2 s into 2.5 s) loses, and one just past it takes
+// over, on the test's clock. Where the claim lives in the handler's
+// transaction, the lease bounds the transaction itself, by the database's
+// own timers: a handler idle 2.1 s into a 2.9 s lease still commits. A
+// store that kept the lease in whole seconds would let the retry in, or
+// end the transaction, early.
+func testTxLeaseFraction(t *testing.T, c clocked, s txStore) {
+	ctx := context.Background()
+	if s.TxClaims != TxClaimCommitted {
+		const lease, idle = 2900 * time.Millisecond, 2100 * time.Millisecond
+		r := newRequest("k-fraction")
+		r.lease = lease
+		tx := mustClaimTx(t, s, r.claim())
+		mustWrite(t, s, tx, "fraction")
+		time.Sleep(idle)
+		if err := tx.Commit(ctx, sampleResponse()); err != nil {
+			t.Fatalf("Commit %v into a %v lease: %v", idle, lease, err)
+		}
+		wantCount(t, s, "fraction", 1)
+		return
+	}
+	if s.Crash == nil {
+		t.Skip("the store's test gives no Crash")
+	}
+	for i, lease := range []time.Duration{1500 * time.Millisecond, 2500 * time.Millisecond} {
+		r := newRequest(fmt.Sprintf("k-fraction-%d", i))
+		r.lease = lease
+		if err := s.Crash(ctx, mustClaimTx(t, s, r.claim())); err != nil {
+			t.Fatalf("crash: %v", err)
+		}
+		c.advance(t, lease-300*time.Millisecond)
+		if res := mustClaim(t, s.Store, r.claim()); res.Won {
+			t.Errorf("a retry %v into a transactional claim's %v lease won it", lease-300*time.Millisecond, lease)
+		}
+		c.advance(t, 301*time.Millisecond)
+		if res := mustWin(t, s.Store, r.claim()); !res.TookOver {
+			t.Errorf("lease %v: the claim just past it won without taking over", lease)
+		}
 	}
 }
 
@@ -478,15 +550,30 @@ func rawEnd(t *testing.T, s txStore, tx idemstore.Tx, stmt, marker string) bool 
 	if s.Exec(context.Background(), tx.Driver(), stmt) == nil {
 		return true
 	}
+	writeAfterRefusal(s, tx, marker)
 	wantRefused(t, s, tx.Commit(context.Background(), sampleResponse()), true, stmt, marker)
 	return false
 }
 
+// afterRefusal marks the write a handler makes after its statement was
+// refused.
+const afterRefusal = " after the refusal"
+
+// writeAfterRefusal is a handler's write, after its statement that would
+// end the transaction was refused, as if nothing had happened. The store
+// may refuse it too.
+func writeAfterRefusal(s txStore, tx idemstore.Tx, marker string) {
+	_ = s.Write(context.Background(), tx.Driver(), marker+afterRefusal)
+}
+
 // wantRefused checks the end of a transaction (err, a Commit's when
 // commit) whose handler's stmt, after a write of marker, the store
-// refused: a Commit stores the write once, or fails, not with
+// refused, and after which the handler wrote again (writeAfterRefusal):
+// a Commit stores the first write once, or fails, not with
 // idemstore.ErrOutcomeUnknown, having rolled it back; a release writes
-// nothing.
+// nothing. The write after the refusal is in the same transaction: a
+// store that ended the transaction at the refused statement would let it
+// commit on its own.
 func wantRefused(t *testing.T, s txStore, err error, commit bool, stmt, marker string) {
 	t.Helper()
 	switch {
@@ -494,8 +581,12 @@ func wantRefused(t *testing.T, s txStore, err error, commit bool, stmt, marker s
 		t.Errorf("ending the transaction after its handler's %q was refused: %v", stmt, err)
 	case commit && err == nil:
 		wantCount(t, s, marker, 1)
+		if n, cerr := s.Count(context.Background(), marker+afterRefusal); cerr != nil || n > 1 {
+			t.Errorf("committed writes of %q = %d, %v; want at most 1", marker+afterRefusal, n, cerr)
+		}
 	default:
 		wantCount(t, s, marker, 0)
+		wantCount(t, s, marker+afterRefusal, 0)
 	}
 }
 

@@ -58,6 +58,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -206,6 +207,10 @@ func modelSeeds(opts Options) ([]int64, int, error) {
 	return seeds, steps, nil
 }
 
+// longestTTL is the longest TTL a sequence's claims carry: hours, against
+// leases and other TTLs of seconds.
+const longestTTL = 3 * time.Hour
+
 // modelEpoch is where every store's clock starts: a fixed instant, so that
 // runs repeat exactly, on a whole second.
 func modelEpoch() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
@@ -229,6 +234,10 @@ func modelRequests() []modelRequest {
 	b := idemstore.Identity{Tenant: "t1", Scope: "createTransfer", Key: "k2"}
 	tenant := idemstore.Identity{Tenant: "t1", Scope: "", Key: "k1"}
 	other := idemstore.Identity{Tenant: "t2", Scope: "createTransfer", Key: "k1"}
+	// Two keys whose tenant and key, joined with a colon, spell the same
+	// text.
+	colonKey := idemstore.Identity{Tenant: "t3", Scope: "createTransfer", Key: "a:b"}
+	colonTenant := idemstore.Identity{Tenant: "t3:a", Scope: "createTransfer", Key: "b"}
 	return []modelRequest{
 		{a, "createTransfer", "b1", 5},
 		{a, "createTransfer", "b2", 2},
@@ -237,6 +246,8 @@ func modelRequests() []modelRequest {
 		{tenant, "createRefund", "b1", 1},
 		{tenant, "createTransfer", "b2", 1},
 		{other, "createTransfer", "b1", 1},
+		{colonKey, "createTransfer", "b1", 1},
+		{colonTenant, "createTransfer", "b1", 1},
 	}
 }
 
@@ -328,8 +339,11 @@ func generateOps(seed int64, n int, tx bool) []modelOp {
 	for _, rq := range modelRequests() {
 		requestWeights = append(requestWeights, rq.weight)
 	}
-	leases := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
-	ttls := []time.Duration{2 * time.Second, 3 * time.Second, 4 * time.Second, 6 * time.Second, 10 * time.Second}
+	// Leases of a second and a half, so that one kept in whole seconds
+	// runs out early, and a TTL of hours among TTLs of seconds, for a
+	// store that caps a TTL.
+	leases := []time.Duration{time.Second, 1500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond, 3 * time.Second}
+	ttls := []time.Duration{2 * time.Second, 3 * time.Second, 4 * time.Second, 6 * time.Second, 10 * time.Second, longestTTL}
 	ops := make([]modelOp, n)
 	for i := range ops {
 		x := rng.IntN(total)
@@ -354,16 +368,19 @@ func generateOps(seed int64, n int, tx bool) []modelOp {
 		switch kind {
 		case opClock:
 			// Mostly steps within a lease, some across leases and TTLs, a
-			// few past every TTL.
-			switch r := rng.IntN(20); {
-			case r < 8:
+			// few past every TTL of seconds, and a few of minutes within
+			// the TTL of hours.
+			switch r := rng.IntN(40); {
+			case r < 16:
 				op.dt = time.Duration(1+rng.IntN(200)) * time.Millisecond
-			case r < 15:
+			case r < 30:
 				op.dt = time.Duration(200+rng.IntN(1800)) * time.Millisecond
-			case r < 19:
+			case r < 37:
 				op.dt = time.Duration(2000+rng.IntN(3000)) * time.Millisecond
-			default:
+			case r < 39:
 				op.dt = 12 * time.Second
+			default:
+				op.dt = time.Duration(2+rng.IntN(20)) * time.Minute
 			}
 		case opSweep:
 			op.limit = []int{1, 2, 3, 100}[rng.IntN(4)]
@@ -446,7 +463,7 @@ func (d *modelDriver) replay(t *testing.T, ops []modelOp) *modelFailure {
 	if d.replays > 0 {
 		// Past every lease and TTL of the last replay, then sweep: nothing of
 		// it can meet this one, not even in a sweep's count.
-		d.clock = d.clock.Add(time.Minute).Truncate(time.Second)
+		d.clock = d.clock.Add(longestTTL + time.Minute).Truncate(time.Second)
 	}
 	if err := d.target.SetClock(ctx, d.clock); err != nil {
 		t.Fatalf("model: set clock: %v", err)
@@ -642,7 +659,7 @@ func (r *modelRun) viewResult(res idemstore.Result) claimView {
 		}
 	}
 	if e.Response != nil {
-		v.Response = &respView{e.Response.Status, e.Response.Header, string(e.Response.Body), e.Response.Omitted}
+		v.Response = &respView{e.Response.Status, e.Response.Header, bodyView(e.Response.Body), e.Response.Omitted}
 	}
 	return v
 }
@@ -707,7 +724,7 @@ func (r *modelRun) rowView(row *mrow) claimView {
 		v.LeaseRemaining = row.leaseUntil.Sub(r.now)
 	}
 	if row.state == idemstore.StateCompleted && row.resp != nil {
-		v.Response = &respView{row.resp.Status, row.resp.Header, string(row.resp.Body), row.resp.Omitted}
+		v.Response = &respView{row.resp.Status, row.resp.Header, bodyView(row.resp.Body), row.resp.Omitted}
 	}
 	return v
 }
@@ -784,8 +801,23 @@ func (r *modelRun) claimStep(op modelOp) (string, *modelFailure) {
 	return line, nil
 }
 
+// bodyView is a body as an answer is compared by: itself, or for a large
+// one its length and digest, so that a failure prints a line rather than
+// a megabyte.
+func bodyView(b []byte) string {
+	if len(b) <= 1<<10 {
+		return string(b)
+	}
+	return fmt.Sprintf("(%d bytes, crc32c %08x)", len(b), crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// largeBodySize is the size of a large answer's body: the 1 MiB a server
+// reads of a body by default.
+const largeBodySize = 1 << 20
+
 // modelResponse is the response of step variant n: a few statuses, a
-// header with two values, a body that is not text, sometimes omitted.
+// header with two values, a body that is not text, sometimes omitted,
+// and one in twenty a body of a megabyte.
 func modelResponse(n int) idemstore.Response {
 	resp := idemstore.Response{
 		Status: []int{201, 200, 422, 409}[n%4],
@@ -794,6 +826,9 @@ func modelResponse(n int) idemstore.Response {
 			"Location":     {fmt.Sprintf("/r/%d", n)},
 		},
 		Body: []byte(fmt.Sprintf("{\"n\":%d}\x00\xff", n)),
+	}
+	if n%20 == 7 {
+		resp.Body = bytes.Repeat(resp.Body, largeBodySize/len(resp.Body))
 	}
 	if n%3 == 0 {
 		resp.Header["X-Multi"] = []string{"one", strconv.Itoa(n)}

@@ -7,7 +7,8 @@ import (
 )
 
 // TestMutants runs the mutation run on the store, on a single Redis: every
-// mutant must fail the conformance suite and the model-based test.
+// mutant must fail the conformance suite and the model-based test, and
+// one that breaks recovery points the phase suite.
 func TestMutants(t *testing.T) {
-	mutant.Run(t, target(singleClient(t)), mutant.Cases(mutant.All(), mutant.Conformance, mutant.Model))
+	mutant.Run(t, target(singleClient(t)), mutant.Cases(mutant.All(), mutant.Conformance, mutant.Model, mutant.Phases))
 }

@@ -35,6 +35,7 @@ func effectsRun(t *testing.T, r run, broken string, gap time.Duration) (run, *pr
 		rk.set(kill)
 	}
 	r.name += " effects"
+	r.smallBodies = true
 	r.env = append(r.env[:len(r.env):len(r.env)], envProcessor+"="+p.srv.URL, envReceiver+"="+rc.srv.URL)
 	if broken != "" {
 		r.name += " " + broken

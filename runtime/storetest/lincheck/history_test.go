@@ -87,7 +87,16 @@ func (o *op) describe(end bool) string {
 	if o.Faulted {
 		f = " [faulted]"
 	}
-	return fmt.Sprintf("op %d %s %s %s → %s%s", o.ID, part, o.Key, o.Body, a, f)
+	return fmt.Sprintf("op %d %s %s %s → %s%s", o.ID, part, o.Key, abridged(o.Body), abridged(a), f)
+}
+
+// abridged is s, or for a long s (a large body) its start and its length.
+func abridged(s string) string {
+	const keep = 120
+	if len(s) <= keep {
+		return s
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:keep], len(s))
 }
 
 // window is one injected fault, from its start to its end.
@@ -113,6 +122,10 @@ type run struct {
 	hangUps bool
 	// kill adds kill -9 and restart of the service to the faults.
 	kill bool
+	// smallBodies: the workload sends no large bodies (the effects mode,
+	// whose receipt carries the body into an outbox that limits its
+	// payloads).
+	smallBodies bool
 	// arm, when set, is given while the clients run a kill -9 and restart
 	// of the service that records its fault as kind, for the run's own
 	// parties to call at the moments they choose. A call while another
@@ -310,6 +323,8 @@ type workload struct {
 	keys  []string
 	later []retry
 	ops   []*op
+	// large: one key in largeBodyKeys carries a large body.
+	large bool
 }
 
 // retry is a request its client sends again once due, as a client does
@@ -352,8 +367,20 @@ func (w *workload) pick(rng *rand.Rand) (key, body string) {
 	if rng.IntN(8) == 0 {
 		amount += 1000
 	}
+	if w.large && n%largeBodyKeys == largeBodyKeys/2 {
+		// A body, and so an answer, larger than a store might cut a
+		// response to.
+		return key, fmt.Sprintf(`{"amount":%d,"pad":"%s"}`, amount, strings.Repeat("p", largeBodyPad))
+	}
 	return key, fmt.Sprintf(`{"amount":%d}`, amount)
 }
+
+// One key in largeBodyKeys carries a body padded with largeBodyPad bytes:
+// more than the 64 KiB a column or a value of that size would keep.
+const (
+	largeBodyKeys = 16
+	largeBodyPad  = 96 << 10
+)
 
 // retryLater schedules o again 0.5-4 s from now, past the lease at times.
 func (w *workload) retryLater(o *op, rng *rand.Rand) {
@@ -425,7 +452,7 @@ func history(t *testing.T, r run, d time.Duration, sd uint64) report {
 			wmu.Unlock()
 		})
 	}
-	var wl workload
+	wl := workload{large: !r.smallBodies}
 	for c := range clients {
 		wg.Add(1)
 		go func() {
@@ -638,7 +665,8 @@ func illegalKeys(pm porcupine.Model, history []porcupine.Operation) []string {
 // violations and, when the history is not linearizable, the path of
 // porcupine's visualization.
 func check(rep report, m model) (violations []string, viz string) {
-	return checkWithin(rep, m, 5*time.Minute)
+	violations, viz, _ = checkWithin(rep, m, 5*time.Minute)
+	return violations, viz
 }
 
 // When the whole history was refused, illegalKeys says which keys: at most
@@ -651,8 +679,9 @@ const (
 )
 
 // checkWithin is check with porcupine's search bounded by d; a history it
-// cannot decide in d is a violation that says so.
-func checkWithin(rep report, m model, d time.Duration) (violations []string, viz string) {
+// cannot decide in d is a violation that says so. It returns porcupine's
+// verdict too: Unknown when the search ran out of time.
+func checkWithin(rep report, m model, d time.Duration) (violations []string, viz string, res porcupine.CheckResult) {
 	history := operations(rep.ops)
 	pm := m.porcupine()
 	res, info := porcupine.CheckOperationsVerbose(pm, history, d)
@@ -667,7 +696,7 @@ func checkWithin(rep report, m model, d time.Duration) (violations []string, viz
 			}
 		}
 	}
-	return append(violations, checkEffects(rep)...), viz
+	return append(violations, checkEffects(rep)...), viz, res
 }
 
 // checkEffects judges the effects read back: no key has more than one,

@@ -57,13 +57,16 @@ const serviceLease = 2 * time.Second
 
 // policy is the service's one protected operation, with a whole-body
 // fingerprint. Transactional stores run it in the key's transaction with
-// takeover; the others fail closed.
+// takeover; the others fail closed. It keeps answers of up to 1 MiB for
+// replay, so that the large bodies of the workload are stored whole.
 func policy(transactional bool) idem.Policy {
 	mode := idemstore.FailClosed
 	if transactional {
 		mode = idemstore.Takeover
 	}
-	return enginetest.EnginePolicy(operationID, "/transfers", serviceLease, mode, transactional)
+	p := enginetest.EnginePolicy(operationID, "/transfers", serviceLease, mode, transactional)
+	p.MaxSnapshotBytes = 1 << 20
+	return p
 }
 
 // TestServiceProcess is the service when the test binary runs as a child

@@ -18,6 +18,9 @@ type calls struct {
 	claimTx func(ctx context.Context, c idemstore.Claim) (idemstore.Result, idemstore.Tx, error)
 	// commit ends inner, the wrapped store's own transaction.
 	commit func(ctx context.Context, inner idemstore.Tx, resp idemstore.Response) error
+	// loadPhase and recordPhase are set only for an idemstore.PhaseStore.
+	loadPhase   func(ctx context.Context, id idemstore.Identity, name string) ([]byte, bool, error)
+	recordPhase func(ctx context.Context, id idemstore.Identity, name string, result []byte, ttl time.Duration) ([]byte, error)
 }
 
 // newCalls is s's own methods.
@@ -28,6 +31,9 @@ func newCalls(s idemstore.Store) *calls {
 		c.commit = func(ctx context.Context, inner idemstore.Tx, resp idemstore.Response) error {
 			return inner.Commit(ctx, resp)
 		}
+	}
+	if ps, ok := s.(idemstore.PhaseStore); ok {
+		c.loadPhase, c.recordPhase = ps.LoadPhase, ps.RecordPhase
 	}
 	return c
 }
@@ -114,19 +120,67 @@ func Unwrap(t idemstore.Tx) idemstore.Tx {
 	return t
 }
 
+// phases are a wrapped idemstore.PhaseStore's own methods, through its
+// calls.
+type phases struct {
+	ps idemstore.PhaseStore
+	c  *calls
+}
+
+func (p *phases) LoadPhase(ctx context.Context, id idemstore.Identity, name string) ([]byte, bool, error) {
+	return p.c.loadPhase(ctx, id, name)
+}
+
+func (p *phases) RecordPhase(ctx context.Context, id idemstore.Identity, name string, result []byte, ttl time.Duration) ([]byte, error) {
+	return p.c.recordPhase(ctx, id, name, result, ttl)
+}
+
+func (p *phases) PhasesBesideTx() bool { return p.ps.PhasesBesideTx() }
+
+// A wrapped store of each kind that keeps phases too.
+type (
+	phasedStore struct {
+		*store
+		*phases
+	}
+	phasedSweeping struct {
+		sweeping
+		*phases
+	}
+	phasedTxStore struct {
+		*txStore
+		*phases
+	}
+	phasedSweepingTx struct {
+		sweepingTx
+		*phases
+	}
+)
+
 // wrap returns s with its methods going through c; it is an
-// idemstore.Transactor and an idemstore.Sweeper when s is.
+// idemstore.Transactor, an idemstore.Sweeper and an idemstore.PhaseStore
+// when s is.
 func wrap(s idemstore.Store, c *calls) idemstore.Store {
 	w := &store{inner: s, c: c}
 	sw, sweeps := s.(idemstore.Sweeper)
 	tr, isTx := s.(idemstore.Transactor)
+	ps, keepsPhases := s.(idemstore.PhaseStore)
+	p := &phases{ps: ps, c: c}
 	switch {
+	case isTx && sweeps && keepsPhases:
+		return phasedSweepingTx{sweepingTx{&txStore{store: w, tr: tr}, sw}, p}
 	case isTx && sweeps:
 		return sweepingTx{&txStore{store: w, tr: tr}, sw}
+	case isTx && keepsPhases:
+		return phasedTxStore{&txStore{store: w, tr: tr}, p}
 	case isTx:
 		return &txStore{store: w, tr: tr}
+	case sweeps && keepsPhases:
+		return phasedSweeping{sweeping{w, sw}, p}
 	case sweeps:
 		return sweeping{w, sw}
+	case keepsPhases:
+		return phasedStore{w, p}
 	}
 	return w
 }

@@ -2,6 +2,9 @@ package idemclient
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -50,10 +53,13 @@ func (t *Transport) verdict(res *http.Response, head []byte, err error, keyed bo
 	if !mayRetry(res, keyed) {
 		return false, 0, 0
 	}
-	if res.StatusCode == http.StatusConflict && ProblemType(head) != problem.InProgress {
+	if res.StatusCode == http.StatusConflict && problemOf(res, head) != problem.InProgress {
 		// Only request-in-progress is worth waiting for; outcome-unknown
 		// and response-not-replayable stay what they are, and a 409 of the
 		// application's own is a business answer.
+		return false, 0, 0
+	}
+	if res.StatusCode == http.StatusInternalServerError && finalProblem(problemOf(res, head)) {
 		return false, 0, 0
 	}
 	wait = t.backoff(retries)
@@ -80,6 +86,22 @@ func (t *Transport) verdict(res *http.Response, head []byte, err error, keyed bo
 // without a key has no record, and the header on its answer means nothing.
 func mayRetry(res *http.Response, keyed bool) bool {
 	return retryableStatus(res.StatusCode) && !(keyed && replayed(res))
+}
+
+// finalProblem reports whether a 500 with the problem type name is final:
+// the key is not free for a retry (outcome-unknown: the writes may or may
+// not stand, and the key stays held or indeterminate;
+// stored-response-unreadable: the request ran and its record cannot be
+// opened), or the server cannot run the operation until it is fixed
+// (transaction-unavailable, request-body-read-in-front). Each tells the
+// caller to contact support, which a retry would hide behind the 409s of
+// the held key or spend the budget on.
+func finalProblem(name string) bool {
+	switch name {
+	case problem.OutcomeUnknown, problem.ResponseUnreadable, problem.TransactionMissing, problem.BodyReadInFront:
+		return true
+	}
+	return false
 }
 
 // retryableStatus reports whether an answer with status code may call for
@@ -166,6 +188,38 @@ func peek(res *http.Response) []byte {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), res.Body), res.Body}
 	return head
+}
+
+// problemOf is the problem type name of an answer whose body starts with
+// head, decoded first when the answer is gzip- or deflate-encoded (a
+// caller that set Accept-Encoding itself gets the body as it came, and
+// compression middleware encodes problems too), reading at most peekLimit
+// decoded bytes.
+func problemOf(res *http.Response, head []byte) string {
+	var r io.Reader
+	switch strings.ToLower(strings.TrimSpace(res.Header.Get("Content-Encoding"))) {
+	case "", "identity":
+		return ProblemType(head)
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(head))
+		if err != nil {
+			return ""
+		}
+		r = zr
+	case "deflate":
+		// RFC 9110's deflate is zlib-wrapped; some servers send it raw.
+		if zr, err := zlib.NewReader(bytes.NewReader(head)); err == nil {
+			r = zr
+		} else {
+			r = flate.NewReader(bytes.NewReader(head))
+		}
+	default:
+		return ""
+	}
+	// A head cut at peekLimit ends its stream early: what was decoded of
+	// it is read all the same.
+	body, _ := io.ReadAll(io.LimitReader(r, peekLimit))
+	return ProblemType(body)
 }
 
 // ProblemType returns the problem type name of an RFC 9457 body: the last

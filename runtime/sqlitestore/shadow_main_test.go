@@ -12,14 +12,16 @@ import (
 )
 
 // The authorizer refuses a temporary table, view or trigger named as one of
-// the store's tables (storeObject), but reads ALTER TABLE's second argument,
-// which is the table's old name: a temporary table made under another name
-// and renamed to idempotency_keys shadows the store's table all the same,
-// and a temporary virtual table (SQLITE_CREATE_VTABLE) is not looked at.
-// The completion, an unqualified UPDATE run on the handler's connection,
-// then writes the copy: the client gets 201, the key's row stays in
-// flight, and the retry after the lease takes the key over and commits the
-// handler's write a second time (docs/semantics.md §7.2).
+// the store's tables (storeObject). ALTER TABLE shows it the table's old
+// name only, so a temporary table made under another name and renamed to
+// idempotency_keys would shadow the store's table all the same (ALTER
+// TABLE is refused altogether now), and a temporary virtual table
+// (SQLITE_CREATE_VTABLE) was once not looked at. Were either to pass, the
+// completion, an unqualified UPDATE run on the handler's connection,
+// would write the copy: the client would get 201, the key's row would
+// stay in flight, and the retry after the lease would take the key over
+// and commit the handler's write a second time (docs/semantics.md §7.2).
+// The store's statements name main's tables besides.
 func TestStoreStatementsNameMainsTables(t *testing.T) {
 	cases := map[string][]string{
 		"temporary table renamed": {

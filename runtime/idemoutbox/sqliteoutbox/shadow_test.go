@@ -14,10 +14,11 @@ import (
 )
 
 // sqlitestore's authorizer refuses a temporary table named
-// idempotency_outbox, but not one made under another name and renamed to
-// it (ALTER TABLE's argument is the old name): Stage's unqualified INSERT
-// then writes the temporary table, the request commits, and the effect is
-// never delivered (docs/semantics.md §8.3: the row exists if and only if
+// idempotency_outbox; one made under another name and renamed to it
+// (ALTER TABLE's argument is the old name, and ALTER TABLE is refused
+// altogether now) would make Stage's unqualified INSERT write the
+// temporary table, the request commit, and the effect never be
+// delivered (docs/semantics.md §8.3: the row exists if and only if
 // the request's writes committed).
 func TestStageWritesMainsOutbox(t *testing.T) {
 	ctx := context.Background()

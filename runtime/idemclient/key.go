@@ -21,8 +21,21 @@ import (
 var ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
 
 // freshKey returns a new key: 128 random bits in base32, 26 characters,
-// which no two clients will ever draw alike.
-func freshKey() string { return rand.Text() }
+// which no two clients will ever draw alike; cut to maxLen characters (5
+// random bits each) for an operation whose keys are shorter, which New
+// allows down to minFreshKey.
+func freshKey(maxLen int) string {
+	k := rand.Text()
+	if maxLen > 0 && maxLen < len(k) {
+		k = k[:maxLen]
+	}
+	return k
+}
+
+// minFreshKey is the shortest key the Transport draws: 16 characters, 80
+// random bits, which two keys of one tenant and operation within a TTL do
+// not share by chance.
+const minFreshKey = 16
 
 // checkKey applies the server's rule (docs/semantics.md §2) for a key carried
 // in where to a key the caller chose: key.CheckBody for a body key,
@@ -138,7 +151,7 @@ func dropEmptyQuery(req *http.Request, name string) {
 
 func chooseKey(want string, op *Operation) (string, error) {
 	if want == "" {
-		return freshKey(), nil
+		return freshKey(op.KeyMaxLength), nil
 	}
 	if err := checkKey(want, op.KeyMaxLength, op.Key.In); err != nil {
 		return "", err

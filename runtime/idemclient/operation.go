@@ -32,7 +32,8 @@ type Operation struct {
 	// Key is where the key is carried.
 	Key Key
 	// KeyMaxLength is the longest key the server accepts; zero is
-	// key.MaxLength, the extension's default.
+	// key.MaxLength, the extension's default. A key the Transport draws is
+	// cut to it; New refuses one below 16, too short for a drawn key.
 	KeyMaxLength int
 	// TTL is how long the server remembers a key after its first use; a
 	// retry after that is a new request.
@@ -121,6 +122,9 @@ func checkOperation(op Operation) (Operation, error) {
 	}
 	if op.KeyMaxLength == 0 {
 		op.KeyMaxLength = defaultKeyMaxLength
+	}
+	if op.KeyMaxLength < minFreshKey {
+		return op, fmt.Errorf("operation %q: keyMaxLength %d is shorter than the %d characters of the keys the Transport draws (80 random bits); allow keys of at least %d characters", op.ID, op.KeyMaxLength, minFreshKey, minFreshKey)
 	}
 	return op, nil
 }

@@ -110,9 +110,9 @@ var sessionStates = []storetest.SessionState{
 	// come with it. The role is a superuser's, so that the store's own
 	// statements after it still run.
 	sessionState("session authorization", `SELECT session_user::text`,
-		`DO $$BEGIN CREATE ROLE idemgen_session_leak SUPERUSER NOLOGIN;
+		`DO $$BEGIN CREATE ROLE `+sessionLeakRole+` SUPERUSER NOLOGIN;
 		EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END$$`,
-		`SET SESSION AUTHORIZATION idemgen_session_leak`),
+		`SET SESSION AUTHORIZATION `+sessionLeakRole),
 	// A channel listened to, whose notifications, another tenant's too,
 	// reach the session. LISTEN takes hold when its transaction commits,
 	// so the handler's own probe cannot see it (AtCommit).

@@ -181,15 +181,19 @@ const watchedSQL = `ARRAY[pg_catalog.to_regclass('idempotency_keys')::pg_catalog
 // written to the store's tables, by PostgreSQL's statistics of the open
 // transaction, which count a row as soon as it is written, in a
 // subtransaction rolled back too: the rows inserted or updated in
-// idempotency_keys; the rows deleted from it, written to
-// idempotency_phases, or updated or deleted in idempotency_outbox; and
+// idempotency_keys or inserted into idempotency_outbox; the rows deleted
+// from the keys, written to idempotency_phases, or updated or deleted in
+// idempotency_outbox; and
 // the role settings (ALTER ROLE or ALTER DATABASE ... SET) that apply to
 // a new session of this role in this database. PostgreSQL may still hold
 // there the counts of the session's earlier transactions, so the counts
 // are taken as the transaction begins and compared at its end
 // (sameTxCheckSQL): a claim inserts or updates its one row of
 // idempotency_keys and nothing else, the phases are recorded on sessions
-// of their own, and Stage only inserts into the outbox. A TRUNCATE, which
+// of their own, and the outbox takes only the rows StageEffect inserted
+// under the claim's identity, which the end expects beside the claim's
+// (txMark): a row the handler inserted itself, under any identity, in a
+// savepoint released or rolled back too, is one more than expected. A TRUNCATE, which
 // lowers the counts, is refused by its change to the table's pg_class
 // row. Its last count is not of writes but of the indexes and
 // constraints of the store's tables: dropping one (the key's primary key,
@@ -200,7 +204,8 @@ const watchedSQL = `ARRAY[pg_catalog.to_regclass('idempotency_keys')::pg_catalog
 // estimated dearer than one planned for each execution's values, and it
 // plans the check anew every time, at three times the cost of the check.
 const txWritesSQL = `ARRAY[pg_catalog.pg_stat_get_xact_tuples_inserted(w.rels[1])
-           OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(w.rels[1]),
+           OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(w.rels[1])
+           OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_inserted(w.rels[3]),
        pg_catalog.pg_stat_get_xact_tuples_deleted(w.rels[1])
            OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_inserted(w.rels[2])
            OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(w.rels[2])
@@ -255,7 +260,9 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 //   - in which a name of the store's tables came to resolve to another
 //     relation;
 //   - that wrote to the store's tables what pgstore did not (a row of
-//     another key deleted or rewritten, a phase, an outbox row changed),
+//     another key deleted or rewritten, a phase, an outbox row changed,
+//     or one inserted otherwise than by StageEffect: a keyless
+//     transaction stages nothing),
 //     or changed the settings that a new session of the role starts with
 //     (a search_path that makes the names resolve elsewhere on every
 //     connection opened afterwards);

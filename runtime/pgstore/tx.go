@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -176,7 +177,10 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 		}
 		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
 	}
-	return res, &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: mark, claim: &c, guard: guard}, nil
+	h := newHandlerTx(br.Tx(), s.handlerCache(began))
+	h.staging = &staging{id: c.Identity, rel: mark.rels[2]}
+	mark.staged = &h.staging.n
+	return res, &tx{s: s, conn: conn, h: h, mark: mark, claim: &c, guard: guard}, nil
 }
 
 // peek reads the row that decides c by itself (peekSQL), outside any
@@ -287,16 +291,26 @@ func begun(br pgx.BatchResults, value string, claimed bool) (began time.Time, ma
 // mark and set it again in a transaction it began itself, but not that
 // transaction's beginning, which pgstore holds here, out of its reach.
 // The zero txMark is checked by nothing: completeTxSQL makes the check
-// itself.
+// itself. staged counts the effects a keyed transaction's handler staged
+// (StageEffect), which its end expects too; nil for a keyless one, which
+// stages none.
 type txMark struct {
 	value  string
 	rels   []uint32
 	writes []int64
 	began  time.Time
+	staged *atomic.Int64
 }
 
 // checkArgs are sameTxCheckSQL's arguments, $1 to $4.
-func (m txMark) checkArgs() []any { return []any{m.value, m.rels, m.writes, m.began} }
+func (m txMark) checkArgs() []any {
+	writes := m.writes
+	if m.staged != nil {
+		writes = append([]int64(nil), m.writes...)
+		writes[0] += m.staged.Load()
+	}
+	return []any{m.value, m.rels, writes, m.began}
+}
 
 // timeoutSetting renders a lease as a PostgreSQL timeout in whole
 // milliseconds, rounded up: 0 would switch the timeout off. PostgreSQL
@@ -945,6 +959,9 @@ type handlerTx struct {
 	calls    *handlerCalls
 	prepared *preparedNames
 	cache    *handlerCache
+	// staging is what a keyed transaction stages (StageEffect), shared
+	// with its nested ones; nil for a keyless one.
+	staging *staging
 	// nested is set for a savepoint, which may end itself.
 	nested bool
 }
@@ -999,7 +1016,7 @@ func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &handlerTx{tx: inner, calls: h.calls, prepared: h.prepared, cache: h.cache, nested: true}, nil
+	return &handlerTx{tx: inner, calls: h.calls, prepared: h.prepared, cache: h.cache, staging: h.staging, nested: true}, nil
 }
 
 // Commit returns ErrTxOwned: the idempotency layer commits. A nested

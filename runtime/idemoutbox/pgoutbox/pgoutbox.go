@@ -18,7 +18,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idemoutbox"
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/internal/pgconnect"
+	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
 // Outbox stages effects and is the runner's and the operator's Store.
@@ -27,9 +29,8 @@ type Outbox struct {
 	opts idemoutbox.Options
 	// records are the deliveries its runners are recording.
 	records idemoutbox.Records
-	// stage is stageSQL naming the table by its schema, once learnt
-	// (stageStatement).
-	stage atomic.Pointer[string]
+	// table is the table named by its schema, once learnt (stageTable).
+	table atomic.Pointer[pgx.Identifier]
 	// learning is held by the Stage that is learning the schema, on a
 	// connection opened by connect.
 	learning chan struct{}
@@ -55,21 +56,26 @@ func (o *Outbox) Records() *idemoutbox.Records { return &o.records }
 // staging nothing, with idemoutbox.ErrNotTransactional outside such a
 // request, idemoutbox.ErrTooLarge for a payload over the limit and
 // idemoutbox.ErrStagedTwice for a name the request already staged; the
-// handler then answers a problem.
+// handler then answers a problem. pgstore inserts the row
+// (pgstore.StageEffect), and its end of the transaction commits no other
+// row of the outbox.
 func (o *Outbox) Stage(ctx context.Context, name string, payload []byte) error {
 	return idemoutbox.Stage(ctx, o.opts, name, payload, func(tx pgx.Tx, s idemoutbox.Staged) (bool, error) {
-		stage, err := o.stageStatement(ctx)
+		table, err := o.stageTable(ctx)
 		if err != nil {
 			return false, err
 		}
-		tag, err := tx.Exec(ctx, stage, s.Tenant, s.Scope, s.Key, s.EffectKey, s.Name, s.Payload)
-		return tag.RowsAffected() == 1, err
+		id := idemstore.Identity{Tenant: s.Tenant, Scope: s.Scope, Key: s.Key}
+		inserted, err := pgstore.StageEffect(ctx, tx, table, id, s.EffectKey, s.Name, s.Payload)
+		if errors.Is(err, pgstore.ErrNoStaging) {
+			err = fmt.Errorf("%w: %w", idemoutbox.ErrNotTransactional, err)
+		}
+		return inserted, err
 	})
 }
 
-// stageStatement returns stageSQL with the outbox's table named by its
-// schema, as a session of the pool, which pgstore hands out reset, finds
-// it. Stage runs on the handler's session, under whatever search_path or
+// stageTable returns the outbox's table named by its schema, as a
+// session of the pool, which pgstore hands out reset, finds it. Stage runs on the handler's session, under whatever search_path or
 // temporary table of the same name the handler made; named so, the effect
 // is staged in the table the runners read, or the statement fails and the
 // request with it, never somewhere no runner looks (docs/semantics.md
@@ -80,26 +86,26 @@ func (o *Outbox) Stage(ctx context.Context, name string, payload []byte) error {
 // stage at once may hold every connection of the pool, each waiting in
 // its first Stage for one of the others'. One Stage learns it at a time;
 // the others wait for its answer.
-func (o *Outbox) stageStatement(ctx context.Context) (string, error) {
-	if s := o.stage.Load(); s != nil {
-		return *s, nil
+func (o *Outbox) stageTable(ctx context.Context) (pgx.Identifier, error) {
+	if t := o.table.Load(); t != nil {
+		return *t, nil
 	}
 	select {
 	case o.learning <- struct{}{}:
 	case <-ctx.Done():
-		return "", fmt.Errorf("pgoutbox: stage: %w", ctx.Err())
+		return nil, fmt.Errorf("pgoutbox: stage: %w", ctx.Err())
 	}
 	defer func() { <-o.learning }()
-	if s := o.stage.Load(); s != nil {
-		return *s, nil
+	if t := o.table.Load(); t != nil {
+		return *t, nil
 	}
 	schema, err := o.tableSchema(ctx)
 	if err != nil {
-		return "", fmt.Errorf("pgoutbox: stage: %w", err)
+		return nil, fmt.Errorf("pgoutbox: stage: %w", err)
 	}
-	s := fmt.Sprintf(stageSQL, pgx.Identifier{schema, "idempotency_outbox"}.Sanitize())
-	o.stage.Store(&s)
-	return s, nil
+	t := pgx.Identifier{schema, "idempotency_outbox"}
+	o.table.Store(&t)
+	return t, nil
 }
 
 // tableSchema finds the schema of the outbox's table on a connection of

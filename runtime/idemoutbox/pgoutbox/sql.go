@@ -16,16 +16,6 @@ package pgoutbox
 // the parentheses around products and sums. TestStatementsNamePgCatalog
 // holds every statement here to it.
 
-// stageSQL writes a staged effect in the handler's transaction. The
-// conflict target is the partial unique index of pending effects: a second
-// staging of one effect key inserts nothing, and the caller says so,
-// rather than raise an error that would abort the handler's transaction.
-// %s is the table, named by its schema (Outbox.stageStatement); every
-// parameter is cast, so that the handler's session chooses no type.
-const stageSQL = `INSERT INTO %s (tenant, scope, key, effect_key, name, payload)
-VALUES ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.text, $6::pg_catalog.bytea)
-ON CONFLICT (tenant, effect_key) WHERE state OPERATOR(pg_catalog.=) 'pending' DO NOTHING`
-
 // tableSchemaSQL finds the schema of the outbox's table as the session
 // resolves its name.
 const tableSchemaSQL = `SELECT n.nspname FROM pg_catalog.pg_class c

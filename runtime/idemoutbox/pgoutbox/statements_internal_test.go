@@ -1,7 +1,6 @@
 package pgoutbox
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/internal/sqlqualified"
@@ -14,7 +13,7 @@ import (
 // (docs/semantics.md §7.2).
 func TestStatementsNamePgCatalog(t *testing.T) {
 	for name, sql := range map[string]string{
-		"stage": fmt.Sprintf(stageSQL, `"s"."idempotency_outbox"`), "tableSchema": tableSchemaSQL, "claim": claimSQL, "delivered": deliveredSQL,
+		"tableSchema": tableSchemaSQL, "claim": claimSQL, "delivered": deliveredSQL,
 		"failed": failedSQL, "release": releaseSQL, "prune": pruneSQL, "backlog": backlogSQL,
 		"redrive": redriveSQL, "list": listSQL, "migrateLock": migrateLockSQL,
 	} {

@@ -18,55 +18,23 @@ import (
 // The operator's statements (idemadmin.Store). They run rarely and by hand,
 // so they favour plain SQL over the claim path's tuning. Every time is read
 // from the database clock, as leases and expiry are; statement_timestamp()
-// is one instant for the whole statement.
+// is one instant for the whole statement. Like the outbox's, they name
+// every function and operator pg_catalog's and cast every parameter: they
+// run outside every check of a handler's transaction, on a session whose
+// search_path may find a function or an operator of a handler's making
+// that fits the arguments better than pg_catalog's (docs/semantics.md
+// §7.2).
 
 var _ idemadmin.Store = (*Store)(nil)
 
 // adminColumns are an entry's columns without its headers and body.
 const adminColumns = `tenant, scope, key, operation, fingerprint, state, lease_token,
        lease_until, expires_at, created_at, completed_at, status,
-       coalesce(octet_length(body), 0), body_omitted, statement_timestamp()`
+       coalesce(pg_catalog.octet_length(body), 0), body_omitted, pg_catalog.statement_timestamp()`
 
 // Scan implements idemadmin.Store.
 func (s *Store) Scan(ctx context.Context, q idemadmin.Query, fn func(idemadmin.Entry) bool) error {
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if len(q.States) > 0 {
-		states := make([]string, len(q.States))
-		for i, st := range q.States {
-			states[i] = string(st)
-		}
-		where = append(where, "state = ANY("+arg(states)+"::text[])")
-	}
-	if q.Tenant != "" {
-		where = append(where, "tenant = "+arg(q.Tenant))
-	}
-	if q.Operation != "" {
-		where = append(where, "operation = "+arg(q.Operation))
-	}
-	if q.OlderThan > 0 {
-		where = append(where, "created_at <= statement_timestamp() - "+arg(q.OlderThan.Microseconds())+" * interval '1 microsecond'")
-	}
-	if q.ExpiringWithin > 0 {
-		where = append(where, "expires_at <= statement_timestamp() + "+arg(q.ExpiringWithin.Microseconds())+" * interval '1 microsecond'")
-	}
-	if !q.IncludeExpired {
-		where = append(where, "expires_at > statement_timestamp()")
-	}
-	sql := "SELECT " + adminColumns + "\n  FROM idempotency_keys"
-	if len(where) > 0 {
-		sql += "\n WHERE " + strings.Join(where, "\n   AND ")
-	}
-	sql += "\n ORDER BY created_at, tenant, scope, key"
-	if q.Limit > 0 {
-		sql += "\n LIMIT " + arg(q.Limit)
-	}
+	sql, args := scanSQL(q)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("pgstore: scan keys: %w", err)
@@ -85,6 +53,54 @@ func (s *Store) Scan(ctx context.Context, q idemadmin.Query, fn func(idemadmin.E
 		return fmt.Errorf("pgstore: scan keys: %w", err)
 	}
 	return nil
+}
+
+// scanSQL is Scan's statement for q, and its arguments.
+func scanSQL(q idemadmin.Query) (string, []any) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if len(q.States) > 0 {
+		states := make([]string, len(q.States))
+		for i, st := range q.States {
+			states[i] = string(st)
+		}
+		where = append(where, "state OPERATOR(pg_catalog.=) ANY ("+arg(states)+"::pg_catalog.text[])")
+	}
+	if q.Tenant != "" {
+		where = append(where, "tenant OPERATOR(pg_catalog.=) "+arg(q.Tenant)+"::pg_catalog.text")
+	}
+	if q.Operation != "" {
+		where = append(where, "operation OPERATOR(pg_catalog.=) "+arg(q.Operation)+"::pg_catalog.text")
+	}
+	if q.OlderThan > 0 {
+		where = append(where, "created_at OPERATOR(pg_catalog.<=) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.-) "+micros(arg(q.OlderThan.Microseconds()))+")")
+	}
+	if q.ExpiringWithin > 0 {
+		where = append(where, "expires_at OPERATOR(pg_catalog.<=) (pg_catalog.statement_timestamp() OPERATOR(pg_catalog.+) "+micros(arg(q.ExpiringWithin.Microseconds()))+")")
+	}
+	if !q.IncludeExpired {
+		where = append(where, "expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()")
+	}
+	sql := "SELECT " + adminColumns + "\n  FROM idempotency_keys"
+	if len(where) > 0 {
+		sql += "\n WHERE " + strings.Join(where, "\n   AND ")
+	}
+	sql += "\n ORDER BY created_at, tenant, scope, key"
+	if q.Limit > 0 {
+		sql += "\n LIMIT " + arg(q.Limit) + "::pg_catalog.int8"
+	}
+	return sql, args
+}
+
+// micros is the parameter p, a number of microseconds, as an interval.
+func micros(p string) string {
+	return "(" + p + "::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval)"
 }
 
 // scanEntry reads one row of adminColumns, followed by the headers and
@@ -133,7 +149,8 @@ func scanEntry(row pgx.Row, whole bool) (idemadmin.Entry, error) {
 // getSQL reads one key whole.
 const getSQL = `SELECT ` + adminColumns + `, headers, body
   FROM idempotency_keys
- WHERE tenant = $1 AND scope = $2 AND key = $3`
+ WHERE tenant OPERATOR(pg_catalog.=) $1::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $2::pg_catalog.text
+   AND key OPERATOR(pg_catalog.=) $3::pg_catalog.text`
 
 // Get implements idemadmin.Store.
 func (s *Store) Get(ctx context.Context, id idemstore.Identity) (idemadmin.Entry, error) {
@@ -150,19 +167,22 @@ func (s *Store) Get(ctx context.Context, id idemstore.Identity) (idemadmin.Entry
 // settleWhere is the fence of an operator's change: the row the operator
 // was shown (same state, same lease token), still live, and not a claim
 // whose lease still runs. A row that changed in any of these ways matches
-// nothing, and the change is refused as ErrChanged.
+// nothing, and the change is refused as ErrChanged. The token's match
+// is spelt out rather than IS NOT DISTINCT FROM, which finds its = by the
+// search_path.
 const settleWhere = `
- WHERE tenant = $1 AND scope = $2 AND key = $3
-   AND state = $4 AND lease_token IS NOT DISTINCT FROM $5
-   AND expires_at > clock_timestamp()
-   AND (state <> 'in_flight' OR lease_until <= clock_timestamp())`
+ WHERE tenant OPERATOR(pg_catalog.=) $1::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $2::pg_catalog.text
+   AND key OPERATOR(pg_catalog.=) $3::pg_catalog.text AND state OPERATOR(pg_catalog.=) $4::pg_catalog.text
+   AND (lease_token OPERATOR(pg_catalog.=) $5::pg_catalog.text OR (lease_token IS NULL AND $5::pg_catalog.text IS NULL))
+   AND expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+   AND (state OPERATOR(pg_catalog.<>) 'in_flight' OR lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())`
 
 // resolveSQL completes an outcome-unknown key with the operator's
 // response. The lease token stays: a late completion from the request
 // that was abandoned still finds the row no longer in flight and is fenced.
 const resolveSQL = `UPDATE idempotency_keys
-   SET state = 'completed', completed_at = clock_timestamp(), lease_until = NULL,
-       status = $6, headers = $7, body = $8, body_omitted = false` + settleWhere
+   SET state = 'completed', completed_at = pg_catalog.clock_timestamp(), lease_until = NULL,
+       status = $6::pg_catalog.int4, headers = $7::pg_catalog.bytea, body = $8::pg_catalog.bytea, body_omitted = false` + settleWhere
 
 // forgetSQL deletes an outcome-unknown key, so the next retry runs.
 const forgetSQL = `DELETE FROM idempotency_keys` + settleWhere
@@ -196,14 +216,14 @@ func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idemstor
 
 // statsSQL counts live keys by operation and state; the last row, with
 // NULL operation and state, counts the expired rows left for the sweeper.
-const statsSQL = `SELECT operation, state, count(*), statement_timestamp()
+const statsSQL = `SELECT operation, state, pg_catalog.count(*), pg_catalog.statement_timestamp()
   FROM idempotency_keys
- WHERE expires_at > statement_timestamp()
+ WHERE expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
  GROUP BY operation, state
 UNION ALL
-SELECT NULL, NULL, count(*), statement_timestamp()
+SELECT NULL, NULL, pg_catalog.count(*), pg_catalog.statement_timestamp()
   FROM idempotency_keys
- WHERE expires_at <= statement_timestamp()
+ WHERE expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
  ORDER BY 1, 2`
 
 // Stats implements idemadmin.Store.

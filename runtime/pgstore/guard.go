@@ -57,21 +57,33 @@ import (
 // (idempotency_lock_id); the low half is sign-extended so that both halves
 // fit an int4. A flush never holds two ops of one key (guard.lock), so the
 // order in which the rows are evaluated does not matter.
+//
+// Its functions and operators are pg_catalog's by name, its parameters
+// cast, as in every statement that runs outside the checked end of a
+// handler's transaction (docs/semantics.md §7.2); idempotency_lock_id is
+// the store's, a name the end refuses in every schema. The arrays are
+// unnested side by side in ROWS FROM, what unnest of several arrays, a
+// form of the grammar that only the unqualified name takes, stands for.
 const guardSQL = `SELECT CASE WHEN o.unlock
-            THEN pg_advisory_unlock((l >> 32)::int4, ((l << 32) >> 32)::int4)
-            ELSE pg_try_advisory_lock((l >> 32)::int4, ((l << 32) >> 32)::int4)
+            THEN pg_catalog.pg_advisory_unlock(` + guardKeysSQL + `)
+            ELSE pg_catalog.pg_try_advisory_lock(` + guardKeysSQL + `)
        END
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[]) WITH ORDINALITY
+  FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[]),
+                  pg_catalog.unnest($3::pg_catalog.text[]), pg_catalog.unnest($4::pg_catalog.bool[])) WITH ORDINALITY
        AS o(tenant, scope, key, unlock, n),
        LATERAL idempotency_lock_id(o.tenant, o.scope, o.key) AS l
  ORDER BY o.n`
+
+// guardKeysSQL are the two int4 keys of a guard whose key's lock is l.
+const guardKeysSQL = `(l OPERATOR(pg_catalog.>>) 32)::pg_catalog.int4,
+                    ((l OPERATOR(pg_catalog.<<) 32) OPERATOR(pg_catalog.>>) 32)::pg_catalog.int4`
 
 // guardSessionSQL bounds the guard's session on the server: PostgreSQL
 // ends it once it has been idle for $1 milliseconds, and its locks with
 // it. A server without idle_session_timeout (before PostgreSQL 14) keeps
 // the bound of TCP keepalive.
-const guardSessionSQL = `SELECT set_config('idle_session_timeout', $1, false)
- WHERE current_setting('idle_session_timeout', true) IS NOT NULL`
+const guardSessionSQL = `SELECT pg_catalog.set_config('idle_session_timeout', $1::pg_catalog.text, false)
+ WHERE pg_catalog.current_setting('idle_session_timeout', true) IS NOT NULL`
 
 // guardHeartbeat is how long the guard's connection stays idle before a
 // heartbeat keeps its session alive; guardSessionTimeout is how long the

@@ -39,11 +39,13 @@ const loadPhaseSQL = `SELECT result FROM idempotency_phases
 
 // sweepPhasesSQL deletes a bounded batch of expired phases, skipping rows
 // a record is replacing right now.
+// Its functions and operators are pg_catalog's by name, as in admin.go: =
+// ANY in place of IN, which finds its = by the search_path.
 const sweepPhasesSQL = `DELETE FROM idempotency_phases
- WHERE ctid IN (SELECT ctid FROM idempotency_phases
-                 WHERE expires_at <= clock_timestamp()
+ WHERE ctid OPERATOR(pg_catalog.=) ANY (SELECT ctid FROM idempotency_phases
+                 WHERE expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
                  ORDER BY expires_at
-                 LIMIT $1
+                 LIMIT $1::pg_catalog.int8
                    FOR UPDATE SKIP LOCKED)`
 
 // sqlstateUndefinedTable is PostgreSQL's error for a table that does not

@@ -142,7 +142,9 @@ const abandonFailClosedSQL = `UPDATE idempotency_keys
    AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
 
 // sweepSQL deletes a bounded batch of expired rows, skipping locked ones.
-const sweepSQL = `SELECT idempotency_sweep($1)`
+// idempotency_sweep is the store's, a name the end of a handler's
+// transaction refuses in every schema (sameTxCheckSQL).
+const sweepSQL = `SELECT idempotency_sweep($1::pg_catalog.int4)`
 
 // txTimeoutsSQL bounds a hung transactional handler by the lease: the
 // database itself ends a session that sits idle in the transaction, or runs

@@ -149,11 +149,21 @@ func (c *handlerCache) take() ([]string, bool) {
 // ran records sql, which the handler runs with args, whose leading
 // options option tells (withheld.go), when pgx may describe it in its
 // description cache (in cache_describe mode, the pool's or one the
-// options choose), and returns the args to run it with: every rewriter
-// among the options gets no connection, and the text that the one pgx
-// calls rewrites sql to is the one recorded; a rewriter refuses its
-// statement if calls closed while it ran (handlerRewrite).
+// options choose), and returns the args to run it with: a copy of the
+// handler's, in which every rewriter among the options gets no
+// connection, and the text that the one pgx calls rewrites sql to is the
+// one recorded; a rewriter refuses its statement if calls closed while it
+// ran (handlerRewrite). The copy is made before anything is read of args:
+// what pgx is given is what was checked, whatever a goroutine of the
+// handler's writes to its slice meanwhile.
 func (c *handlerCache) ran(sql string, args []any, option func(any) bool, calls *handlerCalls) []any {
+	args = slices.Clone(args)
+	c.ranOwn(sql, args, option, calls)
+	return args
+}
+
+// ranOwn is ran on args of pgstore's own, which it changes in place.
+func (c *handlerCache) ranOwn(sql string, args []any, option func(any) bool, calls *handlerCalls) {
 	describes, rewrites := c.describes, false
 	for _, a := range args {
 		if !option(a) {
@@ -173,18 +183,19 @@ func (c *handlerCache) ran(sql string, args []any, option func(any) bool, calls 
 			c.add(sql)
 		}
 	}
-	return withholdRewriters(args, option, record, calls)
+	withholdRewriters(args, option, record, calls)
 }
 
 // ranBatch records the texts of b as ran does, and has its queries'
 // rewriters called without the connection; a batch runs in the pool's
-// mode. b is pgstore's copy of the handler's batch (withheldBatch).
+// mode. b is pgstore's copy of the handler's batch (withheldBatch), its
+// queries' arguments copies too.
 func (c *handlerCache) ranBatch(b *pgx.Batch, calls *handlerCalls) {
 	if b == nil {
 		return
 	}
 	for _, q := range b.QueuedQueries {
-		q.Arguments = c.ran(q.SQL, q.Arguments, batchOption, calls)
+		c.ranOwn(q.SQL, q.Arguments, batchOption, calls)
 	}
 }
 

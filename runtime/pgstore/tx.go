@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1045,12 +1046,16 @@ func (h *handlerTx) Rollback(ctx context.Context) error {
 	return h.tx.Rollback(ctx)
 }
 
-// CopyFrom forwards to the transaction.
+// CopyFrom forwards to the transaction. pgx is given copies of table and
+// columns, from which the text it describes the table with is recorded
+// (handlerCache.ranCopy): a goroutine of the handler's may write to its
+// slices meanwhile.
 func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
 	if !h.calls.enter() {
 		return 0, pgx.ErrTxClosed
 	}
 	defer h.calls.leave()
+	table, columns = slices.Clone(table), slices.Clone(columns)
 	h.cache.ranCopy(table, columns)
 	return h.tx.CopyFrom(ctx, table, columns, src)
 }

@@ -116,18 +116,21 @@ type handlerRow struct{ row pgx.Row }
 // withhold the connection (withheldScan).
 func (r handlerRow) Scan(dest ...any) error { return r.row.Scan(withheldScan(dest)...) }
 
-// withheldScan returns dest for pgx's Scan, which hands a single
-// RowScanner destination its own rows, and with them the connection and
-// its type map: such a destination is wrapped so that it is handed rows
-// that withhold both.
+// withheldScan returns what pgx's Scan is given for dest. pgx hands a
+// single RowScanner destination its own rows, and with them the
+// connection and its type map: such a destination is wrapped so that it
+// is handed rows that withhold both. A single destination is read once,
+// into a copy: a goroutine of the handler's could put a RowScanner in
+// dest after the check.
 func withheldScan(dest []any) []any {
 	if len(dest) != 1 {
 		return dest
 	}
-	if rs, ok := dest[0].(pgx.RowScanner); ok {
-		return []any{withheldScanner{rs}}
+	d := dest[0]
+	if rs, ok := d.(pgx.RowScanner); ok {
+		d = withheldScanner{rs}
 	}
-	return dest
+	return []any{d}
 }
 
 // withheldScanner is a RowScanner of the handler's, handed the rows that
@@ -247,21 +250,16 @@ func batchOption(a any) bool {
 	return ok
 }
 
-// withholdRewriters returns args, whose leading options option tells,
-// with every rewriter among those options wrapped in a handlerRewrite that
-// records through c and refuses once calls are closed.
-func withholdRewriters(args []any, option func(any) bool, c *handlerCache, calls *handlerCalls) []any {
-	out := args
+// withholdRewriters wraps, in args, pgstore's own, every rewriter among
+// the leading options option tells in a handlerRewrite that records
+// through c and refuses once calls are closed.
+func withholdRewriters(args []any, option func(any) bool, c *handlerCache, calls *handlerCalls) {
 	for i, a := range args {
 		if !option(a) {
 			break
 		}
 		if rw, ok := a.(pgx.QueryRewriter); ok {
-			if &out[0] == &args[0] {
-				out = slices.Clone(args)
-			}
-			out[i] = handlerRewrite{inner: rw, c: c, calls: calls}
+			args[i] = handlerRewrite{inner: rw, c: c, calls: calls}
 		}
 	}
-	return out
 }

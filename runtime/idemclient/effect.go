@@ -3,6 +3,8 @@ package idemclient
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 )
 
 // EffectKeyHeader is the header an effect key travels in to a downstream
@@ -53,10 +55,28 @@ func withEffectHeader(req *http.Request) *http.Request {
 // key when it carries none; r is the Transport's own clone.
 func setEffectHeader(r *http.Request) {
 	if wantsEffectHeader(r) {
+		// An empty header of the caller's, in any spelling, gives way.
+		for k := range r.Header {
+			if strings.EqualFold(k, EffectKeyHeader) {
+				delete(r.Header, k)
+			}
+		}
 		r.Header.Set(EffectKeyHeader, effectKeyFrom(r.Context()))
 	}
 }
 
+// wantsEffectHeader reports whether r is to carry its context's effect
+// key: it has one and carries no Idempotency-Key value of its own, in any
+// spelling of the name (a caller may set the map directly, as
+// "idempotency-key", and net/http sends every spelling).
 func wantsEffectHeader(r *http.Request) bool {
-	return effectKeyFrom(r.Context()) != "" && r.Header.Get(EffectKeyHeader) == ""
+	if effectKeyFrom(r.Context()) == "" {
+		return false
+	}
+	for k, vs := range r.Header {
+		if strings.EqualFold(k, EffectKeyHeader) && slices.ContainsFunc(vs, func(v string) bool { return v != "" }) {
+			return false
+		}
+	}
+	return true
 }

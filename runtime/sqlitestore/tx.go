@@ -636,8 +636,12 @@ func (t *Tx) leave() { t.calls.RUnlock() }
 // that apply while the handler owns it. A second call does nothing.
 func (t *Tx) shut() {
 	t.calls.Lock()
+	defer t.calls.Unlock()
 	t.ended = true
-	t.calls.Unlock()
+	// The handler's statements close before its calls see ended: a
+	// goroutine of the handler's that a refused call sets free must find
+	// its prepared statements closed too, or it runs one in the
+	// transaction the store is about to commit.
 	t.mu.Lock()
 	stmts := t.stmts
 	t.stmts = nil

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/idemgen/idemgen/runtime/pathtemplate"
 )
 
 // Mounting says how an engine is mounted in front of a router, for
@@ -105,7 +107,10 @@ func (e *Engine) checkRoute(m Mounting, lookup RouteLookup, op *operation, host 
 			return fmt.Errorf("%s: routed to %s, whose handler does not apply the policy; wrap it with Engine.Handler(%q, …)", where, route, op.OperationID)
 		}
 	case BehindMiddleware:
-		if rt := e.router.find(req.Method, req.URL.EscapedPath()); rt.op != op || rt.near {
+		// The sample is escaped as Go spells it: one reading for every
+		// router.
+		path, _ := pathtemplate.RequestPath(req.URL)
+		if rt := e.router.find(req.Method, path); rt.op != op || rt.near {
 			return fmt.Errorf("%s: the engine's middleware does not recognise the path (check Config.BasePath)", where)
 		}
 	}

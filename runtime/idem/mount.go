@@ -19,14 +19,21 @@ import (
 // "/accounts". A request whose path is a protected operation's only once
 // empty or dot segments are removed ("/orders/", "//orders") is refused
 // with a 400 problem, since a router that cleans paths would serve it
-// unprotected otherwise. A router mounted below a prefix needs
+// unprotected otherwise; so is, on a method a protected operation takes,
+// any request whose path routers read in different ways because its
+// request line left raw a character a URL must escape
+// (pathtemplate.RequestPath). A router mounted below a prefix needs
 // Config.BasePath; Engine.CheckRoutes finds a missing one in a test. A
 // path that a route of Config.Unprotected matches more specifically than
 // any policy's template is that route's, as the router reads it, and
 // passes through.
 func (e *Engine) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt := e.router.find(r.Method, r.URL.EscapedPath())
+		path, ok := pathtemplate.RequestPath(r.URL)
+		rt := e.router.find(r.Method, path)
+		if !ok && e.refuseUnescaped(w, r, rt.op) {
+			return
+		}
 		e.serveFound(w, r, rt, next)
 	})
 }
@@ -42,7 +49,11 @@ func (e *Engine) Middleware(next http.Handler) http.Handler {
 // under another operation's policy, or under none.
 func (e *Engine) RoutedMiddleware(pattern string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt := e.router.find(r.Method, r.URL.EscapedPath())
+		path, ok := pathtemplate.RequestPath(r.URL)
+		rt := e.router.find(r.Method, path)
+		if !ok && e.refuseUnescaped(w, r, rt.op) {
+			return
+		}
 		if routed := pickMethod(e.routed.ops(e, pattern), r.Method); routed != rt.op && !rt.near {
 			op := rt.op
 			if op == nil {
@@ -154,7 +165,12 @@ func (p *protected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.e.refuseRoute(w, r, p.op, "the engine's middleware protected this request as operation "+a.op.OperationID)
 		return
 	}
-	segs, _ := pathtemplate.Split(r.URL.EscapedPath())
+	path, ok := pathtemplate.RequestPath(r.URL)
+	if !ok {
+		p.e.refuseUnescaped(w, r, p.op)
+		return
+	}
+	segs, _ := pathtemplate.Split(path)
 	params, ok := p.op.template.MatchSuffix(segs)
 	if !ok {
 		p.e.refuseRoute(w, r, p.op, "the path does not match the operation's template "+p.op.Path)
@@ -205,6 +221,27 @@ func idempotentMethod(m string) bool {
 func (e *Engine) refuseMethod(w http.ResponseWriter, r *http.Request, op *operation) {
 	w.Header().Set("Allow", op.Method)
 	e.refuse(w, r, op, e.answer(problem.MethodRefused, op.Method, op.OperationID, r.Method))
+}
+
+// refuseUnescaped answers, with 400 non-canonical-path, a request whose
+// path routers read in different ways (pathtemplate.RequestPath: a
+// character a URL must escape left raw, kept as written in RawPath), when
+// its method is a protected operation's: chi, echo and gin with
+// UseRawPath route on the path as written, the engine cannot, and no
+// reading of its own is theirs. found is the operation the engine read
+// from the path, for the observer, or nil. It reports whether it
+// answered; a request of a method no policy protects passes on.
+func (e *Engine) refuseUnescaped(w http.ResponseWriter, r *http.Request, found *operation) bool {
+	if !e.router.protects(r.Method) {
+		return false
+	}
+	q := &request{start: time.Now()}
+	if found != nil && !found.unprotected {
+		q.op, q.event.Operation = found, found.OperationID
+	}
+	e.reject(w, q, e.answer(problem.PathRawUnescaped))
+	e.observe(r.Context(), q)
+	return true
 }
 
 // refusePath answers a path that a path-cleaning router would serve as a

@@ -91,6 +91,16 @@ type route struct {
 	near bool
 }
 
+// protects reports whether a protected operation takes method.
+func (rt *router) protects(method string) bool {
+	for _, op := range rt.byMethod[method] {
+		if !op.unprotected {
+			return true
+		}
+	}
+	return false
+}
+
 func (rt *router) find(method, escapedPath string) route {
 	var r route
 	r.op, r.params, r.near = rt.match(method, escapedPath)

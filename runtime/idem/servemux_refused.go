@@ -26,7 +26,8 @@ func (rr refusedRoute) matches(r *http.Request) bool {
 	if rr.tmpl == nil || (rr.method != "" && rr.method != r.Method) {
 		return false
 	}
-	segs, ok := pathtemplate.Split(r.URL.EscapedPath())
+	path, _ := pathtemplate.RequestPath(r.URL)
+	segs, ok := pathtemplate.Split(path)
 	if !ok {
 		return false
 	}

@@ -158,9 +158,12 @@ func (r *router) find(req *http.Request) *Operation {
 // match returns the operation of the table req calls, an Unprotected one
 // included, or nil when the table does not know it. The path is matched
 // the way the server's router reads it: segment by segment, each
-// percent-decoded on its own, below the base path.
+// percent-decoded on its own, below the base path. It reads the path the
+// transport sends (pathtemplate.RequestPath): a RawPath that is no valid
+// spelling of the path is not sent as written.
 func (r *router) match(req *http.Request) *Operation {
-	segs, ok := pathtemplate.Split(req.URL.EscapedPath())
+	path, _ := pathtemplate.RequestPath(req.URL)
+	segs, ok := pathtemplate.Split(path)
 	if !ok {
 		return nil
 	}

@@ -191,6 +191,25 @@ func (t *Template) Params() []string { return append([]string(nil), t.params...)
 // Segments reports how many segments a matching path has.
 func (t *Template) Segments() int { return len(t.segs) }
 
+// RequestPath is the escaped path of u (url.URL.EscapedPath), the path
+// every reader of u in this module matches, and whether each router reads
+// u's path so: ok is false when u.RawPath is set but is not what
+// EscapedPath returns. net/http keeps a request line's path as written in
+// RawPath whenever it is not Go's own spelling of the decoded path, and
+// chi, echo and gin with UseRawPath route on RawPath; EscapedPath gives
+// RawPath up when it is not a valid encoding of Path (a byte beyond
+// ASCII, or a character a URL must escape, such as '"', '<', '{', '|',
+// '^' or '`', left raw) and spells the decoded path escaped anew, where
+// an escaped "/" beside such a byte has become a separator. No one
+// reading of such a path is every router's. A RawPath that is Path itself
+// (a raw "/café", no escape in it) is read alike by all, and ok. A client
+// sends EscapedPath (url.URL.RequestURI), so for a request it sends the
+// path is what goes on the wire whatever ok says.
+func RequestPath(u *url.URL) (escapedPath string, ok bool) {
+	escapedPath = u.EscapedPath()
+	return escapedPath, u.RawPath == "" || u.RawPath == escapedPath || u.RawPath == u.Path
+}
+
 // Split cuts an escaped request path (url.URL.EscapedPath) into its
 // segments as written, on "/": an escaped "%2F" stays inside its segment.
 // ok is false when the path does not start with "/".

@@ -3,6 +3,7 @@ package pathtemplate
 import (
 	"errors"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -211,5 +212,38 @@ func TestShape(t *testing.T) {
 	b, _ := Parse("/pets/{petId}/x")
 	if a.Shape() != b.Shape() || !Overlap(a, b) || !Overlap(b, a) {
 		t.Errorf("renamed parameter: shapes %s and %s", a.Shape(), b.Shape())
+	}
+}
+
+// RequestPath says a path is one reading for every router exactly when
+// net/http's RawPath, if set, is what EscapedPath returns, or Path itself:
+// a raw character a URL must escape beside an escape makes EscapedPath
+// give RawPath up.
+func TestRequestPath(t *testing.T) {
+	cases := []struct {
+		line, want string
+		ok         bool
+	}{
+		{"/accounts/a1", "/accounts/a1", true},
+		{"/accounts/a%2Fb", "/accounts/a%2Fb", true},
+		{"/pay/b%61tch", "/pay/b%61tch", true},
+		{"/caf%C3%A9", "/caf%C3%A9", true},
+		{"/café", "/caf%C3%A9", true},
+		{"/accounts/é%2Fa", "/accounts/%C3%A9/a", false},
+		{"/a%2F|b", "/a/%7Cb", false},
+		{"/a%2F{b}", "/a/%7Bb%7D", false},
+		{"/%22%2F`", "/%22/%60", false},
+		{"/a|b/é", "/a%7Cb/%C3%A9", true},
+		{"/a|b/%C3%A9", "/a%7Cb/%C3%A9", false},
+	}
+	for _, c := range cases {
+		u, err := url.ParseRequestURI(c.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := RequestPath(u)
+		if got != c.want || ok != c.ok {
+			t.Errorf("RequestPath(%q) = %q, %v; want %q, %v", c.line, got, ok, c.want, c.ok)
+		}
 	}
 }

@@ -3,9 +3,13 @@ package idemclient
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/idemgen/idemgen/runtime/key"
 )
@@ -76,7 +80,9 @@ func (t *Transport) sendOnce(ctx context.Context, req *http.Request, op *Operati
 	}
 	if op != nil {
 		rep.Operation = op.ID
-		if op.Key.In != key.InBody {
+		if op.Key.In == key.InBody {
+			rep.Key = headKey(req, head, op)
+		} else {
 			k, _, _, err := attachKey(r, nil, op, want)
 			if err != nil {
 				_ = req.Body.Close()
@@ -86,4 +92,71 @@ func (t *Transport) sendOnce(ctx context.Context, req *http.Request, op *Operati
 		}
 	}
 	return t.cfg.Base.RoundTrip(r)
+}
+
+// headKey is the body key that a body too large to keep carries, as the
+// caller wrote it, when head, the start of the body, holds it as a
+// top-level member (JSON) or a whole pair (a form); "" otherwise, or when
+// the server would refuse it. The request is sent with it all the same:
+// the report names it, so that a replay of an earlier call with that key
+// is reported as one.
+func headKey(req *http.Request, head []byte, op *Operation) string {
+	name, ok := topMember(op)
+	if !ok {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	if err != nil {
+		return ""
+	}
+	var k string
+	switch {
+	case mt == "application/x-www-form-urlencoded":
+		// The pairs before the last '&' are whole.
+		i := bytes.LastIndexByte(head, '&')
+		if i < 0 {
+			return ""
+		}
+		vs, err := url.ParseQuery(string(head[:i]))
+		if err != nil || len(vs[name]) != 1 {
+			return ""
+		}
+		k = vs[name][0]
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		k, ok = jsonMember(head, name)
+		if !ok {
+			return ""
+		}
+	default:
+		return ""
+	}
+	if checkKey(k, op.KeyMaxLength, key.InBody) != nil {
+		return ""
+	}
+	return k
+}
+
+// jsonMember reads the string member name of the JSON object that head
+// starts, as far as head goes.
+func jsonMember(head []byte, name string) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		if t == name {
+			var v string
+			err := dec.Decode(&v)
+			return v, err == nil
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return "", false
+		}
+	}
+	return "", false
 }

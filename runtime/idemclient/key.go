@@ -187,11 +187,10 @@ func attachBodyKey(req *http.Request, body []byte, op *Operation, want string) (
 		return got, body, true, nil
 	}
 	// Only a top-level member can be added without rewriting the body.
-	name, ok := strings.CutPrefix(op.Key.Name, "/")
-	if !ok || strings.Contains(name, "/") {
+	name, ok := topMember(op)
+	if !ok {
 		return "", body, false, nil
 	}
-	name = strings.NewReplacer("~1", "/", "~0", "~").Replace(name)
 	k, err := chooseKey(want, op)
 	if err != nil {
 		return "", nil, false, err
@@ -238,4 +237,14 @@ func addMember(body []byte, name, value string) ([]byte, bool) {
 		out = append(out, ',')
 	}
 	return append(out, rest...), true
+}
+
+// topMember is the name of op's body key when its JSON pointer names a
+// top-level member, unescaped.
+func topMember(op *Operation) (string, bool) {
+	name, ok := strings.CutPrefix(op.Key.Name, "/")
+	if !ok || strings.Contains(name, "/") {
+		return "", false
+	}
+	return strings.NewReplacer("~1", "/", "~0", "~").Replace(name), true
 }

@@ -57,7 +57,8 @@ type Config struct {
 	// can send the same bytes again; zero is DefaultMaxBodyBytes. A larger
 	// body is sent once, streamed on from what was read of it, never
 	// retried: with a header or query key attached, while a body key stays
-	// as the caller wrote it.
+	// as the caller wrote it, and is reported when it is a top-level
+	// member within the first MaxBodyBytes.
 	MaxBodyBytes int64
 	// OnCall, when set, receives each call's report as RoundTrip returns.
 	OnCall func(*http.Request, Report)

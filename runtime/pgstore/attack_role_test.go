@@ -156,9 +156,10 @@ func (r *roleStore) handlerCommits(t *testing.T, s *pgstore.Store, stmts ...stri
 	t.Helper()
 	ctx := context.Background()
 	tx := wonClaimTx(t, s, tenantClaim("acme", "m1", "tok-acme"))
+	steps := handlerSteps{h: tx.Driver().(pgx.Tx)}
 	for _, q := range stmts {
 		q = r.replace(q)
-		if _, err := tx.Driver().(pgx.Tx).Exec(ctx, q); err != nil {
+		if err := steps.exec(ctx, q); err != nil {
 			_ = tx.Rollback(ctx)
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -95,12 +95,7 @@ func TestAHandlersCommitTimeWriteDeletesAnotherTenantsKey(t *testing.T) {
 				sub += ", keyless"
 			}
 			t.Run(sub, func(t *testing.T) {
-				r := newRoleStore(t, "{schema}")
-				s := pgstore.New(r.pool())
-				globex := tenantClaim("globex", "v1", "tok-globex")
-				if !runCharge(t, s, globex, r.replace(`INSERT INTO {schema}.effects (marker) VALUES ('globex-charge')`)) {
-					t.Fatal("globex's first claim lost")
-				}
+				r, s, globex := globexCharged(t)
 				var acme error
 				if keyless {
 					acme = r.keylessCommits(t, s, stmts...)
@@ -113,6 +108,19 @@ func TestAHandlersCommitTimeWriteDeletesAnotherTenantsKey(t *testing.T) {
 	}
 }
 
+// globexCharged is a store on a role of its own, with globex's request
+// (claim globex), whose handler wrote globex-charge, completed.
+func globexCharged(t *testing.T) (r *roleStore, s *pgstore.Store, globex idemstore.Claim) {
+	t.Helper()
+	r = newRoleStore(t, "{schema}")
+	s = pgstore.New(r.pool())
+	globex = tenantClaim("globex", "v1", "tok-globex")
+	if !runCharge(t, s, globex, r.replace(`INSERT INTO {schema}.effects (marker) VALUES ('globex-charge')`)) {
+		t.Fatal("globex's first claim lost")
+	}
+	return r, s, globex
+}
+
 // keylessCommits runs stmts as the handler of a keyless transaction on s
 // (Begin) and returns what its Commit returned.
 func (r *roleStore) keylessCommits(t *testing.T, s *pgstore.Store, stmts ...string) error {
@@ -122,9 +130,10 @@ func (r *roleStore) keylessCommits(t *testing.T, s *pgstore.Store, stmts ...stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	steps := handlerSteps{h: tx.Driver().(pgx.Tx)}
 	for _, q := range stmts {
 		q = r.replace(q)
-		if _, err := tx.Driver().(pgx.Tx).Exec(ctx, q); err != nil {
+		if err := steps.exec(ctx, q); err != nil {
 			_ = tx.Rollback(ctx)
 			t.Fatalf("%s: %v", q, err)
 		}

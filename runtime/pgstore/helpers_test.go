@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net"
 	"net/url"
 	"os"
@@ -234,4 +235,40 @@ func quietDatabase(t testing.TB) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// handlerSteps runs a handler's statements on its transaction h, where a
+// test's list writes a savepoint as SQL (SAVEPOINT s, RELEASE SAVEPOINT s,
+// ROLLBACK TO SAVEPOINT s), which pgstore refuses of a handler, as the
+// nested transaction that stands for it (Begin, Commit, Rollback).
+type handlerSteps struct {
+	h      pgx.Tx
+	nested []pgx.Tx
+}
+
+// exec runs q in the innermost open nested transaction, or h.
+func (s *handlerSteps) exec(ctx context.Context, q string) error {
+	top := s.h
+	if n := len(s.nested); n > 0 {
+		top = s.nested[n-1]
+	}
+	switch q {
+	case `SAVEPOINT s`:
+		sp, err := top.Begin(ctx)
+		if err == nil {
+			s.nested = append(s.nested, sp)
+		}
+		return err
+	case `RELEASE SAVEPOINT s`, `ROLLBACK TO SAVEPOINT s`:
+		if len(s.nested) == 0 {
+			return errors.New("no nested transaction open")
+		}
+		s.nested = s.nested[:len(s.nested)-1]
+		if q == `RELEASE SAVEPOINT s` {
+			return top.Commit(ctx)
+		}
+		return top.Rollback(ctx)
+	}
+	_, err := top.Exec(ctx, q)
+	return err
 }

@@ -112,14 +112,12 @@ func TestARefusedCommitThenRollback(t *testing.T) {
 	if _, err := h.Exec(ctx, `INSERT INTO effects (marker) VALUES ('charge'); COMMIT`); !errors.Is(err, pgstore.ErrHandlerEndsTransaction) {
 		t.Errorf("the handler's COMMIT: %v; want ErrHandlerEndsTransaction", err)
 	}
-	// ROLLBACK TO stays in the transaction: sent on its own it is let
-	// through (in a text of several statements, which names ROLLBACK, it
-	// is not).
-	if _, err := h.Exec(ctx, `SAVEPOINT s`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Exec(ctx, `ROLLBACK TO SAVEPOINT s`, pgx.QueryExecModeSimpleProtocol); errors.Is(err, pgstore.ErrHandlerEndsTransaction) {
-		t.Errorf("ROLLBACK TO SAVEPOINT was refused: %v", err)
+	// A savepoint is the nested transaction's (Begin): the handler's own
+	// SAVEPOINT, RELEASE and ROLLBACK TO are refused.
+	for _, q := range []string{`SAVEPOINT s`, `RELEASE SAVEPOINT s`, `ROLLBACK TO SAVEPOINT s`} {
+		if _, err := h.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); !errors.Is(err, pgstore.ErrHandlerEndsTransaction) {
+			t.Errorf("%s: %v; want ErrHandlerEndsTransaction", q, err)
+		}
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Errorf("Rollback = %v", err)

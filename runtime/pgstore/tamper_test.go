@@ -77,8 +77,12 @@ func TestAHandlerCannotCommitChangesToOtherRequestsRecords(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				steps := handlerSteps{h: tx.Driver().(pgx.Tx)}
 				for _, q := range stmts {
-					handlerExec(t, tx, q)
+					if err := steps.exec(ctx, q); err != nil {
+						_ = tx.Rollback(ctx)
+						t.Fatalf("%s: %v", q, err)
+					}
 				}
 				if err := tx.Commit(ctx, idemstore.Response{Status: 201}); err == nil {
 					t.Errorf("the handler's transaction committed")

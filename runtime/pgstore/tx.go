@@ -55,13 +55,16 @@ var ErrConnClosed = fmt.Errorf("pgstore: the transaction's connection closed bef
 
 // ErrHandlerEndsTransaction is returned, wrapped, by a call of the pgx.Tx
 // a transactional handler receives (Exec, Query, QueryRow, SendBatch,
-// Prepare, a savepoint's too) whose SQL has a statement that ends the
-// transaction or begins one: COMMIT, END, ROLLBACK (but not ROLLBACK TO
-// SAVEPOINT), ABORT, PREPARE TRANSACTION, COMMIT PREPARED, ROLLBACK
-// PREPARED, BEGIN or START TRANSACTION. Nothing of the call is sent, and
+// Prepare, a nested transaction's too) whose SQL has a statement that
+// ends the transaction or begins one, or begins or ends a savepoint:
+// COMMIT, END, ROLLBACK (ROLLBACK TO SAVEPOINT too), ABORT, PREPARE
+// TRANSACTION, COMMIT PREPARED, ROLLBACK PREPARED, BEGIN, START
+// TRANSACTION, SAVEPOINT or RELEASE [SAVEPOINT]. A handler's savepoints
+// are its nested transactions (Begin), which pgstore opens and ends. Nothing of the call is sent, and
 // the transaction is rolled back at its end whatever the handler answers:
-// its Commit rolls back and returns this error (docs/semantics.md §5.4).
-var ErrHandlerEndsTransaction = errors.New("pgstore: a handler's statement may not end or begin a transaction; the idempotency layer ends it")
+// its Commit rolls back and returns this error (docs/semantics.md §5.4,
+// §7.2).
+var ErrHandlerEndsTransaction = errors.New("pgstore: a handler's statement may not end or begin a transaction or a savepoint; the idempotency layer ends the transaction, and a nested transaction (Begin) is a savepoint")
 
 // refuseEnding returns an error wrapping ErrHandlerEndsTransaction, and
 // marks the transaction to roll back, when sql ends or begins a
@@ -381,7 +384,9 @@ func newSeed() float64 {
 // second round trip sends resetSQL (with discardPlansSQL). When commit is
 // set, the transaction commits: stmts are followed by COMMIT, and the
 // work that PostgreSQL would otherwise run inside the COMMIT itself, after
-// every check, is done before the check or made unable to write (closeCursorsSQL). It
+// every check, is done before the check or made unable to write
+// (closeCursorsSQL), after a savepoint the handler left open is released
+// (releaseOuterSQL). It
 // returns the command tag of the last statement before the session's
 // check (the COMMIT, or the last of stmts), err when one of them failed
 // (the reset then never ran), and resetErr when only the reset failed or
@@ -402,6 +407,11 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handler
 	failed := txFailed(conn)
 	guarded := commit && !failed
 	var qs []*pgx.QueuedQuery
+	if guarded && h.savepoints.anyOpen() {
+		// What follows must run at the transaction's top level
+		// (savepoint.go).
+		qs = append(qs, &pgx.QueuedQuery{SQL: releaseOuterSQL})
+	}
 	if guarded {
 		qs = append(qs, &pgx.QueuedQuery{SQL: closeCursorsSQL}, &pgx.QueuedQuery{SQL: fireDeferredSQL})
 	}
@@ -948,11 +958,12 @@ var errCallOutlived = fmt.Errorf("a call of the handler's was still running when
 // the transaction: Tx.Commit commits with a batch of its own, so pgx's
 // transaction would not know it had ended, and the connection then belongs
 // to the pool again. A call still in flight when the transaction ends
-// costs the connection (inflight.go). Nested transactions (Begin) are pgx's savepoints,
-// wrapped the same way: they end their savepoint themselves, but they too
+// costs the connection (inflight.go). Nested transactions (Begin) are
+// savepoints that pgstore opens, ends and counts (savepoint.go), wrapped
+// the same way: they end their savepoint themselves, but they too
 // withhold the connection and refuse every call once the outer transaction
 // has ended, so a savepoint kept past the handler cannot write on a pooled
-// connection. End them before the handler returns.
+// connection.
 type handlerTx struct {
 	tx pgx.Tx
 	// calls and prepared are shared by the transaction and all its
@@ -963,8 +974,11 @@ type handlerTx struct {
 	// staging is what a keyed transaction stages (StageEffect), shared
 	// with its nested ones; nil for a keyless one.
 	staging *staging
-	// nested is set for a savepoint, which may end itself.
-	nested bool
+	// savepoints are the transaction's open savepoints, shared too.
+	savepoints *savepoints
+	// sp is a nested transaction's savepoint, which it may end itself;
+	// nil for the transaction itself.
+	sp *savepoint
 }
 
 var _ pgx.Tx = (*handlerTx)(nil)
@@ -976,7 +990,7 @@ func newHandlerTx(tx pgx.Tx, c *handlerCache) *handlerTx {
 	if c == nil {
 		c = &handlerCache{}
 	}
-	return &handlerTx{tx: tx, calls: new(handlerCalls), prepared: new(preparedNames), cache: c}
+	return &handlerTx{tx: tx, calls: new(handlerCalls), prepared: new(preparedNames), cache: c, savepoints: new(savepoints)}
 }
 
 // preparedNames are the names under which a handler prepared statements
@@ -1007,43 +1021,52 @@ func (p *preparedNames) take() []string {
 
 func (h *handlerTx) close() { h.calls.end() }
 
-// Begin starts a nested transaction (a savepoint).
+// Begin starts a nested transaction: a savepoint that pgstore opens and
+// counts (savepoint.go), so that one left open is released before the
+// transaction's end.
 func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
-	if !h.calls.enter() {
+	if !h.enter() {
 		return nil, pgx.ErrTxClosed
 	}
 	defer h.calls.leave()
-	inner, err := h.tx.Begin(ctx)
+	sp, err := h.savepoints.begin(ctx, h.tx)
 	if err != nil {
 		return nil, err
 	}
-	return &handlerTx{tx: inner, calls: h.calls, prepared: h.prepared, cache: h.cache, staging: h.staging, nested: true}, nil
+	return &handlerTx{tx: h.tx, calls: h.calls, prepared: h.prepared, cache: h.cache, staging: h.staging, savepoints: h.savepoints, sp: sp}, nil
+}
+
+// enter is h.calls.enter, for a transaction that is still open: a nested
+// one that ended refuses every call, as pgx's do.
+func (h *handlerTx) enter() bool {
+	if h.sp != nil && h.sp.closed.Load() {
+		return false
+	}
+	return h.calls.enter()
 }
 
 // Commit returns ErrTxOwned: the idempotency layer commits. A nested
 // transaction releases its savepoint.
 func (h *handlerTx) Commit(ctx context.Context) error {
-	switch {
-	case !h.nested:
-		return ErrTxOwned
-	case !h.calls.enter():
-		return pgx.ErrTxClosed
-	}
-	defer h.calls.leave()
-	return h.tx.Commit(ctx)
+	return h.endNested(ctx, false)
 }
 
 // Rollback returns ErrTxOwned: the idempotency layer rolls back. A nested
-// transaction rolls back to its savepoint.
+// transaction rolls back to its savepoint and releases it.
 func (h *handlerTx) Rollback(ctx context.Context) error {
+	return h.endNested(ctx, true)
+}
+
+// endNested ends a nested transaction, rolled back or not.
+func (h *handlerTx) endNested(ctx context.Context, rollback bool) error {
 	switch {
-	case !h.nested:
+	case h.sp == nil:
 		return ErrTxOwned
-	case !h.calls.enter():
+	case !h.enter():
 		return pgx.ErrTxClosed
 	}
 	defer h.calls.leave()
-	return h.tx.Rollback(ctx)
+	return h.savepoints.end(ctx, h.tx, h.sp, rollback)
 }
 
 // CopyFrom forwards to the transaction. pgx is given copies of table and
@@ -1051,7 +1074,7 @@ func (h *handlerTx) Rollback(ctx context.Context) error {
 // (handlerCache.ranCopy): a goroutine of the handler's may write to its
 // slices meanwhile.
 func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	if !h.calls.enter() {
+	if !h.enter() {
 		return 0, pgx.ErrTxClosed
 	}
 	defer h.calls.leave()
@@ -1064,7 +1087,7 @@ func (h *handlerTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns 
 // hand out, withhold the connection (withheld.go). The batch is in flight
 // until its results are closed.
 func (h *handlerTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if !h.calls.enter() {
+	if !h.enter() {
 		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
 	}
 	if b != nil {
@@ -1098,7 +1121,7 @@ func (h *handlerTx) LargeObjects() pgx.LargeObjects {
 // (ErrCacheName), and so is a statement that would end the transaction
 // when executed (ErrHandlerEndsTransaction).
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	if !h.calls.enter() {
+	if !h.enter() {
 		return nil, pgx.ErrTxClosed
 	}
 	defer h.calls.leave()
@@ -1118,7 +1141,7 @@ func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stat
 // transaction is refused (ErrHandlerEndsTransaction), as by every call
 // that takes SQL.
 func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if !h.calls.enter() {
+	if !h.enter() {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
 	defer h.calls.leave()
@@ -1131,7 +1154,7 @@ func (h *handlerTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 // Query forwards to the transaction; its rows withhold the connection
 // (withheld.go). The query is in flight until its rows are closed.
 func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if !h.calls.enter() {
+	if !h.enter() {
 		return closedRows{}, pgx.ErrTxClosed
 	}
 	if err := h.calls.refuseEnding(sql); err != nil {
@@ -1153,7 +1176,7 @@ func (h *handlerTx) Query(ctx context.Context, sql string, args ...any) (pgx.Row
 // the statements that end the transaction then fail, which closes the
 // connection.
 func (h *handlerTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if !h.calls.enter() {
+	if !h.enter() {
 		return closedRows{}
 	}
 	defer h.calls.leave()

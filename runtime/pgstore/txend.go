@@ -11,7 +11,15 @@ import "strings"
 // top-level statements as PostgreSQL's lexer splits them, and refused if
 // any of them ends a transaction block or begins one (BEGIN and START
 // TRANSACTION do nothing inside one but warn; a handler has no use for
-// them). ROLLBACK TO SAVEPOINT ends no transaction and is allowed.
+// them), or begins or ends a savepoint (SAVEPOINT, RELEASE [SAVEPOINT],
+// ROLLBACK TO [SAVEPOINT]). A savepoint a handler left open would have
+// the statements that end the transaction run inside it, and COMMIT,
+// which commits the savepoint first, would give the transaction back the
+// read-write state those statements took from it before the work
+// PostgreSQL runs at COMMIT (a deferred trigger, a cursor's query); a
+// handler's savepoints are the nested transactions of its pgx.Tx, which
+// pgstore sends and keeps count of (savepoint.go). PL/pgSQL and SQL
+// functions cannot run SAVEPOINT, so a text is the only way to one.
 // Statements inside a function or a DO block are not read: PostgreSQL
 // refuses a COMMIT or ROLLBACK there while a transaction block is open
 // ("invalid transaction termination"), and a handler's statements always
@@ -28,7 +36,7 @@ import "strings"
 // refused whatever the reading: such statements are sent one by one.
 
 // endsTx reports whether any top-level statement of sql ends or begins a
-// transaction block. It reads sql once (twice when it has a backslash),
+// transaction block or a savepoint. It reads sql once (twice when it has a backslash),
 // or only its first words when it has no ;, and allocates nothing.
 func endsTx(sql string) bool {
 	if strings.IndexByte(sql, ';') < 0 {
@@ -85,7 +93,8 @@ func namesEnding(sql string) bool {
 		}
 		switch w := sql[i:j]; {
 		case keyword(w, "commit"), keyword(w, "end"), keyword(w, "abort"), keyword(w, "begin"),
-			keyword(w, "start"), keyword(w, "prepare"), keyword(w, "rollback"):
+			keyword(w, "start"), keyword(w, "prepare"), keyword(w, "rollback"),
+			keyword(w, "savepoint"), keyword(w, "release"):
 			return true
 		}
 		i = j
@@ -113,23 +122,17 @@ func endsTxLexed(sql string, backslashEscapes bool) bool {
 }
 
 // endingStatement reports whether the statement that starts at sql[i]
-// ends or begins a transaction block.
+// ends or begins a transaction block or a savepoint (ROLLBACK, with TO or
+// without, and RELEASE begin no other statement).
 func endingStatement(sql string, i int) bool {
 	w, j := word(sql, i)
 	switch {
-	case keyword(w, "commit"), keyword(w, "end"), keyword(w, "abort"), keyword(w, "begin"):
+	case keyword(w, "commit"), keyword(w, "end"), keyword(w, "abort"), keyword(w, "begin"),
+		keyword(w, "rollback"), keyword(w, "savepoint"), keyword(w, "release"):
 		return true
 	case keyword(w, "start"), keyword(w, "prepare"):
 		w, _ = word(sql, skipBlank(sql, j))
 		return keyword(w, "transaction")
-	case keyword(w, "rollback"):
-		// ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name stays in
-		// the transaction.
-		w, j = word(sql, skipBlank(sql, j))
-		if keyword(w, "work") || keyword(w, "transaction") {
-			w, _ = word(sql, skipBlank(sql, j))
-		}
-		return !keyword(w, "to")
 	}
 	return false
 }

@@ -26,12 +26,21 @@ func TestEndsTx(t *testing.T) {
 		`begin`:                              true,
 		`BEGIN ISOLATION LEVEL SERIALIZABLE`: true,
 		`start transaction`:                  true,
-		`rollback to savepoint s`:            false,
-		`ROLLBACK TO s`:                      false,
-		`rollback work to s`:                 false,
-		`rollback transaction /* x */ to s`:  false,
+		`rollback to savepoint s`:            true,
+		`ROLLBACK TO s`:                      true,
+		`rollback work to s`:                 true,
+		`rollback transaction /* x */ to s`:  true,
 		`rollback; to`:                       true,
-		`savepoint s; release savepoint s`:   false,
+		`savepoint s`:                        true,
+		`SavePoint s;`:                       true,
+		`select 1; savepoint s`:              true,
+		`release savepoint s`:                true,
+		`RELEASE s`:                          true,
+		`select 1;release s`:                 true,
+		`select 'savepoint s'`:               false,
+		`select release, savepoint from t`:   false,
+		`savepoints`:                         false,
+		`released`:                           false,
 		`select 1; commit`:                   true,
 		`select 1;commit`:                    true,
 		`/* ; */ commit`:                     true,
@@ -94,6 +103,8 @@ func TestEndsTxSeveralStatementsNamingAKeyword(t *testing.T) {
 		"SELECT E'\x95\\'; COMMIT; --'":        true,
 		`select 'a\b'; select 'the end'`:       true,
 		`select 1; select 'the end'`:           false,
+		`select 'a\b'; select 'savepoint'`:     true,
+		`select 'a\b'; select 'release'`:       true,
 		`select 'it''s; commit'`:               false,
 		`do $$begin perform 1; end$$`:          false,
 		`select 'end';`:                        false,
@@ -293,18 +304,10 @@ func refEndsTx(sql string, backslashEscapes bool) bool {
 			return ""
 		}
 		switch at(0) {
-		case "commit", "end", "abort", "begin":
+		case "commit", "end", "abort", "begin", "rollback", "savepoint", "release":
 			return true
 		case "start", "prepare":
 			if at(1) == "transaction" {
-				return true
-			}
-		case "rollback":
-			k := 1
-			if at(1) == "work" || at(1) == "transaction" {
-				k = 2
-			}
-			if at(k) != "to" {
 				return true
 			}
 		}

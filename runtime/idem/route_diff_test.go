@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-chi/chi/v5"
@@ -35,8 +37,12 @@ import (
 // without a policy beside protected ones) and random requests
 // (percent-encoded literals and values, needless and lower-case escapes,
 // %2F inside values, empty values, dot segments, doubled and trailing
-// slashes, non-ASCII literals, prefixes) look for a request the two read
-// differently.
+// slashes, non-ASCII literals, prefixes, and characters a URL must escape
+// left raw in the request line: bytes beyond ASCII, '"', '<', '{', '|',
+// '^', '`') look for a request the two read differently. Each request is
+// written as a request line and read back with net/http's own request
+// reader (http.ReadRequest), so that URL.Path and URL.RawPath are what a
+// server hands the router.
 
 // claimLog records every claim by key.
 type claimLog struct {
@@ -119,7 +125,7 @@ var (
 	// plainWords need no escape in a path.
 	plainWords = []string{"accounts", "orders", "v1", "x.y", "pets", "a:b"}
 	allWords   = append([]string{"café", "é", "a b"}, plainWords...)
-	valueRunes = []string{"a", "b", "1", "/", "%", " ", "é", ".", "-", ":", "..", "?", "#"}
+	valueRunes = []string{"a", "b", "1", "/", "%", " ", "é", ".", "-", ":", "..", "?", "#", `"`, "<", "{", "|", "^", "`"}
 )
 
 // diffCase is one router in one mounting.
@@ -189,6 +195,10 @@ func randomTemplates(rng *rand.Rand, n int, mixed bool, literalWords []string) [
 // client or attacker might.
 func randomPath(rng *rand.Rand, tmpl string) string {
 	var b strings.Builder
+	// raw leaves in the request line every character net/http keeps as
+	// written (URL.RawPath) though a URL must escape it: bytes beyond
+	// ASCII, '"', '<', '{', '|', '^', '`'.
+	raw := rng.IntN(4) == 0
 	if rng.IntN(8) == 0 {
 		b.WriteString("/v1")
 	}
@@ -209,7 +219,7 @@ func randomPath(rng *rand.Rand, tmpl string) string {
 				if rng.IntN(2) == 0 {
 					b.WriteString(url.PathEscape(v.String()))
 				} else {
-					b.WriteString(escapeSome(rng, v.String()))
+					b.WriteString(escapeSome(rng, v.String(), raw))
 				}
 				i += end + 1
 				continue
@@ -229,16 +239,43 @@ func randomPath(rng *rand.Rand, tmpl string) string {
 	if rng.IntN(8) == 0 {
 		b.WriteByte('/')
 	}
+	if raw {
+		// Non-ASCII literals as curl sends them when typed.
+		return unescapeNonASCII(b.String())
+	}
+	return b.String()
+}
+
+// unescapeNonASCII writes each run of escapes of bytes beyond ASCII that
+// spells UTF-8 ("%C3%A9") as its raw bytes ("é").
+func unescapeNonASCII(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		j := i
+		for j+2 < len(p) && p[j] == '%' && p[j+1] >= '8' && p[j+1] <= 'F' {
+			j += 3
+		}
+		if j > i {
+			if d, err := url.PathUnescape(p[i:j]); err == nil && utf8.ValidString(d) {
+				b.WriteString(d)
+				i = j
+				continue
+			}
+		}
+		b.WriteByte(p[i])
+		i++
+	}
 	return b.String()
 }
 
 // escapeSome escapes only what a request line cannot carry, leaving "/",
-// "%" (when it starts a valid escape) and the rest raw.
-func escapeSome(rng *rand.Rand, v string) string {
+// "%" (when it starts a valid escape) and the rest raw; bytes beyond ASCII
+// too when raw is set.
+func escapeSome(rng *rand.Rand, v string, raw bool) string {
 	var b strings.Builder
 	for _, r := range v {
 		switch {
-		case r == ' ' || r == '?' || r == '#' || r > 0x7e || (r == '%' && rng.IntN(2) == 0):
+		case r == ' ' || r == '?' || r == '#' || (r > 0x7e && !raw) || (r == '%' && rng.IntN(2) == 0):
 			b.WriteString(url.PathEscape(string(r)))
 		default:
 			b.WriteRune(r)
@@ -339,12 +376,11 @@ func runDifferential(t *testing.T, dc diffCase) {
 		for i := range perRound {
 			path := randomPath(rng, tmpls[rng.IntN(len(tmpls))])
 			key := fmt.Sprintf("k%d-%d", round, i)
-			req, err := http.NewRequest(http.MethodPost, "http://example.test"+path, strings.NewReader(`{}`))
+			req, err := http.ReadRequest(bufio.NewReader(strings.NewReader("POST " + path + " HTTP/1.1\r\nHost: example.test\r\n" +
+				"Content-Type: application/json\r\nIdempotency-Key: " + key + "\r\nContent-Length: 2\r\n\r\n{}")))
 			if err != nil {
-				continue
+				continue // no server reads this request line
 			}
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Idempotency-Key", key)
 			h.ServeHTTP(httptest.NewRecorder(), req)
 			hit, ran := hits[key]
 			if !ran {
@@ -488,13 +524,16 @@ var colonWords = []string{"accounts", "orders", "v1", "x.y", "pets"}
 // another route than the engine's: behind Engine.Middleware the engine
 // refuses every path a decoding router reads elsewhere, and behind
 // idemgin.Middleware it also refuses whatever gin routes to another
-// operation than the one the engine read.
+// operation than the one the engine read. With UseRawPath gin routes on
+// the path as written (URL.RawPath), as chi does.
 func TestDifferentialGin(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
+	useRawPath := false
 	newGin := func(mw ...gin.HandlerFunc) func(*idem.Engine) diffRouter {
 		return func(e *idem.Engine) diffRouter {
 			g := gin.New()
 			g.ContextWithFallback = true
+			g.UseRawPath = useRawPath
 			for _, m := range mw {
 				g.Use(m)
 			}
@@ -508,6 +547,9 @@ func TestDifferentialGin(t *testing.T) {
 	runDifferential(t, diffCase{name: "gin", newRouter: newGin(), words: words, unprotected: true})
 	adapted := func(e *idem.Engine) diffRouter { return newGin(idemgin.Middleware(e))(e) }
 	runDifferential(t, diffCase{name: "gin behind idemgin.Middleware", newRouter: adapted, words: words, adapter: true, unprotected: true})
+	useRawPath = true
+	runDifferential(t, diffCase{name: "gin UseRawPath", newRouter: newGin(), words: words, unprotected: true})
+	runDifferential(t, diffCase{name: "gin UseRawPath behind idemgin.Middleware", newRouter: adapted, words: words, adapter: true, unprotected: true})
 }
 
 // echo routes on the path as the request escaped it, as the engine does,

@@ -64,9 +64,9 @@ func (s *savepoints) begin(ctx context.Context, tx pgx.Tx) (*savepoint, error) {
 
 // end releases sp on tx, having rolled back to it first when rollback is
 // set, and closes it (even if that failed, as pgx closes its nested
-// transactions). A savepoint whose own end is not
-// in the count any more (one opened around it was ended) is ended all the
-// same: PostgreSQL refuses it, as it refuses any name it does not know.
+// transactions). Ending a savepoint ends every one opened inside it; a
+// nested transaction whose savepoint went so fails to end it, as
+// PostgreSQL fails a name it no longer knows.
 func (s *savepoints) end(ctx context.Context, tx pgx.Tx, sp *savepoint, rollback bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

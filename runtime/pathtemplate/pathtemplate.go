@@ -202,12 +202,28 @@ func (t *Template) Segments() int { return len(t.segs) }
 // '^' or '`', left raw) and spells the decoded path escaped anew, where
 // an escaped "/" beside such a byte has become a separator. No one
 // reading of such a path is every router's. A RawPath that is Path itself
-// (a raw "/café", no escape in it) is read alike by all, and ok. A client
-// sends EscapedPath (url.URL.RequestURI), so for a request it sends the
-// path is what goes on the wire whatever ok says.
+// (a raw "/café", no escape in it) is read alike by all, and ok, unless it
+// holds a "+"; nor is one with an escape that leaves raw a character Go
+// escapes (one of ! ' ( ) * [ ]) or a "+". A client sends EscapedPath
+// (url.URL.RequestURI), so for a request it sends the path is what goes
+// on the wire whatever ok says.
 func RequestPath(u *url.URL) (escapedPath string, ok bool) {
 	escapedPath = u.EscapedPath()
-	return escapedPath, u.RawPath == "" || u.RawPath == escapedPath || u.RawPath == u.Path
+	if u.RawPath == "" {
+		return escapedPath, true
+	}
+	if strings.IndexByte(u.RawPath, '+') >= 0 {
+		// gin with UseRawPath decodes a parameter read from RawPath as a
+		// query value, where "+" is a space.
+		return escapedPath, false
+	}
+	if u.RawPath == u.Path {
+		return escapedPath, true // no escape in it: raw and decoded agree
+	}
+	// chi and echo hand a parameter over as written in RawPath, and a
+	// character Go escapes but a URL may leave raw, beside an escape,
+	// reads otherwise than in Go's own spelling of the same path.
+	return escapedPath, u.RawPath == escapedPath && !strings.ContainsAny(u.RawPath, "!'()*[]")
 }
 
 // Split cuts an escaped request path (url.URL.EscapedPath) into its

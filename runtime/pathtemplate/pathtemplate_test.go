@@ -235,6 +235,15 @@ func TestRequestPath(t *testing.T) {
 		{"/%22%2F`", "/%22/%60", false},
 		{"/a|b/é", "/a%7Cb/%C3%A9", true},
 		{"/a|b/%C3%A9", "/a%7Cb/%C3%A9", false},
+		// gin with UseRawPath reads a "+" in RawPath as a space.
+		{"/accounts/é+b", "/accounts/%C3%A9+b", false},
+		{"/accounts/a+b%2Fc", "/accounts/a+b%2Fc", false},
+		{"/accounts/a+b", "/accounts/a+b", true},
+		// chi and echo hand "(%20x" over as written; Go spells it %28%20x.
+		{"/accounts/(%20x", "/accounts/(%20x", false},
+		{"/accounts/O'Brien%C3%A9", "/accounts/O'Brien%C3%A9", false},
+		{"/accounts/O'Brien", "/accounts/O'Brien", true},
+		{"/accounts/(a)", "/accounts/(a)", true},
 	}
 	for _, c := range cases {
 		u, err := url.ParseRequestURI(c.line)

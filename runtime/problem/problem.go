@@ -114,7 +114,7 @@ var table = [...]row{
 		"The request path is not in canonical form (an empty or dot segment, a needless escape, an escaped \"/\" that routers read as a separator or not, or a parameter value holding the text that follows the parameter). Send it to %s exactly, with the same idempotency key.",
 		"the path has an empty or dot segment or a needless escape; nothing ran", "send the path in canonical form, same key"},
 	PathRawUnescaped: {NonCanonicalPath, http.StatusBadRequest, "Path not canonical",
-		"The request path carries a character that a URL must escape (a byte beyond ASCII, or one of \" < > \\ ^ ` { | }) unescaped, which routers read in different ways. Send it with every such character percent-encoded, with the same idempotency key.", "", ""},
+		"The request path is spelled so that routers read it in different ways: a character that a URL must escape (a byte beyond ASCII, or one of \" < > \\ ^ ` { | }) left unescaped, or a + or one of ! ' ( ) * [ ] in a path written so. Send it with every character but letters, digits and - . _ ~ / percent-encoded, with the same idempotency key.", "", ""},
 	MethodRefused: {MethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
 		"This route takes %s for operation %s; the method %q was not run.", "", ""},
 	TenantNotResolved: {TenantUnresolved, http.StatusInternalServerError, "Tenant not resolved",

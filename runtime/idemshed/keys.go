@@ -5,13 +5,24 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/key"
 )
 
 // HeaderKey is a Config.Key that reads the idempotency key from the
 // header name, as the generated policies name it (idem.KeySource.Name of
-// a policy whose key is in a header, "Idempotency-Key" by default).
+// a policy whose key is in a header, "Idempotency-Key" by default). It
+// reads the key as the engine does (key.Parse: a quoted key and the same
+// key unquoted are one), and a value the engine would refuse as it
+// stands.
 func HeaderKey(name string) func(*http.Request) string {
-	return func(r *http.Request) string { return r.Header.Get(name) }
+	return func(r *http.Request) string {
+		v := r.Header.Get(name)
+		if k, err := key.Parse(v, key.MaxLength); err == nil {
+			return k
+		}
+		return v
+	}
 }
 
 // attempt names what a retry repeats: the tenant, the method, the path and

@@ -1,3 +1,5 @@
+//go:build mutants
+
 package pgstore
 
 // SkipReset takes stmt out of the session resets (resetSQL and

@@ -1,3 +1,5 @@
+//go:build mutants
+
 package pgstore_test
 
 import (

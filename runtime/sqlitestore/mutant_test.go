@@ -1,3 +1,5 @@
+//go:build mutants
+
 package sqlitestore_test
 
 import (

@@ -400,3 +400,68 @@ func recordNodes(t *testing.T, addrs []string) (master string, replica *redis.Cl
 	}
 	return master, replica
 }
+
+// TestListPhasesAfterFailover fails the master of a request's phases over
+// to its replica with CLUSTER FAILOVER, while the store's client still
+// holds the slot map from before: the map names the old master, now a
+// replica, which answers a SCAN with its copy of the keys and the reads
+// of each key with MOVED. ListPhases must reach the new master and list
+// every recorded phase, with no reload of the map beforehand.
+func TestListPhasesAfterFailover(t *testing.T) {
+	addrs := startReplicatedCluster(t)
+	ctx := context.Background()
+	c := newClusterClient(t, addrs)
+	s, id, _ := clusterStore(t, c, "k-phases-failover")
+	names := []string{"charge", "notify", "reserve"}
+	for _, name := range names {
+		if _, err := s.RecordPhase(ctx, id, name, []byte("r-"+name), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	master, err := c.MasterForKey(ctx, s.PhaseKey(id, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every phase is on the replica before it takes over.
+	if n, err := master.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n < 1 {
+		t.Fatalf("WAIT for the replica: %d, %v", n, err)
+	}
+	var replica *redis.Client
+	for _, a := range addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { _ = n.Close() })
+		role, _ := n.Do(ctx, "ROLE").Slice()
+		if len(role) >= 3 && role[0] == "slave" && net.JoinHostPort(fmt.Sprint(role[1]), fmt.Sprint(role[2])) == master.Options().Addr {
+			replica = n
+		}
+	}
+	if replica == nil {
+		t.Fatalf("no replica of %s", master.Options().Addr)
+	}
+	if err := replica.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	awaitTakeover(t, replica)
+	// The old master answers as a replica before the listing runs.
+	old := redis.NewClient(&redis.Options{Addr: master.Options().Addr})
+	t.Cleanup(func() { _ = old.Close() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if role, _ := old.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "slave" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the old master did not become a replica")
+		}
+	}
+	got, err := s.ListPhases(ctx, id)
+	if err != nil {
+		t.Fatalf("ListPhases after the failover: %v", err)
+	}
+	var listed []string
+	for _, p := range got {
+		listed = append(listed, p.Name)
+	}
+	if strings.Join(listed, ",") != strings.Join(names, ",") {
+		t.Errorf("ListPhases after the failover: %q; want %q", listed, names)
+	}
+}

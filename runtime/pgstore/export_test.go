@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -110,3 +111,16 @@ func Unchecked(t idemstore.Tx) pgx.Tx { return t.(*tx).h.tx }
 
 // UncheckedTx is Unchecked for the pgx.Tx a handler receives.
 func UncheckedTx(h pgx.Tx) pgx.Tx { return h.(*handlerTx).tx }
+
+// PrepareUnchecked prepares sql under name on the connection of tx, a
+// handler's transaction, as its Prepare does, without refusing the name
+// (ErrPreparedName).
+func PrepareUnchecked(ctx context.Context, tx pgx.Tx, name, sql string) error {
+	h := tx.(*handlerTx)
+	h.prepared.add(name)
+	_, err := h.tx.Prepare(ctx, name, sql)
+	return err
+}
+
+// StageSQL is the text of StageEffect's statement for table.
+func StageSQL(table pgx.Identifier) string { return fmt.Sprintf(stageSQL, table.Sanitize()) }

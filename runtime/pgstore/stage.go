@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
@@ -56,16 +58,44 @@ func StageEffect(ctx context.Context, tx pgx.Tx, table pgx.Identifier, id idemst
 	if !ok || h.staging == nil || h.staging.id != id {
 		return false, ErrNoStaging
 	}
-	var rel uint32
-	err := h.QueryRow(ctx, fmt.Sprintf(stageSQL, table.Sanitize()), id.Tenant, id.Scope, id.Key, effectKey, name, payload).Scan(&rel)
+	rel, inserted, err := h.stage(ctx, fmt.Sprintf(stageSQL, table.Sanitize()), id, effectKey, name, payload)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, nil
 	case err != nil:
 		return false, err
+	case !inserted:
+		return false, nil
 	case rel != h.staging.rel:
 		return false, fmt.Errorf("%w: %s is not the outbox the transaction began with", ErrNoStaging, table.Sanitize())
 	}
 	h.staging.n.Add(1)
 	return true, nil
+}
+
+// stageTypes are the types of stageSQL's parameters.
+var stageTypes = []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.ByteaOID}
+
+// stage runs sql, stageSQL for the outbox's table, as one of the
+// handler's calls, and returns the relation its row went to and whether
+// it inserted one. It is sent as pgstore's own message (execDirect), not
+// through pgx's QueryRow: pgx would run instead a statement the handler
+// prepared under sql as its name.
+func (h *handlerTx) stage(ctx context.Context, sql string, id idemstore.Identity, effectKey, name string, payload []byte) (rel uint32, inserted bool, err error) {
+	if !h.enter() {
+		return 0, false, pgx.ErrTxClosed
+	}
+	defer h.calls.leave()
+	res := execDirect(ctx, h.tx.Conn(), sql, stageTypes, id.Tenant, id.Scope, id.Key, effectKey, name, payload)
+	switch {
+	case res.Err != nil:
+		return 0, false, res.Err
+	case len(res.Rows) == 0:
+		return 0, false, nil
+	case len(res.Rows) != 1 || len(res.Rows[0]) != 1:
+		return 0, false, fmt.Errorf("pgstore: stage: %d rows where one of one column was due", len(res.Rows))
+	}
+	oid, err := strconv.ParseUint(string(res.Rows[0][0]), 10, 32)
+	if err != nil {
+		return 0, false, fmt.Errorf("pgstore: stage: the relation %q: %w", res.Rows[0][0], err)
+	}
+	return uint32(oid), true, nil
 }

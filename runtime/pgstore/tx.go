@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,6 +38,26 @@ var ErrTxOwned = errors.New("pgstore: the idempotency layer commits or rolls bac
 // would stand in for one that pgx or pgstore prepared, on a connection
 // later requests use.
 var ErrCacheName = errors.New("pgstore: a prepared statement's name may not start with " + cachePrefix + " or " + ownPrefix + ", the prefixes of pgx's statement cache and pgstore's statements")
+
+// ErrPreparedName is returned, wrapped, by Prepare of the pgx.Tx a
+// transactional handler receives for a name that reads as SQL: one with
+// whitespace in it, a statement that ends or begins a transaction
+// (COMMIT, ROLLBACK, ...), or SELECT. pgx runs, in place of any query whose text is
+// the name of a statement prepared on the connection, that statement; a
+// name that is the text of a statement pgstore sends would have the
+// handler's statement run in its place. pgx's statement cache already
+// prepares each query once per connection, so a name is only needed for
+// a statement run by name: give it a short one ("insert_order"), not its
+// SQL (docs/runtime.md).
+var ErrPreparedName = errors.New("pgstore: a prepared statement's name may not contain whitespace, be SELECT or a statement that ends or begins a transaction; pgx would run the statement in place of a query with that text")
+
+// preparedNameRefused reports whether a handler may not prepare a
+// statement under name (ErrPreparedName): every text pgstore sends has
+// whitespace in it, ends a transaction, or is recacheSQL, the one word
+// that recache has pgx prepare.
+func preparedNameRefused(name string) bool {
+	return strings.IndexFunc(name, unicode.IsSpace) >= 0 || endsTx(name) || name == recacheSQL
+}
 
 // ErrConnClosed is returned, wrapped, by the Release of a transaction
 // whose connection closed before it ended, and by its Commit when the
@@ -337,7 +358,7 @@ func (s *Store) commitLost(ctx context.Context, conn *pgxpool.Conn) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
-		if _, err := pc.Exec(rctx, commitSQL); err != nil {
+		if err := execPlain(rctx, pc, commitSQL); err != nil {
 			s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: committing a lost claim failed; closing its connection", slog.Any("err", err))
 			_ = pc.Close(rctx)
 		}
@@ -693,27 +714,38 @@ func completeTxArgs(mark txMark, id idemstore.Identity, resp idemstore.Response)
 	return append(mark.checkArgs(), append(args[:3], args[4:]...)...)
 }
 
-// execer runs a statement: a session (*pgx.Conn) or the pool.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
+// Types of markKey's statements' parameters.
+var (
+	markCommittedTypes = []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID}
+	failClosedTxTypes  = []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.ByteaOID, pgtype.Int8OID}
+)
 
-// markKey makes sure, through db, that no takeover can repeat what the
-// handler of claim c may have committed on its own: when the handler ended
-// the transaction (ended) the key becomes indeterminate whatever its row
+// markKey makes sure, on pc, that no takeover can repeat what the handler
+// of claim c may have committed on its own: when the handler ended the
+// transaction (ended) the key becomes indeterminate whatever its row
 // became; otherwise a claim row still in flight under the token was
 // committed by the handler, and is marked indeterminate. It reports
-// whether the key is left indeterminate. The statements are described
-// afresh rather than taken from pgx's statement cache: the handler may
-// have deallocated what the cache holds (DEALLOCATE ALL, DISCARD ALL).
-func markKey(ctx context.Context, db execer, c *idemstore.Claim, ended bool) (unknown bool, err error) {
+// whether the key is left indeterminate. The statements are parsed afresh
+// and sent as pgstore's own messages (execDirect), neither taken from
+// pgx's statement cache, whose statements the handler may have
+// deallocated (DEALLOCATE ALL, DISCARD ALL), nor looked up by pgx among
+// the statements the handler prepared by name.
+func markKey(ctx context.Context, pc *pgx.Conn, c *idemstore.Claim, ended bool) (unknown bool, err error) {
 	if ended {
-		_, err = db.Exec(ctx, failClosedTxSQL, pgx.QueryExecModeDescribeExec, c.Tenant, c.Scope, c.Key, c.Token,
-			c.Operation, fingerprintArg(c.Fingerprint), c.TTL.Microseconds())
-		return true, err
+		return true, execDirect(ctx, pc, failClosedTxSQL, failClosedTxTypes, c.Tenant, c.Scope, c.Key, c.Token,
+			c.Operation, fingerprintArg(c.Fingerprint), c.TTL.Microseconds()).Err
 	}
-	tag, err := db.Exec(ctx, markCommittedSQL, pgx.QueryExecModeDescribeExec, c.Tenant, c.Scope, c.Key, c.Token)
-	return tag.RowsAffected() > 0, err
+	res := execDirect(ctx, pc, markCommittedSQL, markCommittedTypes, c.Tenant, c.Scope, c.Key, c.Token)
+	return res.CommandTag.RowsAffected() > 0, res.Err
+}
+
+// markKeyOnPool is markKey on a connection of pool.
+func markKeyOnPool(ctx context.Context, pool *pgxpool.Pool, c *idemstore.Claim, ended bool) (unknown bool, err error) {
+	err = pool.AcquireFunc(ctx, func(conn *pgxpool.Conn) error {
+		unknown, err = markKey(ctx, conn.Conn(), c, ended)
+		return err
+	})
+	return unknown, err
 }
 
 // errSessionDiscarded is why settle closes a session instead of
@@ -767,10 +799,10 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 		released = true
 		err = errNotSent
 	case pc.PgConn().TxStatus() != 'I':
-		_, err = pc.Exec(rctx, rollbackSQL)
+		err = execPlain(rctx, pc, rollbackSQL)
 	}
 	if err == nil {
-		_, err = pc.Exec(rctx, settleSessionSQL)
+		err = execPlain(rctx, pc, settleSessionSQL)
 	}
 	if err == nil {
 		unknown, err = markKey(rctx, pc, c, ended)
@@ -781,7 +813,7 @@ func (t *tx) settle(ctx context.Context, conn *pgxpool.Conn, cause error) error 
 		// a connection of the pool instead, while this session's locks
 		// still keep every other claim away from it.
 		var poolErr error
-		if unknown, poolErr = markKey(rctx, t.s.pool, c, ended); poolErr == nil {
+		if unknown, poolErr = markKeyOnPool(rctx, t.s.pool, c, ended); poolErr == nil {
 			err = nil
 		} else {
 			err = errors.Join(err, poolErr)
@@ -1118,8 +1150,9 @@ func (h *handlerTx) LargeObjects() pgx.LargeObjects {
 // Prepare forwards to the transaction. The statement lasts as long as the
 // transaction: it is dropped before the connection serves another request.
 // A name with the prefix of pgx's statement cache is refused
-// (ErrCacheName), and so is a statement that would end the transaction
-// when executed (ErrHandlerEndsTransaction).
+// (ErrCacheName), and so is a name that reads as SQL (ErrPreparedName)
+// and a statement that would end the transaction when executed
+// (ErrHandlerEndsTransaction).
 func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
 	if !h.enter() {
 		return nil, pgx.ErrTxClosed
@@ -1127,6 +1160,9 @@ func (h *handlerTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stat
 	defer h.calls.leave()
 	if strings.HasPrefix(name, cachePrefix) || strings.HasPrefix(name, ownPrefix) {
 		return nil, fmt.Errorf("%w: %q", ErrCacheName, name)
+	}
+	if preparedNameRefused(name) {
+		return nil, fmt.Errorf("%w: %.60q", ErrPreparedName, name)
 	}
 	if err := h.calls.refuseEnding(sql); err != nil {
 		return nil, err

@@ -230,3 +230,33 @@ func sendReset(ctx context.Context, pc *pgx.Conn, rollback, replan bool) error {
 	}
 	return readBatch(pc.PgConn().ExecBatch(ctx, b)).err
 }
+
+// execDirect runs sql once on pc's session, parsed afresh as the unnamed
+// statement, with args encoded by pgstore as the types oids name; its
+// results come back in text. pgx's Exec, Query and QueryRow are not used
+// for a statement of pgstore's on a session a handler has had: pgx runs,
+// in place of any query whose text is the name of a statement prepared
+// on the connection (Conn.Prepare), that statement, whatever the query's
+// execution mode.
+func execDirect(ctx context.Context, pc *pgx.Conn, sql string, oids []uint32, args ...any) *pgconn.Result {
+	m := pc.TypeMap()
+	values := make([][]byte, len(args))
+	formats := make([]int16, len(args))
+	for i, arg := range args {
+		formats[i] = m.FormatCodeForOID(oids[i])
+		v, err := m.Encode(oids[i], formats[i], arg, []byte{})
+		if err != nil {
+			return &pgconn.Result{Err: fmt.Errorf("argument %d: %w", i+1, err)}
+		}
+		values[i] = v
+	}
+	return pc.PgConn().ExecParams(ctx, sql, values, oids, formats, nil).Read()
+}
+
+// execPlain sends sql, statements without parameters, on pc's session as
+// they are, in the simple protocol, not through pgx's Exec (see
+// execDirect).
+func execPlain(ctx context.Context, pc *pgx.Conn, sql string) error {
+	_, err := pc.PgConn().Exec(ctx, sql).ReadAll()
+	return err
+}

@@ -15,20 +15,20 @@ import (
 
 // No statement of a handler's runs after its transaction has ended, outside
 // every check (docs/semantics.md §7.2), and a handler that ended or
-// tampered with its transaction leaves its key failed closed (§5.4).
+// tampered with its transaction leaves its key failed closed
+// (docs/semantics.md §5.4).
 // pgx runs a statement prepared under a name in place of any query whose
-// text is that name, whatever the query's execution mode. A handler may
-// prepare under any name but pgx's and pgstore's prefixes, a name that is
-// the text of one of the statements settle sends through pgx on the
-// handler's own session once the transaction is rolled back (the reset of
-// the session, the key's failing closed). It then makes its end's check
-// fail (here by setting the transaction's mark again): the transaction is
-// rolled back, and settle runs the handler's statement instead of its
-// own, in autocommit, as the store's role, which deletes globex's
-// completed key. globex's retry runs its handler a second time. Prepare
-// refuses such a name (ErrPreparedName); with the name prepared all the
-// same (unchecked), settle sends its statements as its own messages, which
-// pgx does not look up by name, and globex's key stays.
+// text is that name, whatever the query's execution mode. A handler that
+// could prepare under the text of one of the statements settle sends on
+// its own session once the transaction is rolled back (the reset of the
+// session, the key's failing closed), and then made its end's check fail
+// (here by setting the transaction's mark again), would have settle run
+// its statement instead, in autocommit, as the store's role, deleting
+// globex's completed key, whose retry would run its handler a second
+// time. Prepare refuses such a name (ErrPreparedName); with the name
+// prepared all the same (unchecked), settle sends its statements as its
+// own messages, which pgx does not look up by name, and globex's key
+// stays.
 func TestAHandlersStatementNamedAsSettlesRunsAfterTheRollback(t *testing.T) {
 	for name, st := range pgstore.SettleStatements {
 		for _, unchecked := range []bool{false, true} {

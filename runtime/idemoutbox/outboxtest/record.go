@@ -26,7 +26,10 @@ func slowRecord(t *testing.T, tg Target) {
 	rcv := newReceiver()
 	rcv.hold, rcv.entered = make(chan struct{}), make(chan struct{}, 8)
 	cfg := runnerConfig(f.inst.Outbox, rcv.deliver)
-	cfg.Lease = 2 * time.Second
+	// Short of recordHeld, and long enough for Block to take its locks
+	// while the delivery is held on a loaded machine: a delivery still
+	// held when its lease ends is given up, and rightly made again.
+	cfg.Lease = 4 * time.Second
 	go func() {
 		<-rcv.entered
 		release, err := f.inst.Block(context.Background())

@@ -99,11 +99,7 @@ func lateWrites(t *testing.T, s *Store, prefix string, prepare func(st *storeTx)
 			t.Fatalf("the end of the transaction: %v", err)
 		}
 		werr := <-wrote
-		var effects int
-		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE marker = ?`, c.Key).Scan(&effects); err != nil {
-			t.Fatal(err)
-		}
-		if effects > 0 {
+		if effectsMarked(t, s, c.Key) > 0 {
 			committed++
 			if committed <= 3 {
 				t.Logf("try %d: the late write returned %v and was committed", i, werr)
@@ -195,4 +191,15 @@ func TestLateTriggerIsNotCommittedWithTheEnd(t *testing.T) {
 			}
 		})
 	}
+}
+
+// effectsMarked counts the rows of the test's effects table that carry
+// marker: the writes of a handler's that were committed.
+func effectsMarked(t *testing.T, s *Store, marker string) int {
+	t.Helper()
+	var n int
+	if err := s.DB().QueryRowContext(context.Background(), `SELECT count(*) FROM effects WHERE marker = ?`, marker).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

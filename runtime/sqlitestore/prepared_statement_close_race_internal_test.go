@@ -57,11 +57,7 @@ func TestPreparedStatementRunsAfterCallsAreRefused(t *testing.T) {
 			t.Fatalf("Commit: %v", err)
 		}
 		werr := <-wrote
-		var n int
-		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE marker = ?`, c.Key).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
+		if effectsMarked(t, s, c.Key) > 0 {
 			committed++
 			if committed == 1 {
 				t.Logf("try %d: the prepared statement run after the refusal returned %v", i, werr)

@@ -683,15 +683,60 @@ func (endedCtx) Err() error { return errTxEnded }
 // rows read under it must, and end ends it.
 func (t *Tx) within(ctx context.Context) context.Context {
 	t.used.Store(true)
-	c, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(t.lease, func() { cancel(context.Cause(t.lease)) })
+	c, cancel := detached(ctx)
+	stopLease := context.AfterFunc(t.lease, func() { cancel(context.Cause(t.lease)) })
 	t.mu.Lock()
 	t.ends = append(t.ends, func() {
-		stop()
+		stopLease()
 		cancel(context.Cause(t.lease))
 	})
 	t.mu.Unlock()
 	return c
+}
+
+// detached returns a context with ctx's values and deadline that ends when
+// ctx does or cancel is called, and reads ctx's Done channel and deadline
+// only now, in the caller's goroutine. A handler may pass its framework's
+// context (gin's *gin.Context), which the framework gives the next request
+// once the handler returns; the context package watches a context of a
+// type not its own from a goroutine that reads it whenever that goroutine
+// runs, later too. detached's goroutine waits on the channel alone, and
+// cancel stops it.
+func detached(ctx context.Context) (c context.Context, cancel context.CancelCauseFunc) {
+	done := ctx.Done()
+	deadline, hasDeadline := ctx.Deadline()
+	base, stopDeadline := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if hasDeadline {
+		base, stopDeadline = context.WithDeadline(base, deadline)
+	}
+	c, end := context.WithCancelCause(base)
+	ended := func() {
+		// A deadline that passed ends c through base, as DeadlineExceeded.
+		if !hasDeadline || time.Now().Before(deadline) {
+			end(context.Canceled)
+		}
+	}
+	quit := make(chan struct{})
+	var stop sync.Once
+	select {
+	case <-done:
+		ended()
+	default:
+		if done != nil {
+			go func() {
+				select {
+				case <-done:
+					ended()
+				case <-quit:
+				}
+			}()
+		}
+	}
+	return c, func(cause error) {
+		stop.Do(func() { close(quit) })
+		end(cause)
+		stopDeadline()
+	}
 }
 
 // end ends the contexts within made, in the caller's goroutine, once the

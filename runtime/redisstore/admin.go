@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -81,15 +80,11 @@ return 1
 // Scan implements idemadmin.Store. Records are read in full before fn
 // sees the first one, since SCAN returns them in no order.
 func (s *Store) Scan(ctx context.Context, q idemadmin.Query, fn func(idemadmin.Entry) bool) error {
-	var out []idemadmin.Entry
-	err := s.each(ctx, func(e idemadmin.Entry) {
-		if selects(q, e) {
-			out = append(out, e)
-		}
-	})
+	all, err := s.entries(ctx)
 	if err != nil {
 		return fmt.Errorf("redisstore: scan keys: %w", err)
 	}
+	out := slices.DeleteFunc(all, func(e idemadmin.Entry) bool { return !selects(q, e) })
 	slices.SortFunc(out, func(a, b idemadmin.Entry) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.Tenant, b.Tenant),
 			cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Key, b.Key))
@@ -119,35 +114,34 @@ func selects(q idemadmin.Query, e idemadmin.Entry) bool {
 	return true
 }
 
-// each calls fn with every record under the prefix, on every primary,
-// except released tombstones, which stand for no key. A cluster's
-// primaries are walked at the same time (ForEachMaster), so the calls of
-// fn are serialized: callers collect into plain slices and maps.
-func (s *Store) each(ctx context.Context, fn func(idemadmin.Entry)) error {
+// entries returns every record under the prefix, on every master, except
+// released tombstones, which stand for no key. A cluster's masters are
+// listed by onMasters' rule: a listing that a failover or a reshard left
+// incomplete is made again where the records are, or fails; it is never
+// returned short.
+func (s *Store) entries(ctx context.Context) ([]idemadmin.Entry, error) {
 	match := globEscape(s.prefix) + "{*}"
-	var mu sync.Mutex
-	walk := func(ctx context.Context, node *redis.Client) error {
+	list := func(ctx context.Context, node *redis.Client) ([]idemadmin.Entry, error) {
+		var out []idemadmin.Entry
 		iter := node.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
 			e, found, err := s.read(ctx, node, iter.Val(), false)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if found {
-				mu.Lock()
-				fn(e)
-				mu.Unlock()
+				out = append(out, e)
 			}
 		}
-		return iter.Err()
+		return out, iter.Err()
 	}
 	switch c := s.client.(type) {
 	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, walk)
+		return onMasters(ctx, c, list)
 	case *redis.Client:
-		return walk(ctx, c)
+		return list(ctx, c)
 	}
-	return fmt.Errorf("cannot list the records of a %T", s.client)
+	return nil, fmt.Errorf("cannot list the records of a %T", s.client)
 }
 
 // globEscape makes the prefix match only itself in a SCAN pattern.
@@ -274,18 +268,19 @@ func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idemstor
 func (s *Store) Stats(ctx context.Context) (idemadmin.Stats, error) {
 	var st idemadmin.Stats
 	counts := map[idemadmin.Count]int64{}
-	err := s.each(ctx, func(e idemadmin.Entry) {
+	all, err := s.entries(ctx)
+	if err != nil {
+		return idemadmin.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
+	}
+	for _, e := range all {
 		if e.ReadAt.After(st.ReadAt) {
 			st.ReadAt = e.ReadAt
 		}
 		if e.Expired() {
 			st.Expired++
-			return
+			continue
 		}
 		counts[idemadmin.Count{Operation: e.Operation, State: e.State}]++
-	})
-	if err != nil {
-		return idemadmin.Stats{}, fmt.Errorf("redisstore: stats: %w", err)
 	}
 	if st.ReadAt.IsZero() {
 		if st.ReadAt, err = s.clock(ctx); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/redisstore/redistest"
@@ -426,33 +428,8 @@ func TestListPhasesAfterFailover(t *testing.T) {
 	if n, err := master.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n < 1 {
 		t.Fatalf("WAIT for the replica: %d, %v", n, err)
 	}
-	var replica *redis.Client
-	for _, a := range addrs {
-		n := redis.NewClient(&redis.Options{Addr: a})
-		t.Cleanup(func() { _ = n.Close() })
-		role, _ := n.Do(ctx, "ROLE").Slice()
-		if len(role) >= 3 && role[0] == "slave" && net.JoinHostPort(fmt.Sprint(role[1]), fmt.Sprint(role[2])) == master.Options().Addr {
-			replica = n
-		}
-	}
-	if replica == nil {
-		t.Fatalf("no replica of %s", master.Options().Addr)
-	}
-	if err := replica.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
-		t.Fatal(err)
-	}
-	awaitTakeover(t, replica)
 	// The old master answers as a replica before the listing runs.
-	old := redis.NewClient(&redis.Options{Addr: master.Options().Addr})
-	t.Cleanup(func() { _ = old.Close() })
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if role, _ := old.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "slave" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the old master did not become a replica")
-		}
-	}
+	failOver(t, addrs, master.Options().Addr)
 	got, err := s.ListPhases(ctx, id)
 	if err != nil {
 		t.Fatalf("ListPhases after the failover: %v", err)
@@ -463,5 +440,159 @@ func TestListPhasesAfterFailover(t *testing.T) {
 	}
 	if strings.Join(listed, ",") != strings.Join(names, ",") {
 		t.Errorf("ListPhases after the failover: %q; want %q", listed, names)
+	}
+}
+
+// TestScanAfterFailover fails a master over to its replica with CLUSTER
+// FAILOVER while the slot map of the store's client still names the old
+// master, as it does right after a failover when go-redis reloads the map
+// (before each walk of Scan and Stats) from a node not yet told of it;
+// here the client's ClusterSlots option answers the map from before, so
+// that it stays stale. The old master, now a replica, holds a copy of the
+// records written before the failover, whose reads answer MOVED, and none
+// of those written after its replication was cut, which its SCAN leaves
+// out without a word. Scan and Stats must list every record of both, on
+// the new master.
+func TestScanAfterFailover(t *testing.T) {
+	addrs := startReplicatedCluster(t)
+	ctx := context.Background()
+	c := newClusterClient(t, addrs)
+	// The map from before, once it names every replica: go-redis finds
+	// a node by its address only among those its map names.
+	var slots []redis.ClusterSlot
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		shards, err := c.ClusterShards(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slots = slotMap(shards); !slices.ContainsFunc(slots, func(s redis.ClusterSlot) bool { return len(s.Nodes) < 2 }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot map names no replica of some master: %+v", slots)
+		}
+	}
+	stale := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs,
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) { return slots, nil }})
+	t.Cleanup(func() { _ = stale.Close() })
+	// fill writes n records under a fresh prefix through c, and returns
+	// a store on stale under that prefix and the name of the first.
+	const n = 30
+	fill := func() (*redisstore.Store, string) {
+		t.Helper()
+		prefix := newPrefix(t, c)
+		w, err := redisstore.New(c, redisstore.WithPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			id := idemstore.Identity{Tenant: "acme", Scope: "createTransfer", Key: fmt.Sprint("k-", i)}
+			if res, err := claimOn(w, id)("t"); err != nil || !res.Won {
+				t.Fatalf("claim %d: %+v, %v", i, res, err)
+			}
+		}
+		r, err := redisstore.New(stale, redisstore.WithPrefix(prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, w.Key(idemstore.Identity{Tenant: "acme", Scope: "createTransfer", Key: "k-0"})
+	}
+	before, first := fill()
+	master, err := c.MasterForKey(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return m.Do(ctx, "WAIT", 1, 5000).Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The old master answers as a replica, and copies nothing more: it
+	// cannot authenticate to its new master.
+	old := failOver(t, addrs, master.Options().Addr)
+	if err := old.ConfigSet(ctx, "masterauth", "not-the-password").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.ClientKillByFilter(ctx, "TYPE", "master").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if role, _ := old.Do(ctx, "ROLE").Slice(); len(role) >= 4 && role[3] != "connected" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the old master still copies its new master")
+		}
+	}
+	after, _ := fill()
+	for name, s := range map[string]*redisstore.Store{"copied": before, "not copied": after} {
+		listed := 0
+		err := s.Scan(ctx, idemadmin.Query{}, func(idemadmin.Entry) bool { listed++; return true })
+		if err != nil || listed != n {
+			t.Errorf("%s: Scan after the failover listed %d records, %v; want %d", name, listed, err, n)
+		}
+		st, err := s.Stats(ctx)
+		counted := int64(0)
+		for _, c := range st.Counts {
+			counted += c.Keys
+		}
+		if err != nil || counted != n {
+			t.Errorf("%s: Stats after the failover counted %d records, %v; want %d", name, counted, err, n)
+		}
+	}
+}
+
+// slotMap is the slot map of shards, as CLUSTER SLOTS answers it: each
+// range's master first, then its replicas.
+func slotMap(shards []redis.ClusterShard) []redis.ClusterSlot {
+	var out []redis.ClusterSlot
+	for _, sh := range shards {
+		var nodes []redis.ClusterNode
+		for _, n := range sh.Nodes {
+			node := redis.ClusterNode{ID: n.ID, Addr: net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))}
+			if n.Role == "master" {
+				nodes = append([]redis.ClusterNode{node}, nodes...)
+			} else {
+				nodes = append(nodes, node)
+			}
+		}
+		for _, r := range sh.Slots {
+			out = append(out, redis.ClusterSlot{Start: int(r.Start), End: int(r.End), Nodes: nodes})
+		}
+	}
+	return out
+}
+
+// failOver fails the master at addr over to its replica among addrs with
+// CLUSTER FAILOVER, and returns a client of the old master once it
+// answers as a replica.
+func failOver(t *testing.T, addrs []string, master string) *redis.Client {
+	t.Helper()
+	ctx := context.Background()
+	var replica *redis.Client
+	for _, a := range addrs {
+		n := redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { _ = n.Close() })
+		role, _ := n.Do(ctx, "ROLE").Slice()
+		if len(role) >= 3 && role[0] == "slave" && net.JoinHostPort(fmt.Sprint(role[1]), fmt.Sprint(role[2])) == master {
+			replica = n
+		}
+	}
+	if replica == nil {
+		t.Fatalf("no replica of %s", master)
+	}
+	if err := replica.Do(ctx, "CLUSTER", "FAILOVER").Err(); err != nil {
+		t.Fatal(err)
+	}
+	awaitTakeover(t, replica)
+	old := redis.NewClient(&redis.Options{Addr: master})
+	t.Cleanup(func() { _ = old.Close() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if role, _ := old.Do(ctx, "ROLE").Slice(); len(role) > 0 && role[0] == "slave" {
+			return old
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the old master did not become a replica")
+		}
 	}
 }

@@ -199,17 +199,23 @@ func nodeAt(ctx context.Context, cc *redis.ClusterClient, addr string) (*redis.C
 	return found, err
 }
 
-// hostPort puts addr in net.JoinHostPort's form: Redis names an IPv6
-// node in a redirection without brackets.
+// hostPort puts addr in net.JoinHostPort's form, to compare: Redis names
+// an IPv6 node in a redirection without brackets, and go-redis names a
+// loopback node of a slot map that the ClusterSlots option answers with
+// no host, so every loopback host is written "localhost".
 func hostPort(addr string) string {
-	if _, _, err := net.SplitHostPort(addr); err == nil {
-		return addr
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		i := strings.LastIndexByte(addr, ':')
+		if i < 0 {
+			return addr
+		}
+		host, port = addr[:i], addr[i+1:]
 	}
-	i := strings.LastIndexByte(addr, ':')
-	if i < 0 {
-		return addr
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsLoopback() {
+		host = "localhost"
 	}
-	return net.JoinHostPort(addr[:i], addr[i+1:])
+	return net.JoinHostPort(host, port)
 }
 
 // connFailure reports whether err is a failure of the connection rather

@@ -39,6 +39,17 @@ func sendOwn(ctx context.Context, pc *pgx.Conn, qs []*pgx.QueuedQuery) (sentResu
 	if pc.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return sendBatch(ctx, pc, qs), nil
 	}
+	var ended *pgconn.Result
+	if rollbackFirst(pc, qs) {
+		// A failed transaction parses nothing but its end: its ROLLBACK
+		// goes first, on its own, and the statements are prepared behind
+		// it, as pgstore's, in the clean session.
+		res, err := pc.PgConn().Exec(ctx, rollbackSQL).ReadAll()
+		if err != nil {
+			return sentResults{}, fmt.Errorf("rolling back before preparing: %w", err)
+		}
+		ended, qs = res[0], qs[1:]
+	}
 	b := &pgconn.Batch{}
 	for _, q := range qs {
 		if err := queueOwn(ctx, pc, b, q); err != nil {
@@ -46,7 +57,28 @@ func sendOwn(ctx context.Context, pc *pgx.Conn, qs []*pgx.QueuedQuery) (sentResu
 		}
 	}
 	b.ExecParams(replacedSQL, [][]byte{[]byte(strconv.Itoa(len(ownPrepared(pc))))}, nil, nil, nil)
-	return readBatch(pc.PgConn().ExecBatch(ctx, b)), nil
+	sent := readBatch(pc.PgConn().ExecBatch(ctx, b))
+	if ended != nil {
+		sent.results = append([]*pgconn.Result{ended}, sent.results...)
+	}
+	return sent, nil
+}
+
+// rollbackFirst reports whether qs, which begin with ROLLBACK, must have it
+// sent before the rest: pc's transaction has failed, where PostgreSQL
+// refuses to parse anything but the statement that ends it (25P02), and
+// one of the others is not yet prepared on pc. Once each is, the ROLLBACK
+// goes in the one round trip with them.
+func rollbackFirst(pc *pgx.Conn, qs []*pgx.QueuedQuery) bool {
+	if len(qs) == 0 || qs[0].SQL != rollbackSQL || pc.PgConn().TxStatus() != 'E' {
+		return false
+	}
+	for _, q := range qs[1:] {
+		if !ownPrepared(pc)[ownName(q.SQL)] {
+			return true
+		}
+	}
+	return false
 }
 
 // ownPrepared is the set of the names of pgstore's own statements

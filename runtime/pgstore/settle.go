@@ -24,10 +24,14 @@ import (
 // statement of its own (a new snapshot under READ COMMITTED):
 //   - the key's row, if it is committed by now: it decides as any row does;
 //   - otherwise whether the session holding the key's lock wears the badge
-//     of another request (requestBadge). A transactional claim wears its
-//     request's badge for as long as its transaction, which holds the
-//     key's lock; a holder being given back wears none, or this request's,
-//     and neither does a key that is free again by now.
+//     of another request of this key (requestBadge). A transactional claim
+//     wears its request's badge for as long as its transaction, which
+//     holds the key's lock; a holder being given back wears none, or this
+//     request's, and neither does a key that is free again by now. A
+//     handler that takes this key's lock from its own request's
+//     transaction wears its own request's badge, of another key: the key
+//     is answered as in flight (409), never as another request's (422),
+//     which would tell the client to change its key.
 //
 // The badge is what tells a request's lock apart from any other: the
 // request lock itself is in the one-bigint space, where an application's
@@ -53,6 +57,7 @@ const settleSQL = `SELECT k.state, k.operation, k.fingerprint,
                    ON o.pid = h.pid AND o.locktype = 'advisory' AND o.granted
                   AND o.objsubid = 2 AND o.database = h.database
                   AND o.classid = $4::bigint::oid AND o.objid <> $5::bigint::oid
+                  AND o.objid::bigint >> 15 = $5::bigint >> 15
                 WHERE h.locktype = 'advisory' AND h.granted AND h.objsubid = 1
                   AND h.pid <> pg_backend_pid()
                   AND h.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -70,18 +75,35 @@ const badgeClass int32 = 0x69646d67
 // requestBadge returns the badge of c's request, the second key of an
 // advisory lock in the two-int space that a transactional claim takes,
 // shared and without waiting, as its transaction begins (txTimeoutsSQL),
-// and holds until the transaction ends. It is a 31-bit FNV-1a hash of the
-// request's identity (key, operation and fingerprint), the same in every
-// process. Two requests whose badges collide only make settle answer one
-// of them 409 rather than 422 for a moment; a request never wears a badge
-// other than its own.
+// and holds until the transaction ends. Its high 16 of 31 bits are a hash
+// of the key (tenant, scope and key), its low 15 a hash of the request's
+// identity (key, operation and fingerprint), both 31-bit FNV-1a, the same
+// in every process. settle counts only a badge of the key it settles: a
+// session that holds the key's lock and wears the badge of a request of
+// another key (a handler that took another tenant's key's lock from the
+// transaction of its own request) is answered as in flight, not as
+// another request of this key. Two requests of one key whose badges
+// collide only make settle answer one of them 409 rather than 422 for a
+// moment; a request never wears a badge other than its own.
 func requestBadge(c idemstore.Claim) int32 {
+	key := identityHash(c.Tenant, c.Scope, c.Key)
+	request := identityHash(c.Tenant, c.Scope, c.Key, c.Operation, string(c.Fingerprint))
+	return int32(key>>badgeRequestBits<<badgeRequestBits | request&(1<<badgeRequestBits-1))
+}
+
+// badgeRequestBits are the low bits of a badge that tell its request
+// apart from another request of the same key (requestBadge).
+const badgeRequestBits = 15
+
+// identityHash is a 31-bit FNV-1a hash of parts, each preceded by its
+// length.
+func identityHash(parts ...string) uint32 {
 	const (
 		offset = 14695981039346656037
 		prime  = 1099511628211
 	)
 	h := uint64(offset)
-	add := func(s string) {
+	for _, s := range parts {
 		for n, i := uint64(len(s)), 0; i < 8; i++ {
 			h = (h ^ (n>>(8*i))&0xff) * prime
 		}
@@ -89,12 +111,7 @@ func requestBadge(c idemstore.Claim) int32 {
 			h = (h ^ uint64(s[i])) * prime
 		}
 	}
-	add(c.Tenant)
-	add(c.Scope)
-	add(c.Key)
-	add(c.Operation)
-	add(string(c.Fingerprint))
-	return int32((h ^ h>>32) & math.MaxInt32)
+	return uint32((h ^ h>>32) & math.MaxInt32)
 }
 
 // rowQuerier is a pool, a pooled connection or a transaction.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The owner lock (docs/semantics.md §9) lets a store tell a claim whose
@@ -30,7 +31,9 @@ import (
 // lock. A hard link reaches it too, but SQLite keeps the WAL beside the
 // name a process opened, so two names in two directories are two
 // databases to SQLite: a file with more than one link is refused
-// (ErrHardLinked). SQLite locks the same file with fcntl; Linux keeps flock and
+// (ErrHardLinked), and so is a file another process has open under a name
+// other than the store's, once the file was renamed under it
+// (ErrOpenUnderAnotherName). SQLite locks the same file with fcntl; Linux keeps flock and
 // fcntl locks independent (flock(2)), so neither refuses the other. The
 // descriptor that holds the flock is never closed (see dbFiles): closing
 // it would drop the fcntl locks of every SQLite connection of the process
@@ -59,6 +62,9 @@ func (s *Store) own(ctx context.Context) error {
 		return nil
 	}
 	if err := oneName(file); err != nil {
+		return fmt.Errorf("sqlitestore: owner lock: %w", err)
+	}
+	if err := sameNameAsOthers(ctx, file); err != nil {
 		return fmt.Errorf("sqlitestore: owner lock: %w", err)
 	}
 	lock, alone, err := lockOwner(ctx, file, s.recoverDead)
@@ -104,6 +110,53 @@ func oneName(file string) error {
 	}
 	return nil
 }
+
+// ErrOpenUnderAnotherName is the error of Open and OpenDB for a database
+// file that another process has open in WAL mode under another name: the
+// file was renamed, or moved into place, while that process ran. SQLite
+// keeps a WAL and its shared-memory index beside the name a process opened
+// the file by, so the claims in the other process's WAL are not in this
+// store's, and both would win a key. Renaming or moving the database file
+// is a restore: stop every process that has it open first
+// (docs/semantics.md §7.4).
+var ErrOpenUnderAnotherName = errors.New("sqlitestore: another process has the database file open under another name, and SQLite keeps a WAL of its own for each name")
+
+// sameNameAsOthers refuses a database file that another process has open
+// under a name other than file (ErrOpenUnderAnotherName), where the
+// platform lets a store see SQLite's locks. A process that has the file
+// open in WAL mode holds SQLite's shared lock on it, and a lock on the
+// shared-memory index beside the name it opened, from its connection's
+// first read to its close: a second process legitimately joining under
+// the same name finds that lock beside its own name. A process in the
+// middle of opening or closing a connection holds the first lock without
+// the second for an instant, so the check is made again for a few
+// milliseconds before the store refuses.
+func sameNameAsOthers(ctx context.Context, file string) error {
+	for try := 1; ; try++ {
+		elsewhere, err := openElsewhere(file)
+		if err != nil {
+			return fmt.Errorf("look for another process's name of %s: %w", file, err)
+		}
+		if !elsewhere {
+			return nil
+		}
+		if try == nameChecks {
+			return fmt.Errorf("%s: %w", file, ErrOpenUnderAnotherName)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(nameCheckPause):
+		}
+	}
+}
+
+// nameChecks and nameCheckPause bound the time sameNameAsOthers waits out
+// another process's connection that is opening or closing.
+const (
+	nameChecks     = 5
+	nameCheckPause = 5 * time.Millisecond
+)
 
 // mainFile returns the file of db's main database, as SQLite resolved it;
 // "" for an in-memory or temporary database.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ownerWait bounds how long a store waits for its share of the owner lock
@@ -26,11 +28,15 @@ const ownerPoll = 5 * time.Millisecond
 // on it, those of connections that are still open included, so a
 // descriptor opened for the owner lock is never closed. The table lets the
 // stores of one process on one file share it, and bounds the descriptors
-// to one per database file.
+// to one per database file. shms holds, the same way, the descriptors
+// openElsewhere opened on SQLite's shared-memory index files (-shm),
+// whose locks SQLite's connections of the process hold too: one per
+// index file, opened only when another process has its database open.
 var dbFiles = struct {
 	mu    sync.Mutex
 	files map[fileID]*dbFile
-}{files: make(map[fileID]*dbFile)}
+	shms  map[fileID]int
+}{files: make(map[fileID]*dbFile), shms: make(map[fileID]int)}
 
 // fileID names a file by its inode, which a rename or a deletion of its
 // name does not change, and which no other file takes while a descriptor
@@ -224,6 +230,87 @@ func (l *ownerLock) release() error {
 		return nil
 	}
 	return l.unlock()
+}
+
+// SQLite's unix VFS takes its SHARED lock on the database file as a read
+// lock of the bytes sqliteSharedFirst to sqliteSharedFirst+sqliteSharedSize-1,
+// and, in WAL mode, keeps it from a connection's first read to its close;
+// and every process that has the shared-memory index (the name's -shm)
+// open holds a read lock of its byte sqliteShmDMS for as long. The byte
+// offsets are SQLite's file format (os_unix.c), the same in every version
+// that has WAL mode.
+const (
+	sqliteSharedFirst = 0x40000000 + 2
+	sqliteSharedSize  = 510
+	sqliteShmDMS      = 128
+)
+
+// openElsewhere reports whether another process has the database file at
+// path open in WAL mode (SQLite's shared lock on it is held by another
+// process) under another name: no other process has the index beside
+// path open. fcntl's F_GETLK reports only other processes' locks, so this
+// process's own connections count for neither.
+func openElsewhere(path string) (bool, error) {
+	f, err := openDBFile(path)
+	if err != nil {
+		return false, err
+	}
+	held, err := lockedByAnother(f.fd, sqliteSharedFirst, sqliteSharedSize)
+	if err != nil || !held {
+		return false, err
+	}
+	shm, err := openShm(path + "-shm")
+	if errors.Is(err, syscall.ENOENT) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	used, err := lockedByAnother(shm, sqliteShmDMS, 1)
+	return !used && err == nil, err
+}
+
+// lockedByAnother reports whether another process holds an fcntl lock on
+// any of the n bytes of the file fd from start.
+func lockedByAnother(fd int, start, n int64) (bool, error) {
+	for {
+		lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: start, Len: n}
+		err := unix.FcntlFlock(uintptr(fd), unix.F_GETLK, &lk)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("read the locks: %w", err)
+		}
+		return lk.Type != unix.F_UNLCK, nil
+	}
+}
+
+// openShm returns the process's descriptor of the index file at path,
+// opening it if the process has none. Like the database file's (see
+// dbFiles), it is never closed: closing it would drop the locks SQLite's
+// connections of the process hold on the index, and another process
+// would then take the index for unused and rebuild it under them.
+func openShm(path string) (int, error) {
+	dbFiles.mu.Lock()
+	defer dbFiles.mu.Unlock()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return -1, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if fd, ok := dbFiles.shms[fileID{dev: uint64(st.Dev), ino: st.Ino}]; ok {
+		return fd, nil
+	}
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := syscall.Fstat(fd, &st); err != nil {
+		// Kept open and unused: closing it could drop SQLite's locks.
+		return -1, fmt.Errorf("stat %s: %w", path, err)
+	}
+	dbFiles.shms[fileID{dev: uint64(st.Dev), ino: st.Ino}] = fd
+	return fd, nil
 }
 
 // fileLinks reports how many hard links the file at path has.

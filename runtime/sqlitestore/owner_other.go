@@ -23,6 +23,11 @@ func (*ownerLock) share(context.Context) error { return nil }
 
 func (*ownerLock) release() error { return nil }
 
+// openElsewhere reports nothing on this platform, where the store does
+// not read SQLite's locks: a file renamed under a live process is not
+// told apart (docs/semantics.md §7.4).
+func openElsewhere(string) (bool, error) { return false, nil }
+
 // fileLinks reports how many hard links the file at path has, where the
 // platform's file information has a link count (Nlink, as on the BSDs
 // and macOS); known is false where it has none (Windows).

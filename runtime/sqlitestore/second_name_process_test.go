@@ -40,3 +40,47 @@ func TestASecondNameOfTheDatabaseDoesNotWinAHeldKey(t *testing.T) {
 		}
 	}
 }
+
+// A rename of the database file while a service runs (a deploy that moves
+// the file into place under its new name, an operator tidying up) leaves
+// the running process on the old name's WAL and index, where its claims
+// are, while a process started on the new name gets a WAL of its own. The
+// owner lock is on the inode, which the rename keeps, and the file has one
+// link, so neither tells: the new store would win the keys the running
+// process holds, and the same request would run twice (docs/semantics.md
+// §7.4). A store refuses a file another process has open under another
+// name, recovering or not; moving the file's directory moves its WAL and
+// index with it, and is not refused.
+func TestARenamedDatabaseDoesNotWinAHeldKey(t *testing.T) {
+	path := newOwnerDB(t)
+	ownerChild(t, "claim-plain", path)
+	moved := filepath.Join(filepath.Dir(path), "idem-moved.db")
+	if err := os.Rename(path, moved); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range [][]sqlitestore.Option{nil, {sqlitestore.WithDeadHolderRecovery()}} {
+		s, err := sqlitestore.Open(context.Background(), moved, opts...)
+		if err == nil {
+			claimsStandInFlight(t, s, "a store of another process opened through the file's new name")
+			_ = s.Close()
+		}
+		if !errors.Is(err, sqlitestore.ErrOpenUnderAnotherName) {
+			t.Errorf("Open(%s, %d options) of a file another process has open under its old name = %v; want ErrOpenUnderAnotherName", moved, len(opts), err)
+		}
+	}
+
+	// Back under its name, in a directory of another name.
+	if err := os.Rename(moved, path); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(filepath.Dir(filepath.Dir(path)), "moved-dir")
+	if err := os.Rename(filepath.Dir(path), dir); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlitestore.Open(context.Background(), filepath.Join(dir, filepath.Base(path)))
+	if err != nil {
+		t.Fatalf("Open of the file in its moved directory = %v; want the WAL and index that moved with it shared", err)
+	}
+	defer func() { _ = s.Close() }()
+	claimsStandInFlight(t, s, "a store of another process opened in the file's moved directory")
+}

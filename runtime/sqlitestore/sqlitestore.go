@@ -177,7 +177,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // its share, which keeps its own claims safe from a store that recovers.
 // An in-memory database, and a platform other than Linux, have no lock
 // and end nothing. A database file with more than one hard link is
-// refused (ErrHardLinked), wherever the platform reports a file's links.
+// refused (ErrHardLinked), wherever the platform reports a file's links,
+// and on Linux so is a file that another process has open under another
+// name, the file having been renamed or moved while it ran
+// (ErrOpenUnderAnotherName).
 func OpenDB(ctx context.Context, db *sql.DB, opts ...Option) (*Store, error) {
 	s := New(db, opts...)
 	if err := s.own(ctx); err != nil {

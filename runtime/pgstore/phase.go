@@ -26,16 +26,17 @@ var (
 // concurrent insert committed while this one waited on its key.
 const recordPhaseSQL = `INSERT INTO idempotency_phases AS p
        (tenant, scope, key, name, result, expires_at, created_at)
-VALUES ($1, $2, $3, $4, $5, clock_timestamp() + $6 * interval '1 microsecond', clock_timestamp())
+VALUES ($1, $2, $3, $4, $5, clock_timestamp() OPERATOR(pg_catalog.+) ($6 OPERATOR(pg_catalog.*) interval '1 microsecond'),
+        clock_timestamp())
 ON CONFLICT (tenant, scope, key, name) DO UPDATE
    SET result = excluded.result, expires_at = excluded.expires_at, created_at = excluded.created_at
- WHERE p.expires_at <= clock_timestamp()
+ WHERE p.expires_at OPERATOR(pg_catalog.<=) clock_timestamp()
 RETURNING result`
 
 // loadPhaseSQL reads a live phase record.
 const loadPhaseSQL = `SELECT result FROM idempotency_phases
- WHERE tenant = $1 AND scope = $2 AND key = $3 AND name = $4
-   AND expires_at > clock_timestamp()`
+ WHERE tenant OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3
+   AND name OPERATOR(pg_catalog.=) $4 AND expires_at OPERATOR(pg_catalog.>) clock_timestamp()`
 
 // sweepPhasesSQL deletes a bounded batch of expired phases, skipping rows
 // a record is replacing right now.
@@ -177,9 +178,10 @@ func nonNil(b []byte) []byte {
 }
 
 // listPhasesSQL lists the live phases of one identity, by name.
-const listPhasesSQL = `SELECT name, octet_length(result), created_at, expires_at
+const listPhasesSQL = `SELECT name, pg_catalog.octet_length(result), created_at, expires_at
   FROM idempotency_phases
- WHERE tenant = $1 AND scope = $2 AND key = $3 AND expires_at > clock_timestamp()
+ WHERE tenant OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3
+   AND expires_at OPERATOR(pg_catalog.>) clock_timestamp()
  ORDER BY name`
 
 // ListPhases implements idemstore.PhaseLister. A database without the

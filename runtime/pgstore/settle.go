@@ -49,24 +49,27 @@ import (
 // objid the low half, objsubid 1; a badge, a lock of the two-int form, is
 // classid badgeClass and objid the badge, objsubid 2.
 const settleSQL = `SELECT k.state, k.operation, k.fingerprint,
-       (extract(epoch FROM k.lease_until - clock_timestamp()) * 1000000)::bigint,
+       (extract(epoch FROM k.lease_until OPERATOR(pg_catalog.-) clock_timestamp()) OPERATOR(pg_catalog.*) 1000000)::bigint,
        k.status, k.headers, k.body, k.body_omitted,
        EXISTS (SELECT 1
-                 FROM pg_locks h
-                 JOIN pg_locks o
-                   ON o.pid = h.pid AND o.locktype = 'advisory' AND o.granted
-                  AND o.objsubid = 2 AND o.database = h.database
-                  AND o.classid = $4::bigint::oid AND o.objid <> $5::bigint::oid
-                  AND o.objid::bigint >> 15 = $5::bigint >> 15
-                WHERE h.locktype = 'advisory' AND h.granted AND h.objsubid = 1
-                  AND h.pid <> pg_backend_pid()
-                  AND h.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                  AND h.classid = l.key_hi AND h.objid = l.key_lo)
-  FROM (SELECT ((i.k >> 32) & 4294967295)::oid AS key_hi, (i.k & 4294967295)::oid AS key_lo
+                 FROM pg_catalog.pg_locks h
+                 JOIN pg_catalog.pg_locks o
+                   ON o.pid OPERATOR(pg_catalog.=) h.pid AND o.locktype OPERATOR(pg_catalog.=) 'advisory' AND o.granted
+                  AND o.objsubid OPERATOR(pg_catalog.=) 2 AND o.database OPERATOR(pg_catalog.=) h.database
+                  AND o.classid OPERATOR(pg_catalog.=) $4::bigint::pg_catalog.oid
+                  AND o.objid OPERATOR(pg_catalog.<>) $5::bigint::pg_catalog.oid
+                  AND (o.objid::bigint OPERATOR(pg_catalog.>>) 15) OPERATOR(pg_catalog.=) ($5::bigint OPERATOR(pg_catalog.>>) 15)
+                WHERE h.locktype OPERATOR(pg_catalog.=) 'advisory' AND h.granted AND h.objsubid OPERATOR(pg_catalog.=) 1
+                  AND h.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()
+                  AND h.database OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_database
+                                                         WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                  AND h.classid OPERATOR(pg_catalog.=) l.key_hi AND h.objid OPERATOR(pg_catalog.=) l.key_lo)
+  FROM (SELECT ((i.k OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid AS key_hi,
+               (i.k OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid AS key_lo
           FROM (SELECT idempotency_lock_id($1, $2, $3) AS k) i) l
   LEFT JOIN idempotency_keys k
-    ON k.tenant = $1 AND k.scope = $2 AND k.key = $3
-   AND k.expires_at > clock_timestamp()`
+    ON k.tenant OPERATOR(pg_catalog.=) $1 AND k.scope OPERATOR(pg_catalog.=) $2 AND k.key OPERATOR(pg_catalog.=) $3
+   AND k.expires_at OPERATOR(pg_catalog.>) clock_timestamp()`
 
 // badgeClass is the first key of every badge (requestBadge), in the
 // two-int advisory lock space: "idmg" in ASCII.

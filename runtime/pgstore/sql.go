@@ -73,9 +73,10 @@ const decidingColumnsSQL = `k.state, k.operation, k.fingerprint, k.lease_until, 
 // itself: live, and completed, indeterminate, or in flight with its lease
 // running.
 const decidingRowSQL = `idempotency_keys k
-    ON k.tenant = $1::pg_catalog.text AND k.scope = $2::pg_catalog.text AND k.key = $3::pg_catalog.text
-   AND k.expires_at > t.now
-   AND (k.state <> 'in_flight' OR k.lease_until > t.now)`
+    ON k.tenant OPERATOR(pg_catalog.=) $1::pg_catalog.text AND k.scope OPERATOR(pg_catalog.=) $2::pg_catalog.text
+   AND k.key OPERATOR(pg_catalog.=) $3::pg_catalog.text
+   AND k.expires_at OPERATOR(pg_catalog.>) t.now
+   AND (k.state OPERATOR(pg_catalog.<>) 'in_flight' OR k.lease_until OPERATOR(pg_catalog.>) t.now)`
 
 // completeSQL stores the response of a claim made outside a transaction.
 // It is fenced on the token like every write, and a row count of zero is
@@ -85,9 +86,15 @@ const decidingRowSQL = `idempotency_keys k
 const completeSQL = `UPDATE idempotency_keys
    SET state = 'completed', completed_at = clock_timestamp(),
        status = $5::pg_catalog.int4, headers = $6::pg_catalog.bytea, body = $7::pg_catalog.bytea, body_omitted = $8::pg_catalog.bool,
-       lease_until = NULL
- WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
-   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
+       lease_until = NULL` + heldRowSQL
+
+// heldRowSQL selects, for completeSQL, releaseSQL, the abandons and
+// markCommittedSQL, the key's row while it is in flight under the
+// claim's token ($4): every write of a claim's holder is fenced on it.
+const heldRowSQL = `
+ WHERE tenant OPERATOR(pg_catalog.=) $1::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $2::pg_catalog.text
+   AND key OPERATOR(pg_catalog.=) $3::pg_catalog.text
+   AND lease_token OPERATOR(pg_catalog.=) $4::pg_catalog.text AND state OPERATOR(pg_catalog.=) 'in_flight'`
 
 // completeTxSQL stores the response inside the handler's transaction, and
 // checks, in the same statement, that the transaction is still the one
@@ -123,23 +130,17 @@ SELECT CASE WHEN ` + sameTxCheckSQL + ` OPERATOR(pg_catalog.<>) 1
 
 // releaseSQL deletes the row only for the current token of an in-flight
 // claim: a late release from an abandoned request deletes nothing.
-const releaseSQL = `DELETE FROM idempotency_keys
- WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
-   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
+const releaseSQL = `DELETE FROM idempotency_keys` + heldRowSQL
 
 // abandonTakeoverSQL ends the lease now, so the next claim of the same
 // request takes the key over at once. Token-checked like every write.
 const abandonTakeoverSQL = `UPDATE idempotency_keys
-   SET lease_until = clock_timestamp()
- WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
-   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
+   SET lease_until = clock_timestamp()` + heldRowSQL
 
 // abandonFailClosedSQL marks the key indeterminate for an operator to
 // resolve.
 const abandonFailClosedSQL = `UPDATE idempotency_keys
-   SET state = 'indeterminate'
- WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
-   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
+   SET state = 'indeterminate'` + heldRowSQL
 
 // sweepSQL deletes a bounded batch of expired rows, skipping locked ones.
 // idempotency_sweep is the store's, a name the end of a handler's
@@ -162,10 +163,10 @@ const sweepSQL = `SELECT idempotency_sweep($1::pg_catalog.int4)`
 // Its last two are the relations the names of the store's tables resolve
 // to on the session before the handler runs (watchedSQL), and what the
 // transaction has written to them so far (txWritesSQL): see txMark.
-const txTimeoutsSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, true),
-       set_config('statement_timeout', $1, true),
-       set_config('idemgen.transaction', $2, true),
-       pg_try_advisory_xact_lock_shared($3, $4),
+const txTimeoutsSQL = `SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', $1, true),
+       pg_catalog.set_config('statement_timeout', $1, true),
+       pg_catalog.set_config('idemgen.transaction', $2, true),
+       pg_catalog.pg_try_advisory_xact_lock_shared($3, $4),
        pg_catalog.transaction_timestamp(),
        w.rels, ` + txWritesSQL + `
   FROM (SELECT ` + watchedSQL + ` AS rels) w`
@@ -282,15 +283,18 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 //     named like one of the store's tables, a function named like one of
 //     the store's or pg_try_advisory_xact_lock_shared, or an operator * or
 //     || (ownRowSQL: written by this transaction or a subtransaction of
-//     it). The store's statements and its functions' bodies, which have no
-//     search_path of their own, find these names through the session's
-//     search_path: a schema named after the role comes first on the
-//     default one ("$user"), and a function or an operator that matches
-//     the arguments better than pg_catalog's is chosen wherever it stands
-//     on the path. Each of those names is met where pg_catalog has no
-//     exact match for it (the lock's uncast parameters, a bigint *
-//     interval, an integer || text); the others' exact match in
-//     pg_catalog, searched first, wins.
+//     it). The store's functions' bodies, which have no search_path of
+//     their own, find these names through the session's search_path, and
+//     so do the store's statements the tables' and the functions' (every
+//     other name in them but clock_timestamp is pg_catalog's by name): a
+//     schema named after
+//     the role comes first on the default one ("$user"), and a function
+//     or an operator that matches the arguments better than pg_catalog's
+//     is chosen wherever it stands on the path. Each of those names is met
+//     where pg_catalog has no exact match for it (a bigint * interval, an
+//     integer || text in the functions' bodies; the lock's uncast
+//     parameters in the statements of a process of an earlier version);
+//     the others' exact match in pg_catalog, searched first, wins.
 //
 // Any of them could rewrite or undo a completion or a phase or an effect,
 // this request's or another tenant's, now or later, and the handler's role
@@ -516,9 +520,7 @@ $$`
 // for a takeover that could repeat them. It runs while the claim's session
 // locks keep every other claim out, and is fenced on the token.
 const markCommittedSQL = `UPDATE idempotency_keys
-   SET state = 'indeterminate', lease_until = NULL
- WHERE tenant = $1::pg_catalog.text AND scope = $2::pg_catalog.text AND key = $3::pg_catalog.text
-   AND lease_token = $4::pg_catalog.text AND state = 'in_flight'`
+   SET state = 'indeterminate', lease_until = NULL` + heldRowSQL
 
 // failClosedTxSQL runs when the handler ended its transaction itself (a raw
 // COMMIT or ROLLBACK): what its writes became cannot be known, so the key
@@ -531,24 +533,25 @@ const failClosedTxSQL = `INSERT INTO idempotency_keys AS k
        (tenant, scope, key, operation, fingerprint, state,
         lease_token, lease_until, expires_at, created_at)
 VALUES ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text, $5::pg_catalog.text, $6::pg_catalog.bytea, 'indeterminate', $4::pg_catalog.text, NULL,
-        clock_timestamp() + $7 * interval '1 microsecond', clock_timestamp())
+        clock_timestamp() OPERATOR(pg_catalog.+) ($7 OPERATOR(pg_catalog.*) interval '1 microsecond'),
+        clock_timestamp())
 ON CONFLICT (tenant, scope, key) DO UPDATE
    SET state        = 'indeterminate',
        operation    = excluded.operation,
        fingerprint  = excluded.fingerprint,
        lease_token  = excluded.lease_token,
        lease_until  = NULL,
-       expires_at   = CASE WHEN k.expires_at <= clock_timestamp()
+       expires_at   = CASE WHEN k.expires_at OPERATOR(pg_catalog.<=) clock_timestamp()
                            THEN excluded.expires_at ELSE k.expires_at END,
-       created_at   = CASE WHEN k.expires_at <= clock_timestamp()
+       created_at   = CASE WHEN k.expires_at OPERATOR(pg_catalog.<=) clock_timestamp()
                            THEN excluded.created_at ELSE k.created_at END,
        completed_at = NULL,
        status       = NULL,
        headers      = NULL,
        body         = NULL,
        body_omitted = false
- WHERE (k.lease_token = excluded.lease_token AND k.state = 'in_flight')
-    OR k.expires_at <= clock_timestamp()`
+ WHERE (k.lease_token OPERATOR(pg_catalog.=) excluded.lease_token AND k.state OPERATOR(pg_catalog.=) 'in_flight')
+    OR k.expires_at OPERATOR(pg_catalog.<=) clock_timestamp()`
 
 // discardPlansSQL makes every statement prepared on the session parse
 // again where it runs next. A prepared statement is parsed again, where
@@ -612,7 +615,7 @@ const (
 // test processes starting at once): CREATE ... IF NOT EXISTS and CREATE OR
 // REPLACE FUNCTION are not safe against each other without it. The number is
 // arbitrary and fixed.
-const migrateLockSQL = `SELECT pg_advisory_xact_lock(7236194020345570123)`
+const migrateLockSQL = `SELECT pg_catalog.pg_advisory_xact_lock(7236194020345570123)`
 
 // sqlstateFenced is the SQLSTATE idempotency_complete raises when the lease
 // token is no longer current.

@@ -1,10 +1,15 @@
-// Package sqlqualified finds the functions a PostgreSQL statement calls
-// by an unqualified name. A statement that runs outside the checked end of
-// a handler's transaction (a runner's, an operator's, a sweeper's) is
+// Package sqlqualified finds what a PostgreSQL statement names by the
+// search_path: the functions it calls by an unqualified name
+// (Unqualified), and its operators, casts and catalog relations
+// (Operators). A statement that runs outside the checked end of a
+// handler's transaction (a runner's, an operator's, a sweeper's) is
 // parsed under a search_path on which a handler's role may have made a
-// function of the same name that fits the arguments better than
-// pg_catalog's; named pg_catalog.f, only pg_catalog's is chosen. The
-// stores' tests run it over every such statement.
+// function or an operator of the same name that fits the arguments
+// better than pg_catalog's, and one that runs in a handler's
+// transaction under a search_path the handler set, which may name
+// pg_catalog after a schema of the handler's; named pg_catalog.f or
+// OPERATOR(pg_catalog.op), only pg_catalog's is chosen. The stores'
+// tests run it over every statement they send.
 package sqlqualified
 
 import (
@@ -63,11 +68,16 @@ func qualified(name string) bool { return strings.HasPrefix(name, "pg_catalog.")
 
 // token is a name (word, with its schema if qualified), an opening
 // parenthesis (paren; afterInto when the name before it follows INTO or
-// AS), or anything else.
+// AS), a run of operator characters (op; digit when a digit follows it
+// at once), another character of the grammar (punct: a closing
+// parenthesis, a comma, a semicolon), or anything else.
 type token struct {
 	word      string
 	paren     bool
 	afterInto bool
+	op        string
+	digit     bool
+	punct     rune
 }
 
 // tokens yields sql's tokens, leaving out strings, quoted identifiers,
@@ -78,6 +88,7 @@ func tokens(sql string) func(func(token) bool) {
 		var last, beforeLast string
 		for i := 0; i < len(r); {
 			c := r[i]
+			var tok token
 			switch {
 			case unicode.IsSpace(c):
 				i++
@@ -125,14 +136,23 @@ func tokens(sql string) func(func(token) bool) {
 				continue
 			case c == '(':
 				i++
-				if !yield(token{paren: true, afterInto: beforeLast == "into" || beforeLast == "as"}) {
-					return
+				tok = token{paren: true, afterInto: beforeLast == "into" || beforeLast == "as"}
+			case strings.ContainsRune(operatorChars, c):
+				j := i
+				for j < len(r) && strings.ContainsRune(operatorChars, r[j]) &&
+					!(r[j] == '-' && j+1 < len(r) && r[j+1] == '-') && !(r[j] == '/' && j+1 < len(r) && r[j+1] == '*') {
+					j++
 				}
+				tok = token{op: string(r[i:j]), digit: j < len(r) && unicode.IsDigit(r[j])}
+				i = j
+			case c == ')' || c == ',' || c == ';' || c == ':':
+				i++
+				tok = token{punct: c}
 			default:
 				i++
 			}
 			beforeLast, last = last, ""
-			if !yield(token{}) {
+			if !yield(tok) {
 				return
 			}
 		}
@@ -155,4 +175,109 @@ func skipQuoted(r []rune, i int, q rune) int {
 		}
 	}
 	return i
+}
+
+// operatorChars are the characters of which PostgreSQL makes an
+// operator's name.
+const operatorChars = "+-*/<>=~!@#%^&|`?"
+
+// keywordOperators are the words of the grammar that stand for an
+// operator the search_path finds: x IN (...) and x BETWEEN a AND b are
+// = ANY and >= and <=, LIKE and ILIKE are ~~ and ~~*, SIMILAR TO is ~,
+// IS DISTINCT FROM and NULLIF are =. None of them can name pg_catalog's,
+// so a statement writes the operator instead: OPERATOR(pg_catalog.=)
+// ANY (...).
+var keywordOperators = map[string]bool{
+	"in": true, "between": true, "like": true, "ilike": true, "similar": true,
+	"distinct": true, "nullif": true, "overlaps": true,
+}
+
+// keywordTypes are the names of types that are words of the grammar,
+// which name pg_catalog's type whatever the search_path: a cast to any
+// other name (::text, ::oid) finds the type by the search_path.
+var keywordTypes = map[string]bool{
+	"bigint": true, "bit": true, "boolean": true, "char": true, "character": true, "dec": true,
+	"decimal": true, "double": true, "float": true, "int": true, "integer": true, "interval": true,
+	"nchar": true, "numeric": true, "real": true, "smallint": true, "time": true, "timestamp": true,
+	"varchar": true,
+}
+
+// Operators returns the operators in sql, in order, that the search_path
+// finds: those not written OPERATOR(pg_catalog.op), and the words of the
+// grammar that stand for one (keywordOperators; DISTINCT only after IS),
+// a simple CASE (CASE x WHEN y, which compares with =) as CASE, and a
+// join's USING (columns) as USING. An operator of a schema the handler's
+// role may create in, put before pg_catalog on the search_path (SET
+// LOCAL search_path = s, pg_catalog, or a deployment's), with operands
+// of exactly the types of pg_catalog's, is chosen there in its place; so
+// is one that fits the operands better wherever it stands. What is not
+// an operator is left out: the = of a SET clause's assignment, the * of
+// count(*), SELECT * and t.*, and a minus sign before a number, which
+// the grammar makes part of the constant. A cast to a type by a name
+// the search_path finds (::text, not ::pg_catalog.text nor ::bigint, a
+// word of the grammar) is returned as ::text. Names that start with pg_ and
+// are not qualified, a catalog's relations (pg_locks) that a temporary
+// or another schema's relation of the name could stand for, are
+// returned too. Strings, quoted identifiers and comments are skipped.
+func Operators(sql string) []string {
+	var (
+		found []string
+		prev  token // the token before this one
+		prev2 token // and the one before that
+		depth int
+		set   = -1 // the depth of the SET clause the tokens are in, or -1
+	)
+	for t := range tokens(sql) {
+		w := strings.ToLower(t.word)
+		switch {
+		case t.paren:
+			depth++
+		case t.punct == ')':
+			depth--
+			if depth < set {
+				set = -1
+			}
+		case t.punct == ';':
+			set = -1
+		case w == "set":
+			set = depth
+		case set == depth && (w == "where" || w == "from" || w == "returning"):
+			set = -1
+		}
+		pw := strings.ToLower(prev.word)
+		switch {
+		case t.op != "":
+			p2 := strings.ToLower(prev2.word)
+			switch {
+			case strings.HasSuffix(pw, ".") && prev2.paren:
+				// OPERATOR(schema.op)
+				if pw != "pg_catalog." {
+					found = append(found, prev.word+t.op)
+				}
+			case t.op == "*" && (strings.HasSuffix(pw, ".") || prev.paren || prev.punct == ',' || pw == "select" || pw == "returning" || pw == "unlisten"):
+			case t.op == "=" && set == depth && prev.word != "" && (p2 == "set" || prev2.punct == ','):
+			case t.op == "-" && t.digit && (prev.op != "" || prev.paren || (prev.punct != 0 && prev.punct != ')') || syntax[pw] || keywordOperators[pw]):
+			default:
+				found = append(found, t.op)
+			}
+		case w == "distinct" && pw == "is", keywordOperators[w] && w != "distinct":
+			found = append(found, t.word)
+		case prev.paren && strings.ToLower(prev2.word) == "using" && w != "select" && w != "values" && w != "with":
+			// A join's USING (columns), not DELETE's USING (subquery).
+			found = append(found, "USING")
+		case pw == "case" && w != "when":
+			found = append(found, "CASE")
+		case w != "" && prev.punct == ':' && prev2.punct == ':' && !strings.HasPrefix(w, "pg_catalog.") && !keywordTypes[w]:
+			found = append(found, "::"+t.word)
+		}
+		if p := strings.ToLower(prev.word); strings.HasPrefix(p, "pg_") && !strings.HasPrefix(p, "pg_catalog.") && !t.paren {
+			// A relation, not a function's call (Unqualified).
+			found = append(found, prev.word)
+		}
+		prev2, prev = prev, t
+	}
+	if p := strings.ToLower(prev.word); strings.HasPrefix(p, "pg_") && !strings.HasPrefix(p, "pg_catalog.") {
+		found = append(found, prev.word)
+	}
+	return found
 }

@@ -32,3 +32,40 @@ func TestUnqualifiedFindsCallsBySearchPath(t *testing.T) {
 		}
 	}
 }
+
+// pgstore's claim once compared the key's columns with = and read the
+// clock with clock_timestamp() by the search_path: under a search_path
+// that names pg_catalog after a schema the handler's role may create in
+// (SET LOCAL search_path = s, pg_catalog, or a deployment's), an
+// =(text, text) of the handler's that answers true found another
+// tenant's row for the key. The check names every operator, cast and
+// catalog relation found so, and none that is pg_catalog's by name or
+// not an operator at all.
+func TestOperatorsFindsOperatorsBySearchPath(t *testing.T) {
+	for _, c := range []struct {
+		sql  string
+		want []string
+	}{
+		{`SELECT k.state FROM (SELECT clock_timestamp() AS now) t
+  LEFT JOIN idempotency_keys k
+    ON k.tenant = $1::pg_catalog.text AND k.key = $3::text
+   AND k.expires_at > t.now AND (k.state <> 'in_flight' OR k.lease_until >= t.now)`, []string{"=", "=", "::text", ">", "<>", ">="}},
+		{`SELECT k.state FROM idempotency_keys k
+ WHERE k.tenant OPERATOR(pg_catalog.=) $1::pg_catalog.text AND k.n OPERATOR(public.>) 1
+   AND k.state OPERATOR(pg_catalog.=) ANY ('{a,b}'::pg_catalog.text[])`, []string{"public.>"}},
+		{`UPDATE idempotency_keys k
+   SET state = 'completed', n = n + 1, expires_at = CASE WHEN k.expires_at <= now() THEN 1 ELSE 2 END,
+       body = $1::pg_catalog.bytea
+ WHERE k.key IN ($2, $3) AND k.fingerprint IS DISTINCT FROM $4 AND k.tenant LIKE 'a%'
+RETURNING *, k.*, pg_catalog.count(*), x * -2, x - 2`, []string{"+", "<=", "IN", "DISTINCT", "LIKE", "*", "-"}},
+		{`INSERT INTO t AS p (a) VALUES ($1) ON CONFLICT (a) DO UPDATE SET a = excluded.a, b = p.b || 'x' WHERE p.c BETWEEN 1 AND 2`, []string{"||", "BETWEEN"}},
+		{`SELECT CASE o.a WHEN 1 THEN nullif(o.b, 0) END, $4::bigint::oid, l.x::pg_catalog.int4
+  FROM pg_locks o JOIN pg_catalog.pg_database d USING (oid) WHERE d.datname OPERATOR(pg_catalog.=) 'a=b' -- c = d
+   /* e = f */ AND "g=" IS NULL`, []string{"CASE", "nullif", "::oid", "pg_locks", "USING"}},
+		{`DELETE FROM t o USING (SELECT id FROM t) d WHERE o.id OPERATOR(pg_catalog.=) d.id`, nil},
+	} {
+		if got := Operators(c.sql); !slices.Equal(got, c.want) {
+			t.Errorf("Operators(%q) = %q, want %q", c.sql, got, c.want)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,14 +62,7 @@ func countMarker(t *testing.T, s *sqlitestore.Store, marker string) int {
 }
 
 func postAttack(h http.Handler, key string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(`{"amount":1}`))
-	r.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		r.Header.Set("Idempotency-Key", key)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	return w
+	return postAs(h, "", key, "")
 }
 
 // A transactional operation whose key is optional runs a keyless request

@@ -131,7 +131,7 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 	if err != nil {
 		return err
 	}
-	t.tx, t.h = sqlTx, &Tx{tx: sqlTx, lease: t.ctx}
+	t.tx, t.h = sqlTx, &Tx{tx: sqlTx, lease: t.ctx, owner: t}
 	return nil
 }
 
@@ -147,7 +147,9 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 // after its own (see sessionAction); the temporary objects it creates are
 // dropped instead, when the transaction ends (resetSession). Nor may it
 // make what the store's own statements on the connection act on (see
-// storeObject).
+// storeObject), nor write the store's tables (storeWrite) but in the
+// store's own statements (storeWrites). A table it makes is looked at
+// before the transaction commits (madeTable).
 //
 // Once SQLite has rolled the transaction back on its own (see rolledBack),
 // nothing more of the handler's runs: it would run outside any
@@ -168,8 +170,28 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, arg2, _, _ s
 		return sqlite.AuthorizerDeny
 	case storeObject(action, op, arg2):
 		return sqlite.AuthorizerDeny
+	case !t.own && storeWrite(action, op) && !t.storeWrites.Load():
+		return sqlite.AuthorizerDeny
+	case action == sqlite.AuthCreateTable || action == sqlite.AuthCreateTempTable:
+		t.madeTable.Store(true)
 	}
 	return sqlite.AuthorizerOK
+}
+
+// storeWrite reports whether a statement writes one of the store's tables
+// (an INSERT, UPDATE or DELETE of it, whether the handler's own statement
+// or a trigger's or a view's that the statement fires: SQLite asks the
+// authorizer about those too, as it codes them into the statement that
+// fires them, also when a statement prepared earlier is prepared again
+// after the schema changed). A handler's write there would change what
+// another request stored: forge its answer, delete its key for a retry to
+// run again, rewrite an effect it staged.
+func storeWrite(action sqlite.AuthorizerActionCode, table string) bool {
+	switch action {
+	case sqlite.AuthInsert, sqlite.AuthUpdate, sqlite.AuthDelete:
+		return storeTables[strings.ToLower(table)]
+	}
+	return false
 }
 
 // storeObject reports whether a handler's statement would change what the
@@ -376,6 +398,10 @@ func (s *Store) Begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 // hands it to, and fail with SQLite's busy timeout; and one that went
 // ahead of the claims would let a runner working through a backlog keep
 // them waiting until they failed.
+//
+// Its transaction may write the store's tables, as the outbox's runners
+// do, which a handler's transaction may not (docs/semantics.md §7.2):
+// never hand it to a handler.
 func (s *Store) BeginTurn(ctx context.Context, lease time.Duration) (idemstore.Tx, error) {
 	if lease <= 0 {
 		return nil, fmt.Errorf("sqlitestore: begin: lease (%v) must be positive", lease)
@@ -395,7 +421,9 @@ const untilCtx = time.Duration(math.MaxInt64)
 // runs out, whichever comes first, and when it fails to begin.
 func (s *Store) beginKeyless(ctx context.Context, lease time.Duration, pass func()) (idemstore.Tx, error) {
 	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease)
-	t := &storeTx{s: s, ctx: txCtx, cancel: cancel}
+	// Only BeginTurn's transactions hold the turn from their start, and
+	// they are the process's own writers'.
+	t := &storeTx{s: s, ctx: txCtx, cancel: cancel, own: pass != nil}
 	if pass != nil {
 		ended := context.AfterFunc(txCtx, pass)
 		t.passTurn = func() {
@@ -432,6 +460,17 @@ type storeTx struct {
 	conn        *sql.Conn
 	authorized  bool
 	handlerOwns atomic.Bool
+	// own is set for a transaction of the process's own writers
+	// (BeginTurn), which write the store's tables; a handler's never is.
+	own bool
+	// storeWrites is set while one of the store's own statements writes
+	// the store's tables in the handler's transaction (ownExec), holding
+	// the connection, so that no statement of the handler's is prepared
+	// meanwhile.
+	storeWrites atomic.Bool
+	// madeTable is set once the authorizer has let the handler make a
+	// table, whose foreign keys Commit looks at (referencesStore).
+	madeTable atomic.Bool
 	// rolledBack is set by the connection's rollback hook once the
 	// transaction has been rolled back: by SQLite on its own, when a
 	// statement in it was interrupted (its context ended) or failed for
@@ -473,6 +512,11 @@ func (t *storeTx) Commit(ctx context.Context, resp idemstore.Response) error {
 	defer t.close()
 	if t.rolledBack.Load() && t.ctx.Err() == nil {
 		return t.rolledBackUnder(ctx)
+	}
+	if t.madeTable.Load() {
+		if err := t.referencesStore(ctx); err != nil {
+			return t.refused(ctx, err)
+		}
 	}
 	if t.held {
 		if err := t.s.complete(ctx, t.tx, t.id, t.token, resp); err != nil {
@@ -591,6 +635,8 @@ func (t *storeTx) ended(op string, err error) error {
 // end the transaction, and is never committed with them.
 type Tx struct {
 	tx *sql.Tx
+	// owner is the transaction's end, the store's side of it.
+	owner *storeTx
 	// lease is done when the transaction's lease has run out, or the
 	// transaction has ended.
 	lease context.Context

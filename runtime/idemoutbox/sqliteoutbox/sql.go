@@ -1,17 +1,11 @@
 package sqliteoutbox
 
-// Every statement sqliteoutbox sends is here; the table is in templates/sql/sqlite.outbox.up.sql.
+// Every statement sqliteoutbox sends is here but Stage's, which is
+// sqlitestore's (StageEffect); the table is in templates/sql/sqlite.outbox.up.sql.
 // Times are unix milliseconds of
 // the outbox's clock, sent by the application. Each write is one
 // statement under SQLite's single write lock, so two runners, in one
 // process or two, never claim one row under a running lease.
-
-// stageSQL writes a staged effect in the handler's transaction; a second
-// staging of one pending effect key inserts nothing (see pgoutbox).
-const stageSQL = `INSERT INTO main.idempotency_outbox
-       (tenant, scope, key, effect_key, name, payload, next_attempt_at, created_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
-ON CONFLICT (tenant, effect_key) WHERE state = 'pending' DO NOTHING`
 
 // columns are the columns of a Message, in scan's order.
 const columns = `id, tenant, scope, key, effect_key, name, payload, state,

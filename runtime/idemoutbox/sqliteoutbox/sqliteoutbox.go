@@ -101,14 +101,19 @@ func (o *Outbox) exec(ctx context.Context, query string, args ...any) (int64, er
 // request of ctx, a handler's context under a transactional operation on
 // sqlitestore: it is delivered if and only if the request commits. Its
 // errors are pgoutbox.Outbox.Stage's.
+//
+// The insert is sqlitestore's (StageEffect): a handler's own statements
+// may not write the outbox's table, so no handler can stage an effect
+// under another request's identity, nor change one staged
+// (docs/semantics.md §7.2, §8.3).
 func (o *Outbox) Stage(ctx context.Context, name string, payload []byte) error {
 	return idemoutbox.Stage(ctx, o.opts, name, payload, func(tx *sqlitestore.Tx, s idemoutbox.Staged) (bool, error) {
-		res, err := tx.ExecContext(ctx, stageSQL, s.Tenant, s.Scope, s.Key, s.EffectKey, s.Name, s.Payload, o.now().UnixMilli())
-		if err != nil {
-			return false, err
+		id := idemstore.Identity{Tenant: s.Tenant, Scope: s.Scope, Key: s.Key}
+		inserted, err := sqlitestore.StageEffect(ctx, tx, id, s.EffectKey, s.Name, s.Payload, o.now())
+		if errors.Is(err, sqlitestore.ErrNoStaging) {
+			err = fmt.Errorf("%w: %w", idemoutbox.ErrNotTransactional, err)
 		}
-		n, err := res.RowsAffected()
-		return n == 1, err
+		return inserted, err
 	})
 }
 

@@ -1,0 +1,244 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemstore"
+	"github.com/idemgen/idemgen/runtime/sqlitestore"
+	"github.com/idemgen/idemgen/templates"
+)
+
+// tenantEngine serves a transactional createTransfer on s whose handler
+// records one effect for its tenant and key and answers 201 "done
+// <tenant>/<key>"; a request of tenant "mallory" also runs the statements
+// in its X-Attack header through its transaction and answers 201 whatever
+// they did, so that its transaction commits with its own completion.
+func tenantEngine(t *testing.T, s *sqlitestore.Store) http.Handler {
+	t.Helper()
+	tenant := func(r *http.Request) (string, bool) { return r.Header.Get("X-Tenant"), true }
+	return attackEngineTenant(t, s, 30*time.Second, tenant, idem.TxHandler("createTransfer", func(w http.ResponseWriter, r *http.Request, tx *sqlitestore.Tx) {
+		ctx := r.Context()
+		who := r.Header.Get("X-Tenant") + "/" + r.Header.Get("Idempotency-Key")
+		if _, err := tx.ExecContext(ctx, `INSERT INTO effects (marker) VALUES (?)`, who); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if q := r.Header.Get("X-Attack"); q != "" && r.Header.Get("X-Tenant") == "mallory" {
+			_, err := tx.ExecContext(ctx, q)
+			t.Logf("mallory's statement: %v", err)
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("done " + who))
+	}))
+}
+
+// postAs posts a transfer as tenant under key, with attack as its X-Attack
+// header; an empty one is not sent.
+func postAs(h http.Handler, tenant, key, attack string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/transfers", strings.NewReader(`{"amount":1}`))
+	r.Header.Set("Content-Type", "application/json")
+	for name, v := range map[string]string{"X-Tenant": tenant, "Idempotency-Key": key, "X-Attack": attack} {
+		if v != "" {
+			r.Header.Set(name, v)
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// A handler's transaction may not change what another request stored
+// (docs/semantics.md §7.2): SQLite's authorizer refuses a handler's
+// UPDATE of main.idempotency_keys, which would otherwise commit with the
+// handler's own completion and rewrite the stored answer of another
+// tenant's key, for that tenant's retry to replay the forgery as her own.
+func TestAttackHandlerCannotForgeAnotherTenantsStoredAnswer(t *testing.T) {
+	s := openStore(t)
+	h := tenantEngine(t, s)
+	if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated || w.Body.String() != "done alice/a1" {
+		t.Fatalf("alice's first request = %d %q", w.Code, w.Body)
+	}
+	w := postAs(h, "mallory", "m1", `UPDATE main.idempotency_keys
+		SET body = CAST('pay mallory' AS BLOB), status = 200
+		WHERE tenant = 'alice'`)
+	if w.Code != http.StatusCreated {
+		t.Fatalf("mallory's request = %d %q", w.Code, w.Body)
+	}
+	again := postAs(h, "alice", "a1", "")
+	if again.Code != http.StatusCreated || again.Body.String() != "done alice/a1" {
+		t.Errorf("alice's retry = %d %q (replayed %q), want her own 201 %q replayed: another tenant's handler rewrote her stored answer",
+			again.Code, again.Body, again.Header().Get("Idempotent-Replayed"), "done alice/a1")
+	}
+}
+
+// Nor may a handler delete another tenant's key (docs/semantics.md §7.2, §7.4): deleted,
+// the completed key of alice's would run her handler again at her retry,
+// which must replay. (A row in flight deleted so is another process's
+// live claim, or durable mode's, whose claim commits before its handler.)
+func TestAttackHandlerCannotDeleteAnotherTenantsKey(t *testing.T) {
+	s := openStore(t)
+	h := tenantEngine(t, s)
+	if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated {
+		t.Fatalf("alice's first request = %d %q", w.Code, w.Body)
+	}
+	if w := postAs(h, "mallory", "m1", `DELETE FROM main.idempotency_keys WHERE tenant = 'alice'`); w.Code != http.StatusCreated {
+		t.Fatalf("mallory's request = %d %q", w.Code, w.Body)
+	}
+	again := postAs(h, "alice", "a1", "")
+	if n := countMarker(t, s, "alice/a1"); n != 1 {
+		t.Errorf("alice's key a1 ran %d times (retry = %d %q, replayed %q): another tenant's handler deleted her key",
+			n, again.Code, again.Body, again.Header().Get("Idempotent-Replayed"))
+	}
+}
+
+// Nor need the write be the handler's own statement: a trigger on a table
+// of the handler's (effects, which every tenant's handler writes) is no
+// object of the store's, and the handler may make it, but SQLite asks the
+// authorizer about a trigger's statements when it prepares the statement
+// that fires it, in whichever request that is, and the authorizer of that
+// request's transaction refuses them there: alice's own writes fail
+// rather than rewrite her stored answers.
+func TestAttackTriggerOnAHandlersTableCannotWriteTheStoresTables(t *testing.T) {
+	s := openStore(t)
+	h := tenantEngine(t, s)
+	if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated {
+		t.Fatalf("alice's first request = %d %q", w.Code, w.Body)
+	}
+	if w := postAs(h, "mallory", "m1", `CREATE TRIGGER steal AFTER INSERT ON effects
+		BEGIN UPDATE idempotency_keys SET body = CAST('pay mallory' AS BLOB)
+		      WHERE tenant = 'alice' AND state = 'completed'; END`); w.Code != http.StatusCreated {
+		t.Fatalf("mallory's request = %d %q", w.Code, w.Body)
+	}
+	if w := postAs(h, "alice", "a2", ""); w.Code == http.StatusCreated {
+		t.Errorf("alice's second request, whose write fires the trigger = %d %q, want it refused", w.Code, w.Body)
+	}
+	again := postAs(h, "alice", "a1", "")
+	if again.Body.String() != "done alice/a1" {
+		t.Errorf("alice's retry of a1 = %d %q, want %q replayed: a trigger another tenant's handler left on its own table rewrote her stored answer",
+			again.Code, again.Body, "done alice/a1")
+	}
+}
+
+// Every table of the store's (the keys', the phases', the outbox's) is out
+// of a handler's writes, whichever way it writes: a plain INSERT, UPDATE
+// or DELETE, a trigger of its own table, an INSTEAD OF trigger of a view
+// of its own, or a statement it prepared before it made the trigger,
+// which SQLite prepares again, asking the authorizer, once the schema has
+// changed. The store's tables are unchanged afterwards.
+func TestAttackHandlerCannotWriteTheStoresTables(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		stmts []string
+		// prepared, when set, is prepared before stmts run and run after.
+		prepared string
+	}{
+		{name: "insert key", stmts: []string{`INSERT INTO idempotency_keys (tenant, scope, key, operation, fingerprint, state, expires_at, created_at)
+			VALUES ('alice', '', 'x', 'op', x'00', 'completed', 1, 1)`}},
+		{name: "update key", stmts: []string{`UPDATE main.Idempotency_Keys SET status = 500`}},
+		{name: "delete phase", stmts: []string{`DELETE FROM idempotency_phases`}},
+		{name: "update phase", stmts: []string{`UPDATE idempotency_phases SET result = x'00'`}},
+		{name: "insert phase", stmts: []string{`INSERT INTO idempotency_phases VALUES ('alice', '', 'a1', 'p2', x'00', 1, 1)`}},
+		{name: "update outbox", stmts: []string{`UPDATE idempotency_outbox SET payload = x'00'`}},
+		{name: "delete outbox", stmts: []string{`DELETE FROM idempotency_outbox`}},
+		{name: "insert outbox", stmts: []string{`INSERT INTO idempotency_outbox (tenant, scope, key, effect_key, name, payload, next_attempt_at, created_at)
+			VALUES ('alice', '', 'a1', 'e2', 'n', x'00', 1, 1)`}},
+		{name: "trigger", stmts: []string{
+			`CREATE TRIGGER t AFTER INSERT ON mine BEGIN DELETE FROM idempotency_keys; END`,
+			`INSERT INTO mine VALUES (1)`}},
+		{name: "temporary trigger", stmts: []string{
+			`CREATE TEMP TRIGGER t AFTER INSERT ON mine BEGIN UPDATE idempotency_outbox SET payload = x'00'; END`,
+			`INSERT INTO mine VALUES (1)`}},
+		{name: "view", stmts: []string{
+			`CREATE VIEW v AS SELECT x FROM mine`,
+			`CREATE TRIGGER t INSTEAD OF INSERT ON v BEGIN DELETE FROM idempotency_phases; END`,
+			`INSERT INTO v VALUES (1)`}},
+		{name: "prepared before the trigger", prepared: `INSERT INTO mine VALUES (2)`, stmts: []string{
+			`CREATE TRIGGER t AFTER INSERT ON mine BEGIN UPDATE idempotency_keys SET status = 500; END`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := openStore(t)
+			for _, schema := range []func(string) (string, string, error){templates.PhaseSchema, templates.OutboxSchema} {
+				up, _, err := schema("sqlite")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.DB().ExecContext(ctx, up); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, q := range []string{
+				`CREATE TABLE mine (x INTEGER)`,
+				`INSERT INTO idempotency_keys (tenant, scope, key, operation, fingerprint, state, expires_at, created_at, status)
+				 VALUES ('alice', '', 'a1', 'op', x'00', 'completed', 1, 1, 201)`,
+				`INSERT INTO idempotency_phases VALUES ('alice', '', 'a1', 'p', x'01', 1, 1)`,
+				`INSERT INTO idempotency_outbox (tenant, scope, key, effect_key, name, payload, next_attempt_at, created_at)
+				 VALUES ('alice', '', 'a1', 'e', 'n', x'01', 1, 1)`,
+			} {
+				if _, err := s.DB().ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := storeRows(t, s)
+			it, tx := beginWithEffects(t, s, time.Minute)
+			if c.prepared != "" {
+				st, err := tx.PrepareContext(ctx, c.prepared)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, q := range c.stmts {
+					if _, err := tx.ExecContext(ctx, q); err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
+				}
+				_, err = st.ExecContext(ctx)
+				t.Logf("the prepared statement: %v", err)
+			} else {
+				for _, q := range c.stmts {
+					_, err := tx.ExecContext(ctx, q)
+					t.Logf("%s: %v", q, err)
+				}
+			}
+			if err := it.Commit(ctx, idemstore.Response{}); err != nil {
+				t.Logf("commit: %v", err)
+			}
+			if after := storeRows(t, s); after != before {
+				t.Errorf("the store's tables after a handler's %s:\n%s\nwant them unchanged:\n%s", c.name, after, before)
+			}
+		})
+	}
+}
+
+// storeRows is what the store's tables hold, as text.
+func storeRows(t *testing.T, s *sqlitestore.Store) string {
+	t.Helper()
+	var b strings.Builder
+	for _, q := range []string{
+		`SELECT quote(tenant)||quote(scope)||quote(key)||quote(state)||quote(status)||quote(body) FROM idempotency_keys ORDER BY tenant, scope, key`,
+		`SELECT quote(tenant)||quote(scope)||quote(key)||quote(name)||quote(result) FROM idempotency_phases ORDER BY tenant, scope, key, name`,
+		`SELECT quote(id)||quote(tenant)||quote(key)||quote(effect_key)||quote(payload)||quote(state) FROM idempotency_outbox ORDER BY id`,
+	} {
+		rows, err := s.DB().QueryContext(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var row string
+			if err := rows.Scan(&row); err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString(row + "\n")
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}

@@ -110,9 +110,10 @@ func (e *Engine) snapshot(op *operation, rec *recorder) idemstore.Response {
 }
 
 // seal is what the store keeps of resp for q's key: resp sealed when a
-// Sealer is configured, resp itself otherwise.
+// Sealer is configured, resp itself otherwise, its body escaped if it
+// begins as a sealed one does (idemstore.SealResponse).
 func (e *Engine) seal(q *request, resp idemstore.Response) (idemstore.Response, error) {
-	if e.sealer == nil || q.key == "" {
+	if q.key == "" {
 		// A keyless request stores nothing: a Sealer that fails must not
 		// refuse, after its handler ran, an answer nobody keeps.
 		return resp, nil

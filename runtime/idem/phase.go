@@ -100,16 +100,14 @@ func Phase(ctx context.Context, name string, run func(ctx context.Context, effec
 func phaseTTL(p Policy) time.Duration { return p.TTL + p.Lease }
 
 // recordPhase records res as phase name of id, sealed when the engine has
-// a Sealer, and returns the record that stands, as stored.
+// a Sealer and escaped if it begins as a sealed one does otherwise
+// (idemstore.SealPhase), and returns the record that stands, as stored.
 func (e *Engine) recordPhase(ctx context.Context, ps idemstore.PhaseStore, id idemstore.Identity, name string, res []byte, ttl time.Duration) ([]byte, error) {
-	if e.sealer != nil {
-		sealed, err := idemstore.SealPhase(e.sealer, id, name, res)
-		if err != nil {
-			return nil, err
-		}
-		res = sealed
+	stored, err := idemstore.SealPhase(e.sealer, id, name, res)
+	if err != nil {
+		return nil, err
 	}
-	return ps.RecordPhase(ctx, id, name, res, ttl)
+	return ps.RecordPhase(ctx, id, name, stored, ttl)
 }
 
 // phaseStore is the store that records a's phases.

@@ -349,9 +349,10 @@ func (a *Admin) Resolve(ctx context.Context, id idemstore.Identity, version stri
 }
 
 // seal is what the store keeps of resp for e's key: sealed when the Admin
-// has the Sealer, so that the engine opens it as one of its own.
+// has the Sealer, escaped as the engine escapes a body that begins as a
+// sealed one does otherwise, so that the engine opens it as one of its own.
 func (a *Admin) seal(e Entry, resp *idemstore.Response) (*idemstore.Response, error) {
-	if resp == nil || a.sealer == nil {
+	if resp == nil {
 		return resp, nil
 	}
 	sealed, err := idemstore.SealResponse(a.sealer, e.Identity, *resp)

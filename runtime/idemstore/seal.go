@@ -30,24 +30,66 @@ type Sealer interface {
 	Open(keyID string, ciphertext, aad []byte) ([]byte, error)
 }
 
-// ErrUnreadable reports a stored response that cannot be opened: changed
-// in the store, moved from another key's row, sealed under a key the
-// Sealer no longer has, or sealed when no Sealer is configured. The engine
-// answers 500 stored-response-unreadable and replays nothing.
-var ErrUnreadable = errors.New("idemstore: the stored response cannot be opened")
+// ErrUnreadable reports a stored response or phase result that cannot be
+// opened: changed in the store, moved from another key's row, sealed under
+// a key the Sealer no longer has, or sealed when no Sealer is configured.
+// The engine answers 500 stored-response-unreadable for a response and
+// replays nothing; a phase fails.
+var ErrUnreadable = errors.New("idemstore: a stored record cannot be opened")
 
-// sealMagic starts a sealed body. A handler's body that happened to start
-// with it would only fail to open, never replay as something else.
+// sealMagic starts a sealed body: the magic, the length of the sealer's key
+// ID (1..255) and the key ID, then the ciphertext. An unsealed body that
+// begins with the magic is stored with a key ID of length 0 in front of it
+// (escape), so that every stored body reads back one way only.
 const sealMagic = "\x00idem-sealed\x01"
+
+// escape is value as the store keeps it unsealed: as it is, or, when it
+// begins with magic and would be read as sealed, behind magic and a key ID
+// length of 0, which no seal has.
+func escape(magic string, value []byte) []byte {
+	if !bytes.HasPrefix(value, []byte(magic)) {
+		return value
+	}
+	out := make([]byte, 0, len(magic)+1+len(value))
+	out = append(append(out, magic...), 0)
+	return append(out, value...)
+}
+
+// unwrap reads a stored value that may begin with magic: the key ID and
+// ciphertext of a seal (sealed), or the value stored unsealed, given back
+// as value with an escape (escape) taken off; malformed reports a magic
+// followed by no key ID length, or by a key ID shorter than it says.
+func unwrap(magic string, stored []byte) (keyID string, value []byte, sealed, malformed bool) {
+	rest, ok := bytes.CutPrefix(stored, []byte(magic))
+	switch {
+	case !ok:
+		return "", stored, false, false
+	case len(rest) < 1:
+		return "", nil, false, true
+	case rest[0] == 0:
+		return "", rest[1:], false, false
+	case len(rest) < 1+int(rest[0]):
+		return "", nil, false, true
+	}
+	return string(rest[1 : 1+int(rest[0])]), rest[1+int(rest[0]):], true, false
+}
 
 // SealResponse is resp as the store keeps it under s: the status in clear,
 // no headers, and a body that holds the sealer's key ID and the sealed
 // headers and body. The seal is bound to id (the stored identity) and the
 // status, so a row's response cannot be moved to another key or given
 // another status. A response whose body was omitted keeps its status only.
+//
+// With a nil s the response is kept unsealed: as it is, except that a body
+// that begins as a sealed one does is escaped, so that OpenResponse gives
+// it back rather than take it for a seal.
 func SealResponse(s Sealer, id Identity, resp Response) (Response, error) {
 	if resp.Omitted {
 		return Response{Status: resp.Status, Header: http.Header{}, Omitted: true}, nil
+	}
+	if s == nil {
+		resp.Body = escape(sealMagic, resp.Body)
+		return resp, nil
 	}
 	h := headerwire.Encode(resp.Header)
 	plain := make([]byte, 0, binary.MaxVarintLen64+len(h)+len(resp.Body))
@@ -73,24 +115,25 @@ func OpenResponse(s Sealer, id Identity, stored Response) (Response, error) {
 	if stored.Omitted {
 		return stored, nil
 	}
-	rest, sealed := bytes.CutPrefix(stored.Body, []byte(sealMagic))
+	keyID, ct, sealed, malformed := unwrap(sealMagic, stored.Body)
 	switch {
+	case malformed:
+		return Response{}, fmt.Errorf("%w: the stored response has a malformed seal", ErrUnreadable)
 	case !sealed && s == nil:
+		stored.Body = ct
 		return stored, nil
 	case !sealed:
 		if _, err := s.Open("", nil, sealAAD(id, stored.Status)); err != nil {
-			return Response{}, fmt.Errorf("%w: it was stored unsealed: %w", ErrUnreadable, err)
+			return Response{}, fmt.Errorf("%w: the response was stored unsealed: %w", ErrUnreadable, err)
 		}
+		stored.Body = ct
 		return stored, nil
 	case s == nil:
-		return Response{}, fmt.Errorf("%w: it is sealed and no Sealer is configured", ErrUnreadable)
-	case len(rest) < 1 || len(rest) < 1+int(rest[0]) || rest[0] == 0:
-		return Response{}, fmt.Errorf("%w: malformed seal", ErrUnreadable)
+		return Response{}, fmt.Errorf("%w: the stored response is sealed and no Sealer is configured", ErrUnreadable)
 	}
-	keyID, ct := string(rest[1:1+int(rest[0])]), rest[1+int(rest[0]):]
 	plain, err := s.Open(keyID, ct, sealAAD(id, stored.Status))
 	if err != nil {
-		return Response{}, fmt.Errorf("%w: key %q: %w", ErrUnreadable, keyID, err)
+		return Response{}, fmt.Errorf("%w: the stored response, key %q: %w", ErrUnreadable, keyID, err)
 	}
 	n, w := binary.Uvarint(plain)
 	if w <= 0 || uint64(len(plain)-w) < n {
@@ -98,7 +141,7 @@ func OpenResponse(s Sealer, id Identity, stored Response) (Response, error) {
 	}
 	h, err := headerwire.Decode(plain[w : w+int(n)])
 	if err != nil {
-		return Response{}, fmt.Errorf("%w: %w", ErrUnreadable, err)
+		return Response{}, fmt.Errorf("%w: the stored response's headers: %w", ErrUnreadable, err)
 	}
 	if h == nil {
 		h = http.Header{}
@@ -207,7 +250,9 @@ func (a *AESGCM) Open(keyID string, ciphertext, aad []byte) ([]byte, error) {
 	return plain, nil
 }
 
-// IsSealed reports whether stored holds a response SealResponse sealed.
+// IsSealed reports whether stored holds a response SealResponse sealed,
+// or one that claims to be and cannot be opened; not one it kept unsealed.
 func IsSealed(stored Response) bool {
-	return bytes.HasPrefix(stored.Body, []byte(sealMagic))
+	_, _, sealed, malformed := unwrap(sealMagic, stored.Body)
+	return sealed || malformed
 }

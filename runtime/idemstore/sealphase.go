@@ -1,18 +1,24 @@
 package idemstore
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 )
 
-// phaseSealMagic starts a sealed phase result.
+// phaseSealMagic starts a sealed phase result, laid out as a sealed body
+// is (sealMagic), and escapes an unsealed one that begins with it.
 const phaseSealMagic = "\x00idem-sealed-phase\x01"
 
 // SealPhase is a phase's result as the store keeps it under s: the
 // sealer's key ID and the sealed result, bound to the phase's identity and
 // name, so that a record cannot be moved to another request or phase.
+// With a nil s the result is kept unsealed: as it is, except that one that
+// begins as a sealed one does is escaped, so that OpenPhase gives it back
+// rather than take it for a seal.
 func SealPhase(s Sealer, id Identity, name string, result []byte) ([]byte, error) {
+	if s == nil {
+		return escape(phaseSealMagic, result), nil
+	}
 	keyID, ct, err := s.Seal(result, phaseAAD(id, name))
 	if err != nil {
 		return nil, fmt.Errorf("idemstore: seal the phase's result: %w", err)
@@ -30,24 +36,23 @@ func SealPhase(s Sealer, id Identity, name string, result []byte) ([]byte, error
 // result recorded unsealed, as OpenResponse does. Errors wrap
 // ErrUnreadable.
 func OpenPhase(s Sealer, id Identity, name string, stored []byte) ([]byte, error) {
-	rest, sealed := bytes.CutPrefix(stored, []byte(phaseSealMagic))
+	keyID, ct, sealed, malformed := unwrap(phaseSealMagic, stored)
 	switch {
+	case malformed:
+		return nil, fmt.Errorf("%w: the result of phase %q has a malformed seal", ErrUnreadable, name)
 	case !sealed && s == nil:
-		return stored, nil
+		return ct, nil
 	case !sealed:
 		if _, err := s.Open("", nil, phaseAAD(id, name)); err != nil {
-			return nil, fmt.Errorf("%w: phase %q was recorded unsealed: %w", ErrUnreadable, name, err)
+			return nil, fmt.Errorf("%w: the result of phase %q was recorded unsealed: %w", ErrUnreadable, name, err)
 		}
-		return stored, nil
+		return ct, nil
 	case s == nil:
-		return nil, fmt.Errorf("%w: phase %q is sealed and no Sealer is configured", ErrUnreadable, name)
-	case len(rest) < 1 || rest[0] == 0 || len(rest) < 1+int(rest[0]):
-		return nil, fmt.Errorf("%w: phase %q: malformed seal", ErrUnreadable, name)
+		return nil, fmt.Errorf("%w: the result of phase %q is sealed and no Sealer is configured", ErrUnreadable, name)
 	}
-	keyID, ct := string(rest[1:1+int(rest[0])]), rest[1+int(rest[0]):]
 	plain, err := s.Open(keyID, ct, phaseAAD(id, name))
 	if err != nil {
-		return nil, fmt.Errorf("%w: phase %q, key %q: %w", ErrUnreadable, name, keyID, err)
+		return nil, fmt.Errorf("%w: the result of phase %q, key %q: %w", ErrUnreadable, name, keyID, err)
 	}
 	return plain, nil
 }

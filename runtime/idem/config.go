@@ -82,18 +82,47 @@ type Config struct {
 	// rows written under the others are still found, at extra round trips
 	// (docs/runtime.md), until SecretsRotatedAt + ttl + lease has passed.
 	// An empty entry after the first stands for rows written before
-	// secrets were configured. The last entry, the oldest, derives effect
-	// keys (EffectKey) and names recorded phases, so that a rotation
-	// changes neither: keep a retired secret last until no request begun
-	// under it can still be retried. Secrets[0] also keys the log labels, so
+	// secrets were configured. Effect keys and recorded phases are not
+	// derived under this list but under EffectSecret, which a rotation
+	// never touches. Secrets[0] also keys the log labels, so
 	// KeyLabelSecret must then be empty or equal to it, and LogKeys unset.
 	// Without secrets, keys and fingerprints are stored as they are.
 	Secrets [][]byte
 	// SecretsRotatedAt is when the last replica began writing under
 	// Secrets[0]. Past it by an operation's ttl + lease, no row of that
 	// operation can be under an older secret, and the engine stops looking
-	// for one. Zero: the older secrets are always consulted.
+	// for one. Zero: the older secrets are always consulted. Once set, it
+	// says the list was rotated, and EffectSecret must be set too.
 	SecretsRotatedAt time.Time
+	// EffectSecret derives effect keys (EffectKey) and names the phases a
+	// request records (Phase), so that every run of a request, in any
+	// replica, before and after any step of a rotation of Secrets, sends a
+	// downstream the same key and finds the same phases
+	// (docs/semantics.md §8.1). Rotating Secrets never touches it: set it
+	// once, give every replica the same one (at least 16 random bytes,
+	// kept like any other credential) and keep it when the store secret
+	// of the same value is retired from Secrets. Changing it changes every
+	// effect key: a request retried across the change calls its
+	// downstreams again under another key.
+	//
+	// Unset, it is Secrets[0] when Secrets holds one entry and nothing
+	// rotated (SecretsRotatedAt zero), and effect keys are unkeyed hashes
+	// when there are no Secrets: what earlier releases derived. New
+	// refuses to leave it unset beside a longer list or a set
+	// SecretsRotatedAt, which is a rotation under way or done: set it to
+	// the secret effect keys were derived under before (the one listed
+	// alone before the rotation; earlier releases took the list's last
+	// entry), or set UnkeyedEffectKeys when that was none.
+	EffectSecret []byte
+	// UnkeyedEffectKeys derives effect keys and phases' names with no
+	// secret, as a deployment without Secrets does, whatever Secrets
+	// lists: a deployment that made effect keys before it turned secrets
+	// on sets it from the first deploy that lists a secret, and keeps it,
+	// so that turning secrets on changes no effect key. EffectSecret must
+	// then be unset. An unkeyed effect key shows none of its parts, but a
+	// downstream that knows a tenant and scope could test guesses of a
+	// short client key against it.
+	UnkeyedEffectKeys bool
 	// RetryAfterJitter draws the jitter added to a 409
 	// request-in-progress's Retry-After, from [0, n); nil draws from a
 	// generator of the engine's own. Tests fix it.
@@ -136,7 +165,11 @@ type Engine struct {
 	ops          map[string]*operation
 	router       router
 	secrets      []idemstore.Secret // Config.Secrets, newest first
-	clearSecret  idemstore.Secret   // the empty secret, for keys stored in clear
+	effect       idemstore.Secret   // Config.EffectSecret, or its default
+	// effectStored is set when effect is the secret new rows are written
+	// under (Secrets[0], or none), so that a request's stored key is
+	// already its key as effect stores it.
+	effectStored bool
 	rotatedAt    time.Time
 	sealer       idemstore.Sealer
 	jitter       func(n int) int // Config.RetryAfterJitter
@@ -199,10 +232,12 @@ func New(cfg Config) (*Engine, error) {
 	if e.secrets, err = prepareSecrets(cfg); err != nil {
 		return nil, err
 	}
+	if e.effect, e.effectStored, err = prepareEffectSecret(cfg); err != nil {
+		return nil, err
+	}
 	e.rotatedAt, e.sealer = cfg.SecretsRotatedAt, cfg.Sealer
 	e.dupWait = max(cfg.DuplicateWait, 0)
 	e.waiters.max = cmp.Or(max(cfg.DuplicateWaiters, 0), 1)
-	e.clearSecret = idemstore.NewSecret(nil)
 	if e.jitter = cfg.RetryAfterJitter; e.jitter == nil {
 		e.jitter = newLockedRand().IntN
 	}

@@ -73,8 +73,9 @@
 //
 // Before any request: config.go builds the Engine (New) from the policies
 // of policy.go and the effects they declare (declared.go); secret.go
-// checks Config.Secrets; tenant.go reads the tenant of a single-tenant
-// API; headers.go says which response headers are always replayed.
+// checks Config.Secrets and chooses the effect secret; tenant.go reads
+// the tenant of a single-tenant API; headers.go says which response
+// headers are always replayed.
 // servemux.go and servemux_refused.go give each route its policy as it is
 // registered on a ServeMux (runtime/idemchi does the same for chi), and
 // check.go (CheckRoutes) proves a router applies every policy.

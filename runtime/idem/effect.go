@@ -35,10 +35,10 @@ const EffectNameChars = "._-"
 //
 // It is the same on every run of the request, in any process, before and
 // after a restart or a takeover, and differs between tenants, scopes, keys,
-// request fingerprints and names; it is EffectKeyLength hex digits and shows none of them. It is
-// derived under the oldest of Config.Secrets, so that a rotation, which
-// puts a newer secret in front, does not change it (docs/semantics.md
-// §8.1).
+// request fingerprints and names; it is EffectKeyLength hex digits and
+// shows none of them. It is derived under Config.EffectSecret, which no
+// rotation of Config.Secrets touches, so that no step of a rotation
+// changes it (docs/semantics.md §8.1).
 //
 // The error wraps ErrNotProtected outside a request protected by a key,
 // and ErrEffectName for a name it refuses.
@@ -90,24 +90,19 @@ func effectNameByte(b byte) bool {
 		b == '.' || b == '_' || b == '-'
 }
 
-// effectSecret is the secret effect keys are derived under: the oldest
-// of Config.Secrets (its last entry, which may be the empty one), or the
-// empty secret without secrets. A rotation puts a newer secret in front
-// and leaves it where it is (docs/semantics.md §8.1).
-func (e *Engine) effectSecret() *idemstore.Secret {
-	if len(e.secrets) == 0 {
-		return &e.clearSecret
-	}
-	return &e.secrets[len(e.secrets)-1]
-}
+// effectSecret is the secret effect keys are derived and phases named
+// under: Config.EffectSecret, or its default (prepareEffectSecret), which
+// no rotation of Config.Secrets changes (docs/semantics.md §8.1).
+func (e *Engine) effectSecret() *idemstore.Secret { return &e.effect }
 
-// anchorKey is the client's key k as the oldest secret stores it; stored
-// is k under the newest, which it is with one secret or none.
+// anchorKey is the client's key k as the effect secret stores it; stored
+// is k as the newest of Config.Secrets stores it, which it is when the two
+// are one.
 func (e *Engine) anchorKey(k, stored string) string {
-	if len(e.secrets) < 2 {
+	if e.effectStored {
 		return stored
 	}
-	return e.effectSecret().Key(k)
+	return e.effect.Key(k)
 }
 
 // effectAnchor is the identity a's effect keys are derived and its phases

@@ -51,3 +51,32 @@ func prepareSecrets(cfg Config) ([]idemstore.Secret, error) {
 	}
 	return out, nil
 }
+
+// prepareEffectSecret returns the secret effect keys are derived and
+// phases named under (Config.EffectSecret, or its default) and whether it
+// is the one new rows are stored under, Secrets[0] or none. It refuses to
+// guess one for a list being rotated: the entries move through a rotation
+// (docs/runtime.md), so no position in the list names the same secret at
+// every step of it, and a guess that changed would call a request's
+// downstreams again under another key.
+func prepareEffectSecret(cfg Config) (idemstore.Secret, bool, error) {
+	set := len(cfg.EffectSecret) > 0
+	switch {
+	case set && cfg.UnkeyedEffectKeys:
+		return idemstore.Secret{}, false, errors.New("idem: Config.EffectSecret and Config.UnkeyedEffectKeys are both set; effect keys are derived under one secret or under none")
+	case cfg.UnkeyedEffectKeys:
+		return idemstore.NewSecret(nil), len(cfg.Secrets) == 0, nil
+	case set:
+		if err := checkSecretLength("Config.EffectSecret", cfg.EffectSecret); err != nil {
+			return idemstore.Secret{}, false, err
+		}
+		return idemstore.NewSecret(cfg.EffectSecret), len(cfg.Secrets) > 0 && hmac.Equal(cfg.EffectSecret, cfg.Secrets[0]), nil
+	case len(cfg.Secrets) == 0:
+		return idemstore.NewSecret(nil), true, nil
+	case len(cfg.Secrets) > 1 || !cfg.SecretsRotatedAt.IsZero():
+		return idemstore.Secret{}, false, errors.New("idem: Config.Secrets lists more than one entry or SecretsRotatedAt is set, a rotation, and Config.EffectSecret is unset: " +
+			"set it to the secret effect keys were derived under before the rotation (the one listed alone before it; earlier releases took the list's last entry), " +
+			"or set Config.UnkeyedEffectKeys if there was none, so that no effect key changes")
+	}
+	return idemstore.NewSecret(cfg.Secrets[0]), true, nil
+}

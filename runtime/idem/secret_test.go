@@ -246,7 +246,7 @@ func TestRotationReplaysRowsWrittenUnderAnOlderSecret(t *testing.T) {
 	expect(t, first, http.StatusCreated, "")
 
 	spy := &spyStore{Store: store}
-	after := newSecretServer(t, spy, runs, idem.Config{Secrets: [][]byte{secretNew, secretOld}, SecretsRotatedAt: time.Now()})
+	after := newSecretServer(t, spy, runs, idem.Config{Secrets: [][]byte{secretNew, secretOld}, SecretsRotatedAt: time.Now(), EffectSecret: secretOld})
 	replay := after.post(secretKey, secretBody)
 	expect(t, replay, http.StatusCreated, "")
 	if replay.Body.String() != first.Body.String() || replay.Header().Get("Idempotent-Replayed") != "true" {
@@ -271,7 +271,7 @@ func TestRotationReplaysRowsWrittenUnderAnOlderSecret(t *testing.T) {
 
 	// Past the window, rows under the older secret are no longer looked
 	// for: the row is not found (this is why the window is ttl + lease).
-	late := newSecretServer(t, store, runs, idem.Config{Secrets: [][]byte{secretNew, secretOld}, SecretsRotatedAt: time.Now().Add(-48 * time.Hour)})
+	late := newSecretServer(t, store, runs, idem.Config{Secrets: [][]byte{secretNew, secretOld}, SecretsRotatedAt: time.Now().Add(-48 * time.Hour), EffectSecret: secretOld})
 	n := runs.Load()
 	expect(t, late.post(secretKey, secretBody), http.StatusCreated, "")
 	if runs.Load() != n+1 {
@@ -286,7 +286,7 @@ func TestSecretsUpgradeFromClearRows(t *testing.T) {
 	first := clear.post(secretKey, secretBody)
 	expect(t, first, http.StatusCreated, "")
 	// An empty entry stands for the rows written before secrets.
-	upgraded := newSecretServer(t, store, runs, idem.Config{Secrets: [][]byte{secretNew, nil}})
+	upgraded := newSecretServer(t, store, runs, idem.Config{Secrets: [][]byte{secretNew, nil}, UnkeyedEffectKeys: true})
 	replay := upgraded.post(secretKey, secretBody)
 	expect(t, replay, http.StatusCreated, "")
 	if runs.Load() != 1 || replay.Body.String() != first.Body.String() {
@@ -300,8 +300,8 @@ func TestRotationMixedReplicasRunOnce(t *testing.T) {
 	// key run the handler once whichever replica they reach.
 	store := memstore.New()
 	runs := new(atomic.Int64)
-	a := newSecretServer(t, store, runs, idem.Config{Secrets: [][]byte{secretOld, secretNew}})
-	b := newSecretServer(t, store, runs, idem.Config{Secrets: [][]byte{secretNew, secretOld}})
+	a := newSecretServer(t, store, runs, idem.Config{Secrets: [][]byte{secretOld, secretNew}, EffectSecret: secretOld})
+	b := newSecretServer(t, store, runs, idem.Config{Secrets: [][]byte{secretNew, secretOld}, EffectSecret: secretOld})
 	for k := range 50 {
 		key := "mixed-" + strconv.Itoa(k)
 		var wg sync.WaitGroup

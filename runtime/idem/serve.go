@@ -17,10 +17,10 @@ type request struct {
 	// response is bound to it.
 	id idemstore.Identity
 	// anchor and raw name the request for its effect keys and phases
-	// (applied.effectAnchor): its tenant, scope and key as the oldest of
-	// Config.Secrets stores it (effectSecret), so that a rotation, which
-	// adds a newer secret, changes neither (docs/semantics.md §8.1), and
-	// its fingerprint as computed, before any secret.
+	// (applied.effectAnchor): its tenant, scope and key as the effect
+	// secret stores it (effectSecret), which no rotation of Config.Secrets
+	// changes (docs/semantics.md §8.1), and its fingerprint as computed,
+	// before any secret.
 	anchor idemstore.Identity
 	raw    [32]byte
 	// sum is the fingerprint the request's claims carry.

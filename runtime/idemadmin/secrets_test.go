@@ -35,6 +35,7 @@ func TestAdminThroughSecretsAndSealer(t *testing.T) {
 			serve := func(secrets ...[]byte) http.Handler {
 				e, err := idem.New(idem.Config{
 					Store: s, Secrets: secrets, Sealer: sealer,
+					EffectSecret: oldSecret, // the secret listed alone before the rotation
 					Policies: []idem.Policy{idemtest.Policy("createTransfer", "/transfers", func(p *idem.Policy) {
 						p.TTL, p.MaxSnapshotBytes = time.Hour, 1<<16
 					})},

@@ -25,16 +25,15 @@ var ErrPhaseResultTooLarge = errors.New("idemstore: a phase's result is larger t
 //
 // A phase is named by an identity of its request and its name: the engine
 // gives the tenant, the scope, and as the key the client's key and the
-// request's fingerprint as the oldest of its secrets stores them, so that
-// a rotation does not lose it and a reused key does not find it
-// (docs/semantics.md §8.1). Its
-// record is not fenced by a lease token and not removed by Release or
-// Abandon: whoever records a phase first sets its result for good, and the
-// record lives ttl from when it was made, by the store's clock, after which
-// Sweep deletes it as it deletes expired keys. The engine gives as ttl the
-// operation's ttl and lease, so that every run of a retry sent within the
-// ttl meets it (docs/semantics.md §8.2): a store keeps it as long as it
-// is told, no longer and no shorter.
+// request's fingerprint as its effect secret (idem.Config.EffectSecret)
+// stores them, so that a rotation does not lose it and a reused key does
+// not find it (docs/semantics.md §8.1). Its record is not fenced by a lease
+// token and not removed by Release or Abandon: whoever records a phase
+// first sets its result for good, and the record lives ttl from when it was
+// made, by the store's clock, after which Sweep deletes it as it deletes
+// expired keys. The engine gives as ttl the operation's ttl and lease, so
+// that every run of a retry sent within the ttl meets it (docs/semantics.md
+// §8.2): a store keeps it as long as it is told, no longer and no shorter.
 type PhaseStore interface {
 	Store
 	// LoadPhase returns the recorded result of phase name of the request
@@ -70,7 +69,7 @@ func CheckPhase(name string, result []byte, ttl time.Duration) error {
 // PhaseIdentity is the identity a request's phases are recorded and its
 // effect keys derived under, from its identity, its operation (the row's
 // Operation, which is the scope of a key not shared across operations)
-// and its fingerprint as the engine's oldest secret stores them (for a
+// and its fingerprint as the engine's effect secret stores them (for a
 // row written under that secret, the row's own): the operation as the
 // scope, so that one key reused for another operation under a
 // tenant-wide scope names other phases and other effect keys; and the

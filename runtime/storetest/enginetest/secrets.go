@@ -63,8 +63,9 @@ func Secrets(t *testing.T, target storetest.Target) {
 		}
 		e, err := idem.New(idem.Config{
 			Store: store, Policies: policies, Secrets: secrets, Sealer: sealer,
-			Tenant: func(*http.Request) (string, bool) { return "acme", true },
-			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			EffectSecret: old, // the secret listed alone before the rotation
+			Tenant:       func(*http.Request) (string, bool) { return "acme", true },
+			Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -11,8 +11,8 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
-// After a secret rotation (Secrets = newest first, the old one kept last
-// as docs/semantics.md §8.1 recommends), a fail-closed request whose
+// After a secret rotation (Secrets = newest first, the old one kept as
+// Config.EffectSecret as docs/semantics.md §8.1 says), a fail-closed request whose
 // handler recorded its charge phase and then died is left indeterminate.
 // docs/effects.md says the operator decides with `idemgen keys show`,
 // whose phases "tell which calls it made". show, given both secrets,
@@ -35,10 +35,12 @@ func TestAttackKeysShowPhasesAfterRotation(t *testing.T) {
 	// whose handler records its charge and dies.
 	die := func(k string, secrets ...[]byte) {
 		e, err := idem.New(idem.Config{
-			Store:    ks.store,
-			Secrets:  secrets,
-			Policies: []idem.Policy{keysPolicy()},
-			Tenant:   func(*http.Request) (string, bool) { return "acme", true },
+			Store:   ks.store,
+			Secrets: secrets,
+			// The secret listed alone before the rotation.
+			EffectSecret: oldest,
+			Policies:     []idem.Policy{keysPolicy()},
+			Tenant:       func(*http.Request) (string, bool) { return "acme", true },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -51,12 +53,13 @@ func TestAttackKeysShowPhasesAfterRotation(t *testing.T) {
 	die("died-0", oldest) // before the rotation
 	die("died-1", newest, oldest)
 
-	// The phase is recorded under the key and fingerprint as the oldest
-	// secret stores them; the row holds them under the newest, and the
-	// fingerprint under the oldest cannot be had from it. show must say
+	// The phase is recorded under the key and fingerprint as the effect
+	// secret (the oldest) stores them; the row holds them under the
+	// newest, and the fingerprint under the effect secret cannot be had
+	// from it. show must say
 	// that it cannot list the phases rather than print none, by --key and
 	// by --label alike.
-	const unlisted = "phases: phases cannot be listed for a key written under a secret newer than the oldest"
+	const unlisted = "phases: phases cannot be listed for a key written under a secret other than the effect secret (the last --secret-file)"
 	flags := []string{"--secret-file", newFile, "--secret-file", oldFile}
 	for _, which := range [][]string{
 		{"--tenant", "acme", "--scope", "createTransfer", "--key", "died-1"},

@@ -13,17 +13,19 @@ import (
 
 // phasesUnlisted is what show prints for the phases of a key it cannot
 // list them for (keyPhases).
-const phasesUnlisted = "phases cannot be listed for a key written under a secret newer than the oldest"
+const phasesUnlisted = "phases cannot be listed for a key written under a secret other than the effect secret (the last --secret-file)"
 
 // keyPhases lists the recovery points the request of e recorded
 // (idem.Phase), or none when the store keeps no phases; k is the client's
 // key when the operator gave it, else "". The engine records phases under
-// the request's key and fingerprint as the oldest of its secrets stores
-// them (docs/semantics.md §8.1), which are the row's own unless the row
-// was written under a newer secret, during a rotation. The fingerprint
-// under the oldest secret cannot be had from the row's, so the phases of
-// such a row cannot be listed: keyPhases then returns a note saying so
-// rather than an empty list an operator would read as "no call made".
+// the request's key and fingerprint as its effect secret
+// (idem.Config.EffectSecret, which the operator gives as the last
+// --secret-file) stores them (docs/semantics.md §8.1), which are the
+// row's own unless the row was written under another secret (a newer one,
+// after a rotation). The fingerprint under the effect secret cannot be had
+// from the row's, so the phases of such a row cannot be listed: keyPhases
+// then returns a note saying so rather than an empty list an operator
+// would read as "no call made".
 func (s *session) keyPhases(ctx context.Context, e idemadmin.Entry, k string) ([]idemstore.PhaseRecord, string, error) {
 	if s.phases == nil {
 		return nil, "", nil
@@ -37,16 +39,16 @@ func (s *session) keyPhases(ctx context.Context, e idemadmin.Entry, k string) ([
 	}
 	if k == "" {
 		// With the client's key, show can tell whether the row was
-		// written under the oldest secret, whose phases it lists.
+		// written under the effect secret, whose phases it lists.
 		return nil, phasesUnlisted + "; pass --key to tell whether this one was", nil
 	}
 	return nil, phasesUnlisted, nil
 }
 
 // newerSecret reports whether e's row may have been written under a store
-// secret newer than the oldest the operator gave: with k, whether its
-// stored key is not k's under the oldest; without, whether there is more
-// than one secret and the key is stored as an HMAC.
+// secret other than the effect secret, the last the operator gave: with
+// k, whether its stored key is not k's under it; without, whether there
+// is more than one secret and the key is stored as an HMAC.
 func (s *session) newerSecret(e idemadmin.Entry, k string) bool {
 	if len(s.secrets) < 2 || !idemstore.IsStoredHMAC(e.Key) {
 		return false

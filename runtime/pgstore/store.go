@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -49,6 +50,9 @@ type Store struct {
 	guardConnect func(context.Context) (*pgx.Conn, error)
 	// phases is the pool that records phases (phase.go).
 	phases phasePool
+	// roleSeen is set once the store has looked at the role of its
+	// first connection (warnSuperuser).
+	roleSeen atomic.Bool
 }
 
 // ErrQueryExecMode reports a pool whose query execution mode sends and
@@ -241,5 +245,32 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	if err != nil && idemstore.WaitEnded(wctx) {
 		return nil, idemstore.ErrWaitEnded
 	}
+	if err == nil && !s.roleSeen.Load() {
+		s.warnSuperuser(ctx, conn.Conn().PgConn())
+	}
 	return conn, err
+}
+
+// warnSuperuser logs one WARN line, the first time a claim takes a
+// connection, when the role the connection logged in as is a superuser.
+// The isolation of a handler's transaction (docs/semantics.md §7.2)
+// assumes it is not: a superuser's handler can switch off PostgreSQL's
+// counting of its writes (track_counts) and on again, so that the checks
+// of its transaction's end miss what it wrote to the store's tables, or
+// reach past its transaction altogether (dblink, COPY … TO PROGRAM).
+// PostgreSQL reports is_superuser to every connection as it starts (and
+// again after a SET ROLE), so the check costs no round trip. Only a
+// superuser is looked for: the isolation rests on no row security policy
+// nor trigger, so a role with BYPASSRLS loses nothing of it, nor does
+// one that may set session_replication_role (which silences triggers and
+// rules); a role granted SET on track_counts (PostgreSQL 15's GRANT SET
+// ON PARAMETER) can switch the counting off too, and finding it would
+// take a query: docs/runtime.md tells the operator not to grant it. A
+// pooler that does not pass is_superuser on gets no line.
+func (s *Store) warnSuperuser(ctx context.Context, conn *pgconn.PgConn) {
+	if !s.roleSeen.CompareAndSwap(false, true) || conn.ParameterStatus("is_superuser") != "on" {
+		return
+	}
+	s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: the database role is a superuser; a handler's transaction can switch off the counting of its writes or reach past the transaction, so it is not isolated",
+		slog.String("role", conn.ParameterStatus("session_authorization")))
 }

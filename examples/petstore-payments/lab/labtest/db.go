@@ -37,8 +37,11 @@ func SQLiteURL(t testing.TB) string {
 	return "sqlite:" + filepath.Join(t.TempDir(), "payments.db")
 }
 
-// PostgresURL creates a database of its own for the test and drops it at
-// the end; without IDEMGEN_TEST_DATABASE_URL the test is skipped.
+// PostgresURL creates a database of its own for the test, and a role that
+// owns it and logs in with the URL returned, and drops both at the end;
+// without IDEMGEN_TEST_DATABASE_URL the test is skipped. The role is no
+// superuser, as the service's should not be (docs/semantics.md §7.2):
+// pgstore warns of one, and a storm fails on any warning.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("IDEMGEN_TEST_DATABASE_URL")
@@ -51,20 +54,25 @@ func PostgresURL(t testing.TB) string {
 		t.Fatalf("connect to IDEMGEN_TEST_DATABASE_URL: %v", err)
 	}
 	name := "petstore_e2e_" + RandomHex(6)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		conn.Close(ctx)
-		t.Fatalf("create database: %v", err)
-	}
 	t.Cleanup(func() {
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
+		for _, q := range []string{"DROP DATABASE IF EXISTS " + name + " WITH (FORCE)", "DROP ROLE IF EXISTS " + name} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Errorf("%s: %v", q, err)
+			}
 		}
 	})
+	password := RandomHex(12)
+	for _, q := range []string{"CREATE ROLE " + name + " LOGIN PASSWORD '" + password + "'", "CREATE DATABASE " + name + " OWNER " + name} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.Path = "/" + name
+	u.User = url.UserPassword(name, password)
 	return u.String()
 }

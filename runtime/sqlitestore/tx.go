@@ -39,7 +39,8 @@ import (
 //
 // The handler's transaction ends when the lease runs out: database/sql rolls
 // it back once its context is done. A hung handler therefore cannot hold
-// SQLite's only write lock past its lease, and a retry can take the key
+// SQLite's only write lock past its lease (but for the Go code that
+// database/sql runs inside a call, see Tx), and a retry can take the key
 // over; the late handler's Commit then reports ErrFenced. ctx bounds the
 // claim only: the transaction outlives it, so that a client that hangs up
 // does not roll back a handler that is still running. The wait context
@@ -628,6 +629,17 @@ func (t *storeTx) ended(op string, err error) error {
 // every statement after that is refused, the request's claim is released
 // with nothing of the transaction committed, and a commit fails.
 //
+// database/sql runs an argument's driver.Valuer inside the call, holding
+// the transaction's connection, where the lease cannot end it: ExecContext,
+// QueryContext and QueryRowContext convert their arguments before the call
+// instead, to the values database/sql would make, so that a Value that
+// hangs holds the handler alone. A statement the handler prepared is
+// database/sql's own *sql.Stmt, whose arguments are converted inside its
+// calls, and database/sql calls a sql.Scanner destination of Rows.Scan
+// and Row.Scan holding the rows: either, while it hangs, holds the
+// transaction and SQLite's write lock past the lease (docs/semantics.md
+// §5.2).
+//
 // Once the idempotency layer has taken the transaction back to end it,
 // every call fails with an error that wraps sql.ErrTxDone, and the
 // statements the handler prepared are closed: a call of a goroutine the
@@ -705,24 +717,26 @@ func (t *Tx) prepared(stmt *sql.Stmt) *sql.Stmt {
 	return stmt
 }
 
-// endedCtx is a context that is done with errTxEnded, for the calls that
-// report an error only through what database/sql returns (a *sql.Row, a
+// endedCtx is a context that is done with err (errTxEnded, or an
+// argument's that driverArgs could not convert), for the calls that report
+// an error only through what database/sql returns (a *sql.Row, a
 // *sql.Stmt): database/sql checks a call's context before it takes the
 // transaction's connection, and gives its error back.
 type endedCtx struct {
 	context.Context
 	done chan struct{}
+	err  error
 }
 
-func newEndedCtx(ctx context.Context) endedCtx {
-	c := endedCtx{Context: ctx, done: make(chan struct{})}
+func newEndedCtx(ctx context.Context, err error) endedCtx {
+	c := endedCtx{Context: ctx, done: make(chan struct{}), err: err}
 	close(c.done)
 	return c
 }
 
 func (c endedCtx) Done() <-chan struct{} { return c.done }
 
-func (endedCtx) Err() error { return errTxEnded }
+func (c endedCtx) Err() error { return c.err }
 
 // within is ctx, ended also when t's lease is: the statement run under it
 // is interrupted then. The context lives until the transaction ends, as
@@ -804,7 +818,11 @@ func (t *Tx) end() {
 
 // ExecContext runs a statement that returns no rows inside the transaction.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	ctx, err := t.enter(ctx)
+	args, err := driverArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err = t.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -819,7 +837,11 @@ func (t *Tx) Exec(query string, args ...any) (sql.Result, error) {
 
 // QueryContext runs a query inside the transaction.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	ctx, err := t.enter(ctx)
+	args, err := driverArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	ctx, err = t.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -835,9 +857,13 @@ func (t *Tx) Query(query string, args ...any) (*sql.Rows, error) {
 // QueryRowContext runs a query that returns at most one row inside the
 // transaction.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	args, err := driverArgs(args)
+	if err != nil {
+		return t.tx.QueryRowContext(newEndedCtx(ctx, err), query)
+	}
 	c, err := t.enter(ctx)
 	if err != nil {
-		return t.tx.QueryRowContext(newEndedCtx(ctx), query, args...)
+		return t.tx.QueryRowContext(newEndedCtx(ctx, err), query, args...)
 	}
 	defer t.leave()
 	return t.tx.QueryRowContext(c, query, args...)
@@ -873,7 +899,7 @@ func (t *Tx) Prepare(query string) (*sql.Stmt, error) {
 func (t *Tx) StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt {
 	c, err := t.enter(ctx)
 	if err != nil {
-		return t.tx.StmtContext(newEndedCtx(ctx), stmt)
+		return t.tx.StmtContext(newEndedCtx(ctx, err), stmt)
 	}
 	defer t.leave()
 	return t.prepared(t.tx.StmtContext(c, stmt))

@@ -98,22 +98,23 @@ func TestAttackHandlerCannotDeleteAnotherTenantsKey(t *testing.T) {
 }
 
 // Nor need the write be the handler's own statement: a trigger on a table
-// of the handler's (effects, which every tenant's handler writes) is no
-// object of the store's, and the handler may make it, but SQLite asks the
-// authorizer about a trigger's statements when it prepares the statement
-// that fires it, in whichever request that is, and the authorizer of that
-// request's transaction refuses them there: alice's own writes fail
-// rather than rewrite her stored answers.
+// the handlers write (effects), whoever made it (a handler of an earlier
+// version's, which did not look at the triggers a handler made, or the
+// application outside any request), fires inside every request's
+// transaction that writes the table. SQLite asks the authorizer about a
+// trigger's statements when it prepares the statement that fires it, and
+// the authorizer of that request's transaction refuses them there:
+// alice's write fails rather than rewrite her stored answers.
 func TestAttackTriggerOnAHandlersTableCannotWriteTheStoresTables(t *testing.T) {
 	s := openStore(t)
 	h := tenantEngine(t, s)
 	if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated {
 		t.Fatalf("alice's first request = %d %q", w.Code, w.Body)
 	}
-	if w := postAs(h, "mallory", "m1", `CREATE TRIGGER steal AFTER INSERT ON effects
+	if _, err := s.DB().ExecContext(context.Background(), `CREATE TRIGGER steal AFTER INSERT ON effects
 		BEGIN UPDATE idempotency_keys SET body = CAST('pay mallory' AS BLOB)
-		      WHERE tenant = 'alice' AND state = 'completed'; END`); w.Code != http.StatusCreated {
-		t.Fatalf("mallory's request = %d %q", w.Code, w.Body)
+		      WHERE tenant = 'alice' AND state = 'completed'; END`); err != nil {
+		t.Fatal(err)
 	}
 	if w := postAs(h, "alice", "a2", ""); w.Code == http.StatusCreated {
 		t.Errorf("alice's second request, whose write fires the trigger = %d %q, want it refused", w.Code, w.Body)
@@ -165,15 +166,7 @@ func TestAttackHandlerCannotWriteTheStoresTables(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := openStore(t)
-			for _, schema := range []func(string) (string, string, error){templates.PhaseSchema, templates.OutboxSchema} {
-				up, _, err := schema("sqlite")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := s.DB().ExecContext(ctx, up); err != nil {
-					t.Fatal(err)
-				}
-			}
+			migrateAll(t, s)
 			for _, q := range []string{
 				`CREATE TABLE mine (x INTEGER)`,
 				`INSERT INTO idempotency_keys (tenant, scope, key, operation, fingerprint, state, expires_at, created_at, status)
@@ -216,6 +209,20 @@ func TestAttackHandlerCannotWriteTheStoresTables(t *testing.T) {
 	}
 }
 
+// migrateAll applies the phases' and the outbox's migrations to s.
+func migrateAll(t *testing.T, s *sqlitestore.Store) {
+	t.Helper()
+	for _, schema := range []func(string) (string, string, error){templates.PhaseSchema, templates.OutboxSchema} {
+		up, _, err := schema("sqlite")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DB().ExecContext(context.Background(), up); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // storeRows is what the store's tables hold, as text.
 func storeRows(t *testing.T, s *sqlitestore.Store) string {
 	t.Helper()
@@ -241,4 +248,80 @@ func storeRows(t *testing.T, s *sqlitestore.Store) string {
 		}
 	}
 	return b.String()
+}
+
+// A trigger a handler makes on a table of its own outlives its request,
+// and fires in the application's own writes outside any request too, on
+// connections without the authorizer: there it would write the store's
+// tables unchecked. A handler's transaction that made a trigger which
+// writes them, however indirectly, is not committed, and its key fails
+// closed (docs/semantics.md §7.2); one whose triggers write only the
+// application's tables is.
+func TestAttackTriggerThatWritesTheStoresTablesIsNotCommitted(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		stmts   string
+		commits bool
+	}{
+		{name: "after insert", stmts: `CREATE TRIGGER steal AFTER INSERT ON effects
+			BEGIN UPDATE idempotency_keys SET body = CAST('pay mallory' AS BLOB) WHERE tenant = 'alice'; END`},
+		{name: "update of a column", stmts: `CREATE TABLE mine (x INTEGER, y INTEGER GENERATED ALWAYS AS (x + 1), z INTEGER);
+			CREATE TRIGGER steal BEFORE UPDATE OF z ON mine
+			BEGIN DELETE FROM idempotency_keys WHERE tenant = 'alice'; END`},
+		{name: "delete", stmts: `CREATE TRIGGER steal AFTER DELETE ON effects
+			BEGIN DELETE FROM idempotency_keys WHERE tenant = 'alice'; END`},
+		{name: "view", stmts: `CREATE VIEW v AS SELECT marker FROM effects;
+			CREATE TRIGGER steal INSTEAD OF UPDATE ON v
+			BEGIN UPDATE idempotency_keys SET body = CAST('pay mallory' AS BLOB) WHERE tenant = 'alice'; END`},
+		{name: "through another table", stmts: `CREATE TABLE relay (x TEXT);
+			CREATE TRIGGER steal AFTER INSERT ON relay
+			BEGIN DELETE FROM idempotency_keys WHERE tenant = 'alice'; END;
+			CREATE TRIGGER pass AFTER INSERT ON effects BEGIN INSERT INTO relay VALUES (new.marker); END`},
+		{name: "beside one that cannot be prepared", stmts: `CREATE TRIGGER broken AFTER INSERT ON effects
+			BEGIN INSERT INTO missing VALUES (1); END;
+			CREATE TRIGGER steal AFTER INSERT ON effects
+			BEGIN DELETE FROM idempotency_keys WHERE tenant = 'alice'; END`},
+		{name: "own tables", commits: true, stmts: `CREATE TABLE audit (marker TEXT);
+			CREATE TRIGGER keep AFTER INSERT ON effects BEGIN INSERT INTO audit VALUES (new.marker); END;
+			CREATE VIEW v AS SELECT marker FROM effects;
+			CREATE TRIGGER keep_v INSTEAD OF DELETE ON v BEGIN DELETE FROM effects WHERE marker = old.marker; END`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := openStore(t)
+			migrateAll(t, s)
+			h := tenantEngine(t, s)
+			if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated {
+				t.Fatalf("alice's request = %d %q", w.Code, w.Body)
+			}
+			w := postAs(h, "mallory", "m1", c.stmts)
+			if committed := w.Code == http.StatusCreated; committed != c.commits {
+				t.Errorf("mallory's request = %d %q, committed %v, want %v", w.Code, w.Body, committed, c.commits)
+			}
+			if !c.commits {
+				var state string
+				if err := s.DB().QueryRowContext(ctx, `SELECT state FROM idempotency_keys WHERE tenant = 'mallory'`).Scan(&state); err != nil || state != "indeterminate" {
+					t.Errorf("mallory's key = %q, %v; want it failed closed", state, err)
+				}
+			}
+			before := storeRows(t, s)
+			// The application's own writes, outside any request.
+			for _, q := range []string{
+				`INSERT INTO effects (marker) VALUES ('app')`,
+				`UPDATE effects SET marker = marker`,
+				`DELETE FROM effects WHERE marker = 'app'`,
+			} {
+				if _, err := s.DB().ExecContext(ctx, q); err != nil {
+					t.Logf("%s: %v", q, err)
+				}
+			}
+			for _, q := range []string{`INSERT INTO mine (x) VALUES (1)`, `UPDATE mine SET z = 1`, `UPDATE v SET marker = marker`} {
+				_, _ = s.DB().ExecContext(ctx, q)
+			}
+			if after := storeRows(t, s); after != before {
+				t.Errorf("the store's tables after the application's writes:\n%s\nwant them as they were:\n%s", after, before)
+			}
+		})
+	}
 }

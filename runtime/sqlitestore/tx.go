@@ -149,14 +149,19 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 // dropped instead, when the transaction ends (resetSession). Nor may it
 // make what the store's own statements on the connection act on (see
 // storeObject), nor write the store's tables (storeWrite) but in the
-// store's own statements (storeWrites). A table it makes is looked at
-// before the transaction commits (madeTable).
+// store's own statements (storeWrites). A table or a trigger it makes is
+// looked at before the transaction commits (madeTable, madeTrigger),
+// when the authorizer refuses the store's tables' writes to the
+// statements that look (checking).
 //
 // Once SQLite has rolled the transaction back on its own (see rolledBack),
 // nothing more of the handler's runs: it would run outside any
 // transaction.
 func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, arg2, _, _ string) sqlite.AuthorizerReturnCode {
 	if !t.handlerOwns.Load() {
+		if t.checking.Load() && storeWrite(action, op) {
+			return sqlite.AuthorizerDeny
+		}
 		return sqlite.AuthorizerOK
 	}
 	rollback := action == sqlite.AuthTransaction && op == "ROLLBACK"
@@ -175,6 +180,8 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, arg2, _, _ s
 		return sqlite.AuthorizerDeny
 	case action == sqlite.AuthCreateTable || action == sqlite.AuthCreateTempTable:
 		t.madeTable.Store(true)
+	case action == sqlite.AuthCreateTrigger:
+		t.madeTrigger.Store(true)
 	}
 	return sqlite.AuthorizerOK
 }
@@ -470,8 +477,13 @@ type storeTx struct {
 	// meanwhile.
 	storeWrites atomic.Bool
 	// madeTable is set once the authorizer has let the handler make a
-	// table, whose foreign keys Commit looks at (referencesStore).
-	madeTable atomic.Bool
+	// table, whose foreign keys Commit looks at (referencesStore), and
+	// madeTrigger once it has let it make a trigger of main's, whose
+	// writes Commit looks at (triggersWriteStore).
+	madeTable, madeTrigger atomic.Bool
+	// checking is set while Commit looks at what the handler made: the
+	// authorizer refuses the store's tables' writes then too.
+	checking atomic.Bool
 	// rolledBack is set by the connection's rollback hook once the
 	// transaction has been rolled back: by SQLite on its own, when a
 	// statement in it was interrupted (its context ended) or failed for
@@ -514,10 +526,8 @@ func (t *storeTx) Commit(ctx context.Context, resp idemstore.Response) error {
 	if t.rolledBack.Load() && t.ctx.Err() == nil {
 		return t.rolledBackUnder(ctx)
 	}
-	if t.madeTable.Load() {
-		if err := t.referencesStore(ctx); err != nil {
-			return t.refused(ctx, err)
-		}
+	if err := t.checkMade(ctx); err != nil {
+		return t.refused(ctx, err)
 	}
 	if t.held {
 		if err := t.s.complete(ctx, t.tx, t.id, t.token, resp); err != nil {

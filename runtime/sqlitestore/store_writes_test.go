@@ -2,9 +2,12 @@ package sqlitestore_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,5 +326,59 @@ func TestAttackTriggerThatWritesTheStoresTablesIsNotCommitted(t *testing.T) {
 				t.Errorf("the store's tables after the application's writes:\n%s\nwant them as they were:\n%s", after, before)
 			}
 		})
+	}
+}
+
+// StageEffect's insert is the one write of the store's tables the
+// authorizer lets through while the handler owns its transaction, and it
+// lets through nothing else meanwhile: goroutines of the handler's that
+// write the outbox's table while it stages, on the same transaction,
+// are refused every time.
+func TestStageEffectLetsNoWriteOfTheHandlersThrough(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	migrateAll(t, s)
+	id := idemstore.Identity{Tenant: "acme", Scope: "createOrder", Key: "k1"}
+	_, it, err := s.ClaimTx(ctx, idemstore.Claim{
+		Identity: id, Operation: "createOrder", Fingerprint: []byte{1}, Token: "k1",
+		Lease: time.Minute, TTL: time.Hour, OnLeaseExpiry: idemstore.Takeover,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := it.Driver().(*sqlitestore.Tx)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var through atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE idempotency_outbox SET payload = x'00'`); err == nil {
+					through.Add(1)
+				}
+			}
+		})
+	}
+	for i := range 300 {
+		if ok, err := sqlitestore.StageEffect(ctx, tx, id, fmt.Sprint("e", i), "receipt", []byte("staged"), time.Now()); !ok || err != nil {
+			t.Fatalf("StageEffect %d = %v, %v", i, ok, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := it.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+		t.Fatal(err)
+	}
+	var changed int
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM idempotency_outbox WHERE payload <> CAST('staged' AS BLOB)`).Scan(&changed); err != nil {
+		t.Fatal(err)
+	}
+	if n := through.Load(); n > 0 || changed > 0 {
+		t.Errorf("%d of the handler's updates of the outbox got through while it staged, %d effects changed", n, changed)
 	}
 }

@@ -133,8 +133,45 @@ func (s *Store) begin(ctx context.Context, t *storeTx) error {
 		return err
 	}
 	t.tx, t.h = sqlTx, &Tx{tx: sqlTx, lease: t.ctx, owner: t}
+	t.stopPastLease = context.AfterFunc(t.ctx, func() { t.rollBackPastLease(conn) })
 	return nil
 }
+
+// rollBackPastLease rolls the transaction back on its driver connection
+// itself once its lease has run out, when database/sql's own rollback has
+// not done it within rollbackGrace. database/sql's rollback waits for the
+// transaction's rows to close, and a sql.Scanner of the handler's that
+// hangs in Rows.Scan or Row.Scan keeps them open: the transaction, with
+// SQLite's only write lock, would stay open for as long. The driver's
+// connection is used under database/sql's lock of it (sql.Conn.Raw), so
+// never beside a call of the handler's; a call hung inside that lock (an
+// argument's driver.Valuer of a prepared statement, docs/semantics.md
+// §5.2) still holds it, and this waits for the call. The authorizer lets
+// the ROLLBACK through, the lease having run out; database/sql's own
+// rollback, once the rows let it, finds no transaction, and discards the
+// connection.
+func (t *storeTx) rollBackPastLease(conn *sql.Conn) {
+	if !errors.Is(t.ctx.Err(), context.DeadlineExceeded) {
+		return
+	}
+	time.Sleep(rollbackGrace)
+	if t.rolledBack.Load() {
+		return
+	}
+	_ = conn.Raw(func(dc any) error {
+		ex, ok := dc.(driver.ExecerContext)
+		if !ok || t.rolledBack.Load() {
+			return nil
+		}
+		_, err := ex.ExecContext(context.Background(), "ROLLBACK", nil)
+		return err
+	})
+}
+
+// rollbackGrace is how long rollBackPastLease leaves database/sql to roll
+// a transaction back at its lease's end: at once, but for a statement it
+// interrupts first.
+const rollbackGrace = 100 * time.Millisecond
 
 // authorize is the authorizer of a handler transaction's connection: while
 // the handler owns the transaction it may not end it or start another. Once
@@ -317,6 +354,9 @@ var describingPragmas = map[string]bool{
 // A second call does nothing.
 func (t *storeTx) close() {
 	t.handlerOwns.Store(false)
+	if t.stopPastLease != nil {
+		t.stopPastLease()
+	}
 	if t.passTurn != nil {
 		t.passTurn()
 	}
@@ -501,6 +541,9 @@ type storeTx struct {
 	// transaction (ClaimTx) and one of BeginTurn keep until they end; nil
 	// for one of Begin.
 	passTurn func()
+	// stopPastLease keeps rollBackPastLease from running, once the
+	// transaction ends before its lease does.
+	stopPastLease func() bool
 }
 
 // Driver implements idemstore.Tx; it returns the *Tx the handler writes with.
@@ -643,12 +686,14 @@ func (t *storeTx) ended(op string, err error) error {
 // the transaction's connection, where the lease cannot end it: ExecContext,
 // QueryContext and QueryRowContext convert their arguments before the call
 // instead, to the values database/sql would make, so that a Value that
-// hangs holds the handler alone. A statement the handler prepared is
-// database/sql's own *sql.Stmt, whose arguments are converted inside its
-// calls, and database/sql calls a sql.Scanner destination of Rows.Scan
-// and Row.Scan holding the rows: either, while it hangs, holds the
-// transaction and SQLite's write lock past the lease (docs/semantics.md
-// §5.2).
+// hangs holds the handler alone. database/sql calls a sql.Scanner
+// destination of Rows.Scan and Row.Scan holding the rows, which keep its
+// rollback at the lease's end waiting: the store then rolls the
+// transaction back on the connection itself. A statement the handler
+// prepared is database/sql's own *sql.Stmt, whose arguments are converted
+// inside its calls, holding the connection: a driver.Valuer argument of
+// one that hangs holds the transaction and SQLite's write lock past the
+// lease for as long (docs/semantics.md §5.2).
 //
 // Once the idempotency layer has taken the transaction back to end it,
 // every call fails with an error that wraps sql.ErrTxDone, and the

@@ -27,6 +27,19 @@ func (v blockingValue) Value() (driver.Value, error) {
 	return "late", nil
 }
 
+// blockingScanner is a Scan destination that waits as blockingValue does.
+type blockingScanner blockingValue
+
+func (v blockingScanner) Scan(any) error {
+	close(v.entered)
+	<-v.release
+	return nil
+}
+
+// hungCall is a handler's call on h that hangs in Go code database/sql
+// runs, until v.release is closed.
+type hungCall func(h *sqlitestore.Tx, v blockingValue) error
+
 // The lease bounds a handler's transaction (docs/semantics.md §5.2: past
 // it the store ends the transaction, and a retry can take the key over).
 // The lease interrupts a statement that runs in SQLite, but not Go code,
@@ -38,7 +51,7 @@ func (v blockingValue) Value() (driver.Value, error) {
 // store's Tx converts the arguments before the call, so a Value that hangs
 // holds the handler alone, as a handler that hangs anywhere else does.
 func TestAHungValuerDoesNotHoldTheWriteLockPastTheLease(t *testing.T) {
-	calls := map[string]func(h *sqlitestore.Tx, v blockingValue) error{
+	holdsNothingPastTheLease(t, map[string]hungCall{
 		"ExecContext": func(h *sqlitestore.Tx, v blockingValue) error {
 			_, err := h.ExecContext(context.Background(), `INSERT INTO effects (marker) VALUES (?)`, v)
 			return err
@@ -54,7 +67,41 @@ func TestAHungValuerDoesNotHoldTheWriteLockPastTheLease(t *testing.T) {
 			var m string
 			return h.QueryRowContext(context.Background(), `INSERT INTO effects (marker) VALUES (?) RETURNING marker`, v).Scan(&m)
 		},
-	}
+	})
+}
+
+// database/sql calls a sql.Scanner destination of Rows.Scan and Row.Scan
+// holding the rows, and its rollback at the lease's end waits for the
+// rows to close: a Scan that hangs held the transaction, with SQLite's
+// only write lock, for ever. The store rolls the transaction back on its
+// connection itself when database/sql has not.
+func TestAHungScannerDoesNotHoldTheWriteLockPastTheLease(t *testing.T) {
+	holdsNothingPastTheLease(t, map[string]hungCall{
+		"Rows.Scan": func(h *sqlitestore.Tx, v blockingValue) error {
+			rows, err := h.QueryContext(context.Background(), `SELECT marker FROM effects`)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				if err := rows.Scan(blockingScanner(v)); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		},
+		"Row.Scan": func(h *sqlitestore.Tx, v blockingValue) error {
+			return h.QueryRowContext(context.Background(), `SELECT marker FROM effects`).Scan(blockingScanner(v))
+		},
+	})
+}
+
+// holdsNothingPastTheLease runs each call in a handler's transaction that
+// has written a marker, hung until the lease has run out, and checks that
+// the key's retry takes it over, that a write outside any request gets
+// through, and that nothing of the transaction commits once the call
+// goes on.
+func holdsNothingPastTheLease(t *testing.T, calls map[string]hungCall) {
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
 			s := openStore(t, sqlitestore.WithLockWait(time.Second))
@@ -74,10 +121,22 @@ func TestAHungValuerDoesNotHoldTheWriteLockPastTheLease(t *testing.T) {
 			if err != nil || !res.Won {
 				t.Fatalf("first claim = %+v, %v", res, err)
 			}
+			h := tx.Driver().(*sqlitestore.Tx)
+			if _, err := h.ExecContext(ctx, `INSERT INTO effects (marker) VALUES ('hung')`); err != nil {
+				t.Fatal(err)
+			}
 			v := blockingValue{entered: make(chan struct{}), release: make(chan struct{})}
 			returned := make(chan error, 1)
-			t.Cleanup(func() { close(v.release); <-returned }) // before the store closes
-			go func() { returned <- call(tx.Driver().(*sqlitestore.Tx), v) }()
+			released := false
+			release := func() {
+				if !released {
+					released = true
+					close(v.release)
+					<-returned
+				}
+			}
+			t.Cleanup(release) // before the store closes
+			go func() { returned <- call(h, v) }()
 			<-v.entered
 			time.Sleep(lease + 500*time.Millisecond)
 
@@ -93,6 +152,15 @@ func TestAHungValuerDoesNotHoldTheWriteLockPastTheLease(t *testing.T) {
 			defer cancel()
 			if _, err := s.DB().ExecContext(wctx, `INSERT INTO effects (marker) VALUES ('other')`); err != nil {
 				t.Errorf("a write outside the transaction past its lease: %v", err)
+			}
+			release()
+			_ = tx.Rollback(ctx)
+			var hung int
+			if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM effects WHERE marker <> 'other'`).Scan(&hung); err != nil {
+				t.Fatal(err)
+			}
+			if hung != 0 {
+				t.Errorf("%d of the hung transaction's writes committed", hung)
 			}
 		})
 	}

@@ -68,38 +68,38 @@ type claimRow struct {
 }
 
 // readClaim reads the single row of claimSQL from rows and closes them.
-// unsettled reports idempotency_claim's 'busy_other': the caller must ask
-// settleSQL whom the key's holder serves before it answers (settle).
-func readClaim(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, unsettled bool, err error) {
+// outcome is idempotency_claim's: after 'busy' or 'busy_other' the caller
+// must ask more before it answers (answerHeld).
+func readClaim(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, outcome string, err error) {
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return idemstore.Result{}, false, err
+			return idemstore.Result{}, "", err
 		}
-		return idemstore.Result{}, false, errors.New("the claim returned no row")
+		return idemstore.Result{}, "", errors.New("the claim returned no row")
 	}
 	r, err := decodeClaimRow(rows.FieldDescriptions(), rows.RawValues())
 	if err != nil {
-		return idemstore.Result{}, false, err
+		return idemstore.Result{}, "", err
 	}
 	// Before Close: the headers still point into the driver's buffer.
 	res, err = r.result(c)
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return idemstore.Result{}, false, err
+		return idemstore.Result{}, "", err
 	}
-	return res, r.outcome == outcomeBusyElse, err
+	return res, r.outcome, err
 }
 
 // readTxClaim reads the single row of txClaimSQL from rows and closes
-// them; unsettled is as for readClaim.
-func readTxClaim(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, unsettled bool, err error) {
+// them; outcome is as for readClaim.
+func readTxClaim(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, outcome string, err error) {
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return idemstore.Result{}, false, err
+			return idemstore.Result{}, "", err
 		}
-		return idemstore.Result{}, false, errors.New("the claim returned no row")
+		return idemstore.Result{}, "", errors.New("the claim returned no row")
 	}
 	var r claimRow
 	values := rows.RawValues()
@@ -119,9 +119,9 @@ func readTxClaim(rows pgx.Rows, c idemstore.Claim) (res idemstore.Result, unsett
 		err = rerr
 	}
 	if err != nil {
-		return idemstore.Result{}, false, err
+		return idemstore.Result{}, "", err
 	}
-	return res, r.outcome == outcomeBusyElse, nil
+	return res, r.outcome, nil
 }
 
 // readPeek reads peekSQL's rows and closes them: decided reports whether

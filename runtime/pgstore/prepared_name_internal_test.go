@@ -51,6 +51,7 @@ func statementTexts() map[string][]string {
 		"ownRowSQL":          {ownRowSQL},
 		"peekSQL":            {peekSQL},
 		"readOnlySQL":        {readOnlySQL},
+		"reapSQL":            {reapSQL},
 		"recacheSQL":         {recacheSQL},
 		"recordPhaseSQL":     {recordPhaseSQL},
 		"releaseOuterSQL":    {releaseOuterSQL},

@@ -157,9 +157,12 @@ const sweepSQL = `SELECT idempotency_sweep($1::pg_catalog.int4)`
 // gone as soon as the transaction ends, however it ends. And a claim's
 // transaction wears its request's badge, $4 (requestBadge; $3 is
 // badgeClass), for as long as it lasts, so that settle can tell whom the
-// key's holder serves; a keyless one passes NULLs and takes no lock. Its
-// fifth column is when the transaction began, by the database's clock:
-// what pgx prepared since then, it prepared for the handler (cached.go).
+// key's holder serves, and its lease, $5, its milliseconds negated, a
+// second lock of that class that no badge can be, so that a claim can tell
+// a holder that outlived it (reapSQL); a keyless one passes NULLs and
+// takes no lock. Its sixth column is when the transaction began, by the
+// database's clock: what pgx prepared since then, it prepared for the
+// handler (cached.go).
 // Its last two are the relations the names of the store's tables resolve
 // to on the session before the handler runs (watchedSQL), and what the
 // transaction has written to them so far (txWritesSQL): see txMark.
@@ -167,6 +170,7 @@ const txTimeoutsSQL = `SELECT pg_catalog.set_config('idle_in_transaction_session
        pg_catalog.set_config('statement_timeout', $1, true),
        pg_catalog.set_config('idemgen.transaction', $2, true),
        pg_catalog.pg_try_advisory_xact_lock_shared($3, $4),
+       pg_catalog.pg_try_advisory_xact_lock_shared($3, $5),
        pg_catalog.transaction_timestamp(),
        w.rels, ` + txWritesSQL + `
   FROM (SELECT ` + watchedSQL + ` AS rels) w`

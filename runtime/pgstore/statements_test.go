@@ -128,7 +128,7 @@ func TestStatementsPerRequest(t *testing.T) {
 	// A transaction's start: BEGIN and the lease's statement timeouts,
 	// pipelined with the claim, which calls idempotency_claim without the
 	// read (the peek made it).
-	begin := []string{"begin isolation level read committed", "SELECT set_config('idle_in_transaction_session_timeout'", "SELECT idempotency_claim("}
+	begin := []string{"begin isolation level read committed", "SELECT pg_catalog.set_config('idle_in_transaction_session_timeout'", "SELECT idempotency_claim("}
 	want := map[string]struct {
 		stmts []string
 		// guard is how many of the guard's statements the request causes,
@@ -167,9 +167,11 @@ func TestStatementsPerRequest(t *testing.T) {
 		"transactional replay": {[]string{peek}, 0},
 		// The held request's row is not visible: the read finds nothing,
 		// the claim meets the key's lock, and COMMIT ends the transaction
-		// that holds nothing. The held request holds the guard in this
-		// process, which tells the claim without asking the database.
-		"transactional conflict: the key in flight (409)": {append([]string{peek}, append(slices.Clone(begin), "COMMIT")...), 0},
+		// that holds nothing; behind it, in the same round trip, the look
+		// for a holder past its lease. The held request holds the guard
+		// in this process, which tells the claim without asking the
+		// database.
+		"transactional conflict: the key in flight (409)": {append([]string{peek}, append(slices.Clone(begin), "COMMIT", "SELECT a.pid, a.state,")...), 0},
 	}
 	for _, p := range paths {
 		var got []string

@@ -128,9 +128,9 @@ func (s *Store) claim(ctx context.Context, c idemstore.Claim) (idemstore.Result,
 	if err != nil {
 		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	res, unsettled, err := readClaim(rows, c)
-	if err == nil && unsettled {
-		res, err = settle(ctx, conn, c)
+	res, outcome, err := readClaim(rows, c)
+	if err == nil {
+		res, err = s.answerHeld(ctx, conn, c, outcome, res)
 	}
 	if err != nil {
 		return idemstore.Result{}, fmt.Errorf("pgstore: claim: %w", err)

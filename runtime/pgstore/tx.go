@@ -156,19 +156,19 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	br := conn.SendBatch(ctx, b)
 	began, mark, err := begun(br, c.Token, true)
 	var (
-		res       idemstore.Result
-		unsettled bool
+		res     idemstore.Result
+		outcome string
 	)
 	if err == nil {
 		var rows pgx.Rows
 		if rows, err = br.Query(); err == nil {
-			res, unsettled, err = readTxClaim(rows, c)
+			res, outcome, err = readTxClaim(rows, c)
 		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && unsettled {
+	if err == nil && outcome == outcomeBusyElse {
 		// Inside the claim's transaction, which still holds this
 		// request's lock: no copy of the request can take the key's
 		// meanwhile and be taken for another request.
@@ -187,7 +187,11 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 		// does for a plain Claim, so the transaction commits. A lost claim
 		// needs no guard.
 		guard.releaseLater()
-		s.commitLost(ctx, conn)
+		var reap *idemstore.Claim
+		if held(outcome) {
+			reap = &c
+		}
+		s.commitLost(ctx, conn, reap)
 		return res, nil, nil
 	}
 	if gerr := s.guard.await(ctx, &guard); gerr != nil {
@@ -258,19 +262,19 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 
 // leasedBegin is a batch that begins a transaction bounded by lease (its
 // statement and idle timeouts), marked with mark (see sameTxSQL) and
-// wearing badge, a claim's request badge (requestBadge), or nil for a
-// keyless transaction, for more statements to be queued behind in the
+// wearing badge, a claim's request badge (requestBadge), and its lease
+// (reapSQL), or nil for a keyless transaction, for more statements to be queued behind in the
 // same round trip. Batch.BeginTx still yields a pgx.Tx for the handler.
 // READ COMMITTED whatever the database's default: a claim needs a fresh
 // snapshot per statement.
 func leasedBegin(lease time.Duration, mark string, badge any) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	var class any
+	var class, leaseLock any
 	if badge != nil {
-		class = badgeClass
+		class, leaseLock = badgeClass, -leaseMillis(lease)
 	}
-	b.Queue(txTimeoutsSQL, timeoutSetting(lease), mark, class, badge)
+	b.Queue(txTimeoutsSQL, timeoutSetting(lease), mark, class, badge, leaseLock)
 	return b
 }
 
@@ -287,7 +291,7 @@ func begun(br pgx.BatchResults, value string, claimed bool) (began time.Time, ma
 		return began, mark, err
 	}
 	mark.value = value
-	if err = br.QueryRow().Scan(nil, nil, nil, nil, &began, &mark.rels, &mark.writes); err != nil {
+	if err = br.QueryRow().Scan(nil, nil, nil, nil, nil, &began, &mark.rels, &mark.writes); err != nil {
 		return began, mark, err
 	}
 	if len(mark.writes) != 4 {
@@ -342,9 +346,15 @@ func (m txMark) checkArgs() []any {
 // keeps the timeout in an int32 and refuses a larger one, so a longer
 // lease (about 24.8 days) is bounded by the longest timeout it takes.
 func timeoutSetting(lease time.Duration) string {
+	return strconv.FormatInt(int64(leaseMillis(lease)), 10)
+}
+
+// leaseMillis is a lease in whole milliseconds as timeoutSetting renders
+// it: at least 1, at most math.MaxInt32.
+func leaseMillis(lease time.Duration) int32 {
 	const longest = math.MaxInt32 * time.Millisecond
 	ms := (min(lease, longest) + time.Millisecond - 1) / time.Millisecond
-	return strconv.FormatInt(int64(max(ms, 1)), 10)
+	return int32(max(ms, 1))
 }
 
 // cleanupTimeout bounds each statement that gives a connection back clean.
@@ -352,15 +362,37 @@ const cleanupTimeout = 5 * time.Second
 
 // commitLost ends the transaction of a lost claim with COMMIT and returns
 // its connection; a connection that cannot commit is closed, which rolls
-// the change back (the next claim then makes it again).
-func (s *Store) commitLost(ctx context.Context, conn *pgxpool.Conn) {
+// the change back (the next claim then makes it again). When reap is not
+// nil, the claim of reap met its key's locks held, and reapSQL follows
+// the COMMIT in the same round trip; its failure is logged, and the
+// connection kept.
+func (s *Store) commitLost(ctx context.Context, conn *pgxpool.Conn, reap *idemstore.Claim) {
 	pc := conn.Conn()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
-		if err := execPlain(rctx, pc, commitSQL); err != nil {
+		var err, reapErr error
+		if reap == nil {
+			err = execPlain(rctx, pc, commitSQL)
+		} else {
+			b := &pgconn.Batch{}
+			b.ExecParams(commitSQL, nil, nil, nil, nil)
+			values, oids := reapArgs(*reap)
+			b.ExecParams(reapSQL, values, oids, nil, nil)
+			sent := readBatch(pc.PgConn().ExecBatch(rctx, b))
+			if _, err = sent.at(0); err == nil {
+				res, rerr := sent.at(1)
+				if reapErr = rerr; res != nil {
+					reapErr = s.reaped(ctx, res)
+				}
+			}
+		}
+		switch {
+		case err != nil:
 			s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: committing a lost claim failed; closing its connection", slog.Any("err", err))
 			_ = pc.Close(rctx)
+		case reapErr != nil:
+			s.logger.LogAttrs(ctx, slog.LevelWarn, reapFailed, slog.Any("err", reapErr))
 		}
 	}
 	conn.Release()

@@ -39,26 +39,37 @@ var ErrUnreadable = errors.New("idemstore: a stored record cannot be opened")
 
 // sealMagic starts a sealed body: the magic, the length of the sealer's key
 // ID (1..255) and the key ID, then the ciphertext. An unsealed body that
-// begins with the magic is stored with a key ID of length 0 in front of it
-// (escape), so that every stored body reads back one way only.
+// begins with the magic is stored with a key ID of length 0 and
+// escapeTag in front of it (escape), so that every stored body reads back
+// one way only.
 const sealMagic = "\x00idem-sealed\x01"
 
+// escapeTag follows a magic and a key ID length of 0 in an escaped value.
+// Releases before the escape stored an unsealed value as given and could
+// not read one that began with a magic (they refused it as a malformed
+// seal); the tag keeps such a value, which may well go on with a 0, from
+// being read as escaped: it reads as unreadable still, as it did, unless
+// it goes on with the tag too, which no value carries by accident.
+const escapeTag = "\xffidem-unsealed\xff"
+
 // escape is value as the store keeps it unsealed: as it is, or, when it
-// begins with magic and would be read as sealed, behind magic and a key ID
-// length of 0, which no seal has.
+// begins with magic and would be read as sealed, behind magic, a key ID
+// length of 0, which no seal has, and escapeTag.
 func escape(magic string, value []byte) []byte {
 	if !bytes.HasPrefix(value, []byte(magic)) {
 		return value
 	}
-	out := make([]byte, 0, len(magic)+1+len(value))
+	out := make([]byte, 0, len(magic)+1+len(escapeTag)+len(value))
 	out = append(append(out, magic...), 0)
+	out = append(out, escapeTag...)
 	return append(out, value...)
 }
 
 // unwrap reads a stored value that may begin with magic: the key ID and
 // ciphertext of a seal (sealed), or the value stored unsealed, given back
 // as value with an escape (escape) taken off; malformed reports a magic
-// followed by no key ID length, or by a key ID shorter than it says.
+// followed by no key ID length, by a key ID shorter than it says, or by a
+// length of 0 without escapeTag.
 func unwrap(magic string, stored []byte) (keyID string, value []byte, sealed, malformed bool) {
 	rest, ok := bytes.CutPrefix(stored, []byte(magic))
 	switch {
@@ -67,7 +78,11 @@ func unwrap(magic string, stored []byte) (keyID string, value []byte, sealed, ma
 	case len(rest) < 1:
 		return "", nil, false, true
 	case rest[0] == 0:
-		return "", rest[1:], false, false
+		value, escaped := bytes.CutPrefix(rest[1:], []byte(escapeTag))
+		if !escaped {
+			return "", nil, false, true
+		}
+		return "", value, false, false
 	case len(rest) < 1+int(rest[0]):
 		return "", nil, false, true
 	}

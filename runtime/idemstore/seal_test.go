@@ -27,6 +27,7 @@ var lookalikes = []string{
 	"\x00idem-sealed\x01",
 	"\x00idem-sealed\x01\x00",
 	"\x00idem-sealed\x01\x00\x00idem-sealed\x01\x05k-id-x",
+	"\x00idem-sealed\x01\x00\xffidem-unsealed\xffescaped already",
 	"\x00idem-sealed\x01\x05k-id-whatever",
 	"\x00idem-sealed\x01\xffshort",
 	"\x00idem-sealed-phase\x01",
@@ -131,5 +132,32 @@ func TestValuesStoredByEarlierReleasesStillRead(t *testing.T) {
 	}
 	if !bytes.HasPrefix(resp.Body, []byte("\x00idem-sealed\x01\x02k1")) {
 		t.Fatalf("a sealed response is stored as %q", resp.Body)
+	}
+}
+
+// An earlier release stored an unsealed body or phase result as given,
+// whatever it began with, and read one that began as a seal does as
+// unreadable: one that went on with a key ID length of 0 (an endpoint that
+// echoes a client's bytes) still reads that way, never as an escaped value
+// with its first bytes taken off, a body the first run never answered
+// (docs/semantics.md §6.1) or a result the downstream never returned.
+func TestEarlierReleaseValueBeginningAsAnEscapeReadsAsItDid(t *testing.T) {
+	id := idemstore.Identity{Tenant: "acme", Scope: "charge", Key: "k-1"}
+	echoed := []byte("\x00idem-sealed\x01\x00{\"status\":\"refunded\"}")
+	phase := []byte("\x00idem-sealed-phase\x01\x00ch_forged")
+	for name, s := range roundTripSealers(t) {
+		stored := idemstore.Response{Status: http.StatusCreated, Header: http.Header{}, Body: echoed}
+		got, err := idemstore.OpenResponse(s, id, stored)
+		if err == nil && !bytes.Equal(got.Body, echoed) {
+			t.Errorf("%s: a body an earlier release stored as %q reads back as %q; want it as stored, or ErrUnreadable as the earlier release read it", name, echoed, got.Body)
+		} else if err != nil && !errors.Is(err, idemstore.ErrUnreadable) {
+			t.Errorf("%s: %v", name, err)
+		}
+		res, err := idemstore.OpenPhase(s, id, "charge", phase)
+		if err == nil && !bytes.Equal(res, phase) {
+			t.Errorf("%s: a phase result an earlier release stored as %q reads back as %q; want it as stored, or ErrUnreadable as the earlier release read it", name, phase, res)
+		} else if err != nil && !errors.Is(err, idemstore.ErrUnreadable) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

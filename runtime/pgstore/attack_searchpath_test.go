@@ -18,9 +18,9 @@ import (
 // for the session, or a search_path the deployment gives the role. Here
 // acme's handler makes, in the store's schema, which its role owns, an
 // =(text, text) that answers true for any two texts, and its request
-// commits: the end of a transaction refuses only the names that
-// pg_catalog has no exact match for (docs/semantics.md §7.2). Then no
-// statement of pgstore's may compare with it: not the completion in the
+// must not commit: the end of a transaction refuses any operator it made
+// (docs/semantics.md §7.2). Nor may any statement of pgstore's compare
+// with it, whether it committed or not: not the completion in the
 // handler's own transaction, under its SET LOCAL, nor the checks and the
 // reset after its COMMIT, under its SET, nor, under the deployment's
 // search_path, a later claim of acme's on a new connection, which

@@ -43,41 +43,43 @@ func statementTexts() map[string][]string {
 		"handlerPreparedSQL":   {handlerPreparedSQL},
 		"heldRowSQL":           {heldRowSQL},
 
-		"leanResetSQL":       leanResetSQL[:],
-		"listPhasesSQL":      {listPhasesSQL},
-		"loadPhaseSQL":       {loadPhaseSQL},
-		"markCommittedSQL":   {markCommittedSQL},
-		"migrateLockSQL":     {migrateLockSQL},
-		"ownRowSQL":          {ownRowSQL},
-		"peekSQL":            {peekSQL},
-		"readOnlySQL":        {readOnlySQL},
-		"reapSQL":            {reapSQL},
-		"recacheSQL":         {recacheSQL},
-		"recordPhaseSQL":     {recordPhaseSQL},
-		"releaseOuterSQL":    {releaseOuterSQL},
-		"releaseSQL":         {releaseSQL},
-		"replacedSQL":        {replacedSQL},
-		"reseedSQL":          {reseedSQL},
-		"resetSQL":           resetSQL[:],
-		"resolveSQL":         {resolveSQL},
-		"rollbackSQL":        {rollbackSQL},
-		"sameTxCheckSQL":     {sameTxCheckSQL},
-		"sameTxSQL":          {sameTxSQL},
-		"sessionCheckSQL":    {sessionCheckSQL},
-		"sessionSettingsSQL": {sessionSettingsSQL},
-		"settleSQL":          {settleSQL},
-		"settleSessionSQL":   {settleSessionSQL},
-		"stageSQL":           {stageSQL, fmtStage("idempotency_outbox"), fmtStage(`"s"."idempotency_outbox"`)},
-		"statsSQL":           {statsSQL},
-		"storeFunctionsSQL":  {storeFunctionsSQL},
-		"storeTablesSQL":     {storeTablesSQL},
-		"sweepPhasesSQL":     {sweepPhasesSQL},
-		"sweepSQL":           {sweepSQL},
-		"txClaimSQL":         {txClaimSQL},
-		"txTimeoutsSQL":      {txTimeoutsSQL},
-		"txWritesSQL":        {txWritesSQL},
-		"watchedMadeHereSQL": {watchedMadeHereSQL},
-		"watchedSQL":         {watchedSQL},
+		"leanResetSQL":           leanResetSQL[:],
+		"listPhasesSQL":          {listPhasesSQL},
+		"loadPhaseSQL":           {loadPhaseSQL},
+		"markCommittedSQL":       {markCommittedSQL},
+		"migrateLockSQL":         {migrateLockSQL},
+		"ownRowSQL":              {ownRowSQL},
+		"peekSQL":                {peekSQL},
+		"readOnlySQL":            {readOnlySQL},
+		"reapSQL":                {reapSQL},
+		"recacheSQL":             {recacheSQL},
+		"recordPhaseSQL":         {recordPhaseSQL},
+		"releaseOuterSQL":        {releaseOuterSQL},
+		"releaseSQL":             {releaseSQL},
+		"replacedSQL":            {replacedSQL},
+		"reseedSQL":              {reseedSQL},
+		"resetSQL":               resetSQL[:],
+		"resolveSQL":             {resolveSQL},
+		"rollbackSQL":            {rollbackSQL},
+		"sameTxCheckSQL":         {sameTxCheckSQL},
+		"sameTxSQL":              {sameTxSQL},
+		"sessionCheckSQL":        {sessionCheckSQL},
+		"sessionSettingsSQL":     {sessionSettingsSQL},
+		"settleSQL":              {settleSQL},
+		"settleSessionSQL":       {settleSessionSQL},
+		"stageSQL":               {stageSQL, fmtStage("idempotency_outbox"), fmtStage(`"s"."idempotency_outbox"`)},
+		"searchPathFunctionsSQL": {searchPathFunctionsSQL},
+		"searchPathTypesSQL":     {searchPathTypesSQL},
+		"statsSQL":               {statsSQL},
+		"storeFunctionsSQL":      {storeFunctionsSQL},
+		"storeTablesSQL":         {storeTablesSQL},
+		"sweepPhasesSQL":         {sweepPhasesSQL},
+		"sweepSQL":               {sweepSQL},
+		"txClaimSQL":             {txClaimSQL},
+		"txTimeoutsSQL":          {txTimeoutsSQL},
+		"txWritesSQL":            {txWritesSQL},
+		"watchedMadeHereSQL":     {watchedMadeHereSQL},
+		"watchedSQL":             {watchedSQL},
 	}
 }
 
@@ -126,10 +128,11 @@ func TestStatementTextsListed(t *testing.T) {
 // prepared on the connection, that statement (docs/semantics.md §7.2). A
 // handler's Prepare refuses, as its name, every text pgstore sends, and
 // every part of one (ErrPreparedName), before anything is sent: but
-// the two arrays that are only ever parts of other statements, never sent
-// alone.
+// the arrays of names that are only ever parts of other statements, never
+// sent alone.
 func TestNoStatementTextIsAPreparableName(t *testing.T) {
-	partsOnly := map[string]bool{"storeTablesSQL": true, "storeFunctionsSQL": true}
+	partsOnly := map[string]bool{"storeTablesSQL": true, "storeFunctionsSQL": true,
+		"searchPathFunctionsSQL": true, "searchPathTypesSQL": true}
 	for name, texts := range statementTexts() {
 		if partsOnly[name] {
 			continue

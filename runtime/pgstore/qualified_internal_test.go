@@ -18,8 +18,7 @@ import (
 // operators, casts and catalog relations not named by pg_catalog
 // (sqlqualified.Operators).
 func searchPathNames(sql string, also ...string) []string {
-	own := strings.Split(strings.Trim(strings.TrimSuffix(storeFunctionsSQL, "::pg_catalog.name[]"), "'{}"), ",")
-	return append(sqlqualified.Unqualified(sql, append(own, also...)...), sqlqualified.Operators(sql)...)
+	return append(sqlqualified.Unqualified(sql, append(storeFunctionNames(), also...)...), sqlqualified.Operators(sql)...)
 }
 
 // clockByPath are the statements that read the time by the unqualified

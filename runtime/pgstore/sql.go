@@ -285,20 +285,28 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 //     no search_path but its own finds; no other schema may be named pg_),
 //     or, in any schema, made or replaced a relation
 //     named like one of the store's tables, a function named like one of
-//     the store's or pg_try_advisory_xact_lock_shared, or an operator * or
-//     || (ownRowSQL: written by this transaction or a subtransaction of
+//     the store's (storeFunctionsSQL) or like one of pg_catalog's that
+//     the statements or the functions' bodies call unqualified
+//     (searchPathFunctionsSQL), a type named like one the bodies declare
+//     or cast to unqualified (searchPathTypesSQL), or any operator
+//     (ownRowSQL: written by this transaction or a subtransaction of
 //     it). The store's functions' bodies, which have no search_path of
-//     their own, find these names through the session's search_path, and
-//     so do the store's statements the tables' and the functions' (every
-//     other name in them but clock_timestamp is pg_catalog's by name): a
-//     schema named after
-//     the role comes first on the default one ("$user"), and a function
-//     or an operator that matches the arguments better than pg_catalog's
-//     is chosen wherever it stands on the path. Each of those names is met
-//     where pg_catalog has no exact match for it (a bigint * interval, an
-//     integer || text in the functions' bodies; the lock's uncast
-//     parameters in the statements of a process of an earlier version);
-//     the others' exact match in pg_catalog, searched first, wins.
+//     their own, find all of these through the session's search_path, and
+//     so do the store's statements the tables, the functions and
+//     clock_timestamp (every other name in them is pg_catalog's by name):
+//     a schema named after the role comes first on the default one
+//     ("$user"); a function, a type or an operator of pg_catalog's name
+//     and argument types is chosen in place of pg_catalog's wherever the
+//     path names pg_catalog after the handler's schema (a deployment's
+//     "app, pg_catalog"); and one that matches the arguments better than
+//     pg_catalog's (a bigint * interval, an integer || text in the
+//     bodies; the lock's uncast parameters in the statements of a
+//     process of an earlier version) is chosen wherever it stands on the
+//     path. Operators are looked for by their oid, above those initdb
+//     gives (16384, FirstNormalObjectId): through pg_operator's index on
+//     oid the check reads only the operators of extensions and of the
+//     application's schemas, where the names the bodies use would walk
+//     half of pg_catalog's; a request's handler makes none.
 //
 // Any of them could rewrite or undo a completion or a phase or an effect,
 // this request's or another tenant's, now or later, and the handler's role
@@ -330,10 +338,13 @@ const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
                         AND ` + ownRowSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc c
                       WHERE proname OPERATOR(pg_catalog.=) ANY (` + storeFunctionsSQL + `
-                                                                OPERATOR(pg_catalog.||) 'pg_try_advisory_xact_lock_shared'::pg_catalog.name)
+                                                                OPERATOR(pg_catalog.||) ` + searchPathFunctionsSQL + `)
+                        AND ` + ownRowSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_type c
+                      WHERE typname OPERATOR(pg_catalog.=) ANY (` + searchPathTypesSQL + `)
                         AND ` + ownRowSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_operator c
-                      WHERE oprname OPERATOR(pg_catalog.=) ANY ('{*,||}'::pg_catalog.name[])
+                      WHERE oid OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid
                         AND ` + ownRowSQL + `)
        )::pg_catalog.int4`
 
@@ -342,6 +353,20 @@ const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
 const (
 	storeTablesSQL    = `'{idempotency_keys,idempotency_phases,idempotency_outbox}'::pg_catalog.name[]`
 	storeFunctionsSQL = `'{idempotency_claim,idempotency_complete,idempotency_lock_id,idempotency_request_lock_id,idempotency_sweep}'::pg_catalog.name[]`
+)
+
+// searchPathFunctionsSQL and searchPathTypesSQL are the names of
+// pg_catalog's functions and types that pgstore's statements and the
+// bodies of the store's functions find through the session's search_path
+// (sameTxCheckSQL): the statements' clock_timestamp (clockByPath), what
+// the bodies call and the types they declare and cast to, and the lock
+// that the statements of a process of an earlier version name uncast. A
+// test derives them from the migrations and the statements
+// (TestSearchPathNamesAreWatched), so that a name a function's body
+// comes to use unqualified is refused too.
+const (
+	searchPathFunctionsSQL = `'{clock_timestamp,count,current_setting,encode,hashtextextended,length,pg_advisory_lock,pg_try_advisory_xact_lock,pg_try_advisory_xact_lock_shared}'::pg_catalog.name[]`
+	searchPathTypesSQL     = `'{oid,regclass,timestamptz}'::pg_catalog.name[]`
 )
 
 // ownRowSQL holds for a row c of a catalog that this transaction, or a

@@ -202,6 +202,11 @@ var keywordTypes = map[string]bool{
 	"varchar": true,
 }
 
+// KeywordType reports whether name, in lower case, is a type's name that
+// is a word of the grammar and names pg_catalog's type whatever the
+// search_path (bigint, integer, interval...).
+func KeywordType(name string) bool { return keywordTypes[name] }
+
 // Operators returns the operators in sql, in order, that the search_path
 // finds: those not written OPERATOR(pg_catalog.op), and the words of the
 // grammar that stand for one (keywordOperators; DISTINCT only after IS),

@@ -38,11 +38,12 @@ import (
 // one that keeps running statements shorter than it, is never ended. Only
 // a session of the claim's own role is ended, as PostgreSQL lets it
 // (pg_terminate_backend), and none where the role may not call
-// pg_terminate_backend (docs/semantics.md §7.2); the claim is answered 409, and its retry finds
-// the key free once the server has rolled the holder back. A
-// transactional claim sends it behind the COMMIT of its lost claim, in the
-// same round trip; a plain one, whose key is held so only for the moment
-// of another claim's call, in a round trip of its own.
+// pg_terminate_backend (docs/semantics.md §7.2); the claim is answered
+// 409, and its retry finds the key free once the server has rolled the
+// holder back. A transactional claim sends it behind the COMMIT of its
+// lost claim, in the same round trip; a plain one, whose key is held so
+// only for the moment of another claim's call, in a round trip of its
+// own.
 //
 // Its functions and operators are pg_catalog's by name, its parameters
 // cast, as in every statement that runs outside the checked end of a
@@ -72,8 +73,8 @@ const reapSQL = `SELECT a.pid, a.state,
    AND pg_catalog.has_function_privilege('pg_catalog.pg_terminate_backend'::pg_catalog.regproc::pg_catalog.oid, 'EXECUTE')
    AND a.state OPERATOR(pg_catalog.<>) 'idle'
    AND a.state_change OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-)
-       pg_catalog.make_interval(secs => (e.ms OPERATOR(pg_catalog.+) $6::pg_catalog.int8)::pg_catalog.float8
-                                        OPERATOR(pg_catalog./) 1000))`
+       ((e.ms OPERATOR(pg_catalog.+) $6::pg_catalog.int8)::pg_catalog.float8
+        OPERATOR(pg_catalog.*) '1 millisecond'::pg_catalog.interval))`
 
 // reapGrace is how long past a claim's lease the session holding its key
 // is left before the claim ends it (reapSQL): the 5 s a dead host's guard

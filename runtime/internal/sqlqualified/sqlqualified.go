@@ -262,6 +262,8 @@ func Operators(sql string) []string {
 			case t.op == "*" && (strings.HasSuffix(pw, ".") || prev.paren || prev.punct == ',' || pw == "select" || pw == "returning" || pw == "unlisten"):
 			case t.op == "=" && set == depth && prev.word != "" && (p2 == "set" || prev2.punct == ','):
 			case t.op == "-" && t.digit && (prev.op != "" || prev.paren || (prev.punct != 0 && prev.punct != ')') || syntax[pw] || keywordOperators[pw]):
+			case t.op == "=>":
+				// A named argument (f(name => value)): no operator is named =>.
 			default:
 				found = append(found, t.op)
 			}

@@ -63,6 +63,7 @@ RETURNING *, k.*, pg_catalog.count(*), x * -2, x - 2`, []string{"+", "<=", "IN",
   FROM pg_locks o JOIN pg_catalog.pg_database d USING (oid) WHERE d.datname OPERATOR(pg_catalog.=) 'a=b' -- c = d
    /* e = f */ AND "g=" IS NULL`, []string{"CASE", "nullif", "::oid", "pg_locks", "USING"}},
 		{`DELETE FROM t o USING (SELECT id FROM t) d WHERE o.id OPERATOR(pg_catalog.=) d.id`, nil},
+		{`SELECT pg_catalog.make_interval(secs => 1), f(a => b = c)`, []string{"="}},
 	} {
 		if got := Operators(c.sql); !slices.Equal(got, c.want) {
 			t.Errorf("Operators(%q) = %q, want %q", c.sql, got, c.want)

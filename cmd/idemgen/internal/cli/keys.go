@@ -69,9 +69,11 @@ A service with store secrets (idem.Config.Secrets) keeps keys as their
 HMAC; give its secrets, newest first, with --secret-file (repeated) or the
 newest through $` + envSecret + `, so that --key finds a client's key whichever
 secret its row was written under. A request's recovery points (idem.Phase)
-are recorded under idem.Config.EffectSecret: give it as the last
---secret-file, after the store secrets and even once it is retired from
-them, so that show lists them. A service that seals its stored responses
+are recorded under the effect secret: state it to show as the service
+does, with --effect-secret-file (idem.Config.EffectSecret, even once it is
+retired from the store secrets, or when the service has none) or
+--unkeyed-effect-keys (idem.Config.UnkeyedEffectKeys), so that show lists
+them. A service that seals its stored responses
 (idem.Config.Sealer with idemstore.NewAESGCM) needs its keys, newest first, with
 --seal-key ID=FILE, to show their bodies and to resolve keys.
 

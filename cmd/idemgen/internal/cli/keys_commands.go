@@ -185,18 +185,37 @@ func (w *which) find(ctx context.Context, s *session) (idemadmin.Entry, error) {
 }
 
 func newKeysShow(kf *keysFlags, stdout io.Writer) *cobra.Command {
-	var w which
+	var (
+		w  which
+		ef effectFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "show",
 		Short: "Show one key: state, times, lease, stored response, version, phases, effects",
 		Long: `show prints one key whole, with the recovery points its request recorded
 (idem.Phase) and the effects it staged in the outbox (see effects). Its version fingerprints the key's state and
 lease token: resolve --expect takes it, so that a resolution changes only
-the row that was shown.`,
+the row that was shown.
+
+Phases are recorded under the key and fingerprint as the service's effect
+secret stores them. Give it with --effect-secret-file, or
+--unkeyed-effect-keys for a service that sets idem.Config.UnkeyedEffectKeys.
+When show finds no phase and cannot tell that it looked where the request
+recorded them (the effect secret not stated, a row written under another
+secret, or one written under a secret without --key to tell which), it
+prints a note that phases cannot be listed, never an empty list: the
+request may have made any of its calls.`,
 		Example: `  idemgen keys show --label hmac:3f9a0c2b7d41e8a65b10`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := w.check(cmd); err != nil {
+				return err
+			}
+			if err := ef.check(); err != nil {
+				return err
+			}
+			effect, err := ef.effect()
+			if err != nil {
 				return err
 			}
 			return kf.run(cmd, func(ctx context.Context, s *session) error {
@@ -208,7 +227,7 @@ the row that was shown.`,
 				if err != nil {
 					return err
 				}
-				ps, note, err := s.keyPhases(ctx, e, w.key)
+				ps, note, err := s.keyPhases(ctx, e, w.key, effect)
 				if err != nil {
 					return err
 				}
@@ -232,6 +251,7 @@ the row that was shown.`,
 		},
 	}
 	w.register(cmd)
+	ef.register(cmd)
 	return cmd
 }
 

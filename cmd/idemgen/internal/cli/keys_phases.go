@@ -2,58 +2,129 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemstore"
 )
 
-// phasesUnlisted is what show prints for the phases of a key it cannot
-// list them for (keyPhases).
-const phasesUnlisted = "phases cannot be listed for a key written under a secret other than the effect secret (the last --secret-file)"
+// Notes show prints for the phases of a key it cannot list them for
+// (keyPhases), each beginning with phasesCannot.
+const (
+	phasesCannot     = "phases cannot be listed"
+	phasesUnstated   = phasesCannot + ": none are recorded under the key's own secret, and the effect secret is not stated (--effect-secret-file, or --unkeyed-effect-keys)"
+	phasesOther      = phasesCannot + " for a key written under a secret other than the effect secret"
+	phasesOtherMaybe = phasesOther + "; pass --key to tell whether this one was"
+)
+
+// effectFlags are show's flags that state the secret the service derives
+// effect keys and names phases under: idem.Config.EffectSecret, or
+// idem.Config.UnkeyedEffectKeys for none.
+type effectFlags struct {
+	secretFile string
+	unkeyed    bool
+}
+
+func (f *effectFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.secretFile, "effect-secret-file", "", "`file` holding the effect secret (idem.Config.EffectSecret), whether or not it is among the store secrets, so that show lists the phases a request recorded")
+	fl.BoolVar(&f.unkeyed, "unkeyed-effect-keys", false, "the service derives effect keys with no secret (idem.Config.UnkeyedEffectKeys), so that show lists the phases a request recorded")
+}
+
+// check refuses both flags at once, as idem.New refuses both fields.
+func (f *effectFlags) check() error {
+	if f.secretFile != "" && f.unkeyed {
+		return usageError{errors.New("--effect-secret-file and --unkeyed-effect-keys are both given; a service derives effect keys under one secret or under none")}
+	}
+	return nil
+}
+
+// effectSecret is the secret a service derives effect keys and names
+// phases under, as show's flags state it.
+type effectSecret struct {
+	// stated is set when a flag stated it; show then knows under which
+	// key and fingerprint the phases are recorded.
+	stated bool
+	// secret is empty for a service with UnkeyedEffectKeys.
+	secret []byte
+}
+
+// effect reads the effect secret the flags state.
+func (f *effectFlags) effect() (effectSecret, error) {
+	if f.unkeyed {
+		return effectSecret{stated: true}, nil
+	}
+	if f.secretFile == "" {
+		return effectSecret{}, nil
+	}
+	b, err := readSecret(f.secretFile)
+	if err != nil {
+		return effectSecret{}, failure{fmt.Sprintf("effect secret: %v", err)}
+	}
+	if len(b) == 0 {
+		return effectSecret{}, usageError{errors.New("--effect-secret-file: the file is empty; for a service that derives effect keys with no secret give --unkeyed-effect-keys")}
+	}
+	return effectSecret{stated: true, secret: b}, nil
+}
 
 // keyPhases lists the recovery points the request of e recorded
 // (idem.Phase), or none when the store keeps no phases; k is the client's
 // key when the operator gave it, else "". The engine records phases under
-// the request's key and fingerprint as its effect secret
-// (idem.Config.EffectSecret, which the operator gives as the last
-// --secret-file) stores them (docs/semantics.md §8.1), which are the
-// row's own unless the row was written under another secret (a newer one,
-// after a rotation). The fingerprint under the effect secret cannot be had
-// from the row's, so the phases of such a row cannot be listed: keyPhases
-// then returns a note saying so rather than an empty list an operator
-// would read as "no call made".
-func (s *session) keyPhases(ctx context.Context, e idemadmin.Entry, k string) ([]idemstore.PhaseRecord, string, error) {
+// the request's key and fingerprint as its effect secret stores them
+// (docs/semantics.md §8.1), which are the row's own only when the row was
+// written under that secret. When show cannot tell that the phases it
+// looked for are the request's and finds none, it returns a note saying
+// so rather than an empty list an operator would read as "no call made".
+func (s *session) keyPhases(ctx context.Context, e idemadmin.Entry, k string, effect effectSecret) ([]idemstore.PhaseRecord, string, error) {
 	if s.phases == nil {
 		return nil, "", nil
 	}
-	ps, err := s.phases.ListPhases(ctx, idemstore.PhaseIdentity(e.Identity, e.Operation, e.Fingerprint))
+	id, note := phaseIdentity(e, k, effect)
+	ps, err := s.phases.ListPhases(ctx, id)
 	if err != nil {
 		return nil, "", failure{fmt.Sprintf("list the key's phases: %v", err)}
 	}
-	if len(ps) > 0 || !s.newerSecret(e, k) {
+	if len(ps) > 0 {
+		// Phases under an identity are recorded by a request of that
+		// key and fingerprint, whichever secret stated them.
 		return ps, "", nil
 	}
-	if k == "" {
-		// With the client's key, show can tell whether the row was
-		// written under the effect secret, whose phases it lists.
-		return nil, phasesUnlisted + "; pass --key to tell whether this one was", nil
-	}
-	return nil, phasesUnlisted, nil
+	return nil, note, nil
 }
 
-// newerSecret reports whether e's row may have been written under a store
-// secret other than the effect secret, the last the operator gave: with
-// k, whether its stored key is not k's under it; without, whether there
-// is more than one secret and the key is stored as an HMAC.
-func (s *session) newerSecret(e idemadmin.Entry, k string) bool {
-	if len(s.secrets) < 2 || !idemstore.IsStoredHMAC(e.Key) {
-		return false
+// phaseIdentity is the identity the phases of e's request are looked for
+// under, and the note to print if none are: "" when they are recorded
+// there if anywhere. A row written with no secret holds the client's key
+// and the request's fingerprint as they are, from which those under any
+// effect secret follow; a row written under a secret holds them as its
+// HMACs, which are those under the effect secret only if the row was
+// written under it, as k tells.
+func phaseIdentity(e idemadmin.Entry, k string, effect effectSecret) (idemstore.Identity, string) {
+	own := idemstore.PhaseIdentity(e.Identity, e.Operation, e.Fingerprint)
+	var sum [sha256.Size]byte
+	switch {
+	case !effect.stated:
+		return own, phasesUnstated
+	case !idemstore.IsStoredHMAC(e.Key) && len(e.Fingerprint) == len(sum):
+		sec := idemstore.NewSecret(effect.secret)
+		copy(sum[:], e.Fingerprint)
+		fp := sec.Fingerprint(sum)
+		id := e.Identity
+		id.Key = sec.Key(e.Key)
+		return idemstore.PhaseIdentity(id, e.Operation, fp[:]), ""
+	case len(effect.secret) > 0 && k != "" && e.Key == idemstore.StoredKey(effect.secret, k):
+		return own, ""
+	case len(effect.secret) > 0 && k == "":
+		return own, phasesOtherMaybe
 	}
-	return k == "" || e.Key != idemstore.StoredKey(s.secrets[len(s.secrets)-1], k)
+	return own, phasesOther
 }
 
 // printPhases prints recorded phases as a table.

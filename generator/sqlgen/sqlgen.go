@@ -3,11 +3,13 @@
 //
 // The schema itself lives in the templates package and does not depend on
 // the spec: every idemgen output of one version carries the same tables.
-// There are three migrations, in this order: the key table, the recovery
-// points' table and the transactional outbox's (Migrations). The first
-// gets a fixed version number (1, or the one the user chose) and each
-// next one the following number, so the output is deterministic and a
-// second run names the same files.
+// There are four migrations, in this order: the key table, the recovery
+// points' table, the transactional outbox's and, on PostgreSQL only, the
+// key table's functions that read the table itself only (Migrations).
+// The first gets a fixed version number (1, or the one the user chose)
+// and each next one the following number, so the output is deterministic
+// and a second run names the same files; a migration that a dialect does
+// not have keeps its version unused there.
 //
 // With a migrations table of idemgen's own, Emit also writes a README.md
 // beside the migrations that gives the exact command applying them with
@@ -53,6 +55,9 @@ const (
 	NamePhases = "idempotency_phases"
 	// NameOutbox is the transactional outbox's (templates.OutboxSchema).
 	NameOutbox = "idempotency_outbox"
+	// NameKeysOnly replaces the key table's functions with ones that read
+	// and write the table itself only (templates.KeysOnlySchema).
+	NameKeysOnly = "idempotency_keys_only"
 )
 
 // Migration is one of idemgen's migrations.
@@ -61,11 +66,20 @@ type Migration struct {
 	Name string
 	// Schema supplies its SQL.
 	Schema SchemaFunc
+	// Dialects are the dialects that have it; nil means every one. A
+	// dialect that does not have it skips it, and its version stays
+	// unused there, so that every migration has the same version in
+	// every dialect.
+	Dialects []string
 }
+
+// has reports whether dialect d has migration m.
+func (m Migration) has(d string) bool { return m.Dialects == nil || slices.Contains(m.Dialects, d) }
 
 // Migrations returns idemgen's migrations in version order, each with the
 // SQL the runtime's Migrate functions apply: pgstore's and sqlitestore's
-// the first two, pgoutbox's and sqliteoutbox's the third. The outbox's is
+// the first two, pgoutbox's and sqliteoutbox's the third, pgstore's the
+// fourth, which PostgreSQL alone has. The outbox's is
 // written whether or not a handler stages effects, so that its version is
 // fixed from the first generate on and adopting the outbox later needs no
 // migration numbered below the application's newer ones.
@@ -74,6 +88,7 @@ func Migrations() []Migration {
 		{Name: NameKeys, Schema: templates.Schema},
 		{Name: NamePhases, Schema: templates.PhaseSchema},
 		{Name: NameOutbox, Schema: templates.OutboxSchema},
+		{Name: NameKeysOnly, Schema: templates.KeysOnlySchema, Dialects: []string{"postgres"}},
 	}
 }
 
@@ -85,7 +100,7 @@ var what = map[string]string{
 }
 
 // fileName matches the names of idemgen's migration files in every layout.
-var fileName = regexp.MustCompile(`^[0-9]+_(` + NameKeys + `|` + NamePhases + `|` + NameOutbox + `)(\.up|\.down)?\.sql$`)
+var fileName = regexp.MustCompile(`^[0-9]+_(` + NameKeys + `|` + NamePhases + `|` + NameOutbox + `|` + NameKeysOnly + `)(\.up|\.down)?\.sql$`)
 
 // IsMigrationName reports whether a file name is one idemgen gives its
 // migrations (in any layout and version). With Header as the first line it
@@ -237,6 +252,9 @@ func Emit(opts Options) (map[string][]byte, error) {
 			if i > 0 {
 				v = nextVersion(v)
 			}
+			if !m.has(d) {
+				continue
+			}
 			up, down, err := m.Schema(d)
 			if err != nil {
 				return nil, fmt.Errorf("sqlgen: schema of %s %s: %w", d, m.Name, err)
@@ -376,8 +394,22 @@ func header(b *strings.Builder, name, dialect, direction string) {
 	if !ok {
 		tables = what[NameKeys]
 	}
-	fmt.Fprintf(b, "-- This migration %s "+tables+".\n", verb, dialectName(dialect))
+	sentence := fmt.Sprintf(verb+" "+tables, dialectName(dialect))
+	if name == NameKeysOnly {
+		// Its up replaces 000001's functions; its down leaves them to
+		// 000001's own down.
+		sentence = fmt.Sprintf(keysOnlyWhat[direction], dialectName(dialect))
+	}
+	fmt.Fprintf(b, "-- This migration %s.\n", sentence)
 	b.WriteString("-- Once applied it must never change: upgrade with a new migration.\n")
+}
+
+// keysOnlyWhat says what NameKeysOnly's migration does, by direction.
+var keysOnlyWhat = map[string]string{
+	"up":   "replaces the functions of idemgen's %s store's key table with ones that read and write the table itself only",
+	"down": "leaves the functions of idemgen's %s store's key table as they are: the key table's own migration drops them",
+	"": "replaces (up) the functions of idemgen's %s store's key table with ones that read and write the table itself only, " +
+		"and leaves them (down)",
 }
 
 func dialectName(d string) string {

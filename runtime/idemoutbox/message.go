@@ -66,11 +66,14 @@ type Store interface {
 	// Delivered records m's delivery and returns the time from its
 	// staging to this record. It is recorded even when m's lease has
 	// passed to another runner: the effect was delivered either way. An
-	// error wrapping ErrGone when no effect has m.ID.
+	// error wrapping ErrGone when no effect has m.ID under m's identity
+	// (its request's key and its effect key): an id given again to
+	// another effect is not m's.
 	Delivered(ctx context.Context, m Message) (time.Duration, error)
 	// Failed records a failed attempt of m, still held under token: m is
 	// due again after retryIn, or dead when dead is set. A claim that lost
-	// its lease changes nothing.
+	// its lease changes nothing, nor does one of an id given again to
+	// another effect.
 	Failed(ctx context.Context, m Message, token, reason string, retryIn time.Duration, dead bool) error
 	// Release gives back m, held under token and never handed to its
 	// receiver, uncounted and due at once.

@@ -87,7 +87,7 @@ func scanSQL(q idemadmin.Query) (string, []any) {
 	if !q.IncludeExpired {
 		where = append(where, "expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()")
 	}
-	sql := "SELECT " + adminColumns + "\n  FROM idempotency_keys"
+	sql := "SELECT " + adminColumns + "\n  FROM ONLY idempotency_keys"
 	if len(where) > 0 {
 		sql += "\n WHERE " + strings.Join(where, "\n   AND ")
 	}
@@ -148,7 +148,7 @@ func scanEntry(row pgx.Row, whole bool) (idemadmin.Entry, error) {
 
 // getSQL reads one key whole.
 const getSQL = `SELECT ` + adminColumns + `, headers, body
-  FROM idempotency_keys
+  FROM ONLY idempotency_keys
  WHERE tenant OPERATOR(pg_catalog.=) $1::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $2::pg_catalog.text
    AND key OPERATOR(pg_catalog.=) $3::pg_catalog.text`
 
@@ -180,12 +180,12 @@ const settleWhere = `
 // resolveSQL completes an outcome-unknown key with the operator's
 // response. The lease token stays: a late completion from the request
 // that was abandoned still finds the row no longer in flight and is fenced.
-const resolveSQL = `UPDATE idempotency_keys
+const resolveSQL = `UPDATE ONLY idempotency_keys
    SET state = 'completed', completed_at = pg_catalog.clock_timestamp(), lease_until = NULL,
        status = $6::pg_catalog.int4, headers = $7::pg_catalog.bytea, body = $8::pg_catalog.bytea, body_omitted = false` + settleWhere
 
 // forgetSQL deletes an outcome-unknown key, so the next retry runs.
-const forgetSQL = `DELETE FROM idempotency_keys` + settleWhere
+const forgetSQL = `DELETE FROM ONLY idempotency_keys` + settleWhere
 
 // Settle implements idemadmin.Store.
 func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idemstore.Response) error {
@@ -217,12 +217,12 @@ func (s *Store) Settle(ctx context.Context, seen idemadmin.Entry, resp *idemstor
 // statsSQL counts live keys by operation and state; the last row, with
 // NULL operation and state, counts the expired rows left for the sweeper.
 const statsSQL = `SELECT operation, state, pg_catalog.count(*), pg_catalog.statement_timestamp()
-  FROM idempotency_keys
+  FROM ONLY idempotency_keys
  WHERE expires_at OPERATOR(pg_catalog.>) pg_catalog.statement_timestamp()
  GROUP BY operation, state
 UNION ALL
 SELECT NULL, NULL, pg_catalog.count(*), pg_catalog.statement_timestamp()
-  FROM idempotency_keys
+  FROM ONLY idempotency_keys
  WHERE expires_at OPERATOR(pg_catalog.<=) pg_catalog.statement_timestamp()
  ORDER BY 1, 2`
 

@@ -10,8 +10,9 @@ import (
 )
 
 // Migrate creates the tables, indexes and functions pgstore needs (the
-// key table's and the phases', templates.PhaseSchema) in the first
-// schema of the pool's search_path, in one transaction. It is safe to run
+// key table's and the phases', templates.PhaseSchema, with the key
+// table's functions as templates.KeysOnlySchema replaces them) in the
+// first schema of the pool's search_path, in one transaction. It is safe to run
 // on every start and from several processes at once. Applications that
 // manage migrations with a tool apply the files idemgen generates instead.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
@@ -23,6 +24,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
 	}
+	only, _, err := templates.KeysOnlySchema("postgres")
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
@@ -31,7 +36,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	// Without arguments pgx sends the text as one simple-protocol query, so
 	// the whole file runs as one script; BEGIN/COMMIT around it make the
 	// advisory lock last until the schema is complete.
-	script := "BEGIN;\n" + migrateLockSQL + ";\n" + up + "\n" + phases + "\nCOMMIT;"
+	script := "BEGIN;\n" + migrateLockSQL + ";\n" + up + "\n" + phases + "\n" + only + "\nCOMMIT;"
 	if _, err := conn.Exec(ctx, script); err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), rollbackSQL)

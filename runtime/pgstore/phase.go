@@ -34,7 +34,7 @@ ON CONFLICT (tenant, scope, key, name) DO UPDATE
 RETURNING result`
 
 // loadPhaseSQL reads a live phase record.
-const loadPhaseSQL = `SELECT result FROM idempotency_phases
+const loadPhaseSQL = `SELECT result FROM ONLY idempotency_phases
  WHERE tenant OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3
    AND name OPERATOR(pg_catalog.=) $4 AND expires_at OPERATOR(pg_catalog.>) clock_timestamp()`
 
@@ -42,8 +42,8 @@ const loadPhaseSQL = `SELECT result FROM idempotency_phases
 // a record is replacing right now.
 // Its functions and operators are pg_catalog's by name, as in admin.go: =
 // ANY in place of IN, which finds its = by the search_path.
-const sweepPhasesSQL = `DELETE FROM idempotency_phases
- WHERE ctid OPERATOR(pg_catalog.=) ANY (SELECT ctid FROM idempotency_phases
+const sweepPhasesSQL = `DELETE FROM ONLY idempotency_phases
+ WHERE ctid OPERATOR(pg_catalog.=) ANY (SELECT ctid FROM ONLY idempotency_phases
                  WHERE expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
                  ORDER BY expires_at
                  LIMIT $1::pg_catalog.int8
@@ -179,7 +179,7 @@ func nonNil(b []byte) []byte {
 
 // listPhasesSQL lists the live phases of one identity, by name.
 const listPhasesSQL = `SELECT name, pg_catalog.octet_length(result), created_at, expires_at
-  FROM idempotency_phases
+  FROM ONLY idempotency_phases
  WHERE tenant OPERATOR(pg_catalog.=) $1 AND scope OPERATOR(pg_catalog.=) $2 AND key OPERATOR(pg_catalog.=) $3
    AND expires_at OPERATOR(pg_catalog.>) clock_timestamp()
  ORDER BY name`

@@ -67,7 +67,7 @@ const settleSQL = `SELECT k.state, k.operation, k.fingerprint,
   FROM (SELECT ((i.k OPERATOR(pg_catalog.>>) 32) OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid AS key_hi,
                (i.k OPERATOR(pg_catalog.&) 4294967295)::pg_catalog.oid AS key_lo
           FROM (SELECT idempotency_lock_id($1, $2, $3) AS k) i) l
-  LEFT JOIN idempotency_keys k
+  LEFT JOIN ONLY idempotency_keys k
     ON k.tenant OPERATOR(pg_catalog.=) $1 AND k.scope OPERATOR(pg_catalog.=) $2 AND k.key OPERATOR(pg_catalog.=) $3
    AND k.expires_at OPERATOR(pg_catalog.>) clock_timestamp()`
 

@@ -72,7 +72,7 @@ const decidingColumnsSQL = `k.state, k.operation, k.fingerprint, k.lease_until, 
 // decidingRowSQL joins the key's row to t.now when it decides a claim by
 // itself: live, and completed, indeterminate, or in flight with its lease
 // running.
-const decidingRowSQL = `idempotency_keys k
+const decidingRowSQL = `ONLY idempotency_keys k
     ON k.tenant OPERATOR(pg_catalog.=) $1::pg_catalog.text AND k.scope OPERATOR(pg_catalog.=) $2::pg_catalog.text
    AND k.key OPERATOR(pg_catalog.=) $3::pg_catalog.text
    AND k.expires_at OPERATOR(pg_catalog.>) t.now
@@ -83,7 +83,7 @@ const decidingRowSQL = `idempotency_keys k
 // ErrFenced. It is the same UPDATE as idempotency_complete's, sent as a
 // plain statement: the plpgsql call around it cost the server more than
 // the update itself.
-const completeSQL = `UPDATE idempotency_keys
+const completeSQL = `UPDATE ONLY idempotency_keys
    SET state = 'completed', completed_at = clock_timestamp(),
        status = $5::pg_catalog.int4, headers = $6::pg_catalog.bytea, body = $7::pg_catalog.bytea, body_omitted = $8::pg_catalog.bool,
        lease_until = NULL` + heldRowSQL
@@ -114,7 +114,7 @@ const heldRowSQL = `
 // had got to: either error aborts the whole statement, the update with
 // it, and everything queued behind.
 const completeTxSQL = `WITH u AS (
-    UPDATE idempotency_keys
+    UPDATE ONLY idempotency_keys
        SET state = 'completed', completed_at = pg_catalog.clock_timestamp(),
            status = $8::pg_catalog.int4, headers = $9::pg_catalog.bytea, body = $10::pg_catalog.bytea, body_omitted = $11::pg_catalog.bool,
            lease_until = NULL
@@ -130,16 +130,16 @@ SELECT CASE WHEN ` + sameTxCheckSQL + ` OPERATOR(pg_catalog.<>) 1
 
 // releaseSQL deletes the row only for the current token of an in-flight
 // claim: a late release from an abandoned request deletes nothing.
-const releaseSQL = `DELETE FROM idempotency_keys` + heldRowSQL
+const releaseSQL = `DELETE FROM ONLY idempotency_keys` + heldRowSQL
 
 // abandonTakeoverSQL ends the lease now, so the next claim of the same
 // request takes the key over at once. Token-checked like every write.
-const abandonTakeoverSQL = `UPDATE idempotency_keys
+const abandonTakeoverSQL = `UPDATE ONLY idempotency_keys
    SET lease_until = clock_timestamp()` + heldRowSQL
 
 // abandonFailClosedSQL marks the key indeterminate for an operator to
 // resolve.
-const abandonFailClosedSQL = `UPDATE idempotency_keys
+const abandonFailClosedSQL = `UPDATE ONLY idempotency_keys
    SET state = 'indeterminate'` + heldRowSQL
 
 // sweepSQL deletes a bounded batch of expired rows, skipping locked ones.
@@ -165,7 +165,10 @@ const sweepSQL = `SELECT idempotency_sweep($1::pg_catalog.int4)`
 // handler (cached.go).
 // Its last two are the relations the names of the store's tables resolve
 // to on the session before the handler runs (watchedSQL), and what the
-// transaction has written to them so far (txWritesSQL): see txMark.
+// transaction has written to them so far (txWritesSQL): see txMark. OFFSET
+// 0 keeps the relations a subquery of their own, read once: PostgreSQL
+// would otherwise pull the subquery up and evaluate watchedSQL, and the
+// catalog read in it, at each of txWritesSQL's references to w.rels.
 const txTimeoutsSQL = `SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', $1, true),
        pg_catalog.set_config('statement_timeout', $1, true),
        pg_catalog.set_config('idemgen.transaction', $2, true),
@@ -173,16 +176,26 @@ const txTimeoutsSQL = `SELECT pg_catalog.set_config('idle_in_transaction_session
        pg_catalog.pg_try_advisory_xact_lock_shared($3, $5),
        pg_catalog.transaction_timestamp(),
        w.rels, ` + txWritesSQL + `
-  FROM (SELECT ` + watchedSQL + ` AS rels) w`
+  FROM (SELECT ` + watchedSQL + ` AS rels OFFSET 0) w`
 
 // watchedSQL are the relations that the names of the store's tables
 // resolve to on the session: idempotency_keys, idempotency_phases and
 // idempotency_outbox, in that order, with 0 for a table that is not there
 // (the phases' and the outbox's migrations are the application's to
-// apply). A claim needs the first, so it is never NULL where one works.
+// apply), and last the outbox's identity sequence, from which its ids
+// come (0 without an outbox), so that the end's check of the relations'
+// catalog rows finds an ALTER SEQUENCE or an ALTER TABLE ... RESTART of
+// it. A claim needs the first, so it is never NULL where one works.
 const watchedSQL = `ARRAY[pg_catalog.to_regclass('idempotency_keys')::pg_catalog.oid,
              coalesce(pg_catalog.to_regclass('idempotency_phases')::pg_catalog.oid, 0::pg_catalog.oid),
-             coalesce(pg_catalog.to_regclass('idempotency_outbox')::pg_catalog.oid, 0::pg_catalog.oid)]`
+             coalesce(pg_catalog.to_regclass('idempotency_outbox')::pg_catalog.oid, 0::pg_catalog.oid),
+             coalesce((SELECT objid FROM pg_catalog.pg_depend
+                        WHERE refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                          AND refobjid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('idempotency_outbox')::pg_catalog.oid
+                          AND refobjsubid OPERATOR(pg_catalog.<>) 0
+                          AND classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                          AND deptype OPERATOR(pg_catalog.=) 'i'
+                        LIMIT 1), 0::pg_catalog.oid)]`
 
 // txWritesSQL counts, for w.rels (watchedSQL), what the session has
 // written to the store's tables, by PostgreSQL's statistics of the open
@@ -276,10 +289,26 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 //   - in which one of the store's tables itself (its pg_class row: a
 //     TRUNCATE, an ALTER TABLE), a column, a default, a constraint, an
 //     index, a trigger, a rule or a row security policy on one of them,
+//     the outbox's identity sequence (watchedSQL's last relation, by its
+//     pg_class and pg_sequence rows: ALTER SEQUENCE, or ALTER TABLE ...
+//     RESTART, which would give a new effect the id of a row the outbox
+//     has or had; setval writes neither, and no rollback undoes it,
+//     docs/semantics.md §7.2),
 //     or a role setting of the kind counted was made or changed
 //     (age(xmin) <= 0: written by this transaction, a subtransaction of
 //     it, or one that began after it), or an index or a constraint of
 //     theirs dropped (txWritesSQL's last count);
+//   - that ends with one of the store's tables the parent or the child
+//     of an inheritance (pg_inherits: CREATE TABLE ... INHERITS,
+//     ALTER TABLE ... INHERIT, a partition attached): the write counts
+//     are of the store's own relations, so a row written in a child is
+//     counted nowhere. Every statement of the store's and the runners'
+//     reads and writes the tables with ONLY and never sees such a row,
+//     but a table that has a child at all is refused, whoever made the
+//     child and when: PostgreSQL leaves the parent's relhassubclass set
+//     after its last child is dropped, so the table's pg_class row tells
+//     nothing, and a child that is there takes a handler's INSERT
+//     without a change to any catalog;
 //   - that made a schema (but the session's temporary ones, pg_temp_N and
 //     pg_toast_temp_N, which its first temporary table makes, and which
 //     no search_path but its own finds; no other schema may be named pg_),
@@ -327,6 +356,10 @@ const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgrelid ` + watchedMadeHereSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_rewrite WHERE ev_class ` + watchedMadeHereSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_policy WHERE polrelid ` + watchedMadeHereSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_inherits
+                      WHERE inhparent OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[])
+                         OR inhrelid OPERATOR(pg_catalog.=) ANY ($2::pg_catalog.oid[]))
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_sequence WHERE seqrelid ` + watchedMadeHereSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_db_role_setting
                       WHERE ` + sessionSettingsSQL + `
                         AND pg_catalog.age(xmin) OPERATOR(pg_catalog.<=) 0)
@@ -548,7 +581,7 @@ $$`
 // some of its effects, so the key is marked indeterminate rather than left
 // for a takeover that could repeat them. It runs while the claim's session
 // locks keep every other claim out, and is fenced on the token.
-const markCommittedSQL = `UPDATE idempotency_keys
+const markCommittedSQL = `UPDATE ONLY idempotency_keys
    SET state = 'indeterminate', lease_until = NULL` + heldRowSQL
 
 // failClosedTxSQL runs when the handler ended its transaction itself (a raw

@@ -137,7 +137,7 @@ func TestStatementsPerRequest(t *testing.T) {
 		guard int
 	}{
 		// The claim, and the completion fenced by the claim's token.
-		"new key": {[]string{claim, "UPDATE idempotency_keys SET"}, 0},
+		"new key": {[]string{claim, "UPDATE ONLY idempotency_keys SET"}, 0},
 		"replay":  {[]string{claim}, 0},
 		"conflict: another request with the key (422)": {[]string{claim}, 0},
 		"conflict: the key in flight (409)":            {[]string{claim}, 0},
@@ -158,7 +158,7 @@ func TestStatementsPerRequest(t *testing.T) {
 			// handler leaves nothing else, so the full reset (resetSQL) is
 			// not sent.
 			"CLOSE ALL", "SET CONSTRAINTS ALL IMMEDIATE",
-			"WITH u AS ( UPDATE idempotency_keys SET state = 'completed'",
+			"WITH u AS ( UPDATE ONLY idempotency_keys SET state = 'completed'",
 			"SET TRANSACTION READ ONLY", "COMMIT",
 			"SELECT pg_catalog.pg_advisory_unlock_all(),", "RESET ALL", "DISCARD SEQUENCES",
 			"SELECT COALESCE(pg_catalog.bool_or(from_sql AND")...),

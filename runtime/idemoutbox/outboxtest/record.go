@@ -3,6 +3,7 @@ package outboxtest
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -92,6 +93,49 @@ func goneAtItsRecord(t *testing.T, tg Target) {
 	}
 	if _, err := f.inst.Outbox.Delivered(context.Background(), gone); !errors.Is(err, idemoutbox.ErrGone) {
 		t.Errorf("Delivered of a gone effect = %v, want ErrGone", err)
+	}
+}
+
+// A runner's late record of an effect that is gone (delivered and
+// recorded by another runner, then pruned) reaches no other effect that
+// was given the gone one's id since: a table whose ids are not from a
+// sequence that only goes up (SQLite's rowid, the largest one deleted;
+// PostgreSQL's identity after a setval, docs/semantics.md §7.2) gives an
+// id again, and a record by id alone would mark the new effect delivered,
+// never sent, or dead, or give it back. Every record names the row by
+// its identity too.
+func lateRecordOfAGivenID(t *testing.T, tg Target) {
+	f := newFixture(t, tg)
+	ctx := context.Background()
+	f.stageMany(t, 1)
+	old, err := f.inst.Outbox.Claim(ctx, 10, time.Minute, "runner-A")
+	if err != nil || len(old) != 1 {
+		t.Fatalf("runner A's claim = %v, %v", old, err)
+	}
+	if _, err := f.inst.Outbox.Delivered(ctx, old[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.inst.Outbox.Prune(ctx, 0, 10); err != nil || n != 1 {
+		t.Fatalf("Prune = %d, %v", n, err)
+	}
+	f.post(t, txPath, "k-next", "", http.StatusCreated)
+	next, err := f.inst.Outbox.Claim(ctx, 10, time.Minute, "runner-A")
+	if err != nil || len(next) != 1 {
+		t.Fatalf("runner A's claim of the next effect = %v, %v", next, err)
+	}
+	if _, err := f.inst.Outbox.Delivered(ctx, old[0]); !errors.Is(err, idemoutbox.ErrGone) {
+		t.Errorf("the late record of the gone effect (id %d) = %v, want ErrGone; the next effect has id %d", old[0].ID, err, next[0].ID)
+	}
+	if err := f.inst.Outbox.Failed(ctx, old[0], "runner-A", "late", 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.inst.Outbox.Release(ctx, old[0], "runner-A"); err != nil {
+		t.Fatal(err)
+	}
+	ms := f.all(t)
+	if len(ms) != 1 || ms[0].State != idemoutbox.StatePending || ms[0].Attempts != 1 || ms[0].LeasedUntil.IsZero() {
+		t.Errorf("the next effect, held by runner A and never delivered, is %+v after late records of the gone effect (id %d)",
+			ms, old[0].ID)
 	}
 }
 

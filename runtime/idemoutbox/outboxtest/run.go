@@ -29,6 +29,7 @@ func Run(t *testing.T, tg Target) {
 		{"SlowBatches", slowBatches},
 		{"SlowRecord", slowRecord},
 		{"GoneAtItsRecord", goneAtItsRecord},
+		{"LateRecordOfAGivenID", lateRecordOfAGivenID},
 		{"DeadRunnersLease", deadRunnersLease},
 		{"ShutdownDrains", shutdownDrains},
 		{"ShutdownBound", shutdownBound},

@@ -138,7 +138,7 @@ func (o *Outbox) Claim(ctx context.Context, limit int, lease time.Duration, toke
 // Delivered implements idemoutbox.Store.
 func (o *Outbox) Delivered(ctx context.Context, m idemoutbox.Message) (time.Duration, error) {
 	var us int64
-	err := o.pool.QueryRow(ctx, deliveredSQL, m.ID).Scan(&us)
+	err := o.pool.QueryRow(ctx, deliveredSQL, m.ID, m.Tenant, m.Scope, m.Key, m.EffectKey).Scan(&us)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = idemoutbox.ErrGone
 	}
@@ -150,7 +150,7 @@ func (o *Outbox) Delivered(ctx context.Context, m idemoutbox.Message) (time.Dura
 
 // Failed implements idemoutbox.Store.
 func (o *Outbox) Failed(ctx context.Context, m idemoutbox.Message, token, reason string, retryIn time.Duration, dead bool) error {
-	if _, err := o.pool.Exec(ctx, failedSQL, m.ID, reason, retryIn.Microseconds(), dead, token); err != nil {
+	if _, err := o.pool.Exec(ctx, failedSQL, m.ID, m.Tenant, m.Scope, m.Key, m.EffectKey, reason, retryIn.Microseconds(), dead, token); err != nil {
 		return fmt.Errorf("pgoutbox: record failed attempt of %d: %w", m.ID, err)
 	}
 	return nil
@@ -158,7 +158,7 @@ func (o *Outbox) Failed(ctx context.Context, m idemoutbox.Message, token, reason
 
 // Release implements idemoutbox.Store.
 func (o *Outbox) Release(ctx context.Context, m idemoutbox.Message, token string) error {
-	if _, err := o.pool.Exec(ctx, releaseSQL, m.ID, token); err != nil {
+	if _, err := o.pool.Exec(ctx, releaseSQL, m.ID, m.Tenant, m.Scope, m.Key, m.EffectKey, token); err != nil {
 		return fmt.Errorf("pgoutbox: give back %d: %w", m.ID, err)
 	}
 	return nil

@@ -30,13 +30,13 @@ const tableSchemaSQL = `SELECT n.nspname FROM pg_catalog.pg_class c
 // ends. The attempt is counted here, before the delivery, so that an
 // effect whose delivery kills its runner every time still ends dead.
 const claimSQL = `WITH due AS (
-    SELECT id FROM idempotency_outbox
+    SELECT id FROM ONLY idempotency_outbox
      WHERE state OPERATOR(pg_catalog.=) 'pending' AND next_attempt_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()
      ORDER BY next_attempt_at
      LIMIT $1::pg_catalog.int8
        FOR UPDATE SKIP LOCKED
 )
-UPDATE idempotency_outbox o
+UPDATE ONLY idempotency_outbox o
    SET leased_until    = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (` + microsSQL + `),
        next_attempt_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) (` + microsSQL + `),
        lease_token     = $3::pg_catalog.text,
@@ -52,37 +52,54 @@ const microsSQL = `$2::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::p
 const columns = `o.id, o.tenant, o.scope, o.key, o.effect_key, o.name, o.payload, o.state,
        o.attempts, o.next_attempt_at, o.leased_until, coalesce(o.last_error, ''), o.created_at, o.delivered_at`
 
+// identitySQL fences a runner's record of a row it claimed to that row:
+// the id of $1 under the identity it was claimed with, the request's key
+// ($2 to $4, tenant, scope and key) and its effect key ($5). An id alone
+// names a row only as long as the id's sequence never goes back, and a
+// handler that can set it (setval, which no rollback undoes) would have
+// a runner's late record of a pruned row's delivery mark delivered, and
+// never sent, another tenant's effect staged under the same id
+// (docs/semantics.md §8.3). With the identity, the row a late record may
+// still reach is one of the same effect key of the same request's key:
+// one its receiver has.
+const identitySQL = `id OPERATOR(pg_catalog.=) $1::pg_catalog.int8
+   AND tenant OPERATOR(pg_catalog.=) $2::pg_catalog.text AND scope OPERATOR(pg_catalog.=) $3::pg_catalog.text
+   AND key OPERATOR(pg_catalog.=) $4::pg_catalog.text AND effect_key OPERATOR(pg_catalog.=) $5::pg_catalog.text`
+
 // deliveredSQL records a delivery, whoever holds the row now and whatever
 // its state: the receiver has the effect, so a row another runner made
 // dead after this one's lease ran out is delivered too. A second record
-// keeps the first time.
-const deliveredSQL = `UPDATE idempotency_outbox
+// keeps the first time. It is fenced on the row's identity (identitySQL).
+const deliveredSQL = `UPDATE ONLY idempotency_outbox
    SET state = 'delivered', delivered_at = coalesce(delivered_at, pg_catalog.clock_timestamp()),
        leased_until = NULL, lease_token = NULL
- WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8
+ WHERE ` + identitySQL + `
 RETURNING (extract(epoch FROM delivered_at OPERATOR(pg_catalog.-) created_at) OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8`
 
-// failedSQL records a failed attempt of the claim $5: due again in $3 µs,
-// or dead. A claim that lost its lease to another runner changes nothing.
-const failedSQL = `UPDATE idempotency_outbox
-   SET state = CASE WHEN $4::pg_catalog.bool THEN 'dead' ELSE 'pending' END,
+// failedSQL records a failed attempt of the claim $9: due again in $7 µs,
+// or dead ($8), with the reason $6. A claim that lost its lease to
+// another runner changes nothing; it is fenced on the row's identity too
+// (identitySQL).
+const failedSQL = `UPDATE ONLY idempotency_outbox
+   SET state = CASE WHEN $8::pg_catalog.bool THEN 'dead' ELSE 'pending' END,
        next_attempt_at = pg_catalog.clock_timestamp()
-                         OPERATOR(pg_catalog.+) ($3::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval),
-       leased_until = NULL, lease_token = NULL, last_error = $2::pg_catalog.text
- WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND lease_token OPERATOR(pg_catalog.=) $5::pg_catalog.text
-   AND state OPERATOR(pg_catalog.=) 'pending'`
+                         OPERATOR(pg_catalog.+) ($7::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval),
+       leased_until = NULL, lease_token = NULL, last_error = $6::pg_catalog.text
+ WHERE ` + identitySQL + `
+   AND lease_token OPERATOR(pg_catalog.=) $9::pg_catalog.text AND state OPERATOR(pg_catalog.=) 'pending'`
 
-// releaseSQL gives back an effect claimed under $2 and never begun.
-const releaseSQL = `UPDATE idempotency_outbox
+// releaseSQL gives back an effect claimed under $6 and never begun,
+// fenced on the row's identity (identitySQL).
+const releaseSQL = `UPDATE ONLY idempotency_outbox
    SET next_attempt_at = pg_catalog.clock_timestamp(), leased_until = NULL, lease_token = NULL,
        attempts = attempts OPERATOR(pg_catalog.-) 1
- WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND lease_token OPERATOR(pg_catalog.=) $2::pg_catalog.text
-   AND state OPERATOR(pg_catalog.=) 'pending'`
+ WHERE ` + identitySQL + `
+   AND lease_token OPERATOR(pg_catalog.=) $6::pg_catalog.text AND state OPERATOR(pg_catalog.=) 'pending'`
 
 // pruneSQL deletes up to $2 effects delivered at least $1 µs ago. SKIP
 // LOCKED passes over rows another runner is deleting.
-const pruneSQL = `DELETE FROM idempotency_outbox o
- USING (SELECT id FROM idempotency_outbox
+const pruneSQL = `DELETE FROM ONLY idempotency_outbox o
+ USING (SELECT id FROM ONLY idempotency_outbox
          WHERE state OPERATOR(pg_catalog.=) 'delivered'
            AND delivered_at OPERATOR(pg_catalog.<=) (pg_catalog.clock_timestamp()
                             OPERATOR(pg_catalog.-) ($1::pg_catalog.int8 OPERATOR(pg_catalog.*) '1 microsecond'::pg_catalog.interval))
@@ -98,12 +115,12 @@ const backlogSQL = `SELECT pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_c
        coalesce((extract(epoch FROM pg_catalog.clock_timestamp()
                                     OPERATOR(pg_catalog.-) pg_catalog.min(created_at) FILTER (WHERE state OPERATOR(pg_catalog.=) 'pending'))
                  OPERATOR(pg_catalog.*) 1000000)::pg_catalog.int8, 0)
-  FROM idempotency_outbox
+  FROM ONLY idempotency_outbox
  WHERE state OPERATOR(pg_catalog.<>) 'delivered'`
 
 // redriveSQL makes a dead effect pending again. The partial unique index
 // refuses it when a pending effect has its effect key.
-const redriveSQL = `UPDATE idempotency_outbox
+const redriveSQL = `UPDATE ONLY idempotency_outbox
    SET state = 'pending', attempts = 0, next_attempt_at = pg_catalog.clock_timestamp(),
        leased_until = NULL, lease_token = NULL
  WHERE id OPERATOR(pg_catalog.=) $1::pg_catalog.int8 AND state OPERATOR(pg_catalog.=) 'dead'`
@@ -113,7 +130,7 @@ const redriveSQL = `UPDATE idempotency_outbox
 // scope exactly, ” (a tenant-wide key) included. The limit is a CASE, not
 // NULLIF, which finds its = by the search_path.
 const listSQL = `SELECT ` + columns + `
-  FROM idempotency_outbox o
+  FROM ONLY idempotency_outbox o
  WHERE ($1::pg_catalog.text OPERATOR(pg_catalog.=) '' OR o.tenant OPERATOR(pg_catalog.=) $1::pg_catalog.text)
    AND ($3::pg_catalog.text OPERATOR(pg_catalog.=) ''
         OR (o.key OPERATOR(pg_catalog.=) $3::pg_catalog.text AND o.scope OPERATOR(pg_catalog.=) $2::pg_catalog.text))

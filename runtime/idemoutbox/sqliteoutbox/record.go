@@ -27,16 +27,16 @@ type recorder struct {
 // took it has ended, with lag or err set; taken ends its own wait for
 // the write turn, when another's write takes it.
 type record struct {
-	id    int64
+	m     idemoutbox.Message
 	lag   time.Duration
 	err   error
 	done  chan struct{}
 	taken context.CancelFunc
 }
 
-// add queues the record of id, whose wait for the turn taken ends.
-func (r *recorder) add(id int64, taken context.CancelFunc) *record {
-	d := &record{id: id, done: make(chan struct{}), taken: taken}
+// add queues the record of m, whose wait for the turn taken ends.
+func (r *recorder) add(m idemoutbox.Message, taken context.CancelFunc) *record {
+	d := &record{m: m, done: make(chan struct{}), taken: taken}
 	r.mu.Lock()
 	r.queued = append(r.queued, d)
 	r.mu.Unlock()
@@ -86,7 +86,7 @@ func (o *Outbox) Delivered(ctx context.Context, m idemoutbox.Message) (time.Dura
 	// Taken by another's write, it stops waiting for the turn.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d := o.recorder.add(m.ID, cancel)
+	d := o.recorder.add(m, cancel)
 	var taken []*record
 	err := o.writeAfter(wctx, ctx, func(tx *sqlitestore.Tx) error {
 		taken = o.recorder.take()
@@ -109,7 +109,7 @@ func (o *Outbox) recordAll(ctx context.Context, tx *sqlitestore.Tx, ds []*record
 	now := o.now().UnixMilli()
 	for _, d := range ds {
 		var ms int64
-		err := tx.QueryRowContext(ctx, deliveredSQL, d.id, now).Scan(&ms)
+		err := tx.QueryRowContext(ctx, deliveredSQL, d.m.ID, d.m.Tenant, d.m.Scope, d.m.Key, d.m.EffectKey, now).Scan(&ms)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			d.err = idemoutbox.ErrGone

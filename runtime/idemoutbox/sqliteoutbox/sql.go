@@ -21,25 +21,35 @@ const claimSQL = `UPDATE main.idempotency_outbox
                ORDER BY next_attempt_at LIMIT ?4)
 RETURNING ` + columns
 
-// deliveredSQL records a delivery at ?2, whoever holds the row now and
-// whatever its state (see pgoutbox).
+// identitySQL fences a runner's record of a row it claimed to that row:
+// the id ?1 under the identity it was claimed with, the request's key
+// (?2 to ?4, tenant, scope and key) and its effect key (?5). SQLite gives
+// the largest rowid again once its row is deleted, so a pruned row's id
+// may be a new effect's by the time a late record of its delivery comes
+// (see pgoutbox's identitySQL).
+const identitySQL = `id = ?1 AND tenant = ?2 AND scope = ?3 AND key = ?4 AND effect_key = ?5`
+
+// deliveredSQL records a delivery at ?6, whoever holds the row now and
+// whatever its state (see pgoutbox), fenced on the row's identity.
 const deliveredSQL = `UPDATE main.idempotency_outbox
-   SET state = 'delivered', delivered_at = coalesce(delivered_at, ?2),
+   SET state = 'delivered', delivered_at = coalesce(delivered_at, ?6),
        leased_until = NULL, lease_token = NULL
- WHERE id = ?1
+ WHERE ` + identitySQL + `
 RETURNING delivered_at - created_at`
 
-// failedSQL records a failed attempt of the claim ?5: due again at ?3,
-// or dead when ?4 is 1.
+// failedSQL records a failed attempt of the claim ?9, with the reason
+// ?6: due again at ?7, or dead when ?8 is 1. It is fenced on the row's
+// identity too.
 const failedSQL = `UPDATE main.idempotency_outbox
-   SET state = CASE WHEN ?4 THEN 'dead' ELSE 'pending' END,
-       next_attempt_at = ?3, leased_until = NULL, lease_token = NULL, last_error = ?2
- WHERE id = ?1 AND lease_token = ?5 AND state = 'pending'`
+   SET state = CASE WHEN ?8 THEN 'dead' ELSE 'pending' END,
+       next_attempt_at = ?7, leased_until = NULL, lease_token = NULL, last_error = ?6
+ WHERE ` + identitySQL + ` AND lease_token = ?9 AND state = 'pending'`
 
-// releaseSQL gives back an effect claimed under ?2 and never begun.
+// releaseSQL gives back, due at ?7, an effect claimed under ?6 and never
+// begun, fenced on the row's identity.
 const releaseSQL = `UPDATE main.idempotency_outbox
-   SET next_attempt_at = ?3, leased_until = NULL, lease_token = NULL, attempts = attempts - 1
- WHERE id = ?1 AND lease_token = ?2 AND state = 'pending'`
+   SET next_attempt_at = ?7, leased_until = NULL, lease_token = NULL, attempts = attempts - 1
+ WHERE ` + identitySQL + ` AND lease_token = ?6 AND state = 'pending'`
 
 // pruneSQL deletes up to ?2 effects delivered at or before ?1.
 const pruneSQL = `DELETE FROM main.idempotency_outbox

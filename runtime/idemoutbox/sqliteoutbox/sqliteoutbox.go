@@ -137,7 +137,7 @@ func (o *Outbox) Claim(ctx context.Context, limit int, lease time.Duration, toke
 
 // Failed implements idemoutbox.Store.
 func (o *Outbox) Failed(ctx context.Context, m idemoutbox.Message, token, reason string, retryIn time.Duration, dead bool) error {
-	if _, err := o.exec(ctx, failedSQL, m.ID, reason, o.now().Add(retryIn).UnixMilli(), dead, token); err != nil {
+	if _, err := o.exec(ctx, failedSQL, m.ID, m.Tenant, m.Scope, m.Key, m.EffectKey, reason, o.now().Add(retryIn).UnixMilli(), dead, token); err != nil {
 		return fmt.Errorf("sqliteoutbox: record failed attempt of %d: %w", m.ID, err)
 	}
 	return nil
@@ -150,7 +150,7 @@ func recordErr(m idemoutbox.Message, err error) error {
 
 // Release implements idemoutbox.Store.
 func (o *Outbox) Release(ctx context.Context, m idemoutbox.Message, token string) error {
-	if _, err := o.exec(ctx, releaseSQL, m.ID, token, o.now().UnixMilli()); err != nil {
+	if _, err := o.exec(ctx, releaseSQL, m.ID, m.Tenant, m.Scope, m.Key, m.EffectKey, token, o.now().UnixMilli()); err != nil {
 		return fmt.Errorf("sqliteoutbox: give back %d: %w", m.ID, err)
 	}
 	return nil

@@ -1,0 +1,4 @@
+-- Gives back 000001's functions, which read and write idempotency_keys
+-- with its inheritance children: apply 000001's up migration again (its
+-- statements are each harmless to repeat), or leave these, which work on
+-- the same table. Nothing here drops them: 000001's down does.

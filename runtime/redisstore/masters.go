@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,20 +68,49 @@ func (e *elsewhereError) Error() string {
 	return fmt.Sprintf("the node listed, %s, does not serve the slot (%q does)", e.node, e.to)
 }
 
-// served returns the slots node serves, by its own account (CLUSTER NODES,
-// its "myself" line), and an elsewhereError when it is a replica or, with
-// slot ≥ 0, does not serve slot. A slot that node is migrating away is
-// still its own (its keys not yet moved answer there, the others ASK); a
-// slot it is importing is not yet.
-func served(ctx context.Context, node *redis.Client, slot int) ([]slotRange, error) {
+// nodeView is a node's account of itself (served): the slots it serves
+// and the migrations of slots in progress on it.
+type nodeView struct {
+	slots []slotRange
+	// migrating are the slots the node is moving to another node, whose
+	// keys already moved are there; importing the slots it is taking in.
+	migrating []migration
+	importing []int
+}
+
+// migration is a slot that node from is moving to node to (its address,
+// empty when from's CLUSTER NODES names no such node), whose ID is toID.
+type migration struct {
+	slot           int
+	from, to, toID string
+}
+
+// migratingError is the answer of a node that is migrating a slot a
+// listing covers: the keys already moved are on the node importing it.
+type migratingError struct{ migration }
+
+func (e *migratingError) Error() string {
+	to := e.to
+	if to == "" {
+		to = "a node it does not know"
+	}
+	return fmt.Sprintf("slot %d is migrating from %s to %s (node %s): the listing would lack the keys already moved; list again once the migration has ended", e.slot, e.from, to, e.toID)
+}
+
+// served returns node's account of itself (CLUSTER NODES, its "myself"
+// line), and an elsewhereError when it is a replica or, with slot ≥ 0,
+// does not serve slot. A slot that node is migrating away is still its
+// own (its keys not yet moved answer there, the others ASK) and is listed
+// in migrating too; a slot it is importing is not yet its own.
+func served(ctx context.Context, node *redis.Client, slot int) (nodeView, error) {
 	text, err := node.ClusterNodes(ctx).Result()
 	if err != nil {
-		return nil, err
+		return nodeView{}, err
 	}
 	type entry struct {
 		addr, master string
 		self, slave  bool
-		slots        []slotRange
+		view         nodeView
 	}
 	byID := map[string]entry{}
 	var self string
@@ -99,7 +129,12 @@ func served(ctx context.Context, node *redis.Client, slot int) ([]slotRange, err
 		}
 		for _, tok := range f[8:] {
 			if strings.HasPrefix(tok, "[") {
-				continue // a migration in progress
+				// A migration in progress: [slot->-id] moves slot to
+				// node id, [slot-<-id] takes it in from node id.
+				if err := e.view.marker(tok); err != nil {
+					return nodeView{}, err
+				}
+				continue
 			}
 			lo, hi, isRange := strings.Cut(tok, "-")
 			if !isRange {
@@ -108,9 +143,9 @@ func served(ctx context.Context, node *redis.Client, slot int) ([]slotRange, err
 			first, err1 := strconv.Atoi(lo)
 			last, err2 := strconv.Atoi(hi)
 			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("CLUSTER NODES: slots %q", tok)
+				return nodeView{}, fmt.Errorf("CLUSTER NODES: slots %q", tok)
 			}
-			e.slots = append(e.slots, slotRange{first, last})
+			e.view.slots = append(e.view.slots, slotRange{first, last})
 		}
 		byID[f[0]] = e
 		if e.self {
@@ -119,55 +154,89 @@ func served(ctx context.Context, node *redis.Client, slot int) ([]slotRange, err
 	}
 	me, ok := byID[self]
 	if !ok {
-		return nil, errors.New("CLUSTER NODES: no line for the node itself")
+		return nodeView{}, errors.New("CLUSTER NODES: no line for the node itself")
 	}
 	addr := node.Options().Addr
 	if me.slave {
-		return nil, &elsewhereError{node: addr, to: byID[me.master].addr, replica: true}
+		return nodeView{}, &elsewhereError{node: addr, to: byID[me.master].addr, replica: true}
+	}
+	for i := range me.view.migrating {
+		m := &me.view.migrating[i]
+		m.from, m.to = addr, byID[m.toID].addr
 	}
 	if slot < 0 {
-		return me.slots, nil
+		return me.view, nil
 	}
 	for id, e := range byID {
-		for _, r := range e.slots {
+		for _, r := range e.view.slots {
 			if r.first <= slot && slot <= r.last {
 				if id == self {
-					return me.slots, nil
+					return me.view, nil
 				}
-				return nil, &elsewhereError{node: addr, to: e.addr}
+				return nodeView{}, &elsewhereError{node: addr, to: e.addr}
 			}
 		}
 	}
-	return nil, &elsewhereError{node: addr}
+	return nodeView{}, &elsewhereError{node: addr}
+}
+
+// marker adds the migration that tok, a bracketed entry of CLUSTER NODES,
+// describes to v.
+func (v *nodeView) marker(tok string) error {
+	body := strings.TrimSuffix(strings.TrimPrefix(tok, "["), "]")
+	slotText, id, out := strings.Cut(body, "->-")
+	if !out {
+		slotText, id, _ = strings.Cut(body, "-<-")
+	}
+	slot, err := strconv.Atoi(slotText)
+	if err != nil || id == "" {
+		return fmt.Errorf("CLUSTER NODES: migration %q", tok)
+	}
+	if out {
+		v.migrating = append(v.migrating, migration{slot: slot, toID: id})
+	} else {
+		v.importing = append(v.importing, slot)
+	}
+	return nil
+}
+
+// holds reports whether v serves slot or is importing it.
+func (v nodeView) holds(slot int) bool {
+	for _, r := range v.slots {
+		if r.first <= slot && slot <= r.last {
+			return true
+		}
+	}
+	return slices.Contains(v.importing, slot)
 }
 
 // onMaster runs list on node, the master that cc's slot map names for
 // slot (any slot of node's, when slot < 0), and trusts what it listed only
 // when node says afterwards (served) that it is a master and serves slot.
-// It returns the listing, the node that made it and the slots that node
-// serves. Otherwise the listing runs again, up to the client's
+// It returns the listing, the node that made it and that node's account
+// of itself (served). Otherwise the listing runs again, up to the client's
 // MaxRedirects times, on the node redirectList picks; master returns the
 // slot's master in the map as it stands.
 func onMaster[T any](ctx context.Context, cc *redis.ClusterClient, node *redis.Client, slot int,
 	master func(context.Context) (*redis.Client, error), list func(context.Context, *redis.Client) (T, error),
-) (T, *redis.Client, []slotRange, error) {
+) (T, *redis.Client, nodeView, error) {
 	for redirects := 0; ; redirects++ {
 		out, err := list(ctx, node)
-		var slots []slotRange
+		var view nodeView
 		if err == nil {
-			slots, err = served(ctx, node, slot)
+			view, err = served(ctx, node, slot)
 		}
 		if err == nil {
-			return out, node, slots, nil
+			return out, node, view, nil
 		}
 		if redirects >= cc.Options().MaxRedirects {
 			var zero T
-			return zero, nil, nil, err
+			return zero, nil, nodeView{}, err
 		}
 		next, ok := redirectList(ctx, cc, master, node, err)
 		if !ok {
 			var zero T
-			return zero, nil, nil, err
+			return zero, nil, nodeView{}, err
 		}
 		node = next
 	}
@@ -246,32 +315,38 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // onMasters runs list on every master of cc's slot map (ForEachMaster,
 // which reloads the map first) by onMaster's rule, and returns the
 // listings once the slots their nodes serve cover the cluster's, each slot
-// once: a master missing from a stale map (one that a reshard gave slots
-// to), or two nodes that both say they serve a slot, would make a listing
+// once, and none of them is migrating: a master missing from a stale map
+// (one that a reshard gave slots to), two nodes that both say they serve
+// a slot, or a slot whose keys are partly on the node importing it (which
+// the map does not name while it serves no slot) would make a listing
 // that lacks keys, or holds some twice. Such a walk is made again, up to
 // the client's MaxRedirects times, before it fails; two listings that
 // redirection sent to the same node count once.
 func onMasters[T any](ctx context.Context, cc *redis.ClusterClient, list func(context.Context, *redis.Client) ([]T, error)) ([]T, error) {
 	for walks := 0; ; walks++ {
 		var (
-			mu     sync.Mutex
-			byNode = map[string][]T{}
-			owners [numSlots]int
+			mu        sync.Mutex
+			byNode    = map[string][]T{}
+			owners    [numSlots]int
+			migrating error
 		)
 		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 			same := func(context.Context) (*redis.Client, error) { return m, nil }
-			out, node, slots, err := onMaster(ctx, cc, m, -1, same, list)
+			out, node, view, err := onMaster(ctx, cc, m, -1, same, list)
 			if err != nil {
 				return err
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			if len(view.migrating) > 0 && migrating == nil {
+				migrating = &migratingError{view.migrating[0]}
+			}
 			addr := hostPort(node.Options().Addr)
 			if _, dup := byNode[addr]; dup {
 				return nil
 			}
 			byNode[addr] = out
-			for _, r := range slots {
+			for _, r := range view.slots {
 				for i := max(r.first, 0); i <= min(r.last, numSlots-1); i++ {
 					owners[i]++
 				}
@@ -281,7 +356,10 @@ func onMasters[T any](ctx context.Context, cc *redis.ClusterClient, list func(co
 		if err != nil {
 			return nil, err
 		}
-		err = coverage(owners[:])
+		err = migrating
+		if err == nil {
+			err = coverage(owners[:])
+		}
 		if err == nil {
 			var all []T
 			for _, out := range byNode {

@@ -87,7 +87,9 @@ func (s *Store) PhasesBesideTx() bool { return true }
 //
 // On a cluster the master is the one go-redis's slot map names, which is
 // stale for a while after a failover or a reshard; the listing follows
-// onMaster's rule, as Scan and Stats do.
+// onMaster's rule, as Scan and Stats do. While the slot migrates, the
+// phases already moved are listed from the node importing it
+// (listImported).
 func (s *Store) ListPhases(ctx context.Context, id idemstore.Identity) ([]idemstore.PhaseRecord, error) {
 	prefix := s.PhaseKey(id, "")
 	var (
@@ -104,7 +106,11 @@ func (s *Store) ListPhases(ctx context.Context, id idemstore.Identity) ([]idemst
 			list := func(ctx context.Context, node *redis.Client) ([]idemstore.PhaseRecord, error) {
 				return listPhasesOn(ctx, node, prefix)
 			}
-			out, _, _, err = onMaster(ctx, c, node, keySlot(prefix), master, list)
+			var view nodeView
+			out, node, view, err = onMaster(ctx, c, node, keySlot(prefix), master, list)
+			if err == nil {
+				out, err = listImported(ctx, c, node, view, keySlot(prefix), prefix, out)
+			}
 		}
 	default:
 		err = fmt.Errorf("cannot scan through a %T", s.client)
@@ -116,26 +122,93 @@ func (s *Store) ListPhases(ctx context.Context, id idemstore.Identity) ([]idemst
 	return out, nil
 }
 
+// listImported adds to out, the phases listed on node, those of the
+// slot's keys that node, by its account view, has already moved to the
+// node importing the slot: that node is listed after node, so that a key
+// moved in between is found there, and a key listed on both counts once.
+// The importing node must then say that it is a master that imports or
+// serves the slot. go-redis's slot map does not name a node that serves
+// no slot yet, so that node is reached with node's options.
+func listImported(ctx context.Context, cc *redis.ClusterClient, node *redis.Client, view nodeView, slot int, prefix string, out []idemstore.PhaseRecord) ([]idemstore.PhaseRecord, error) {
+	i := slices.IndexFunc(view.migrating, func(m migration) bool { return m.slot == slot })
+	if i < 0 {
+		return out, nil
+	}
+	m := view.migrating[i]
+	if m.to == "" {
+		return nil, &migratingError{m}
+	}
+	target, err := nodeAt(ctx, cc, m.to)
+	if err != nil {
+		return nil, err
+	}
+	if target == nil {
+		opt := *node.Options()
+		opt.Addr = m.to
+		if opt.MaintNotificationsConfig != nil {
+			mc := *opt.MaintNotificationsConfig
+			opt.MaintNotificationsConfig = &mc
+		}
+		target = redis.NewClient(&opt)
+		defer target.Close()
+	}
+	moved, err := listPhasesAsking(ctx, target, prefix, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", &migratingError{m}, err)
+	}
+	tv, err := served(ctx, target, -1)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", &migratingError{m}, err)
+	}
+	if !tv.holds(slot) {
+		return nil, fmt.Errorf("%w: that node neither imports nor serves the slot", &migratingError{m})
+	}
+	for _, p := range moved {
+		if !slices.ContainsFunc(out, func(q idemstore.PhaseRecord) bool { return q.Name == p.Name }) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 // listPhasesOn lists the phase keys under prefix on node. On a cluster,
 // onMaster checks afterwards that node was the slot's master: a replica
 // that serves reads (READONLY) answers STRLEN too.
 func listPhasesOn(ctx context.Context, node *redis.Client, prefix string) ([]idemstore.PhaseRecord, error) {
+	return listPhasesAsking(ctx, node, prefix, false)
+}
+
+// listPhasesAsking is listPhasesOn, each read behind ASKING when asking,
+// for a node that imports the keys' slot and would answer MOVED without.
+// ASKING holds for the next command only, so each read goes with its own,
+// in one pipeline on one connection.
+func listPhasesAsking(ctx context.Context, node *redis.Client, prefix string, asking bool) ([]idemstore.PhaseRecord, error) {
 	var out []idemstore.PhaseRecord
 	iter := node.Scan(ctx, 0, globEscape(prefix)+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		k := iter.Val()
-		n, err := node.StrLen(ctx, k).Result()
+		var (
+			n   *redis.IntCmd
+			ttl *redis.DurationCmd
+		)
+		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if asking {
+				p.Do(ctx, "ASKING")
+			}
+			n = p.StrLen(ctx, k)
+			if asking {
+				p.Do(ctx, "ASKING")
+			}
+			ttl = p.PTTL(ctx, k)
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		ttl, err := node.PTTL(ctx, k).Result()
-		if err != nil {
-			return nil, err
-		}
-		if ttl < 0 {
+		if ttl.Val() < 0 {
 			continue // gone between the scan and the read
 		}
-		out = append(out, idemstore.PhaseRecord{Name: strings.TrimPrefix(k, prefix), Bytes: int(n), ExpiresAt: time.Now().Add(ttl)})
+		out = append(out, idemstore.PhaseRecord{Name: strings.TrimPrefix(k, prefix), Bytes: int(n.Val()), ExpiresAt: time.Now().Add(ttl.Val())})
 	}
 	if err := iter.Err(); err != nil {
 		return nil, err

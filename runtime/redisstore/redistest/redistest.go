@@ -78,6 +78,26 @@ func StartReplicatedCluster(masters, replicas int) (addrs []string, stop func(),
 	return addrs, c.stop, nil
 }
 
+// StartNode starts one redis-server in cluster mode on a free loopback
+// port, outside any cluster, for a test that adds a node to one (CLUSTER
+// MEET). It returns the node's address and a function that kills it and
+// removes its files.
+func StartNode() (addr string, stop func(), err error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "idemgen-redis-node-")
+	if err != nil {
+		return "", nil, err
+	}
+	c := &servers{dir: dir}
+	if addr, err = c.startNode(0); err != nil {
+		c.stop()
+		return "", nil, err
+	}
+	return addr, c.stop, nil
+}
+
 // servers are the redis-server processes of one cluster and the directory
 // that holds their files.
 type servers struct {

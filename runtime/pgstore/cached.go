@@ -234,7 +234,7 @@ func refreshCached(ctx context.Context, pc *pgx.Conn, h *handlerTx) error {
 		// only its list of statements is read (it seeds random() afresh
 		// again, as every reset does).
 		seed := strconv.FormatFloat(newSeed(), 'g', -1, 64)
-		args := [][]byte{[]byte(pc.Config().User), []byte(seed), []byte(c.began.Format(time.RFC3339Nano))}
+		args := [][]byte{[]byte(pc.Config().User), []byte(seed), []byte(c.began.Format(time.RFC3339Nano)), []byte("0")}
 		res := pc.PgConn().ExecParams(ctx, sessionCheckSQL, args, nil, nil, nil).Read()
 		if res.Err == nil && (len(res.Rows) != 1 || len(res.Rows[0]) < 4) {
 			res.Err = fmt.Errorf("%d rows where one of at least 4 columns was due", len(res.Rows))

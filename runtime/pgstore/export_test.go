@@ -48,7 +48,7 @@ func QueueReset(b *pgx.Batch) {
 // the session of a connection of user when the handler left nothing else
 // (sessionCheckSQL, leanResetSQL and replacedSQL) on b.
 func QueueLeanReset(b *pgx.Batch, user string) {
-	b.QueuedQueries = append(b.QueuedQueries, leanReset(user, time.Now())...)
+	b.QueuedQueries = append(b.QueuedQueries, leanReset(user, time.Now(), 0)...)
 	b.Queue(replacedSQL, 0)
 }
 

@@ -482,6 +482,31 @@ var leanResetSQL = [...]string{
 // every reset: as a column of sessionCheckSQL, and after resetSQL.
 const reseedSQL = `SELECT pg_catalog.setseed($1)`
 
+// compileClaimSQL has the session compile idempotency_claim, by pgstore's
+// own call, before a handler's transaction runs on it (compiled.go), and
+// returns the function's oid and the version of its pg_proc row, read
+// before the call: were the function replaced in between, the session
+// check would read another version and the connection be closed. The
+// call claims a key of no tenant, $1, in a transaction that is rolled
+// back.
+const compileClaimSQL = `SELECT v.oid, v.version,
+       (idempotency_claim(''::pg_catalog.text, ''::pg_catalog.text, $1::pg_catalog.text, ''::pg_catalog.text,
+                          ''::pg_catalog.bytea, $1::pg_catalog.text, 1::pg_catalog.int8, 1::pg_catalog.int8,
+                          true, false)).r_outcome
+  FROM (SELECT f.oid, ` + claimVersionSQL + `f.oid) AS version
+          FROM (SELECT ` + claimFunctionSQL + ` AS oid) f
+        OFFSET 0) v`
+
+// claimFunctionSQL is the oid of the idempotency_claim that pgstore's
+// claims call (txClaimSQL), as the session's search_path finds it.
+const claimFunctionSQL = `pg_catalog.to_regprocedure('idempotency_claim(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.bytea, pg_catalog.text, pg_catalog.int8, pg_catalog.int8, pg_catalog.bool, pg_catalog.bool)')::pg_catalog.oid`
+
+// claimVersionSQL, completed by a function's oid and a closing
+// parenthesis, is the version of the function's pg_proc row: its xmin and
+// ctid, which PL/pgSQL compares with those of the row it compiled the
+// function from before each call, compiling it anew when either differs.
+const claimVersionSQL = `(SELECT pg_catalog.concat(p.xmin, ' ', p.ctid) FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) `
+
 // sessionCheckSQL releases the session's advisory locks, seeds random()
 // afresh with $2 (reseedSQL), and answers true when the session holds
 // something of a handler's that only resetSQL undoes, looking where
@@ -508,12 +533,14 @@ const reseedSQL = `SELECT pg_catalog.setseed($1)`
 // that pgx's statement cache prepared since $3, when the handler's
 // transaction began (cachedSinceSQL); both read pg_prepared_statements,
 // which PostgreSQL builds whole, texts and all, where it is read, so they
-// read it once, with the handler's statements, in ps. Its last tells whether the check
+// read it once, with the handler's statements, in ps. Its fifth tells whether the check
 // itself was parsed since then: 'now' becomes a constant, the time it is
 // parsed at, and a prepared statement is parsed again only once something
 // made it invalid. The same may then have happened to any statement the
 // handler ran (DISCARD PLANS), which it would have had parsed under its
-// own settings (discardPlansSQL).
+// own settings (discardPlansSQL). Its last is the version of the pg_proc
+// row of the function whose oid is $4, idempotency_claim, which tells
+// whether the session's compiled claim is still pgstore's (compiled.go).
 const sessionCheckSQL = `SELECT pg_catalog.pg_advisory_unlock_all(), pg_catalog.setseed($2),
        current_user OPERATOR(pg_catalog.<>) session_user
        OR session_user OPERATOR(pg_catalog.<>) $1
@@ -524,7 +551,8 @@ const sessionCheckSQL = `SELECT pg_catalog.pg_advisory_unlock_all(), pg_catalog.
                    WHERE refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_namespace'::pg_catalog.regclass
                      AND refobjid OPERATOR(pg_catalog.=) pg_catalog.pg_my_temp_schema()),
        ps.cached,
-       'now'::pg_catalog.timestamptz OPERATOR(pg_catalog.>=) $3::pg_catalog.timestamptz
+       'now'::pg_catalog.timestamptz OPERATOR(pg_catalog.>=) $3::pg_catalog.timestamptz,
+       ` + claimVersionSQL + `$4::pg_catalog.oid)
   FROM (SELECT COALESCE(pg_catalog.bool_or(` + handlerPreparedSQL + `), false) AS handler,
                ` + cachedSinceSQL + ` AS cached
           FROM pg_catalog.pg_prepared_statements) AS ps`

@@ -148,6 +148,7 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 		}
 		return res, nil, nil
 	}
+	compiled := compileClaim(ctx, conn.Conn())
 	// The key's guard is asked for on the guard's connection while the
 	// claim travels on this one.
 	guard := s.guard.lock(c.Identity)
@@ -207,6 +208,7 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 		return idemstore.Result{}, nil, fmt.Errorf("pgstore: claim: %w", gerr)
 	}
 	h := newHandlerTx(br.Tx(), s.handlerCache(began))
+	h.compiled = compiled
 	h.staging = &staging{id: c.Identity, rel: mark.rels[2]}
 	mark.staged = &h.staging.n
 	return res, &tx{s: s, conn: conn, h: h, mark: mark, claim: &c, guard: guard}, nil
@@ -244,6 +246,7 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: begin: %w", err)
 	}
+	compiled := compileClaim(ctx, conn.Conn())
 	value := newMark()
 	br := conn.SendBatch(ctx, leasedBegin(lease, value, nil))
 	began, mark, err := begun(br, value, false)
@@ -257,7 +260,9 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	// A keyless transaction writes no key, but what it leaves on the
 	// store's table (a trigger, a rule) would act on every key after it:
 	// its end is checked as a keyed one's.
-	return &tx{s: s, conn: conn, h: newHandlerTx(br.Tx(), s.handlerCache(began)), mark: mark}, nil
+	h := newHandlerTx(br.Tx(), s.handlerCache(began))
+	h.compiled = compiled
+	return &tx{s: s, conn: conn, h: h, mark: mark}, nil
 }
 
 // leasedBegin is a batch that begins a transaction bounded by lease (its
@@ -481,7 +486,7 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handler
 		qs = append(qs, &pgx.QueuedQuery{SQL: commitSQL})
 	}
 	ending := len(qs)
-	qs = append(qs, leanReset(pc.Config().User, h.cache.began)...)
+	qs = append(qs, leanReset(pc.Config().User, h.cache.began, h.compiled.oid())...)
 	sent, err := sendOwn(ctx, pc, qs)
 	if err != nil {
 		return tag, err, nil
@@ -498,6 +503,12 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handler
 	}
 	i := ending
 	left, resetErr := sent.boolAt(i, 2)
+	if resetErr == nil {
+		var version []byte
+		if version, resetErr = sent.valueAt(i, 5); resetErr == nil {
+			h.compiled.checked(version)
+		}
+	}
 	if resetErr == nil {
 		var list []byte
 		if list, resetErr = sent.valueAt(i, 3); resetErr == nil {
@@ -529,9 +540,10 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handler
 }
 
 // leanReset is sessionCheckSQL, for a connection of user whose handler's
-// transaction began at began, and leanResetSQL.
-func leanReset(user string, began time.Time) []*pgx.QueuedQuery {
-	qs := []*pgx.QueuedQuery{{SQL: sessionCheckSQL, Arguments: []any{user, newSeed(), began}}}
+// transaction began at began and whose compiled claim is the function
+// claim (compiledClaim.oid), and leanResetSQL.
+func leanReset(user string, began time.Time, claim uint32) []*pgx.QueuedQuery {
+	qs := []*pgx.QueuedQuery{{SQL: sessionCheckSQL, Arguments: []any{user, newSeed(), began, claim}}}
 	for _, q := range leanResetSQL {
 		qs = append(qs, &pgx.QueuedQuery{SQL: q})
 	}
@@ -567,6 +579,9 @@ func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx, r
 	if outlived {
 		s.logger.LogAttrs(ctx, slog.LevelWarn, "pgstore: a call of the handler's was still running when its transaction ended; closing its connection")
 		resetErr = errSessionDiscarded
+	}
+	if h != nil && h.compiled != nil && !h.compiled.intact && resetErr == nil {
+		resetErr = errClaimUnverified
 	}
 	if h != nil && resetErr == nil && !pc.IsClosed() {
 		// The reset dropped the statements already; Deallocate of one that
@@ -1035,6 +1050,10 @@ type handlerTx struct {
 	calls    *handlerCalls
 	prepared *preparedNames
 	cache    *handlerCache
+	// compiled is what the end of the transaction checks of the session's
+	// compiled idempotency_claim (compiled.go); nil for a transaction
+	// whose handler never runs.
+	compiled *compiledClaim
 	// staging is what a keyed transaction stages (StageEffect), shared
 	// with its nested ones; nil for a keyless one.
 	staging *staging
@@ -1097,7 +1116,7 @@ func (h *handlerTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &handlerTx{tx: h.tx, calls: h.calls, prepared: h.prepared, cache: h.cache, staging: h.staging, savepoints: h.savepoints, sp: sp}, nil
+	return &handlerTx{tx: h.tx, calls: h.calls, prepared: h.prepared, cache: h.cache, compiled: h.compiled, staging: h.staging, savepoints: h.savepoints, sp: sp}, nil
 }
 
 // enter is h.calls.enter, for a transaction that is still open: a nested

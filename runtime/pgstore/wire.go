@@ -154,7 +154,7 @@ func queueReplan(b *pgconn.Batch, pc *pgx.Conn) {
 	b.ExecParams(discardPlansSQL, nil, nil, nil, nil)
 	if name := ownName(sessionCheckSQL); ownPrepared(pc)[name] {
 		seed := strconv.FormatFloat(newSeed(), 'g', -1, 64)
-		b.ExecPrepared(name, [][]byte{[]byte(pc.Config().User), []byte(seed), []byte("epoch")}, nil, nil)
+		b.ExecPrepared(name, [][]byte{[]byte(pc.Config().User), []byte(seed), []byte("epoch"), []byte("0")}, nil, nil)
 	}
 }
 

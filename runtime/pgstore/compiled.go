@@ -39,9 +39,11 @@ import (
 //     handler may have had it compiled anew, so the connection is closed
 //     rather than pooled (errClaimUnverified).
 //
-// The cost is one round trip, and one rolled-back claim of a key of no
-// tenant, per connection, and a connection closed after the first
-// handler's transaction on it once the function has changed.
+// The cost is a round trip or two and one rolled-back claim of a key of
+// no tenant per connection, a lookup of the function's row by oid in the
+// session check of every handler's transaction (docs/benchmarks.md), and
+// a connection closed after the first handler's transaction on it once
+// the function has changed.
 
 // claimMarkKey is the key of a connection's claimMark in its pgconn's
 // CustomData.

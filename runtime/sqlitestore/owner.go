@@ -159,14 +159,31 @@ const (
 )
 
 // mainFile returns the file of db's main database, as SQLite resolved it;
-// "" for an in-memory or temporary database.
+// "" for an in-memory or temporary database. It runs the PRAGMA itself,
+// not its table-valued function pragma_database_list: SQLite looks a
+// name in a FROM clause up among the database's tables and views first,
+// and a view of that name would answer for the pragma (one made before
+// handlers were refused such names, see reservedName).
 func mainFile(ctx context.Context, db *sql.DB) (string, error) {
-	var file string
-	err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file)
+	rows, err := db.QueryContext(ctx, `PRAGMA main.database_list`)
 	if err != nil {
 		return "", fmt.Errorf("find the database file: %w", err)
 	}
-	return file, nil
+	defer rows.Close()
+	for rows.Next() {
+		var seq int
+		var name, file string
+		if err := rows.Scan(&seq, &name, &file); err != nil {
+			return "", fmt.Errorf("find the database file: %w", err)
+		}
+		if name == "main" {
+			return file, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("find the database file: %w", err)
+	}
+	return "", errors.New("find the database file: SQLite lists no main database")
 }
 
 // endOrphanLeases ends the lease of every claim in flight, for a store

@@ -186,8 +186,10 @@ const rollbackGrace = 100 * time.Millisecond
 // dropped instead, when the transaction ends (resetSession). Nor may it
 // make what the store's own statements on the connection act on (see
 // storeObject), nor write the store's tables (storeWrite) but in the
-// store's own statements (storeWrites). A table or a trigger it makes is
-// looked at before the transaction commits (madeTable, madeTrigger),
+// store's own statements (storeWrites), nor make an object named as
+// SQLite's own (reservedName). A table or a trigger it makes, or a table
+// or view it drops, is looked at before the transaction commits
+// (madeTable, madeTrigger),
 // when the authorizer refuses the store's tables' writes to the
 // statements that look (checking).
 //
@@ -215,12 +217,71 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, arg2, _, _ s
 		return sqlite.AuthorizerDeny
 	case !t.own && storeWrite(action, op) && !t.storeWrites.Load():
 		return sqlite.AuthorizerDeny
+	case reservedName(action, op):
+		return sqlite.AuthorizerDeny
 	case action == sqlite.AuthCreateTable || action == sqlite.AuthCreateTempTable:
 		t.madeTable.Store(true)
-	case action == sqlite.AuthCreateTrigger:
+		t.madeTrigger.Store(true)
+	case action == sqlite.AuthCreateTrigger || remadeTable(action):
 		t.madeTrigger.Store(true)
 	}
 	return sqlite.AuthorizerOK
+}
+
+// remadeTable reports whether a statement drops a table or a view, or
+// makes a view or a virtual table: what a trigger already there writes
+// through a name changes with it (a step that wrote a view, and failed
+// for it, writes the table made in its place), so Commit looks at the
+// triggers again (madeTrigger), as after a CREATE TRIGGER.
+func remadeTable(action sqlite.AuthorizerActionCode) bool {
+	switch action {
+	case sqlite.AuthCreateView, sqlite.AuthCreateTempView, sqlite.AuthCreateVTable,
+		sqlite.AuthDropTable, sqlite.AuthDropTempTable, sqlite.AuthDropView,
+		sqlite.AuthDropTempView, sqlite.AuthDropVTable:
+		return true
+	}
+	return false
+}
+
+// reservedName reports whether a handler's statement makes an object, of
+// main's or a temporary one, named as SQLite names its own: pragma_…, the
+// table-valued functions of the pragmas, or sqlite_… but for the objects
+// SQLite makes itself in a statement of the handler's (sqliteMade).
+// SQLite looks a name in a FROM clause up among the tables and views
+// before its table-valued functions, so a view pragma_database_list would
+// answer for the pragma in the statements that read it: the store's,
+// which find the database file for the owner lock (mainFile), and
+// Commit's checks, which read pragma_foreign_key_list and
+// pragma_table_xinfo. SQLite folds ASCII case only; lowering the name
+// all refuses no fewer.
+func reservedName(action sqlite.AuthorizerActionCode, name string) bool {
+	switch action {
+	case sqlite.AuthCreateTable, sqlite.AuthCreateTempTable, sqlite.AuthCreateView,
+		sqlite.AuthCreateTempView, sqlite.AuthCreateVTable, sqlite.AuthCreateTrigger,
+		sqlite.AuthCreateTempTrigger, sqlite.AuthCreateIndex, sqlite.AuthCreateTempIndex:
+		name = strings.ToLower(name)
+		if strings.HasPrefix(name, "pragma_") {
+			return true
+		}
+		if !strings.HasPrefix(name, "sqlite_") {
+			return false
+		}
+		if action == sqlite.AuthCreateIndex || action == sqlite.AuthCreateTempIndex {
+			return !strings.HasPrefix(name, "sqlite_autoindex_")
+		}
+		return !sqliteMade[name]
+	}
+	return false
+}
+
+// sqliteMade are the tables SQLite makes itself, asking the authorizer as
+// for the handler's own: for a table with AUTOINCREMENT, and for ANALYZE.
+// (The indexes it makes for a table's PRIMARY KEY and UNIQUE constraints
+// are sqlite_autoindex_….) SQLite refuses a statement's own object any
+// sqlite_ name.
+var sqliteMade = map[string]bool{
+	"sqlite_sequence": true, "sqlite_stat1": true, "sqlite_stat2": true,
+	"sqlite_stat3": true, "sqlite_stat4": true,
 }
 
 // storeWrite reports whether a statement writes one of the store's tables
@@ -518,8 +579,9 @@ type storeTx struct {
 	storeWrites atomic.Bool
 	// madeTable is set once the authorizer has let the handler make a
 	// table, whose foreign keys Commit looks at (referencesStore), and
-	// madeTrigger once it has let it make a trigger of main's, whose
-	// writes Commit looks at (triggersWriteStore).
+	// madeTrigger once it has let it make a trigger of main's, or make or
+	// drop a table or a view (remadeTable), after which Commit looks at
+	// what the triggers write (triggersWriteStore).
 	madeTable, madeTrigger atomic.Bool
 	// checking is set while Commit looks at what the handler made: the
 	// authorizer refuses the store's tables' writes then too.

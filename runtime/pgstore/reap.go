@@ -32,10 +32,18 @@ import (
 // ended by then, had they been left as they were set. A claim's
 // transaction wears its lease for this (txTimeoutsSQL: a lock of
 // badgeClass whose second key is the lease's milliseconds negated, which
-// no badge can be); a holder that wears none (a process of an earlier
-// version) is measured by the lease of the claim that meets it, $4, and
-// one that wears several by the longest. A holder within its lease, or
-// one that keeps running statements shorter than it, is never ended. Only
+// no badge can be), and one that wears several is measured by the
+// longest. A holder that wears none is never ended: its transaction takes
+// the lock with a try, which fails while another session holds it
+// exclusively or waits for it so (any session may, a handler's too), and
+// the lease of the claim that meets it, which may be shorter than the
+// holder's own, tells nothing of when the holder's timeouts would have
+// ended it. A holder within its lease, or one that keeps running
+// statements shorter than it, is never ended. The cost: a dead host whose
+// handler switched off its timeouts in a transaction that began without
+// its lease (a handler held the lock then, or the process was of an
+// earlier version) keeps the key until TCP keepalive notices, as every
+// such host did before the reap. Only
 // a session of the claim's own role is ended, as PostgreSQL lets it
 // (pg_terminate_backend), and none where the role may not call
 // pg_terminate_backend (docs/semantics.md §7.2); the claim is answered
@@ -55,12 +63,11 @@ const reapSQL = `SELECT a.pid, a.state,
   FROM idempotency_lock_id($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text) AS l(id),
        pg_catalog.pg_locks h
   JOIN pg_catalog.pg_stat_activity a ON a.pid OPERATOR(pg_catalog.=) h.pid,
-       LATERAL (SELECT COALESCE(pg_catalog.max(4294967296 OPERATOR(pg_catalog.-) e.objid::pg_catalog.int8),
-                                 $4::pg_catalog.int8) AS ms
+       LATERAL (SELECT pg_catalog.max(4294967296 OPERATOR(pg_catalog.-) e.objid::pg_catalog.int8) AS ms
                   FROM pg_catalog.pg_locks e
                  WHERE e.pid OPERATOR(pg_catalog.=) h.pid AND e.locktype OPERATOR(pg_catalog.=) 'advisory'
                    AND e.granted AND e.objsubid OPERATOR(pg_catalog.=) 2
-                   AND e.classid OPERATOR(pg_catalog.=) $5::pg_catalog.int8::pg_catalog.oid
+                   AND e.classid OPERATOR(pg_catalog.=) $4::pg_catalog.int8::pg_catalog.oid
                    AND e.objid OPERATOR(pg_catalog.>=) 2147483648::pg_catalog.int8::pg_catalog.oid) e
  WHERE h.locktype OPERATOR(pg_catalog.=) 'advisory' AND h.granted
    AND h.objsubid OPERATOR(pg_catalog.=) 1
@@ -72,8 +79,9 @@ const reapSQL = `SELECT a.pid, a.state,
    AND a.usename OPERATOR(pg_catalog.=) CURRENT_USER
    AND pg_catalog.has_function_privilege('pg_catalog.pg_terminate_backend'::pg_catalog.regproc::pg_catalog.oid, 'EXECUTE')
    AND a.state OPERATOR(pg_catalog.<>) 'idle'
+   AND e.ms IS NOT NULL
    AND a.state_change OPERATOR(pg_catalog.<) (pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-)
-       ((e.ms OPERATOR(pg_catalog.+) $6::pg_catalog.int8)::pg_catalog.float8
+       ((e.ms OPERATOR(pg_catalog.+) $5::pg_catalog.int8)::pg_catalog.float8
         OPERATOR(pg_catalog.*) '1 millisecond'::pg_catalog.interval))`
 
 // reapGrace is how long past a claim's lease the session holding its key
@@ -86,10 +94,9 @@ const reapGrace = guardSessionTimeout
 // types.
 func reapArgs(c idemstore.Claim) ([][]byte, []uint32) {
 	values := [][]byte{[]byte(c.Tenant), []byte(c.Scope), []byte(c.Key),
-		strconv.AppendInt(nil, int64(leaseMillis(c.Lease)), 10),
 		strconv.AppendInt(nil, int64(badgeClass), 10),
 		strconv.AppendInt(nil, reapGrace.Milliseconds(), 10)}
-	oids := []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.Int8OID, pgtype.Int8OID, pgtype.Int8OID}
+	oids := []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.Int8OID, pgtype.Int8OID}
 	return values, oids
 }
 

@@ -140,3 +140,55 @@ func TestALiveHolderWithinItsLeaseIsNotEnded(t *testing.T) {
 		t.Errorf("the holder's Commit, within its lease, after claims met it = %v, want nil", err)
 	}
 }
+
+// A claim's transaction takes its lease's lock (badgeClass, -lease) with
+// a try as it begins, which fails while another session holds that lock
+// exclusively, as a handler of another tenant's request may. A holder
+// that so began without its lease is not measured by the lease of the
+// claim that meets it, which may be shorter than its own: it is not ended
+// within its lease, and commits as it would have.
+func TestAHolderThatBeganWithoutItsLeaseIsNotEnded(t *testing.T) {
+	s, _ := newStore(t)
+	ctx := context.Background()
+	class, _ := pgstore.RequestBadge(idemstore.Claim{})
+
+	const lease = time.Minute
+	// acme's handler holds the lock that a claim of a minute's lease
+	// takes shared as its transaction begins.
+	blocker := wonClaimTx(t, s, tenantClaim("acme", "a-"+randomHex(4), "tok-acme"))
+	if _, err := blocker.Driver().(pgx.Tx).Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, $2::int4)`,
+		class, -int32(lease/time.Millisecond)); err != nil {
+		t.Fatalf("handler's lock: %v", err)
+	}
+
+	// globex's request begins meanwhile, with a minute's lease.
+	victim := tenantClaim("globex", "victim-"+randomHex(4), "tok-victim")
+	victim.Lease = lease
+	holder := wonClaimTx(t, s, victim)
+	defer func() { _ = holder.Rollback(ctx) }()
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Driver().(pgx.Tx).Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatalf("the holder's first statement: %v", err)
+	}
+
+	// globex's handler waits on a slow downstream for 7 s, within its
+	// minute, while another operation of the same scope, whose lease is a
+	// second, is sent the same key.
+	time.Sleep(7 * time.Second)
+	other := victim
+	other.Operation, other.Token, other.Lease = "ping", "tok-other", time.Second
+	other.Fingerprint = []byte("ping")
+	for _, inTx := range []bool{false, true} {
+		if res, err := claimOnce(ctx, s, other, inTx); err != nil || res.Won {
+			t.Fatalf("the other operation's claim of the held key = %+v, %v; want lost", res, err)
+		}
+	}
+	if _, err := holder.Driver().(pgx.Tx).Exec(ctx, `SELECT 1`); err != nil {
+		t.Errorf("the holder, 7 s into its lease of %v, lost its session to another claim of its key: %v", lease, err)
+	}
+	if err := holder.Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+		t.Errorf("the holder's Commit, within its lease = %v, want nil", err)
+	}
+}

@@ -1,7 +1,7 @@
 // Package sqlqualified finds what a PostgreSQL statement names by the
 // search_path: the functions it calls by an unqualified name
-// (Unqualified), and its operators, casts and catalog relations
-// (Operators). A statement that runs outside the checked end of a
+// (Unqualified), and its operators, casts, collations and catalog
+// relations (Operators). A statement that runs outside the checked end of a
 // handler's transaction (a runner's, an operator's, a sweeper's) is
 // parsed under a search_path on which a handler's role may have made a
 // function or an operator of the same name that fits the arguments
@@ -38,7 +38,8 @@ var syntax = map[string]bool{
 // neither syntax, nor among allowed (the store's own functions, whose
 // names the end of a handler's transaction refuses in every schema), nor
 // a relation named after INTO or an alias after AS, whose parenthesis
-// lists columns. Strings, quoted identifiers and comments are skipped.
+// lists columns. A quoted name ("lower") is returned with its quotes;
+// strings and comments are skipped.
 func Unqualified(sql string, allowed ...string) []string {
 	allow := make(map[string]bool, len(allowed))
 	for _, a := range allowed {
@@ -66,22 +67,27 @@ func Unqualified(sql string, allowed ...string) []string {
 // search_path changes.
 func qualified(name string) bool { return strings.HasPrefix(name, "pg_catalog.") }
 
-// token is a name (word, with its schema if qualified), an opening
-// parenthesis (paren; afterInto when the name before it follows INTO or
-// AS), a run of operator characters (op; digit when a digit follows it
-// at once), another character of the grammar (punct: a closing
-// parenthesis, a comma, a semicolon), or anything else.
+// token is a name (word, with its schema if qualified; a quoted part
+// keeps its quotes, but a quoted "pg_catalog" schema is written
+// pg_catalog), an opening parenthesis (paren; afterInto when the name
+// before it follows INTO or AS), a run of operator characters (op; digit
+// when a digit follows it at once), a string constant, quoted or
+// dollar-quoted (str; attached when it follows a name's last character
+// at once, as E'...' does), another character of the grammar (punct: a
+// closing parenthesis, a comma, a semicolon), or anything else.
 type token struct {
 	word      string
 	paren     bool
 	afterInto bool
 	op        string
 	digit     bool
+	str       bool
+	attached  bool
 	punct     rune
 }
 
-// tokens yields sql's tokens, leaving out strings, quoted identifiers,
-// dollar-quoted bodies and comments.
+// tokens yields sql's tokens, leaving out comments; a string constant
+// is yielded as such, without its text.
 func tokens(sql string) func(func(token) bool) {
 	return func(yield func(token) bool) {
 		r := []rune(sql)
@@ -105,7 +111,8 @@ func tokens(sql string) func(func(token) bool) {
 				}
 				i += 2 + len([]rune(string(r[i+2:])[:end])) + 2
 				continue
-			case c == '\'' || c == '"':
+			case c == '\'':
+				tok = token{str: true, attached: i > 0 && nameChar(r[i-1])}
 				i = skipQuoted(r, i, c)
 			case c == '$' && i+1 < len(r) && (r[i+1] == '$' || unicode.IsLetter(r[i+1]) || r[i+1] == '_'):
 				j := i + 1
@@ -118,16 +125,17 @@ func tokens(sql string) func(func(token) bool) {
 					if end < 0 {
 						return
 					}
+					tok = token{str: true}
 					i = j + 1 + len([]rune(string(r[j+1:])[:end])) + len([]rune(tag))
 				} else {
 					i = j
 				}
-			case unicode.IsLetter(c) || c == '_':
-				j := i
-				for j < len(r) && (unicode.IsLetter(r[j]) || unicode.IsDigit(r[j]) || r[j] == '_' || r[j] == '$' || r[j] == '.') {
-					j++
-				}
+			case unicode.IsLetter(c) || c == '_' || c == '"':
+				j := scanName(r, i)
 				w := string(r[i:j])
+				if rest, ok := strings.CutPrefix(w, `"pg_catalog".`); ok {
+					w = "pg_catalog." + rest
+				}
 				i = j
 				beforeLast, last = last, strings.ToLower(w)
 				if !yield(token{word: w}) {
@@ -157,6 +165,32 @@ func tokens(sql string) func(func(token) bool) {
 			}
 		}
 	}
+}
+
+// scanName returns the index just past the name that starts at i: its
+// parts, each a word or a quoted identifier, joined by dots, and a dot
+// after the last (t.* or OPERATOR(pg_catalog.=)).
+func scanName(r []rune, i int) int {
+	for {
+		if r[i] == '"' {
+			i = skipQuoted(r, i, '"')
+		} else {
+			for i < len(r) && (nameChar(r[i])) {
+				i++
+			}
+		}
+		if i >= len(r) || r[i] != '.' {
+			return i
+		}
+		if i++; i >= len(r) || !(unicode.IsLetter(r[i]) || r[i] == '_' || r[i] == '"') {
+			return i
+		}
+	}
+}
+
+// nameChar reports whether c continues a word.
+func nameChar(c rune) bool {
+	return unicode.IsLetter(c) || unicode.IsDigit(c) || c == '_' || c == '$'
 }
 
 // skipQuoted returns the index just past the string or quoted identifier
@@ -207,11 +241,30 @@ var keywordTypes = map[string]bool{
 // search_path (bigint, integer, interval...).
 func KeywordType(name string) bool { return keywordTypes[name] }
 
+// constantWords are the words of the grammar, beyond syntax's and
+// keywordOperators', that a string constant may follow without being a
+// typed literal (oid '5', whose type the search_path finds): those of
+// LIKE's ESCAPE, SIMILAR TO, AT TIME ZONE, the last words of the
+// grammar's types of two (double precision, character varying), DO's
+// body, and the PL/pgSQL statements of a function's body that take an
+// expression.
+var constantWords = map[string]bool{
+	"escape": true, "to": true, "zone": true, "precision": true, "varying": true, "do": true,
+	"default": true, "return": true, "perform": true, "execute": true, "raise": true,
+	"exception": true, "warning": true, "notice": true, "info": true, "log": true, "debug": true,
+}
+
+// literalPrefixes are the letters that, written at once before a string
+// constant, make it an escape, bit, hexadecimal or national one, not a
+// typed literal.
+var literalPrefixes = map[string]bool{"e": true, "b": true, "x": true, "n": true}
+
 // Operators returns the operators in sql, in order, that the search_path
 // finds: those not written OPERATOR(pg_catalog.op), and the words of the
-// grammar that stand for one (keywordOperators; DISTINCT only after IS),
-// a simple CASE (CASE x WHEN y, which compares with =) as CASE, and a
-// join's USING (columns) as USING. An operator of a schema the handler's
+// grammar that stand for one (keywordOperators; DISTINCT only after IS
+// or IS NOT), a simple CASE (CASE x WHEN y, which compares with =) as
+// CASE, a join's USING (columns) as USING, and a NATURAL join, which
+// compares its common columns with =, as NATURAL. An operator of a schema the handler's
 // role may create in, put before pg_catalog on the search_path (SET
 // LOCAL search_path = s, pg_catalog, or a deployment's), with operands
 // of exactly the types of pg_catalog's, is chosen there in its place; so
@@ -219,29 +272,44 @@ func KeywordType(name string) bool { return keywordTypes[name] }
 // an operator is left out: the = of a SET clause's assignment, the * of
 // count(*), SELECT * and t.*, and a minus sign before a number, which
 // the grammar makes part of the constant. A cast to a type by a name
-// the search_path finds (::text, not ::pg_catalog.text nor ::bigint, a
-// word of the grammar) is returned as ::text. Names that start with pg_ and
-// are not qualified, a catalog's relations (pg_locks) that a temporary
-// or another schema's relation of the name could stand for, are
-// returned too. Strings, quoted identifiers and comments are skipped.
+// the search_path finds (::text, ::"text", CAST(x AS text), or a typed
+// literal, text 'x'; not ::pg_catalog.text nor ::bigint, a word of the
+// grammar) is returned as ::text, and a collation so found (COLLATE
+// "C", not COLLATE pg_catalog."C") as COLLATE "C". Names that start with
+// pg_ and are not qualified, a catalog's relations (pg_locks) that a
+// temporary or another schema's relation of the name could stand for,
+// are returned too. Strings and comments are skipped.
 func Operators(sql string) []string {
 	var (
 		found []string
 		prev  token // the token before this one
 		prev2 token // and the one before that
 		depth int
-		set   = -1 // the depth of the SET clause the tokens are in, or -1
+		set   = -1  // the depth of the SET clause the tokens are in, or -1
+		casts []int // the depths of the CAST( the tokens are in
+		as    bool  // the token follows a CAST's AS
 	)
 	for t := range tokens(sql) {
 		w := strings.ToLower(t.word)
+		pw, p2 := strings.ToLower(prev.word), strings.ToLower(prev2.word)
+		castType := as
+		as = false
 		switch {
 		case t.paren:
 			depth++
+			if pw == "cast" {
+				casts = append(casts, depth)
+			}
 		case t.punct == ')':
 			depth--
 			if depth < set {
 				set = -1
 			}
+			for len(casts) > 0 && depth < casts[len(casts)-1] {
+				casts = casts[:len(casts)-1]
+			}
+		case w == "as" && len(casts) > 0 && depth == casts[len(casts)-1]:
+			as = true
 		case t.punct == ';':
 			set = -1
 		case w == "set":
@@ -249,10 +317,8 @@ func Operators(sql string) []string {
 		case set == depth && (w == "where" || w == "from" || w == "returning"):
 			set = -1
 		}
-		pw := strings.ToLower(prev.word)
 		switch {
 		case t.op != "":
-			p2 := strings.ToLower(prev2.word)
 			switch {
 			case strings.HasSuffix(pw, ".") && prev2.paren:
 				// OPERATOR(schema.op)
@@ -267,15 +333,23 @@ func Operators(sql string) []string {
 			default:
 				found = append(found, t.op)
 			}
-		case w == "distinct" && pw == "is", keywordOperators[w] && w != "distinct":
+		case w == "distinct" && (pw == "is" || pw == "not" && p2 == "is"), keywordOperators[w] && w != "distinct":
 			found = append(found, t.word)
+		case w == "natural":
+			found = append(found, "NATURAL")
 		case prev.paren && strings.ToLower(prev2.word) == "using" && w != "select" && w != "values" && w != "with":
 			// A join's USING (columns), not DELETE's USING (subquery).
 			found = append(found, "USING")
 		case pw == "case" && w != "when":
 			found = append(found, "CASE")
-		case w != "" && prev.punct == ':' && prev2.punct == ':' && !strings.HasPrefix(w, "pg_catalog.") && !keywordTypes[w]:
+		case w != "" && (castType || prev.punct == ':' && prev2.punct == ':') && !qualified(w) && !keywordTypes[w]:
 			found = append(found, "::"+t.word)
+		case w != "" && pw == "collate" && !qualified(w):
+			found = append(found, "COLLATE "+t.word)
+		case t.str && pw != "" && !qualified(pw) && !keywordTypes[pw] && !syntax[pw] && !keywordOperators[pw] &&
+			!constantWords[pw] && !(t.attached && literalPrefixes[pw]):
+			// A typed literal: its type, the name before it.
+			found = append(found, "::"+prev.word)
 		}
 		if p := strings.ToLower(prev.word); strings.HasPrefix(p, "pg_") && !strings.HasPrefix(p, "pg_catalog.") && !t.paren {
 			// A relation, not a function's call (Unqualified).

@@ -24,6 +24,7 @@ func TestUnqualifiedFindsCallsBySearchPath(t *testing.T) {
 		{`SELECT count(*) FILTER (WHERE state = 'x'), coalesce(min(a), 0), extract(epoch FROM b)`, []string{"count", "min"}},
 		{`INSERT INTO "s"."idempotency_outbox" (tenant) VALUES ($1) ON CONFLICT (tenant) WHERE state = 'pending' DO NOTHING`, nil},
 		{`INSERT INTO idempotency_keys AS k (tenant) VALUES (clock_timestamp())`, []string{"clock_timestamp"}},
+		{`SELECT "lower"($1), pg_catalog."upper"($1), "pg_catalog".length($1)`, []string{`"lower"`}},
 		{`WITH due AS (SELECT 1) SELECT 'f(' || "g(" /* h( */ -- i(
 , $$ j( $$, E'k\'(', idempotency_sweep($1) FROM unnest($1) AS o(a, b), LATERAL idempotency_lock_id(o.a)`, []string{"unnest"}},
 	} {
@@ -64,6 +65,33 @@ RETURNING *, k.*, pg_catalog.count(*), x * -2, x - 2`, []string{"+", "<=", "IN",
    /* e = f */ AND "g=" IS NULL`, []string{"CASE", "nullif", "::oid", "pg_locks", "USING"}},
 		{`DELETE FROM t o USING (SELECT id FROM t) d WHERE o.id OPERATOR(pg_catalog.=) d.id`, nil},
 		{`SELECT pg_catalog.make_interval(secs => 1), f(a => b = c)`, []string{"="}},
+	} {
+		if got := Operators(c.sql); !slices.Equal(got, c.want) {
+			t.Errorf("Operators(%q) = %q, want %q", c.sql, got, c.want)
+		}
+	}
+}
+
+// The grammar compares with = by the search_path in IS NOT DISTINCT FROM
+// and a NATURAL join, and finds a type by it in CAST(x AS type), a cast
+// to a quoted name and a typed literal, and a collation in COLLATE: a
+// schema of the handler's role put before pg_catalog chooses them as it
+// chooses a written operator. Each is found, and none that names
+// pg_catalog's, a word of the grammar, or a prefixed string constant.
+func TestOperatorsFindsTheGrammarsComparisonsTypesAndCollations(t *testing.T) {
+	for _, c := range []struct {
+		sql  string
+		want []string
+	}{
+		{`SELECT 1 WHERE $1::pg_catalog.text IS NOT DISTINCT FROM $2::pg_catalog.text AND $3 IS NOT NULL`, []string{"DISTINCT"}},
+		{`SELECT DISTINCT a FROM pg_catalog.pg_class a NATURAL JOIN pg_catalog.pg_class b`, []string{"NATURAL"}},
+		{`SELECT CAST($1 AS text), CAST(CAST($2 AS "int") AS pg_catalog.int4), CAST($3 AS double precision), $4 AS text`,
+			[]string{"::text", `::"int"`}},
+		{`SELECT $1::"text", $2::"pg_catalog"."text", $3::pg_catalog."text"`, []string{`::"text"`}},
+		{`SELECT oid '5', pg_catalog.oid '5', interval '1 millisecond', E'\'', x'ff', e '5'`, []string{"::oid", "::e"}},
+		{`SELECT 1 WHERE $1::pg_catalog.text OPERATOR(pg_catalog.<) $2::pg_catalog.text COLLATE "C"
+		     AND $1::pg_catalog.text OPERATOR(pg_catalog.<) $2::pg_catalog.text COLLATE pg_catalog."C"`, []string{`COLLATE "C"`}},
+		{`SELECT 'a' LIKE 'b' ESCAPE '!', pg_catalog.now() AT TIME ZONE 'UTC', CASE WHEN true THEN 'x' ELSE 'y' END`, []string{"LIKE"}},
 	} {
 		if got := Operators(c.sql); !slices.Equal(got, c.want) {
 			t.Errorf("Operators(%q) = %q, want %q", c.sql, got, c.want)

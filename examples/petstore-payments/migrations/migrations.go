@@ -1,7 +1,8 @@
 // Package migrations holds the idempotency tables' migrations that idemgen
 // generated, one directory per dialect, for the service to apply at start
 // after the business tables: the key table's (000001), the recovery
-// points' (000002) and the outbox's (000003).
+// points' (000002), the outbox's (000003) and, on PostgreSQL, the key
+// table's functions that read the table itself only (000004).
 package migrations
 
 import (

@@ -113,16 +113,7 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 				}
 			})
 			ctx := context.Background()
-			begin := func(key string) idemstore.Tx {
-				if keyed {
-					return wonTx(t, s, key, "tok-"+key)
-				}
-				tx, err := s.Begin(ctx, time.Minute)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return tx
-			}
+			begin := beginner(t, s, keyed)
 			// A first request prepares every statement on the connection,
 			// so that the second's commit is one write.
 			tx := begin("k0")
@@ -170,5 +161,90 @@ func TestCommitWhoseAnswerIsLost(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// beginner returns a function that begins a transaction on s under a
+// minute's lease: a won claim's of the key it is given when keyed, else
+// a keyless one.
+func beginner(t *testing.T, s *pgstore.Store, keyed bool) func(key string) idemstore.Tx {
+	return func(key string) idemstore.Tx {
+		t.Helper()
+		if keyed {
+			return wonTx(t, s, key, "tok-"+key)
+		}
+		tx, err := s.Begin(context.Background(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+}
+
+// A session of the store's role may end another's (pg_terminate_backend),
+// as a handler of another request can (docs/semantics.md §7.2). A
+// transaction whose session was ended before its Commit committed
+// nothing: the server sent its end of the session before it ran a
+// statement of the Commit's, while pgstore prepared them on a fresh
+// connection or in answer to the first of them on one that has them.
+// Commit says so with ErrConnClosed, not as a COMMIT whose answer was
+// lost, whose outcome only the key's row could tell (a keyless one's not
+// at all).
+func TestCommitOfASessionEndedBeforeItIsConnClosed(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		for _, keyed := range []bool{true, false} {
+			name := fmt.Sprintf("keyed %v, statements prepared %v", keyed, warm)
+			t.Run(name, func(t *testing.T) {
+				s, pool := newStore(t, func(c *pgxpool.Config) { c.MaxConns = 1 })
+				ctx := context.Background()
+				begin := beginner(t, s, keyed)
+				if warm {
+					// A first transaction prepares its ending's statements
+					// on the pool's one connection.
+					if err := begin("k-0").Commit(ctx, idemstore.Response{Status: 201}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tx := begin("k1")
+				ptx := tx.Driver().(pgx.Tx)
+				if err := writeEffect(ctx, ptx, "ended"); err != nil {
+					t.Fatal(err)
+				}
+				var pid int
+				if err := ptx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+					t.Fatal(err)
+				}
+				other, err := pgx.Connect(ctx, testURL(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer other.Close(ctx)
+				if _, err := other.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+					t.Fatal(err)
+				}
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					var n int
+					if err := other.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					if n == 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the session was not ended")
+					}
+				}
+				err = tx.Commit(ctx, idemstore.Response{Status: 201})
+				if !errors.Is(err, pgstore.ErrConnClosed) || errors.Is(err, idemstore.ErrOutcomeUnknown) {
+					t.Errorf("Commit of a transaction whose session was ended before it = %v, want ErrConnClosed", err)
+				}
+				wantEffects(t, pool, map[string]int{"ended": 0})
+				if keyed {
+					if res, err := s.Claim(ctx, claimFor("k1", "tok-retry", time.Minute)); err != nil || !res.Won {
+						t.Errorf("the retry's claim = %+v, %v; want won", res, err)
+					}
+				}
+			})
+		}
 	}
 }

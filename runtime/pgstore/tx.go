@@ -61,9 +61,12 @@ func preparedNameRefused(name string) bool {
 
 // ErrConnClosed is returned, wrapped, by the Release of a transaction
 // whose connection closed before it ended, and by its Commit when the
-// connection had closed before the commit could be sent: typically after
-// a handler's statement whose context ended (a client that gave up),
-// when pgx closes the connection under it. Nothing of the transaction
+// connection had closed before the commit could be sent, or the server
+// ended the session before the commit ran: typically after a handler's
+// statement whose context ended (a client that gave up), when pgx closes
+// the connection under it, or when a session of the role (another
+// request's handler) or an administrator ended the session with
+// pg_terminate_backend (docs/semantics.md §7.2). Nothing of the transaction
 // commits: PostgreSQL rolls it back as soon as it sees the session gone
 // (at once for an idle session; for one still running a statement, when
 // that statement ends, within the lease), and a claim's row and locks go
@@ -489,7 +492,13 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handler
 	qs = append(qs, leanReset(pc.Config().User, h.cache.began, h.compiled.oid())...)
 	sent, err := sendOwn(ctx, pc, qs)
 	if err != nil {
-		return tag, err, nil
+		// Nothing of qs ran: what failed was sent before it (a statement's
+		// preparation).
+		return tag, endNotRun(pc, err), nil
+	}
+	commitAt := ending
+	if commit {
+		commitAt--
 	}
 	for i := range ending {
 		var res *pgconn.Result
@@ -497,6 +506,11 @@ func sendEnding(ctx context.Context, conn *pgxpool.Conn, mark txMark, h *handler
 			err = fmt.Errorf("%w: %w", errHandlerEndedTx, err)
 		}
 		if err != nil {
+			if i < commitAt && isFatal(err) {
+				// The server ended the session before the COMMIT: it
+				// never ran.
+				err = endNotRun(pc, err)
+			}
 			return tag, err, nil
 		}
 		tag = res.CommandTag
@@ -615,10 +629,35 @@ func (s *Store) putBack(ctx context.Context, conn *pgxpool.Conn, h *handlerTx, r
 // anything was sent.
 var errNotSent = errors.New("the connection had closed; nothing was sent")
 
+// errEndNotRun is sendEnding's error on a connection that closed before
+// the statements that end the transaction ran: the server ended the
+// session (pg_terminate_backend, an administrator's or another session's
+// of the role, or a timeout) before them, while pgstore prepared them or
+// ran the first of them.
+var errEndNotRun = errors.New("the session ended before the transaction's end ran")
+
+// endNotRun returns err, the failure of statements of a transaction's end
+// that never ran, wrapped in errEndNotRun when pc has closed, so that no
+// caller takes them for a COMMIT whose answer was lost.
+func endNotRun(pc *pgx.Conn, err error) error {
+	if !pc.IsClosed() {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errEndNotRun, err)
+}
+
+// isFatal reports whether err is the server's report that it ended the
+// session (severity FATAL or PANIC), after which it runs nothing more.
+func isFatal(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Severity == "FATAL" || pgErr.Severity == "PANIC")
+}
+
 // closedUnsent reports whether err is the failure of statements that never
-// reached the server because conn had closed (ErrConnClosed).
+// ran because conn had closed, before they were sent (errNotSent) or
+// before they ran (errEndNotRun): ErrConnClosed.
 func closedUnsent(conn *pgxpool.Conn, err error) bool {
-	return conn.Conn().IsClosed() && errors.Is(err, errNotSent)
+	return conn.Conn().IsClosed() && (errors.Is(err, errNotSent) || errors.Is(err, errEndNotRun))
 }
 
 // isNotSameTx reports the error of sameTxSQL in a transaction pgstore did
@@ -731,7 +770,8 @@ func (t *tx) Commit(ctx context.Context, resp idemstore.Response) error {
 }
 
 // commitCut ends a transaction whose connection closed under its commit
-// (err). When nothing of the commit was sent (closedUnsent), nothing of the
+// (err). When nothing of the commit ran (closedUnsent: it was not sent,
+// or the server ended the session before it), nothing of the
 // transaction committed (ErrConnClosed). Otherwise the commit may have
 // reached the server and committed, the handler's writes and a claim's
 // completion together, or not, which cannot be known here. A claim's key

@@ -26,10 +26,14 @@ import (
 // a connection it pools:
 //
 //   - before a handler's transaction on a connection where pgstore has
-//     not yet had the session compile the function itself, it does so
-//     (compileClaimSQL, in a transaction of its own that it rolls back),
+//     not yet had the session compile the function itself, it does so,
 //     and records the version of the function's row it read first
-//     (claimMark, kept with the connection);
+//     (claimMark, kept with the connection): a claim's transaction reads
+//     it as it begins (txTimeoutsSQL), and the claim that follows in the
+//     same round trip compiles the function, at no cost in statements; a
+//     keyless one, whose beginning calls no claim, is preceded once per
+//     connection by a claim of a key of no tenant in a transaction of
+//     its own that pgstore rolls back (compileClaimSQL);
 //   - after the transaction, the session check reads the row's version
 //     again (sessionCheckSQL): the same version, and the session's
 //     function is still the one pgstore had compiled, since PostgreSQL
@@ -39,9 +43,12 @@ import (
 //     handler may have had it compiled anew, so the connection is closed
 //     rather than pooled (errClaimUnverified).
 //
-// The cost is a round trip or two and one rolled-back claim of a key of
-// no tenant per connection, a lookup of the function's row by oid in the
-// session check of every handler's transaction (docs/benchmarks.md), and
+// The cost is a lookup of the function and its row in the beginning of a
+// claim's transaction on a connection not yet marked; two round trips and
+// one rolled-back claim of a key of no tenant before the first keyless
+// transaction on one (BEGIN, compileClaimSQL and ROLLBACK); a lookup of
+// the function's row by oid in the session check of every handler's
+// transaction (docs/benchmarks.md); and
 // a connection closed after the first handler's transaction on it once
 // the function has changed.
 
@@ -73,34 +80,59 @@ var errClaimUnverified = fmt.Errorf("the session's compiled idempotency_claim co
 
 // compileClaim returns what the end of a handler's transaction on pc
 // checks of its compiled claim, having pgstore's own call compile it
-// first where pgstore has not (compileClaimSQL). A compilation that fails
+// first where pgstore has not (compileClaimSQL): before a keyless
+// transaction, whose beginning calls no claim. A compilation that fails
 // (a database without the function) leaves it unmarked: the transaction
 // runs, and its connection is closed after it.
 func compileClaim(ctx context.Context, pc *pgx.Conn) *compiledClaim {
-	data := pc.PgConn().CustomData()
-	if m, ok := data[claimMarkKey].(claimMark); ok {
-		return &compiledClaim{mark: m, marked: true}
+	if c := markedClaim(pc); c != nil {
+		return c
 	}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	key := rand.Text()
 	b.Queue(compileClaimSQL, key)
 	br := pc.SendBatch(ctx, b)
-	var (
-		m   claimMark
-		oid *uint32
-		ver *string
-	)
+	var read claimRead
 	_, err := br.Exec()
 	if err == nil {
-		err = br.QueryRow().Scan(&oid, &ver, new(*string))
+		err = br.QueryRow().Scan(&read.oid, &read.version, new(*string))
 	}
-	err = errors.Join(err, br.Close(), br.Tx().Rollback(ctx))
-	if err != nil || oid == nil || ver == nil {
+	if err = errors.Join(err, br.Close(), br.Tx().Rollback(ctx)); err != nil {
 		return &compiledClaim{}
 	}
-	m.oid, m.version = *oid, *ver
-	data[claimMarkKey] = m
+	return read.compiled(pc)
+}
+
+// markedClaim returns what the end of a handler's transaction on pc
+// checks of its compiled claim where pgstore has already had the session
+// compile it (its claimMark kept with the connection), and nil where it
+// has not.
+func markedClaim(pc *pgx.Conn) *compiledClaim {
+	if m, ok := pc.PgConn().CustomData()[claimMarkKey].(claimMark); ok {
+		return &compiledClaim{mark: m, marked: true}
+	}
+	return nil
+}
+
+// claimRead is idempotency_claim's oid and the version of its pg_proc
+// row, read before a call of pgstore's had the session compile the
+// function: by compileClaimSQL, or by txTimeoutsSQL ahead of a claim in
+// the same round trip (ClaimTx). Either is nil when none was read.
+type claimRead struct {
+	oid     *uint32
+	version *string
+}
+
+// compiled records r as pc's claimMark, once pgstore's call that followed
+// the read has run, and returns what the end of a handler's transaction on
+// pc checks of its compiled claim: unmarked when nothing was read.
+func (r claimRead) compiled(pc *pgx.Conn) *compiledClaim {
+	if r.oid == nil || r.version == nil {
+		return &compiledClaim{}
+	}
+	m := claimMark{oid: *r.oid, version: *r.version}
+	pc.PgConn().CustomData()[claimMarkKey] = m
 	return &compiledClaim{mark: m, marked: true}
 }
 

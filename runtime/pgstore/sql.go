@@ -169,14 +169,21 @@ const sweepSQL = `SELECT idempotency_sweep($1::pg_catalog.int4)`
 // 0 keeps the relations a subquery of their own, read once: PostgreSQL
 // would otherwise pull the subquery up and evaluate watchedSQL, and the
 // catalog read in it, at each of txWritesSQL's references to w.rels.
+// When $6 is true, its two columns after those are idempotency_claim's
+// oid and the version of its pg_proc row (claimVersionSQL), read before
+// the claim that follows it in the same round trip has the session
+// compile the function (compiled.go); NULL otherwise.
 const txTimeoutsSQL = `SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', $1, true),
        pg_catalog.set_config('statement_timeout', $1, true),
        pg_catalog.set_config('idemgen.transaction', $2, true),
        pg_catalog.pg_try_advisory_xact_lock_shared($3, $4),
        pg_catalog.pg_try_advisory_xact_lock_shared($3, $5),
        pg_catalog.transaction_timestamp(),
-       w.rels, ` + txWritesSQL + `
-  FROM (SELECT ` + watchedSQL + ` AS rels OFFSET 0) w`
+       w.rels, ` + txWritesSQL + `,
+       w.claim, ` + claimVersionSQL + `w.claim)
+  FROM (SELECT ` + watchedSQL + ` AS rels,
+               CASE WHEN $6::pg_catalog.bool THEN ` + claimFunctionSQL + ` END AS claim
+        OFFSET 0) w`
 
 // watchedSQL are the relations that the names of the store's tables
 // resolve to on the session: idempotency_keys, idempotency_phases and

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen/runtime/idemstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/storetest"
 	"github.com/idemgen/idemgen/runtime/storetest/enginetest"
@@ -189,6 +190,83 @@ func TestStatementsPerRequest(t *testing.T) {
 		}
 		storetest.CheckStatements(t, p.Name, got, w.stmts)
 	}
+}
+
+// docs/semantics.md §6 and §7.2: pgstore has each connection's session
+// compile idempotency_claim by a call of its own before the first
+// handler's transaction on it, once per connection. A claim's transaction
+// has it compiled by its claim, which reads the function's version as it
+// begins, in the statements it sends anyway: a connection's first claim
+// costs the statements of every later one (TestStatementsPerRequest's
+// transactional 409 runs on a connection of its own). A keyless
+// transaction's beginning calls no claim: the first on a connection that
+// no claim's transaction marked is preceded by BEGIN, a claim of a key of
+// no tenant and ROLLBACK, and no later one is.
+func TestStatementsOfTheCompiledClaim(t *testing.T) {
+	ctx := context.Background()
+	begin := []string{"begin isolation level read committed", "SELECT pg_catalog.set_config('idle_in_transaction_session_timeout'"}
+	compile := []string{"begin isolation level read committed", "SELECT v.oid, v.version", "rollback"}
+	// newConn is a store of one connection, opened by a plain claim,
+	// which calls idempotency_claim too but runs no handler.
+	newConn := func() (*pgstore.Store, *statementLog) {
+		var log statementLog
+		s := pgstore.New(openPool(t, newSchema(t), func(c *pgxpool.Config) {
+			c.MaxConns = 1
+			log.install(c)
+		}))
+		pgstore.SetGuardIdleClose(s, time.Hour)
+		if res, err := s.Claim(ctx, claimFor("open-"+randomHex(4), "tok", time.Minute)); err != nil || !res.Won {
+			t.Fatalf("Claim = %+v, %v", res, err)
+		}
+		return s, &log
+	}
+	counted := func(s *pgstore.Store, log *statementLog, name string, want []string, step func() idemstore.Tx) {
+		t.Helper()
+		quiet(t, s)
+		before := log.Len()
+		tx := step()
+		// The guard's statements, and its session's setting as its
+		// connection opens on the first claim's transaction, travel on
+		// the guard's connection.
+		got, _ := apart(log.Since(before), guardSQLStart)
+		got, _ = apart(got, "SELECT pg_catalog.set_config('idle_session_timeout'")
+		storetest.CheckStatements(t, name, got, want)
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatalf("%s: Rollback: %v", name, err)
+		}
+	}
+	claimTx := func(s *pgstore.Store) func() idemstore.Tx {
+		return func() idemstore.Tx {
+			t.Helper()
+			res, tx, err := s.ClaimTx(ctx, claimFor("k-"+randomHex(4), "tok", time.Minute))
+			if err != nil || !res.Won {
+				t.Fatalf("ClaimTx = %+v, %v", res, err)
+			}
+			return tx
+		}
+	}
+	keyless := func(s *pgstore.Store) func() idemstore.Tx {
+		return func() idemstore.Tx {
+			t.Helper()
+			tx, err := s.Begin(ctx, time.Minute)
+			if err != nil {
+				t.Fatalf("Begin: %v", err)
+			}
+			return tx
+		}
+	}
+	const peek = "SELECT k.state, k.operation, k.fingerprint"
+	claimed := append(append([]string{peek}, begin...), "SELECT idempotency_claim(")
+
+	s, log := newConn()
+	counted(s, log, "a connection's first claim's transaction", claimed, claimTx(s))
+	counted(s, log, "a keyless transaction after a claim's", begin, keyless(s))
+	counted(s, log, "a later claim's transaction", claimed, claimTx(s))
+
+	s, log = newConn()
+	counted(s, log, "a connection's first keyless transaction", append(slices.Clone(compile), begin...), keyless(s))
+	counted(s, log, "a later keyless transaction", begin, keyless(s))
+	counted(s, log, "a claim's transaction after a keyless one", claimed, claimTx(s))
 }
 
 // guardSQLStart is how the guard's statement starts.

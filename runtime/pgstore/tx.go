@@ -151,14 +151,22 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 		}
 		return res, nil, nil
 	}
-	compiled := compileClaim(ctx, conn.Conn())
+	// Where pgstore has not yet had the session compile idempotency_claim,
+	// the claim does, by pgstore's call, before any handler's: the
+	// function's version is read ahead of it in the same round trip
+	// (compiled.go).
+	compiled := markedClaim(conn.Conn())
+	var read *claimRead
+	if compiled == nil {
+		read = &claimRead{}
+	}
 	// The key's guard is asked for on the guard's connection while the
 	// claim travels on this one.
 	guard := s.guard.lock(c.Identity)
-	b := leasedBegin(c.Lease, c.Token, requestBadge(c))
+	b := leasedBegin(c.Lease, c.Token, requestBadge(c), read != nil)
 	b.Queue(txClaimSQL, claimArgs(c, true)[:9]...)
 	br := conn.SendBatch(ctx, b)
-	began, mark, err := begun(br, c.Token, true)
+	began, mark, err := begun(br, c.Token, true, read)
 	var (
 		res     idemstore.Result
 		outcome string
@@ -171,6 +179,9 @@ func (s *Store) claimTx(ctx context.Context, c idemstore.Claim) (idemstore.Resul
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && read != nil {
+		compiled = read.compiled(conn.Conn())
 	}
 	if err == nil && outcome == outcomeBusyElse {
 		// Inside the claim's transaction, which still holds this
@@ -251,8 +262,8 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 	}
 	compiled := compileClaim(ctx, conn.Conn())
 	value := newMark()
-	br := conn.SendBatch(ctx, leasedBegin(lease, value, nil))
-	began, mark, err := begun(br, value, false)
+	br := conn.SendBatch(ctx, leasedBegin(lease, value, nil, false))
+	began, mark, err := begun(br, value, false, nil)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -271,18 +282,20 @@ func (s *Store) begin(ctx context.Context, lease time.Duration) (idemstore.Tx, e
 // leasedBegin is a batch that begins a transaction bounded by lease (its
 // statement and idle timeouts), marked with mark (see sameTxSQL) and
 // wearing badge, a claim's request badge (requestBadge), and its lease
-// (reapSQL), or nil for a keyless transaction, for more statements to be queued behind in the
-// same round trip. Batch.BeginTx still yields a pgx.Tx for the handler.
+// (reapSQL), or nil for a keyless transaction, for more statements to be
+// queued behind in the same round trip; readClaim has it read
+// idempotency_claim's version for a claim queued behind (compiled.go).
+// Batch.BeginTx still yields a pgx.Tx for the handler.
 // READ COMMITTED whatever the database's default: a claim needs a fresh
 // snapshot per statement.
-func leasedBegin(lease time.Duration, mark string, badge any) *pgx.Batch {
+func leasedBegin(lease time.Duration, mark string, badge any, readClaim bool) *pgx.Batch {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	var class, leaseLock any
 	if badge != nil {
 		class, leaseLock = badgeClass, -leaseMillis(lease)
 	}
-	b.Queue(txTimeoutsSQL, timeoutSetting(lease), mark, class, badge, leaseLock)
+	b.Queue(txTimeoutsSQL, timeoutSetting(lease), mark, class, badge, leaseLock, readClaim)
 	return b
 }
 
@@ -293,13 +306,18 @@ func newMark() string { return rand.Text() }
 // begun reads the results of leasedBegin's two statements from br: when
 // the transaction began, by the database's clock, and the mark that its
 // end is checked against (txMark), with value and, when claimed, the
-// claim's write that follows leasedBegin in the batch.
-func begun(br pgx.BatchResults, value string, claimed bool) (began time.Time, mark txMark, err error) {
+// claim's write that follows leasedBegin in the batch; and, into read
+// when not nil, idempotency_claim's oid and version (compiled.go).
+func begun(br pgx.BatchResults, value string, claimed bool, read *claimRead) (began time.Time, mark txMark, err error) {
 	if _, err = br.Exec(); err != nil {
 		return began, mark, err
 	}
 	mark.value = value
-	if err = br.QueryRow().Scan(nil, nil, nil, nil, nil, &began, &mark.rels, &mark.writes); err != nil {
+	var oid, version any // nil skips the column
+	if read != nil {
+		oid, version = &read.oid, &read.version
+	}
+	if err = br.QueryRow().Scan(nil, nil, nil, nil, nil, &began, &mark.rels, &mark.writes, oid, version); err != nil {
 		return began, mark, err
 	}
 	if len(mark.writes) != 4 {

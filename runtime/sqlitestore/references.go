@@ -99,8 +99,9 @@ SELECT o.name, o.type = 'view', c.name,
 // one that a real column takes, which it sets as that column).
 var rowidNames = []string{"rowid", "oid", "_rowid_"}
 
-// viewTriggers lists the statements of the triggers of a view of main's.
-const viewTriggers = `
+// tableTriggers lists the statements of the triggers of a table or view
+// of main's.
+const tableTriggers = `
 SELECT sql FROM main.sqlite_schema WHERE type = 'trigger' AND lower(tbl_name) = lower(?)`
 
 // triggersWriteStore fails when a trigger of main's writes one of the
@@ -110,9 +111,10 @@ SELECT sql FROM main.sqlite_schema WHERE type = 'trigger' AND lower(tbl_name) = 
 // no authorizer checks it. The authorizer is not asked about a trigger's
 // statements when it is made, but when a statement that fires it is
 // prepared: so an INSERT, an UPDATE of every column (and of the rowid,
-// by each of its names) and a DELETE of each table or view with triggers
-// are prepared (not run), while the authorizer refuses the store's
-// tables' writes (checking). One that cannot be prepared fails too, but
+// by each of its names, and of each name an UPDATE OF trigger lists, see
+// updateOfNames) and a DELETE of each table or view with triggers are
+// prepared (not run), while the authorizer refuses the store's tables'
+// writes (checking). One that cannot be prepared fails too, but
 // a view's for which the view has no trigger (viewUntriggered): SQLite
 // stops coding a trigger's steps at the first that fails, so a trigger
 // that fails to prepare hides the steps after it, which run once the
@@ -142,11 +144,23 @@ func (t *storeTx) triggersWriteStore(ctx context.Context) error {
 			}
 		}
 		tg := targets[len(targets)-1]
-		tg.cols = slices.DeleteFunc(tg.cols, func(c string) bool { return strings.EqualFold(c, col) })
+		tg.cols = slices.DeleteFunc(tg.cols, func(c string) bool { return sameName(c, col) })
 		tg.cols = append(tg.cols, col)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("sqlitestore: list triggers: %w", err)
+	}
+	rows.Close()
+	for _, tg := range targets {
+		names, err := t.updateOfNames(ctx, tg.name)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if !slices.ContainsFunc(tg.cols, func(c string) bool { return sameName(c, n) }) {
+				tg.cols = append(tg.cols, n)
+			}
+		}
 	}
 	t.checking.Store(true)
 	defer t.checking.Store(false)
@@ -184,12 +198,45 @@ func (t *storeTx) triggersWriteStore(ctx context.Context) error {
 	return nil
 }
 
+// updateOfNames returns the names the UPDATE OF triggers of table, of
+// main's, list. SQLite fires such a trigger by the names a SET clause
+// gives, and does not check, when the trigger is made, that they are
+// columns: a trigger UPDATE OF a column the table does not have yet is
+// coded into no UPDATE of today's columns, and would fire once the
+// application adds the column. The check's UPDATE sets each of these
+// names too, so that the trigger's steps are coded, and a name that is
+// no column (nor the rowid's) fails its prepare, and the transaction. A
+// trigger updateOf cannot read fails it as well.
+func (t *storeTx) updateOfNames(ctx context.Context, table string) ([]string, error) {
+	rows, err := t.tx.QueryContext(ctx, tableTriggers, table)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list the triggers of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var q string
+		if err := rows.Scan(&q); err != nil {
+			return nil, fmt.Errorf("sqlitestore: list the triggers of %s: %w", table, err)
+		}
+		of, ok := updateOf(q)
+		if !ok {
+			return nil, fmt.Errorf("sqlitestore: a trigger of %s cannot be read; the handler's transaction is not committed", table)
+		}
+		names = append(names, of...)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: list the triggers of %s: %w", table, err)
+	}
+	return names, nil
+}
+
 // viewUntriggered reports whether view, of main's, has no trigger for
 // event (insert, update or delete): a statement of the view's then fails
 // to prepare for the view's own sake, not for a trigger's step. A trigger
 // whose event triggerEvent cannot read counts as one for every event.
 func (t *storeTx) viewUntriggered(ctx context.Context, view, event string) (bool, error) {
-	rows, err := t.tx.QueryContext(ctx, viewTriggers, view)
+	rows, err := t.tx.QueryContext(ctx, tableTriggers, view)
 	if err != nil {
 		return false, fmt.Errorf("sqlitestore: list the triggers of %s: %w", view, err)
 	}
@@ -216,7 +263,67 @@ func (t *storeTx) viewUntriggered(ctx context.Context, view, event string) (bool
 //	CREATE [TEMP|TEMPORARY] TRIGGER [IF NOT EXISTS] [schema .] name
 //	  [BEFORE | AFTER | INSTEAD OF] {DELETE | INSERT | UPDATE} …
 func triggerEvent(q string) string {
-	toks := sqlTokens(q, 12)
+	e, _ := triggerHead(sqlTokens(q, 12))
+	return e
+}
+
+// updateOf returns the names of the OF list of a CREATE TRIGGER statement,
+// unquoted, and whether q reads as one at all: none for a trigger of
+// another event, or of UPDATE of every column.
+//
+//	… UPDATE [OF name [, name …]] ON …
+func updateOf(q string) ([]string, bool) {
+	toks := sqlTokens(q, len(q))
+	e, i := triggerHead(toks)
+	switch {
+	case e == "":
+		return nil, false
+	case e != "update" || i+1 < len(toks) && strings.EqualFold(toks[i+1], "ON"):
+		return nil, true
+	case i+1 >= len(toks) || !strings.EqualFold(toks[i+1], "OF"):
+		return nil, false
+	}
+	var names []string
+	for i += 2; i+1 < len(toks); i += 2 {
+		n, ok := unquoteName(toks[i])
+		if !ok {
+			return nil, false
+		}
+		names = append(names, n)
+		switch {
+		case strings.EqualFold(toks[i+1], "ON"):
+			return names, true
+		case toks[i+1] != ",":
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// unquoteName returns the name a token of sqlTokens spells, and whether
+// it is one: unquoted, quoted as SQLite lets a name be (double quotes,
+// brackets, backquotes, single quotes), a quote doubled inside standing
+// for itself.
+func unquoteName(tok string) (string, bool) {
+	if tok == "" {
+		return "", false
+	}
+	switch c := tok[0]; {
+	case c == '[':
+		return tok[1 : len(tok)-1], true
+	case c == '"' || c == '\'' || c == '`':
+		q := string(c)
+		return strings.ReplaceAll(tok[1:len(tok)-1], q+q, q), true
+	case nameByte(c):
+		return tok, true
+	}
+	return "", false
+}
+
+// triggerHead reads toks, the tokens of a CREATE TRIGGER statement, up to
+// its event, returning the event as triggerEvent does and the index of
+// its token.
+func triggerHead(toks []string) (string, int) {
 	i := 0
 	word := func(ws ...string) bool {
 		for _, w := range ws {
@@ -228,11 +335,11 @@ func triggerEvent(q string) string {
 		return false
 	}
 	if !word("CREATE") {
-		return ""
+		return "", 0
 	}
 	word("TEMP", "TEMPORARY")
 	if !word("TRIGGER") {
-		return ""
+		return "", 0
 	}
 	if i+2 < len(toks) && strings.EqualFold(toks[i], "IF") && strings.EqualFold(toks[i+1], "NOT") &&
 		strings.EqualFold(toks[i+2], "EXISTS") {
@@ -243,15 +350,15 @@ func triggerEvent(q string) string {
 		i += 2
 	}
 	if !word("BEFORE", "AFTER") && word("INSTEAD") && !word("OF") {
-		return ""
+		return "", 0
 	}
 	if i < len(toks) {
 		switch e := strings.ToLower(toks[i]); e {
 		case "insert", "update", "delete":
-			return e
+			return e, i
 		}
 	}
-	return ""
+	return "", 0
 }
 
 // sqlTokens splits off the first n tokens of q, as SQLite's tokenizer
@@ -316,6 +423,27 @@ func sqlTokens(q string, n int) []string {
 // reads one.
 func nameByte(c byte) bool {
 	return c == '_' || c == '$' || c >= 0x80 || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// sameName reports whether a and b name the same column: SQLite folds
+// ASCII case only.
+func sameName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // quoteName is name as an SQL identifier.

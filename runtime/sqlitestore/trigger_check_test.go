@@ -31,6 +31,19 @@ func appWriteKeepsStore(t *testing.T, s *sqlitestore.Store, q string) {
 	}
 }
 
+// alicesKeyDone opens a store with every migration, and an engine of
+// tenants' requests in which alice's key a1 has completed.
+func alicesKeyDone(t *testing.T) (*sqlitestore.Store, http.Handler) {
+	t.Helper()
+	s := openStore(t)
+	migrateAll(t, s)
+	h := tenantEngine(t, s)
+	if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated {
+		t.Fatalf("alice's request = %d %q", w.Code, w.Body)
+	}
+	return s, h
+}
+
 // Commit's check of the triggers (docs/semantics.md §7.2) prepares an
 // INSERT, an UPDATE and a DELETE of each view with triggers, and a view's
 // statement may fail to prepare "because it is a view" only when the
@@ -43,12 +56,7 @@ func appWriteKeepsStore(t *testing.T, s *sqlitestore.Store, q string) {
 // through the view, outside any request, would delete alice's completed
 // key for her retry to run her handler again.
 func TestATriggerHiddenBehindAViewsErrorIsRefused(t *testing.T) {
-	s := openStore(t)
-	migrateAll(t, s)
-	h := tenantEngine(t, s)
-	if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated {
-		t.Fatalf("alice's request = %d %q", w.Code, w.Body)
-	}
+	s, h := alicesKeyDone(t)
 	w := postAs(h, "mallory", "m1", hiddenTrigger)
 	if w.Code == http.StatusCreated {
 		t.Errorf("mallory's request, which made a trigger whose write of the keys' table hides behind a view's error = %d %q; want it not committed", w.Code, w.Body)
@@ -71,12 +79,7 @@ func TestATriggerHiddenBehindAViewsErrorIsRefused(t *testing.T) {
 // committed.
 func TestATableMadeInAViewsPlaceHasTheTriggersChecked(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
-	migrateAll(t, s)
-	h := tenantEngine(t, s)
-	if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated {
-		t.Fatalf("alice's request = %d %q", w.Code, w.Body)
-	}
+	s, h := alicesKeyDone(t)
 	if _, err := s.DB().ExecContext(ctx, hiddenTrigger); err != nil {
 		t.Fatal(err)
 	}
@@ -117,12 +120,7 @@ func TestAViewWithATriggerForOneStatementIsCommitted(t *testing.T) {
 func TestAnUpdateOfRowidTriggerIsChecked(t *testing.T) {
 	for _, name := range []string{"rowid", "OID", "_rowid_"} {
 		t.Run(name, func(t *testing.T) {
-			s := openStore(t)
-			migrateAll(t, s)
-			h := tenantEngine(t, s)
-			if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated {
-				t.Fatalf("alice's request = %d %q", w.Code, w.Body)
-			}
+			s, h := alicesKeyDone(t)
 			w := postAs(h, "mallory", "m1", `CREATE TRIGGER steal AFTER UPDATE OF `+name+` ON effects
 				BEGIN DELETE FROM idempotency_keys WHERE tenant = 'alice'; END`)
 			if w.Code == http.StatusCreated {
@@ -163,4 +161,97 @@ func TestTriggersOfTablesWithoutARowidAreCommitted(t *testing.T) {
 	if got := strings.Join(names, ","); got != "ot,wt" {
 		t.Errorf("triggers committed: %q, want ot,wt", got)
 	}
+}
+
+// Commit's check of the triggers (docs/semantics.md §7.2) prepares an
+// UPDATE of each triggered table that sets every column it has today, and
+// each name its UPDATE OF triggers list. SQLite fires an UPDATE OF
+// trigger by the names a SET clause gives, and does not check, when the
+// trigger is made, that the names of its OF list are columns at all. A
+// trigger AFTER UPDATE OF a column the table does not have yet, whose
+// step deletes the keys' table, would fire once the application's own
+// migration adds the column (a name mallory guessed, or read off the
+// service's public schema plans), in the application's writes of it
+// outside any request, and delete alice's completed key for her retry to
+// run her handler again: the check's UPDATE names the missing column,
+// fails to prepare, and mallory's transaction is not committed.
+func TestAnUpdateOfTriggerOnAColumnNotThereYetIsRefused(t *testing.T) {
+	ctx := context.Background()
+	s, h := alicesKeyDone(t)
+	w := postAs(h, "mallory", "m1", `CREATE TRIGGER steal AFTER UPDATE OF "note" ON effects
+	BEGIN DELETE FROM idempotency_keys WHERE tenant = 'alice'; END`)
+	if w.Code == http.StatusCreated {
+		t.Errorf("mallory's request, which made a trigger UPDATE OF a column not there yet that deletes the keys' table = %d %q; want it not committed", w.Code, w.Body)
+	}
+	// The application's own migration, and its own write outside requests.
+	if _, err := s.DB().ExecContext(ctx, `ALTER TABLE effects ADD COLUMN note TEXT`); err != nil {
+		t.Fatal(err)
+	}
+	appWriteKeepsStore(t, s, `UPDATE effects SET note = 'seen'`)
+	postAs(h, "alice", "a1", "")
+	if n := countMarker(t, s, "alice/a1"); n != 1 {
+		t.Errorf("alice's key a1 ran %d times: a trigger a handler committed deleted her key", n)
+	}
+}
+
+// An UPDATE OF trigger whose names are all columns, spelt as SQLite lets
+// them be, is committed when it writes the handler's own tables.
+func TestAnUpdateOfTriggerOnColumnsThereIsCommitted(t *testing.T) {
+	s := openStore(t)
+	h := tenantEngine(t, s)
+	w := postAs(h, "mallory", "m1", `CREATE TABLE log (m TEXT);
+		CREATE TABLE o ("a b" TEXT, [c] TEXT, v TEXT);
+		CREATE TRIGGER ot AFTER UPDATE OF "a b", [C], 'v', rowid ON o BEGIN INSERT INTO log VALUES (new.v); END`)
+	if w.Code != http.StatusCreated {
+		t.Errorf("an UPDATE OF trigger on columns of the table = %d %q; want 201", w.Code, w.Body)
+	}
+}
+
+// mallorysBrokenTrigger has mallory make a trigger in one request, and in
+// a second drop what it needs to be coded, then alice make a temporary
+// table: Commit's check of the triggers (docs/semantics.md §7.2) runs in
+// every transaction that makes a table and fails it when any trigger of
+// main's cannot be prepared, so the drop runs the check too, and it is
+// mallory's second transaction that is not committed, not alice's, nor
+// any other tenant's later.
+func mallorysBrokenTrigger(t *testing.T, made, drop string) {
+	t.Helper()
+	ctx := context.Background()
+	s := openStore(t)
+	h := reportingEngine(t, s)
+	if w := postAs(h, "mallory", "m1", made); w.Code != http.StatusCreated {
+		t.Fatalf("mallory's first request = %d %q", w.Code, w.Body)
+	}
+	if w := postAs(h, "mallory", "m2", drop); w.Code == http.StatusCreated {
+		t.Errorf("mallory's second request, %s = %d %q; want it not committed", drop, w.Code, w.Body)
+	}
+	if w := postAs(h, "alice", "a1", ""); w.Code != http.StatusCreated {
+		t.Errorf("alice's request, whose handler makes a temporary table = %d %q; want 201", w.Code, w.Body)
+	}
+	var state string
+	_ = s.DB().QueryRowContext(ctx, `SELECT state FROM idempotency_keys WHERE tenant = 'alice'`).Scan(&state)
+	if state != "completed" {
+		t.Errorf("alice's key is %q, want completed", state)
+	}
+}
+
+// A trigger's step can depend on an index: an UPSERT's ON CONFLICT (a)
+// needs a unique index on a. Dropping it runs the check.
+func TestADroppedIndexFailsNoOtherTenantsCommit(t *testing.T) {
+	mallorysBrokenTrigger(t, `CREATE TABLE t (a INTEGER);
+	CREATE UNIQUE INDEX t_a ON t (a);
+	CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO t (a) VALUES (new.a + 1) ON CONFLICT (a) DO NOTHING; END`,
+		`DROP INDEX t_a`)
+}
+
+// A trigger of a table can write a view, through the view's INSTEAD OF
+// trigger; without it the table's trigger fails to prepare ("cannot
+// modify … because it is a view", of a table's trigger, which the check
+// never passes). Dropping the view's trigger runs the check.
+func TestADroppedTriggerFailsNoOtherTenantsCommit(t *testing.T) {
+	mallorysBrokenTrigger(t, `CREATE TABLE t (a INTEGER); CREATE TABLE u (a INTEGER);
+	CREATE VIEW w AS SELECT a FROM u;
+	CREATE TRIGGER wt INSTEAD OF INSERT ON w BEGIN INSERT INTO u VALUES (new.a); END;
+	CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO w VALUES (new.a); END`,
+		`DROP TRIGGER wt`)
 }

@@ -1,6 +1,9 @@
 package sqlitestore
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // triggerEvent reads a trigger's event past whatever SQLite lets stand
 // before it: a temporary trigger, IF NOT EXISTS, a schema, a quoted name
@@ -19,6 +22,32 @@ func TestTriggerEventIsReadPastNamesAndComments(t *testing.T) {
 	} {
 		if got := triggerEvent(q); got != want {
 			t.Errorf("triggerEvent(%q) = %q, want %q", q, got, want)
+		}
+	}
+}
+
+// updateOf reads a trigger's UPDATE OF list, its names unquoted, and
+// tells a statement it cannot read.
+func TestUpdateOfReadsTheNamesATriggerLists(t *testing.T) {
+	for q, want := range map[string]string{
+		`CREATE TRIGGER t AFTER UPDATE OF a ON x BEGIN SELECT 1; END`:                                 "a",
+		`CREATE TRIGGER t UPDATE OF "a ""b""", [c d], 'e', ` + "`f`" + `, G ON x BEGIN SELECT 1; END`: `a "b"|c d|e|f|G`,
+		"CREATE TRIGGER t AFTER UPDATE /* OF z */ OF\n-- ON\na ON x BEGIN SELECT 1; END":              "a",
+		`CREATE TRIGGER t AFTER UPDATE ON x BEGIN SELECT 1; END`:                                      "",
+		`CREATE TRIGGER "update of a on" AFTER INSERT ON x BEGIN SELECT 1; END`:                       "",
+		`CREATE TRIGGER t AFTER UPDATE OF a, ON x BEGIN SELECT 1; END`:                                "!",
+		`CREATE TRIGGER t AFTER UPDATE OF a b ON x BEGIN SELECT 1; END`:                               "!",
+		`CREATE TRIGGER t AFTER UPDATE OF`:                                                            "!",
+		`CREATE TRIGGER t AFTER UPDATE`:                                                               "!",
+		`CREATE TRIGGER "unterminated`:                                                                "!",
+	} {
+		names, ok := updateOf(q)
+		got := strings.Join(names, "|")
+		if !ok {
+			got = "!"
+		}
+		if got != want {
+			t.Errorf("updateOf(%q) = %q, want %q", q, got, want)
 		}
 	}
 }

@@ -187,8 +187,8 @@ const rollbackGrace = 100 * time.Millisecond
 // make what the store's own statements on the connection act on (see
 // storeObject), nor write the store's tables (storeWrite) but in the
 // store's own statements (storeWrites), nor make an object named as
-// SQLite's own (reservedName). A table or a trigger it makes, or a table
-// or view it drops, is looked at before the transaction commits
+// SQLite's own (reservedName). A table or a trigger it makes, or a table,
+// view, index or trigger it drops, is looked at before the transaction commits
 // (madeTable, madeTrigger),
 // when the authorizer refuses the store's tables' writes to the
 // statements that look (checking).
@@ -229,15 +229,22 @@ func (t *storeTx) authorize(action sqlite.AuthorizerActionCode, op, arg2, _, _ s
 }
 
 // remadeTable reports whether a statement drops a table or a view, or
-// makes a view or a virtual table: what a trigger already there writes
-// through a name changes with it (a step that wrote a view, and failed
-// for it, writes the table made in its place), so Commit looks at the
-// triggers again (madeTrigger), as after a CREATE TRIGGER.
+// makes a view or a virtual table, or drops an index or a trigger: what
+// a trigger already there writes through a name changes with it (a step
+// that wrote a view, and failed for it, writes the table made in its
+// place), or whether it can be coded at all (an UPSERT's ON CONFLICT
+// target needs its unique index, a step that writes a view the view's
+// INSTEAD OF trigger), so Commit looks at the triggers again
+// (madeTrigger), as after a CREATE TRIGGER: the transaction that breaks
+// a trigger is the one refused, not every later one that makes a table.
+// (A handler may not ALTER a table, see storeObject.)
 func remadeTable(action sqlite.AuthorizerActionCode) bool {
 	switch action {
 	case sqlite.AuthCreateView, sqlite.AuthCreateTempView, sqlite.AuthCreateVTable,
 		sqlite.AuthDropTable, sqlite.AuthDropTempTable, sqlite.AuthDropView,
-		sqlite.AuthDropTempView, sqlite.AuthDropVTable:
+		sqlite.AuthDropTempView, sqlite.AuthDropVTable,
+		sqlite.AuthDropIndex, sqlite.AuthDropTempIndex,
+		sqlite.AuthDropTrigger, sqlite.AuthDropTempTrigger:
 		return true
 	}
 	return false
@@ -579,8 +586,9 @@ type storeTx struct {
 	storeWrites atomic.Bool
 	// madeTable is set once the authorizer has let the handler make a
 	// table, whose foreign keys Commit looks at (referencesStore), and
-	// madeTrigger once it has let it make a trigger of main's, or make or
-	// drop a table or a view (remadeTable), after which Commit looks at
+	// madeTrigger once it has let it make a trigger of main's, make or
+	// drop a table or a view, or drop an index or a trigger (remadeTable),
+	// after which Commit looks at
 	// what the triggers write (triggersWriteStore).
 	madeTable, madeTrigger atomic.Bool
 	// checking is set while Commit looks at what the handler made: the

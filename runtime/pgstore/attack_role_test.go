@@ -154,8 +154,15 @@ func (r *roleStore) replace(q string) string {
 // transactional claim on s, and returns what its Commit returned.
 func (r *roleStore) handlerCommits(t *testing.T, s *pgstore.Store, stmts ...string) error {
 	t.Helper()
+	return r.handlerCommitsKey(t, s, "m1", "tok-acme", stmts...)
+}
+
+// handlerCommitsKey is handlerCommits for acme's request of key, with
+// token.
+func (r *roleStore) handlerCommitsKey(t *testing.T, s *pgstore.Store, key, token string, stmts ...string) error {
+	t.Helper()
 	ctx := context.Background()
-	tx := wonClaimTx(t, s, tenantClaim("acme", "m1", "tok-acme"))
+	tx := wonClaimTx(t, s, tenantClaim("acme", key, token))
 	steps := handlerSteps{h: tx.Driver().(pgx.Tx)}
 	for _, q := range stmts {
 		q = r.replace(q)

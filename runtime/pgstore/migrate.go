@@ -6,13 +6,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen/runtime/internal/pgconnect"
 	"github.com/idemgen/idemgen/templates"
 )
 
 // Migrate creates the tables, indexes and functions pgstore needs (the
 // key table's and the phases', templates.PhaseSchema, with the key
 // table's functions as templates.KeysOnlySchema replaces them) in the
-// first schema of the pool's search_path, in one transaction. It is safe to run
+// first schema of the pool's search_path, in one transaction, with the
+// search_path narrowed to that schema for the transaction, so that
+// pg_catalog's types and functions come first. It is safe to run
 // on every start and from several processes at once. Applications that
 // manage migrations with a tool apply the files idemgen generates instead.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
@@ -36,7 +39,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	// Without arguments pgx sends the text as one simple-protocol query, so
 	// the whole file runs as one script; BEGIN/COMMIT around it make the
 	// advisory lock last until the schema is complete.
-	script := "BEGIN;\n" + migrateLockSQL + ";\n" + up + "\n" + phases + "\n" + only + "\nCOMMIT;"
+	// pgconnect.PinSearchPathSQL makes the script's names the built-in
+	// ones whatever the pool's search_path puts before pg_catalog.
+	script := "BEGIN;\n" + pgconnect.PinSearchPathSQL + ";\n" + migrateLockSQL + ";\n" + up + "\n" + phases + "\n" + only + "\nCOMMIT;"
 	if _, err := conn.Exec(ctx, script); err != nil {
 		if conn.Conn().PgConn().TxStatus() != 'I' {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), rollbackSQL)

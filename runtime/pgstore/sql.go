@@ -323,8 +323,11 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 //     named like one of the store's tables, a function named like one of
 //     the store's (storeFunctionsSQL) or like one of pg_catalog's that
 //     the statements or the functions' bodies call unqualified
-//     (searchPathFunctionsSQL), a type named like one the bodies declare
-//     or cast to unqualified (searchPathTypesSQL), or any operator
+//     (searchPathFunctionsSQL), a type named like one the migrations'
+//     DDL or the bodies declare or cast to unqualified
+//     (searchPathTypesSQL), or a domain constraint on a type of such a
+//     name (whose CHECK would run the handler's code wherever a column
+//     of the domain is written), or any operator
 //     (ownRowSQL: written by this transaction or a subtransaction of
 //     it). The store's functions' bodies, which have no search_path of
 //     their own, find all of these through the session's search_path, and
@@ -383,6 +386,10 @@ const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_type c
                       WHERE typname OPERATOR(pg_catalog.=) ANY (` + searchPathTypesSQL + `)
                         AND ` + ownRowSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint c
+                      WHERE contypid OPERATOR(pg_catalog.=) ANY (SELECT oid FROM pg_catalog.pg_type
+                                      WHERE typname OPERATOR(pg_catalog.=) ANY (` + searchPathTypesSQL + `))
+                        AND ` + ownRowSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_operator c
                       WHERE oid OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid
                         AND ` + ownRowSQL + `)
@@ -399,14 +406,17 @@ const (
 // pg_catalog's functions and types that pgstore's statements and the
 // bodies of the store's functions find through the session's search_path
 // (sameTxCheckSQL): the statements' clock_timestamp (clockByPath), what
-// the bodies call and the types they declare and cast to, and the lock
+// the bodies call and the types they declare and cast to, the types the
+// migrations' DDL names unqualified (text, bytea: a migration a tool
+// applies under a search_path that names pg_catalog late finds them
+// there), and the lock
 // that the statements of a process of an earlier version name uncast. A
 // test derives them from the migrations and the statements
 // (TestSearchPathNamesAreWatched), so that a name a function's body
 // comes to use unqualified is refused too.
 const (
 	searchPathFunctionsSQL = `'{clock_timestamp,count,current_setting,encode,hashtextextended,length,pg_advisory_lock,pg_try_advisory_xact_lock,pg_try_advisory_xact_lock_shared}'::pg_catalog.name[]`
-	searchPathTypesSQL     = `'{oid,regclass,timestamptz}'::pg_catalog.name[]`
+	searchPathTypesSQL     = `'{bytea,oid,regclass,text,timestamptz,void}'::pg_catalog.name[]`
 )
 
 // ownRowSQL holds for a row c of a catalog that this transaction, or a

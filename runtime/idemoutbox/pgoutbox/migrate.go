@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/idemgen/idemgen/runtime/internal/pgconnect"
 	"github.com/idemgen/idemgen/templates"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -25,7 +26,8 @@ const migrateLockSQL = `SELECT pg_catalog.pg_advisory_xact_lock(7236194020345570
 
 // Migrate creates the outbox's table in the first schema of the pool's
 // search_path, the one pgstore.Migrate creates the key table in, in one
-// transaction. It is safe to run on every start and from several
+// transaction, with the search_path narrowed to that schema for the
+// transaction, so that pg_catalog's types and functions come first. It is safe to run on every start and from several
 // processes at once.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if schemaErr != nil {
@@ -33,7 +35,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	// Without arguments pgx sends the text as one simple-protocol query,
 	// so the whole script runs at once, the lock held until its COMMIT.
-	if _, err := pool.Exec(ctx, "BEGIN;\n"+migrateLockSQL+";\n"+upSQL+"\nCOMMIT;"); err != nil {
+	if _, err := pool.Exec(ctx, "BEGIN;\n"+pgconnect.PinSearchPathSQL+";\n"+migrateLockSQL+";\n"+upSQL+"\nCOMMIT;"); err != nil {
 		return fmt.Errorf("pgoutbox: migrate: %w", err)
 	}
 	return nil

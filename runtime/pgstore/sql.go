@@ -144,8 +144,16 @@ const abandonFailClosedSQL = `UPDATE ONLY idempotency_keys
 
 // sweepSQL deletes a bounded batch of expired rows, skipping locked ones.
 // idempotency_sweep is the store's, a name the end of a handler's
-// transaction refuses in every schema (sameTxCheckSQL).
-const sweepSQL = `SELECT idempotency_sweep($1::pg_catalog.int4)`
+// transaction refuses in every schema (sameTxCheckSQL). It answers -1,
+// and deletes nothing, while a store table has an inheritance child
+// (pg_inherits, by its index on inhparent): a process of an earlier
+// release that runs its Migrate puts back 000001's functions, whose
+// sweep reads the key table without ONLY and would delete a live key
+// for an expired row of the same key in the child.
+const sweepSQL = `SELECT CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_inherits
+                   WHERE inhparent OPERATOR(pg_catalog.=) ANY (ARRAY[pg_catalog.to_regclass('idempotency_keys'),
+                         pg_catalog.to_regclass('idempotency_phases'), pg_catalog.to_regclass('idempotency_outbox')]::pg_catalog.oid[]))
+            THEN -1 ELSE idempotency_sweep($1::pg_catalog.int4) END`
 
 // txTimeoutsSQL bounds a hung transactional handler by the lease: the
 // database itself ends a session that sits idle in the transaction, or runs

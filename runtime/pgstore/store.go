@@ -53,7 +53,18 @@ type Store struct {
 	// roleSeen is set once the store has looked at the role of its
 	// first connection (warnSuperuser).
 	roleSeen atomic.Bool
+	// inheritedSeen is set once Sweep has logged a store table's
+	// inheritance child.
+	inheritedSeen atomic.Bool
 }
+
+// ErrInheritedTable is returned by Sweep while a store table has an
+// inheritance child: the store's functions as a process of an earlier
+// release's Migrate puts them back read the key table without ONLY, and
+// their sweep would delete a live key for an expired row of the same key
+// in the child. Keep an archive of a store table in a table of its own
+// (CREATE TABLE ... (LIKE ...)), not one that inherits.
+var ErrInheritedTable = errors.New("pgstore: sweep: a store table has an inheritance child (pg_inherits); the sweep is refused until it is gone")
 
 // ErrQueryExecMode reports a pool whose query execution mode sends and
 // receives text without types (exec, simple_protocol), which pgstore's
@@ -194,6 +205,12 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	var n int64
 	if err := s.pool.QueryRow(ctx, sweepSQL, limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("pgstore: sweep: %w", err)
+	}
+	if n < 0 {
+		if !s.inheritedSeen.Swap(true) {
+			s.logger.LogAttrs(ctx, slog.LevelError, "pgstore: a store table has an inheritance child; the sweeper deletes nothing until it is gone")
+		}
+		return 0, ErrInheritedTable
 	}
 	if int(n) >= limit {
 		return int(n), nil

@@ -110,3 +110,15 @@ func TestADomainNamedTextTypesNoOutboxColumnNorTakesAHandlersCheck(t *testing.T)
 			"domain text a check that a runner's claim ran", res.Won, res.Existing, err, acme)
 	}
 }
+
+// The migrations' key columns are COLLATE "C", a name found through the
+// search_path like a type's: a collation named "C" in the application's
+// schema, before pg_catalog on a tool's search_path, would be theirs, and
+// a nondeterministic one would make two keys one. A handler may not make
+// one.
+func TestAHandlersCollationNamedCDoesNotCommit(t *testing.T) {
+	r := newRoleStore(t, "{schema}, pg_catalog")
+	if err := r.handlerCommits(t, pgstore.New(r.pool()), `CREATE COLLATION {schema}."C" (locale = 'C')`); err == nil {
+		t.Errorf(`acme's request committed a collation named "C" in the store's schema`)
+	}
+}

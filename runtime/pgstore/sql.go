@@ -335,7 +335,9 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 //     DDL or the bodies declare or cast to unqualified
 //     (searchPathTypesSQL), or a domain constraint on a type of such a
 //     name (whose CHECK would run the handler's code wherever a column
-//     of the domain is written), or any operator
+//     of the domain is written), a collation named "C" (the migrations'
+//     key columns' COLLATE "C"; a nondeterministic one would make two
+//     keys one), or any operator
 //     (ownRowSQL: written by this transaction or a subtransaction of
 //     it). The store's functions' bodies, which have no search_path of
 //     their own, find all of these through the session's search_path, and
@@ -397,6 +399,9 @@ const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint c
                       WHERE contypid OPERATOR(pg_catalog.=) ANY (SELECT oid FROM pg_catalog.pg_type
                                       WHERE typname OPERATOR(pg_catalog.=) ANY (` + searchPathTypesSQL + `))
+                        AND ` + ownRowSQL + `)
+     AND NOT EXISTS (SELECT FROM pg_catalog.pg_collation c
+                      WHERE collname OPERATOR(pg_catalog.=) 'C'
                         AND ` + ownRowSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_operator c
                       WHERE oid OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid

@@ -335,7 +335,9 @@ const sameTxSQL = `SELECT ` + sameTxCheckSQL
 //     DDL or the bodies declare or cast to unqualified
 //     (searchPathTypesSQL), or a domain constraint on a type of such a
 //     name (whose CHECK would run the handler's code wherever a column
-//     of the domain is written), a collation named "C" (the migrations'
+//     of the domain is written; a domain's constraints are those with
+//     no relation, which the index on conrelid finds without reading
+//     the whole catalog), a collation named "C" (the migrations'
 //     key columns' COLLATE "C"; a nondeterministic one would make two
 //     keys one), or any operator
 //     (ownRowSQL: written by this transaction or a subtransaction of
@@ -397,7 +399,8 @@ const sameTxCheckSQL = `1 OPERATOR(pg_catalog./) (
                       WHERE typname OPERATOR(pg_catalog.=) ANY (` + searchPathTypesSQL + `)
                         AND ` + ownRowSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint c
-                      WHERE contypid OPERATOR(pg_catalog.=) ANY (SELECT oid FROM pg_catalog.pg_type
+                      WHERE conrelid OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                        AND contypid OPERATOR(pg_catalog.=) ANY (SELECT oid FROM pg_catalog.pg_type
                                       WHERE typname OPERATOR(pg_catalog.=) ANY (` + searchPathTypesSQL + `))
                         AND ` + ownRowSQL + `)
      AND NOT EXISTS (SELECT FROM pg_catalog.pg_collation c

@@ -13,9 +13,16 @@ import (
 	"github.com/idemgen/idemgen/runtime/storetest/mutant"
 )
 
-// mutantDuration is how long each mutant's run sends requests: every
-// mutant here breaks a key within the first few requests.
-const mutantDuration = time.Second
+// A mutant's run sends requests for mutantDuration: every mutant here
+// breaks a key within the first few hundred requests. A run that a loaded
+// machine held to fewer than minMutantOps, with no violation, proves
+// nothing of the mutant's survival: it is run again, on a new store, for
+// twice as long, up to maxMutantDuration.
+const (
+	mutantDuration    = time.Second
+	maxMutantDuration = 8 * time.Second
+	minMutantOps      = 300
+)
 
 // TestMutants is the linearizability check's part of the mutation run
 // (package mutant): each store, broken by each mutant that a client can
@@ -47,12 +54,12 @@ func TestMutants(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			// The control: the store wrapped by a mutant that changes
 			// nothing passes, so that a mutant's violations are its own.
-			if violations, res := mutantHistory(t, s.run(t), mutant.Unchanged); len(violations) > 0 || res != porcupine.Ok {
+			if violations, res := mutantHistory(t, s.run, mutant.Unchanged); len(violations) > 0 || res != porcupine.Ok {
 				t.Fatalf("the check fails the store wrapped by a mutant that changes nothing (porcupine: %s): %q; the mutation run would mean nothing", res, violations)
 			}
 			caught := 0
 			for _, m := range s.mutants {
-				violations, res := mutantHistory(t, s.run(t), m)
+				violations, res := mutantHistory(t, s.run, m)
 				switch {
 				case res == porcupine.Unknown:
 					// Out of time is no verdict: the mutant is not caught
@@ -69,19 +76,25 @@ func TestMutants(t *testing.T) {
 	}
 }
 
-// mutantHistory runs r with its store broken by m, no fault injected, and
-// checks its history: the violations and porcupine's verdict.
-func mutantHistory(t *testing.T, r run, m mutant.Mutant) ([]string, porcupine.CheckResult) {
+// mutantHistory runs a store that mk makes, broken by m, with no fault
+// injected, and checks its history: the violations and porcupine's
+// verdict. A history too short to count is made again, longer.
+func mutantHistory(t *testing.T, mk func(*testing.T) run, m mutant.Mutant) ([]string, porcupine.CheckResult) {
 	t.Helper()
-	r = mutantRun(r, m)
-	rep := history(t, r, mutantDuration, seed(t))
-	// A broken store's history can cost porcupine a long search to
-	// refuse; a minute bounds it, so that the package stays inside go
-	// test's default timeout.
-	violations, viz, res := checkWithin(rep, r.model, time.Minute)
-	if viz != "" {
-		_ = os.RemoveAll(filepath.Dir(viz))
+	for d := mutantDuration; ; d *= 2 {
+		r := mutantRun(mk(t), m)
+		rep := history(t, r, d, seed(t))
+		// A broken store's history can cost porcupine a long search to
+		// refuse; a minute bounds it, so that the package stays inside go
+		// test's default timeout.
+		violations, viz, res := checkWithin(rep, r.model, time.Minute)
+		if viz != "" {
+			_ = os.RemoveAll(filepath.Dir(viz))
+		}
+		t.Logf("%s: %s, porcupine %s, %d violations", m.Name, summary(rep), res, len(violations))
+		if len(violations) > 0 || res != porcupine.Ok || len(rep.ops) >= minMutantOps || d >= maxMutantDuration {
+			return violations, res
+		}
+		t.Logf("%s: %d operations in %v are too few to count its survival; again for %v", m.Name, len(rep.ops), d, 2*d)
 	}
-	t.Logf("%s: %s, porcupine %s, %d violations", m.Name, summary(rep), res, len(violations))
-	return violations, res
 }

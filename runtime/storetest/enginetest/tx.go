@@ -54,6 +54,9 @@ type txEngine[Tx any] struct {
 	es    *EngineServer
 	// effects reports how many committed business writes record key.
 	effects func(key string) int
+	// sleeping hears from a handler that has begun to idle past its
+	// lease, its claim held.
+	sleeping chan struct{}
 }
 
 // slowLease is the lease of the route whose handler outlives it.
@@ -69,7 +72,7 @@ func serveTx[Tx any](t *testing.T, target storetest.Target) *txEngine[Tx] {
 	in, store := storetest.OpenTx(t, target)
 	e := &txEngine[Tx]{store: store, write: func(ctx context.Context, tx Tx, marker string) error {
 		return in.Write(ctx, tx, marker)
-	}}
+	}, sleeping: make(chan struct{}, 1)}
 	e.effects = func(key string) int {
 		t.Helper()
 		n, err := in.Count(context.Background(), key)
@@ -92,6 +95,10 @@ func serveTx[Tx any](t *testing.T, target storetest.Target) *txEngine[Tx] {
 			panic("handler failed after its write")
 		case "sleep":
 			// Idle inside the transaction well past the lease.
+			select {
+			case e.sleeping <- struct{}{}:
+			default:
+			}
 			time.Sleep(5 * slowLease)
 		default:
 			time.Sleep(20 * time.Millisecond)
@@ -231,7 +238,14 @@ func txOutlivesLease[Tx any](t *testing.T, e *txEngine[Tx]) {
 	// While the lease runs, a retry meets the claim in flight. After
 	// it, the key is free again, while the first handler still sleeps.
 	var fresh *Answer
-	time.Sleep(slowLease / 3)
+	// The retries begin once the first request's handler runs, its claim
+	// held: on a loaded machine the first request can reach its claim
+	// later than a retry sent after a fixed pause would.
+	select {
+	case <-e.sleeping:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first request's handler did not begin within 10 s")
+	}
 	for fresh == nil && time.Since(began) < 10*time.Second {
 		sent := time.Since(began)
 		a := e.es.MustPost(t, "/slow-payments", "sleepy", payBody)
